@@ -1,0 +1,150 @@
+"""In-memory co-association counts: the shared currency of the consensus solvers (NumPy only).
+
+:class:`PairCounts` holds, for a set of point pairs, ``co`` (c_ij, the number of base
+clusterings that put i and j in the same cluster) and ``both`` (N_ij, the number whose
+subsample holds both) as a symmetric CSR matrix: both (i, j) and (j, i) are stored, the
+diagonal never is. It is what the co-association store on disk reads into, and what PCC/PPC fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._validation import InputError, check_labels_matrix
+
+__all__ = ["PairCounts", "dense_coassociation"]
+
+
+@dataclass(frozen=True)
+class PairCounts:
+    """Symmetric sparse co-association counts.
+
+    Attributes
+    ----------
+    indptr : ndarray of shape (n + 1,), int64
+    indices : ndarray of shape (nnz,), int64
+        Column of each stored entry; within a row, sorted ascending.
+    co : ndarray of shape (nnz,), int32
+        c_ij, times i and j were put in the same cluster.
+    both : ndarray of shape (nnz,), int32
+        N_ij, times i and j were both present.
+    n_clusterings : int
+        Number of base clusterings N the counts were taken over.
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    co: np.ndarray
+    both: np.ndarray
+    n_clusterings: int
+
+    @property
+    def n(self) -> int:
+        return len(self.indptr) - 1
+
+    @property
+    def nnz(self) -> int:
+        return len(self.indices)
+
+    @property
+    def n_pairs(self) -> int:
+        """Number of unordered pairs (half the stored entries)."""
+        return self.nnz // 2
+
+    def to_scipy(self):
+        """``(co, both)`` as two ``scipy.sparse.csr_array`` of shape (n, n)."""
+        shape = (self.n, self.n)
+        co = sp.csr_array((self.co, self.indices, self.indptr), shape=shape)
+        both = sp.csr_array((self.both, self.indices, self.indptr), shape=shape)
+        return co, both
+
+    def rows(self):
+        """Row index of each stored entry, shape (nnz,)."""
+        return np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.indptr))
+
+    @classmethod
+    def from_pairs(cls, n, i, j, co, both, n_clusterings):
+        """Build from unordered pairs ``(i, j)`` with ``i != j`` (each given once).
+
+        Both (i, j) and (j, i) are stored; rows are sorted by column.
+        """
+        i = np.asarray(i, dtype=np.int64)
+        j = np.asarray(j, dtype=np.int64)
+        if np.any(i == j):
+            raise InputError("pairs must join two different points; got a pair (i, i)")
+        rows = np.concatenate([i, j])
+        cols = np.concatenate([j, i])
+        order = np.lexsort((cols, rows))
+        rows, cols = rows[order], cols[order]
+        co2 = np.concatenate([co, co]).astype(np.int32)[order]
+        both2 = np.concatenate([both, both]).astype(np.int32)[order]
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+        return cls(indptr, cols, co2, both2, int(n_clusterings))
+
+    @classmethod
+    def from_dense(cls, co, both, n_clusterings=None, *, keep_zero_both=False):
+        """All off-diagonal pairs of dense ``n x n`` count matrices.
+
+        Pairs with ``both == 0`` carry no information and are dropped unless
+        ``keep_zero_both`` is true.
+        """
+        co = np.asarray(co)
+        both = np.asarray(both)
+        if co.shape != both.shape or co.ndim != 2 or co.shape[0] != co.shape[1]:
+            raise InputError(
+                f"co and both must be square and of the same shape; got {co.shape}, {both.shape}"
+            )
+        n = co.shape[0]
+        iu, ju = np.triu_indices(n, k=1)
+        if not keep_zero_both:
+            keep = both[iu, ju] > 0
+            iu, ju = iu[keep], ju[keep]
+        if n_clusterings is None:
+            n_clusterings = int(both.max(initial=0))
+        return cls.from_pairs(n, iu, ju, co[iu, ju], both[iu, ju], n_clusterings)
+
+    def to_dense(self):
+        """Dense ``(co, both)`` int32 matrices (small n only); unstored pairs are 0."""
+        co, both = self.to_scipy()
+        return co.toarray(), both.toarray()
+
+
+def dense_coassociation(labels):
+    """Dense co-association counts of a labels matrix (small n).
+
+    Parameters
+    ----------
+    labels : array-like of shape (n, N)
+        Base-cluster ids, ``-1`` where a point is absent from a clustering.
+
+    Returns
+    -------
+    co, both : ndarray of shape (n, n), int32
+        ``co[i, j]`` counts the clusterings that put i and j together, ``both[i, j]`` those
+        that hold both. The diagonal holds each point's number of presences in both.
+
+    Examples
+    --------
+    >>> co, both = dense_coassociation([[0, 1], [0, -1], [1, 1]])
+    >>> co.tolist(), both.tolist()
+    ([[2, 1, 1], [1, 1, 0], [1, 0, 2]], [[2, 1, 2], [1, 1, 1], [2, 1, 2]])
+    """
+    labels = check_labels_matrix(labels)
+    n, n_clust = labels.shape
+    co = np.zeros((n, n), dtype=np.int32)
+    present = (labels >= 0).astype(np.int32)
+    both = present @ present.T
+    for u in range(n_clust):
+        col = labels[:, u]
+        keep = np.flatnonzero(col >= 0)
+        if keep.size == 0:
+            continue
+        _, codes = np.unique(col[keep], return_inverse=True)
+        onehot = np.zeros((keep.size, codes.max() + 1), dtype=np.int32)
+        onehot[np.arange(keep.size), codes] = 1
+        co[np.ix_(keep, keep)] += onehot @ onehot.T
+    return co, both.astype(np.int32)
