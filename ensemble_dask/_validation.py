@@ -18,7 +18,19 @@ __all__ = [
     "check_rate",
     "check_choice",
     "check_labels_matrix",
+    "stage_seed",
 ]
+
+# Each stage draws from its own branch of the run seed's SeedSequence tree, so no two stages
+# ever share a random stream: stage_seed(seed, "generate").spawn(N)[u] is clustering u's seed.
+_STAGE_KEYS = {"ingest": 1, "generate": 2, "coassoc": 3, "consensus": 4, "federated": 5}
+
+
+def stage_seed(seed, stage):
+    """The :class:`numpy.random.SeedSequence` of ``stage`` under run seed ``seed``."""
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    return np.random.SeedSequence(int(seed), spawn_key=(_STAGE_KEYS[stage],))
 
 
 class EnsembleDaskError(Exception):

@@ -1,0 +1,208 @@
+"""``ensemble-dask``: a thin command-line shell over :mod:`ensemble_dask.pipeline`.
+
+Subcommands: ``run WORKFLOW`` (every stage of a workflow), and one per stage: ``ingest``,
+``generate``, ``import-labels``, ``report``. Errors on bad input print one line naming the
+file, parameter or value, and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from . import __version__
+from ._validation import EnsembleDaskError
+
+__all__ = ["main"]
+
+
+def _csv_list(text):
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _storage_options(text):
+    if text is None:
+        return None
+    try:
+        opts = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise EnsembleDaskError(f"--storage-options must be a JSON object; got {text!r}") from exc
+    if not isinstance(opts, dict):
+        raise EnsembleDaskError(f"--storage-options must be a JSON object; got {text!r}")
+    return opts
+
+
+def _parser():
+    ap = argparse.ArgumentParser(prog="ensemble-dask", description="Consensus clustering at scale on Dask.")
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def store_args(p, required=True):
+        p.add_argument("--store", required=required, help="run store URL (path, file://, memory://, s3://)")
+        p.add_argument("--storage-options", help="fsspec options of the store, as JSON")
+
+    def cluster_args(p):
+        p.add_argument("--scheduler", help="address of an existing Dask scheduler (default: a LocalCluster)")
+        p.add_argument("--n-workers", type=int, help="workers of the embedded LocalCluster")
+        p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    p = sub.add_parser("run", parents=[common], help="run every stage of a workflow YAML file")
+    p.add_argument("workflow")
+    p.add_argument("--data", help="input URL, replacing the workflow's data.url")
+    store_args(p, required=False)
+    cluster_args(p)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a workflow key")
+
+    p = sub.add_parser("ingest", parents=[common], help="read a table into the store's X (and y_true)")
+    p.add_argument("data", help="input URL (CSV[.gz], Parquet, zarr, npy, synthetic:kdd99?n=...)")
+    store_args(p)
+    p.add_argument("--data-storage-options", help="fsspec options of the input, as JSON")
+    p.add_argument("--format", choices=["csv", "parquet", "zarr", "npy"])
+    p.add_argument("--schema", choices=["kdd99"])
+    p.add_argument("--label-column")
+    p.add_argument("--categorical", type=_csv_list, default=[])
+    p.add_argument("--drop", type=_csv_list, default=[])
+    p.add_argument("--header", action="store_true", help="the CSV's first line holds column names")
+    p.add_argument("--classes", type=_csv_list)
+    p.add_argument("--subset", type=int)
+    p.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--impute", choices=["mean"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--overwrite", action="store_true")
+
+    p = sub.add_parser("generate", parents=[common], help="generate base clusterings as a Dask graph")
+    store_args(p)
+    cluster_args(p)
+    p.add_argument("-N", "--n-clusterings", type=int, default=100)
+    p.add_argument("--ensemble", default="type1", help="type1 (k-means) or type2 (mixed algorithms)")
+    p.add_argument("--k-min", type=int, default=2)
+    p.add_argument("--k-max", type=int, default=10)
+    p.add_argument("--rate", type=float, default=1.0)
+    p.add_argument("--algorithms", type=_csv_list)
+    p.add_argument("--seed", type=int, default=0)
+
+    p = sub.add_parser(
+        "import-labels", parents=[common], help="bring precomputed partitions (n x N table, -1 = absent)"
+    )
+    p.add_argument("labels", help="URL of the labels table")
+    store_args(p)
+
+    p = sub.add_parser("report", parents=[common], help="write report/metrics.json and print the summary")
+    store_args(p)
+    return ap
+
+
+def _print_summary(report, out=sys.stdout):
+    ds = report.get("dataset", {})
+    print(f"data set: n={ds.get('n')} d={ds.get('d')} clusterings={ds.get('n_clusterings')}", file=out)
+    rows = []
+    if report.get("base_partitions"):
+        bp = report["base_partitions"]
+        rows.append(("base partitions (mean)", bp["H"]["mean"], bp["ARI"]["mean"], bp["NMI"]["mean"], "", ""))
+    for name, m in (report.get("methods") or {}).items():
+        rows.append((name, m.get("H"), m.get("ARI"), m.get("NMI"), m.get("effective_k"), m.get("seconds")))
+    if not rows:
+        return
+
+    def fmt(v, spec):
+        return format(v, spec) if isinstance(v, (int, float)) else str(v if v is not None else "")
+
+    print(f"{'':26s} {'H':>7s} {'ARI':>7s} {'NMI':>7s} {'k_eff':>6s} {'secs':>8s}", file=out)
+    for name, h, a, nm, k, s in rows:
+        print(
+            f"{name:26s} {fmt(h, '7.4f')} {fmt(a, '7.4f')} {fmt(nm, '7.4f')} {fmt(k, '>6')} {fmt(s, '8.2f')}",
+            file=out,
+        )
+
+
+def _dask_options(args):
+    return {"n_workers": args.n_workers} if getattr(args, "n_workers", None) else None
+
+
+def _run(args):
+    from . import pipeline
+    from .store import RunStore
+
+    progress = not getattr(args, "no_progress", True)
+    if args.command == "run":
+        spec = pipeline.load_workflow(args.workflow)
+        spec = pipeline.apply_overrides(
+            spec, args.set, data=args.data, store=args.store, scheduler=args.scheduler
+        )
+        if args.storage_options is not None:
+            spec["storage_options"] = _storage_options(args.storage_options)
+        if args.n_workers:
+            spec.setdefault("dask", {})["n_workers"] = args.n_workers
+        report = pipeline.run_workflow(spec, progress=progress)
+        _print_summary(report)
+        return 0
+
+    store = RunStore(args.store, _storage_options(args.storage_options))
+    if args.command == "ingest":
+        from .ingest import ingest
+
+        info = ingest(
+            store,
+            args.data,
+            seed=args.seed,
+            storage_options=_storage_options(args.data_storage_options),
+            overwrite=args.overwrite,
+            format=args.format,
+            schema=args.schema,
+            label_column=args.label_column,
+            categorical=args.categorical,
+            drop=args.drop,
+            header=args.header,
+            classes=args.classes,
+            subset=args.subset,
+            standardize=args.standardize,
+            impute=args.impute,
+        )
+        print(f"ingest: n={info['n']} d={info['d']}" + (" (up to date)" if info["skipped"] else ""))
+    elif args.command == "generate":
+        from .generate import generate
+
+        with pipeline.client_for_store(store, args.scheduler, _dask_options(args)) as client:
+            info = generate(
+                store,
+                client,
+                progress=progress,
+                n_clusterings=args.n_clusterings,
+                ensemble=args.ensemble,
+                k_min=args.k_min,
+                k_max=args.k_max,
+                rate=args.rate,
+                algorithms=args.algorithms,
+                seed=args.seed,
+            )
+        print(f"generate: {info['n_clusterings']} clusterings, {info['computed']} computed")
+    elif args.command == "import-labels":
+        from .generate import import_labels
+
+        info = import_labels(store, args.labels)
+        print(f"import-labels: {info['n_clusterings']} clusterings")
+    elif args.command == "report":
+        _print_summary(pipeline.write_report(store))
+    return 0
+
+
+def main(argv=None):
+    """Entry point of the ``ensemble-dask`` command; returns the exit status."""
+    args = _parser().parse_args(argv)
+    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if args.verbose < 2:
+        logging.getLogger("distributed").setLevel(logging.WARNING)
+    try:
+        return _run(args)
+    except EnsembleDaskError as exc:
+        print(f"ensemble-dask: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""Base clusterers (in memory, NumPy and scikit-learn/SciPy only) and the ensemble plans.
+
+A *plan* is the list of per-clustering specifications of an ensemble: algorithm, number of
+clusters, subsample seed and rate. Each clustering u draws everything from its own
+``SeedSequence`` child, spawned from one run seed, so its labels do not depend on how many
+workers run the ensemble or in which order.
+
+Registry (``ALGORITHMS``): ``kmeans``; agglomerative ``single``, ``average``, ``complete``,
+``ward``, ``centroid`` (SciPy's hierarchical clustering, O(m^2) memory, so limited to
+subsamples of ``max_samples`` points); ``spectral`` (scikit-learn, nearest-neighbour affinity).
+Ensemble types of papers/003 Sect. 7.2: ``type1`` = k-means with a random k in [k_min, k_max];
+``type2`` = a mix of the registry's algorithms with varying k, drawing only among those whose
+``max_samples`` allows the subsample size.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validation import InputError, check_choice, check_int, check_rate, stage_seed
+
+__all__ = [
+    "ALGORITHMS",
+    "ENSEMBLE_TYPES",
+    "Algorithm",
+    "plan_ensemble",
+    "run_clustering",
+    "subsample",
+    "subsample_of",
+]
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """A registered base clusterer: ``fit(X, k, seed) -> labels`` and a subsample size limit."""
+
+    name: str
+    fit: object
+    max_samples: int | None = None
+
+
+def _kmeans(x, k, seed):
+    from sklearn.cluster import KMeans
+
+    return KMeans(n_clusters=k, n_init=1, init="k-means++", random_state=seed).fit(x).labels_
+
+
+def _hierarchical(method):
+    def fit(x, k, seed):
+        from scipy.cluster.hierarchy import fcluster, linkage
+
+        z = linkage(np.asarray(x, dtype=np.float64), method=method)
+        return fcluster(z, t=k, criterion="maxclust") - 1
+
+    return fit
+
+
+def _spectral(x, k, seed):
+    from sklearn.cluster import SpectralClustering
+
+    nn = min(10, len(x) - 1)
+    model = SpectralClustering(
+        n_clusters=k,
+        affinity="nearest_neighbors",
+        n_neighbors=nn,
+        assign_labels="cluster_qr",
+        random_state=seed,
+    )
+    with warnings.catch_warnings():
+        # well-separated subsamples give a disconnected k-NN graph; the embedding is still usable
+        warnings.filterwarnings("ignore", message="Graph is not fully connected")
+        return model.fit(x).labels_
+
+
+ALGORITHMS = {
+    "kmeans": Algorithm("kmeans", _kmeans),
+    **{
+        m: Algorithm(m, _hierarchical(m), max_samples=10_000)
+        for m in ("single", "average", "complete", "ward", "centroid")
+    },
+    "spectral": Algorithm("spectral", _spectral, max_samples=10_000),
+}
+ENSEMBLE_TYPES = ("type1", "type2")
+
+
+def subsample(n, rate, rng):
+    """Sorted indices of a subsample of ``round(rate * n)`` of ``n`` points (all when rate == 1)."""
+    m = max(1, int(round(rate * n)))
+    if m >= n:
+        return np.arange(n, dtype=np.int64)
+    return np.sort(rng.choice(n, size=m, replace=False)).astype(np.int64)
+
+
+def plan_ensemble(
+    n,
+    n_clusterings,
+    *,
+    ensemble="type1",
+    k_min=2,
+    k_max=10,
+    rate=1.0,
+    algorithms=None,
+    seed=0,
+    start=0,
+):
+    """Specifications of base clusterings ``start .. n_clusterings - 1`` of an ensemble.
+
+    Parameters
+    ----------
+    n : int
+        Number of points.
+    n_clusterings : int
+        Size N of the whole ensemble.
+    ensemble : {"type1", "type2"}, default="type1"
+    k_min, k_max : int, default=2, 10
+        Each clustering's k is drawn uniformly in [k_min, k_max].
+    rate : float in (0, 1], default=1.0
+        Subsample rate; points outside a clustering's subsample get the label -1.
+    algorithms : list of str, default=None
+        Algorithms a ``type2`` ensemble draws from (all registered ones by default).
+    seed : int or SeedSequence, default=0
+        Run seed; clustering u uses child u of ``stage_seed(seed, "generate").spawn``.
+    start : int, default=0
+        First clustering to plan (to extend an ensemble with new columns).
+
+    Returns
+    -------
+    list of dict
+        ``{"index", "algorithm", "k", "seed", "rate", "m"}`` per clustering.
+    """
+    n = check_int(n, "n", min_value=2)
+    n_clusterings = check_int(n_clusterings, "n_clusterings", min_value=1)
+    check_choice(ensemble, "ensemble", ENSEMBLE_TYPES)
+    rate = check_rate(rate, "rate")
+    k_min = check_int(k_min, "k_min", min_value=2)
+    k_max = check_int(k_max, "k_max", min_value=2)
+    if k_min > k_max:
+        raise InputError(f"k_min={k_min} must be <= k_max={k_max}")
+    m = max(1, int(round(rate * n)))
+    if k_max > m:
+        raise InputError(f"k_max={k_max} is larger than a subsample of {m} points (n={n}, rate={rate})")
+    if ensemble == "type1":
+        pool = ["kmeans"]
+    else:
+        pool = list(ALGORITHMS) if algorithms is None else list(algorithms)
+    for name in pool:
+        check_choice(name, "algorithm", ALGORITHMS)
+    allowed = [a for a in pool if ALGORITHMS[a].max_samples is None or m <= ALGORITHMS[a].max_samples]
+    if not allowed:
+        raise InputError(
+            f"none of the algorithms {pool} can cluster a subsample of {m} points; add 'kmeans' or lower the rate"
+        )
+    root = stage_seed(seed, "generate")
+    children = root.spawn(n_clusterings)
+    plans = []
+    for u in range(start, n_clusterings):
+        rng = np.random.default_rng(children[u])
+        algo = allowed[int(rng.integers(len(allowed)))] if len(allowed) > 1 else allowed[0]
+        plans.append(
+            {
+                "index": u,
+                "algorithm": algo,
+                "k": int(rng.integers(k_min, k_max + 1)),
+                "seed": int(rng.integers(2**31 - 1)),
+                "rate": rate,
+                "m": m,
+            }
+        )
+    return plans
+
+
+def run_clustering(x_sub, spec):
+    """Cluster the subsample rows ``x_sub`` as ``spec`` says; labels 0..k'-1 (int32)."""
+    algo = ALGORITHMS.get(spec["algorithm"])
+    if algo is None:
+        raise InputError(f"unknown algorithm {spec['algorithm']!r}; known: {sorted(ALGORITHMS)}")
+    if spec["k"] > len(x_sub):
+        raise InputError(f"k={spec['k']} is larger than the subsample of {len(x_sub)} points")
+    raw = np.asarray(algo.fit(x_sub, int(spec["k"]), int(spec["seed"])))
+    _, labels = np.unique(raw, return_inverse=True)
+    return labels.astype(np.int32)
+
+
+def subsample_of(spec, n):
+    """The subsample indices of clustering ``spec`` (drawn from its own seed)."""
+    rng = np.random.default_rng(np.random.SeedSequence(spec["seed"], spawn_key=(0,)))
+    return subsample(n, spec["rate"], rng)

@@ -1,0 +1,73 @@
+"""Where work runs: the embedded LocalCluster or an existing Dask cluster.
+
+This is the only module that decides about clusters and clients; the stages hand it
+in-memory functions and small arguments (store URLs, seeds, index ranges), never large data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+
+from ._validation import InputError
+
+__all__ = ["dask_client", "gather_with_progress"]
+
+logger = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, processes=True):
+    """Yield a ``distributed.Client``.
+
+    Parameters
+    ----------
+    scheduler : str or Client, default=None
+        Address of an existing scheduler (``tcp://host:8786``) or a Client to use as is. When
+        None, an embedded ``LocalCluster`` is started (and closed on exit).
+    n_workers : int, default=None
+        Workers of the embedded cluster (default: one per core).
+    threads_per_worker : int, default=1
+    processes : bool, default=True
+        Worker processes (False: threads of this process, required for ``memory://`` stores,
+        which live in this process's memory).
+    """
+    from distributed import Client, LocalCluster
+
+    if isinstance(scheduler, Client):
+        yield scheduler
+        return
+    if scheduler:
+        try:
+            client = Client(scheduler, timeout="10s")
+        except (OSError, TimeoutError) as exc:
+            raise InputError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
+        with client:
+            yield client
+        return
+    n_workers = n_workers or max(1, os.cpu_count() or 1)
+    with (
+        LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=threads_per_worker,
+            processes=processes,
+            dashboard_address=":0",
+            host="127.0.0.1",
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+def gather_with_progress(client, futures, *, desc, progress=True):
+    """Results of ``futures`` in submission order, with a tqdm bar on stderr as they finish."""
+    from distributed import as_completed
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(futures), desc=desc, disable=not progress, unit="task") as bar:
+        for fut in as_completed(futures):
+            if fut.status == "error":
+                fut.result()  # raises the task's exception here, with its traceback
+            bar.update(1)
+    return client.gather(futures)

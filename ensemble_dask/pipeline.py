@@ -1,0 +1,160 @@
+"""Workflows: a YAML spec naming the data, the store, the cluster and each stage's parameters.
+
+A workflow is run stage by stage on one run store; each stage is skipped when its record in the
+store matches (see :mod:`ensemble_dask.store`), so a re-run resumes where a killed run stopped.
+
+Workflow keys (all but ``data`` optional)::
+
+    name: demo
+    seed: 0                       # the one seed every random choice flows from
+    store: runs/demo.zarr         # run store URL (local path, file://, memory://, s3://)
+    storage_options: {}           # fsspec options of the store
+    scheduler: null               # address of an existing Dask scheduler; null = embedded LocalCluster
+    dask: {n_workers: null, threads_per_worker: 1}
+    data: {url: ..., storage_options: {}, schema: kdd99, classes: [...], subset: 120000, ...}
+    generate: {n_clusterings: 100, ensemble: type1, k_min: 2, k_max: 10, rate: 0.5}
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from ._validation import InputError
+from .generate import base_partition_scores, generate
+from .ingest import ingest
+from .parallel import dask_client
+from .store import RunStore
+
+__all__ = ["load_workflow", "apply_overrides", "run_workflow", "write_report", "client_for_store"]
+
+logger = logging.getLogger(__name__)
+
+TOP_KEYS = {"name", "seed", "store", "storage_options", "scheduler", "dask", "data", "generate"}
+DASK_KEYS = {"n_workers", "threads_per_worker"}
+
+
+def load_workflow(path):
+    """Read a workflow YAML file into a dict (unknown keys are an error)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"workflow file {str(path)!r} does not exist")
+    try:
+        spec = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise InputError(f"workflow file {str(path)!r} is not valid YAML: {exc}") from exc
+    if not isinstance(spec, dict):
+        raise InputError(f"workflow file {str(path)!r} must hold a mapping at the top level")
+    check_workflow(spec, source=str(path))
+    return spec
+
+
+def check_workflow(spec, source="workflow"):
+    unknown = set(spec) - TOP_KEYS
+    if unknown:
+        raise InputError(f"{source}: unknown key(s) {sorted(unknown)}; known keys: {sorted(TOP_KEYS)}")
+    unknown = set(spec.get("dask") or {}) - DASK_KEYS
+    if unknown:
+        raise InputError(f"{source}: unknown key(s) {sorted(unknown)} in 'dask'; known: {sorted(DASK_KEYS)}")
+    data = spec.get("data")
+    if isinstance(data, str):
+        spec["data"] = {"url": data}
+    elif not isinstance(data, dict) or "url" not in data:
+        raise InputError(f"{source}: 'data' must be a URL or a mapping with a 'url' key; got {data!r}")
+
+
+def apply_overrides(spec, sets=(), *, data=None, store=None, scheduler=None):
+    """A copy of ``spec`` with ``--set key.sub=value`` overrides (values parsed as YAML) applied."""
+    spec = copy.deepcopy(spec)
+    for item in sets:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"--set expects key=value; got {item!r}")
+        node = spec
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise InputError(f"--set {item!r}: {part!r} is not a section")
+        node[parts[-1]] = yaml.safe_load(raw)
+    if data is not None:
+        spec.setdefault("data", {})
+        if isinstance(spec["data"], str):
+            spec["data"] = {"url": spec["data"]}
+        spec["data"]["url"] = data
+    if store is not None:
+        spec["store"] = store
+    if scheduler is not None:
+        spec["scheduler"] = scheduler
+    check_workflow(spec)
+    return spec
+
+
+def client_for_store(store, scheduler=None, dask_options=None):
+    """A client context fit for ``store``: worker processes unless the store lives in memory."""
+    in_memory = store.url.startswith("memory://")
+    if in_memory and scheduler:
+        raise InputError(
+            f"run store {store.url!r} lives in this process's memory, which the workers of the cluster at "
+            f"{scheduler!r} cannot see; use a file or object-store URL"
+        )
+    opts = dict(dask_options or {})
+    return dask_client(scheduler, processes=not in_memory, **opts)
+
+
+def _call(func, section, *args, **kwargs):
+    """Call a stage function, turning an unknown parameter into an error naming the section."""
+    try:
+        return func(*args, **kwargs)
+    except TypeError as exc:
+        if "unexpected keyword argument" in str(exc):
+            raise InputError(f"workflow section {section!r}: {exc}") from exc
+        raise
+
+
+def write_report(store, methods=None):
+    """Write ``report/metrics.json``: data-set facts, base-partition accuracy, consensus methods."""
+    summary = store["X"].attrs.get("summary", {}) if "X" in store else {}
+    ingest_rec = store.record("ingest") or {}
+    dataset = {
+        "source": ingest_rec.get("params", {}).get("url"),
+        "n": summary.get("n", store.n),
+        "d": summary.get("d"),
+        "classes": summary.get("classes"),
+        "class_counts": summary.get("class_counts"),
+    }
+    if "labels" in store:
+        labels = store["labels"]
+        dataset["n_clusterings"] = int(labels.shape[1])
+        rates = [m.get("rate", 1.0) for m in labels.attrs.get("partitions", [])]
+        dataset["missing_fraction"] = round(1.0 - float(np.mean(rates)), 6) if rates else None
+    previous = store.read_json("report/metrics.json", default={}) or {}
+    report = {
+        "dataset": dataset,
+        "base_partitions": base_partition_scores(store),
+        "methods": {**previous.get("methods", {}), **(methods or {})},
+    }
+    store.write_json("report/metrics.json", report)
+    return report
+
+
+def run_workflow(spec, *, progress=False):
+    """Run every stage of ``spec`` (a dict from :func:`load_workflow`); return the report dict."""
+    check_workflow(spec)
+    seed = int(spec.get("seed", 0))
+    store_url = spec.get("store") or f"runs/{spec.get('name', 'run')}.zarr"
+    store = RunStore(store_url, spec.get("storage_options"))
+    data = dict(spec["data"])
+    url = data.pop("url")
+    info = _call(ingest, "data", store, url, seed=seed, **data)
+    logger.info("ingest: %s", info)
+    if spec.get("generate") is not None:
+        with client_for_store(store, spec.get("scheduler"), spec.get("dask")) as client:
+            gen = dict(spec["generate"])
+            gen.setdefault("seed", seed)
+            _call(generate, "generate", store, client, progress=progress, **gen)
+    return write_report(store)

@@ -1,0 +1,173 @@
+"""The run store: one zarr v3 group at a URL holding every stage's output.
+
+Layout (see DESIGN.md): ``X``, ``y_true``, ``labels``, ``pairs/...``, ``consensus/<method>/...``,
+``report/metrics.json``. The group's attribute ``stages`` maps a stage name to its record
+``{"params", "inputs", "hash", "complete", "finished", "seconds"}``. A stage is marked complete
+only after all its data is written; a stage whose record matches the requested parameters and
+inputs is skipped on re-run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import logging
+import time
+
+import fsspec
+import zarr
+from zarr.storage import FsspecStore, LocalStore
+
+from ._validation import EnsembleDaskError, InputError
+from .io import strip_file_scheme
+
+__all__ = ["RunStore", "make_zarr_store", "stage_hash"]
+
+logger = logging.getLogger(__name__)
+
+
+def make_zarr_store(url, storage_options=None, *, read_only=False):
+    """A zarr store for ``url``: a :class:`LocalStore` for paths and ``file://``, else fsspec."""
+    url = strip_file_scheme(str(url))
+    if "://" not in url:
+        return LocalStore(url, read_only=read_only)
+    return FsspecStore.from_url(url, storage_options=storage_options or {}, read_only=read_only)
+
+
+def _jsonable(obj):
+    return json.loads(json.dumps(obj, sort_keys=True, default=str))
+
+
+def stage_hash(params, inputs):
+    """Hash of a stage's parameters and its inputs' hashes (hex, 16 chars)."""
+    blob = json.dumps({"params": params, "inputs": inputs}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class RunStore:
+    """A run store at ``url``.
+
+    Parameters
+    ----------
+    url : str
+        Local path, ``file://``, ``memory://``, ``s3://`` ... URL of the zarr group.
+    storage_options : dict, default=None
+        fsspec options (credentials, ``endpoint_url`` ...).
+    mode : {"a", "r"}, default="a"
+        ``"r"`` requires the store to exist.
+    """
+
+    def __init__(self, url, storage_options=None, *, mode="a"):
+        self.url = str(url).rstrip("/")
+        self.storage_options = dict(storage_options or {})
+        self.mode = mode
+        try:
+            store = make_zarr_store(self.url, self.storage_options, read_only=mode == "r")
+            self.group = zarr.open_group(store=store, mode=mode)
+        except FileNotFoundError as exc:
+            raise InputError(f"run store {self.url!r} does not exist") from exc
+        except OSError as exc:  # missing bucket, permission, unreachable endpoint
+            raise InputError(f"cannot open run store {self.url!r}: {exc}") from exc
+
+    # -- arrays -----------------------------------------------------------------------------
+    def __contains__(self, path):
+        return path in self.group
+
+    def __getitem__(self, path):
+        try:
+            return self.group[path]
+        except KeyError:
+            raise InputError(
+                f"run store {self.url!r} has no {path!r}; run the stage that writes it"
+            ) from None
+
+    @property
+    def n(self):
+        """Number of points of the data set in this store (from ``X`` or ``labels``), or None."""
+        for name in ("X", "labels"):
+            if name in self.group:
+                return self.group[name].shape[0]
+        return None
+
+    def check_n(self, n, what):
+        """Raise when ``n`` differs from the number of points already in the store."""
+        have = self.n
+        if have is not None and have != n:
+            raise InputError(
+                f"{what} has n={n} points but run store {self.url!r} holds a data set of n={have}; "
+                "use another store (or overwrite=True to replace its contents)"
+            )
+
+    # -- stage records ----------------------------------------------------------------------
+    def records(self):
+        return dict(self.group.attrs.get("stages", {}))
+
+    def record(self, name):
+        return self.records().get(name)
+
+    def stage_hash(self, name):
+        """Hash of a complete stage (its output's identity), or raise if it is not complete."""
+        rec = self.record(name)
+        if not rec or not rec.get("complete"):
+            raise InputError(f"stage {name!r} has not completed in run store {self.url!r}; run it first")
+        return rec["hash"]
+
+    def is_complete(self, name, params, inputs):
+        rec = self.record(name)
+        return bool(rec and rec.get("complete") and rec.get("hash") == stage_hash(_jsonable(params), inputs))
+
+    def _set_record(self, name, rec):
+        stages = self.records()
+        if rec is None:
+            stages.pop(name, None)
+        else:
+            stages[name] = rec
+        self.group.attrs["stages"] = stages
+
+    @contextlib.contextmanager
+    def stage(self, name, params, inputs):
+        """Context for running stage ``name``: unmark it, yield, then mark it complete.
+
+        If the body raises, the stage stays unmarked (its partial output is never trusted).
+        """
+        if self.mode == "r":
+            raise EnsembleDaskError(f"run store {self.url!r} is open read-only")
+        params = _jsonable(params)
+        self._set_record(name, None)
+        t0 = time.perf_counter()
+        yield
+        seconds = time.perf_counter() - t0
+        self._set_record(
+            name,
+            {
+                "params": params,
+                "inputs": inputs,
+                "hash": stage_hash(params, inputs),
+                "complete": True,
+                "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+                "seconds": round(seconds, 3),
+            },
+        )
+        logger.info("stage %s complete in %.2f s", name, seconds)
+
+    # -- JSON documents (report/) -------------------------------------------------------------
+    def _file_url(self, path):
+        return f"{strip_file_scheme(self.url)}/{path}"
+
+    def write_json(self, path, obj):
+        url = self._file_url(path)
+        opts = dict(self.storage_options)
+        if "://" not in url:
+            opts["auto_mkdir"] = True
+        with fsspec.open(url, "w", **opts) as fh:
+            json.dump(obj, fh, indent=2, sort_keys=False, default=float)
+
+    def read_json(self, path, default=None):
+        url = self._file_url(path)
+        fs, p = fsspec.core.url_to_fs(url, **self.storage_options)
+        if not fs.exists(p):
+            return default
+        with fs.open(p, "r") as fh:
+            return json.load(fh)

@@ -1,0 +1,184 @@
+"""Shared fixtures: the real data in ../shared/data, Dask clusters, a local S3 server.
+
+Everything here is real: LocalClusters, `dask scheduler` / `dask worker` processes and a moto S3
+server process, all bound to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+BIN = Path(sys.executable).parent
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port, proc, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process {proc.args} exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+def _stop(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _exe(name):
+    path = BIN / name
+    return str(path) if path.exists() else shutil.which(name)
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """../shared/data beside the repository (the real data sets; never copied into the repo)."""
+    if not (SHARED_DATA / "kddcup99").is_dir():
+        pytest.fail(f"the shared data directory {SHARED_DATA} is missing")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def kdd_file(shared_data):
+    return shared_data / "kddcup99" / "kddcup.data_10_percent.gz"
+
+
+@pytest.fixture(scope="session")
+def kdd_sample(kdd_file, tmp_path_factory):
+    """Every 100th record of the real KDD 10% file (4,941 rows, all the big classes), as .csv.gz."""
+    out = tmp_path_factory.mktemp("kdd") / "kdd_sample.csv.gz"
+    with gzip.open(kdd_file, "rt") as src, gzip.open(out, "wt") as dst:
+        for i, line in enumerate(src):
+            if i % 100 == 0:
+                dst.write(line)
+    return out
+
+
+@pytest.fixture(scope="session")
+def client():
+    """A 2-worker LocalCluster of threads (shares memory:// stores with the test process)."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster,
+        Client(cluster) as c,
+    ):
+        yield c
+
+
+@pytest.fixture(scope="session")
+def process_client():
+    """A 2-worker LocalCluster of worker processes."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", host="127.0.0.1"
+        ) as cluster,
+        Client(cluster) as c,
+    ):
+        yield c
+
+
+@pytest.fixture(scope="session")
+def dask_scheduler_address(tmp_path_factory):
+    """A real `dask scheduler` and two `dask worker` processes on 127.0.0.1; yields the address."""
+    port = _free_port()
+    workdir = tmp_path_factory.mktemp("dask")
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    sched = subprocess.Popen(
+        [_exe("dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    procs = [sched]
+    try:
+        _wait_port(port, sched)
+        address = f"tcp://127.0.0.1:{port}"
+        for _ in range(2):
+            procs.append(
+                subprocess.Popen(
+                    [
+                        _exe("dask"),
+                        "worker",
+                        address,
+                        "--nthreads",
+                        "1",
+                        "--host",
+                        "127.0.0.1",
+                        "--no-dashboard",
+                    ],
+                    cwd=workdir,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        from distributed import Client
+
+        with Client(address, timeout="30s") as c:
+            c.wait_for_workers(2, timeout=60)
+        yield address
+    finally:
+        for p in reversed(procs):
+            _stop(p)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A moto S3 server process on 127.0.0.1; yields the storage_options to reach it."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [_exe("moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_port(port, proc)
+        yield {
+            "key": "testing",
+            "secret": "testing",
+            "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}", "region_name": "us-east-1"},
+        }
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture
+def s3_bucket(s3_server):
+    """A fresh bucket on the moto server; yields (bucket name, storage_options)."""
+    import uuid
+
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**s3_server)
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    fs.call_s3("create_bucket", Bucket=name)
+    return name, s3_server

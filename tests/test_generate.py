@@ -1,0 +1,140 @@
+import numpy as np
+import pytest
+
+from ensemble_dask import InputError
+from ensemble_dask.clusterers import ALGORITHMS, plan_ensemble, run_clustering, subsample_of
+from ensemble_dask.generate import base_partition_scores, generate, import_labels
+from ensemble_dask.ingest import ingest
+from ensemble_dask.metrics import h_criterion
+from ensemble_dask.store import RunStore
+
+
+@pytest.fixture
+def kdd_store(kdd_sample, tmp_path):
+    store = RunStore(tmp_path / "run.zarr")
+    ingest(store, str(kdd_sample), schema="kdd99", classes=["smurf", "neptune", "normal"], subset=2000)
+    return store
+
+
+def test_plan_is_seeded_and_prefix_stable():
+    a = plan_ensemble(1000, 20, rate=0.5, seed=7)
+    b = plan_ensemble(1000, 30, rate=0.5, seed=7)
+    assert a == b[:20]
+    assert plan_ensemble(1000, 30, rate=0.5, seed=7, start=20) == b[20:]
+    assert a != plan_ensemble(1000, 20, rate=0.5, seed=8)
+    assert {p["algorithm"] for p in a} == {"kmeans"}
+    assert all(2 <= p["k"] <= 10 for p in a)
+
+
+def test_type2_mixes_algorithms_where_the_subsample_allows():
+    small = plan_ensemble(500, 60, ensemble="type2", k_min=2, k_max=6, seed=0)
+    assert {p["algorithm"] for p in small} == set(ALGORITHMS)
+    big = plan_ensemble(100_000, 20, ensemble="type2", rate=0.5, seed=0)
+    assert {p["algorithm"] for p in big} == {"kmeans"}
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_each_algorithm_finds_separated_blobs(algorithm):
+    rng = np.random.default_rng(0)
+    centers = np.array([[0, 0], [10, 0], [0, 10]])
+    y = np.repeat(np.arange(3), 40)
+    x = centers[y] + rng.normal(scale=0.5, size=(120, 2))
+    labels = run_clustering(x, {"algorithm": algorithm, "k": 3, "seed": 1})
+    assert labels.dtype == np.int32 and labels.max() == 2
+    assert h_criterion(labels, y) == 1.0
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(rate=0.0), r"'rate' parameter must be in \(0, 1\]; got 0.0"),
+        (dict(rate=1.5), r"'rate' parameter must be in \(0, 1\]; got 1.5"),
+        (dict(k_min=5, k_max=3), "k_min=5 must be <= k_max=3"),
+        (dict(k_min=1), r"'k_min' parameter must be >= 2; got 1"),
+        (dict(k_max=80, rate=0.1), "k_max=80 is larger than a subsample of 50 points"),
+        (
+            dict(ensemble="type2", algorithms=["kmeans", "dbscan"]),
+            "'algorithm' parameter must be one of .* got 'dbscan'",
+        ),
+        (dict(ensemble="type3"), "'ensemble' parameter must be one of"),
+    ],
+)
+def test_bad_parameters(kwargs, match):
+    with pytest.raises(InputError, match=match):
+        plan_ensemble(500, 10, **kwargs)
+
+
+def test_generate_writes_labels(kdd_store, client):
+    info = generate(kdd_store, client, n_clusterings=12, rate=0.5, k_min=2, k_max=6, seed=3)
+    assert info == {"n_clusterings": 12, "computed": 12, "skipped": False}
+    labels = kdd_store["labels"]
+    assert labels.shape == (2000, 12) and labels.chunks == (2000, 1)
+    lab = labels[:]
+    assert (lab == -1).sum() == 12 * 1000
+    meta = labels.attrs["partitions"]
+    for u, m in enumerate(meta):
+        assert m["index"] == u and m["algorithm"] == "kmeans"
+        idx = subsample_of(m, 2000)
+        assert (lab[idx, u] >= 0).all() and lab[:, u].max() + 1 == m["n_clusters_found"] <= m["k"]
+    scores = base_partition_scores(kdd_store)
+    assert 0.5 < scores["H"]["mean"] <= 1.0
+    assert generate(kdd_store, client, n_clusterings=12, rate=0.5, k_min=2, k_max=6, seed=3)["skipped"]
+
+
+def test_labels_do_not_depend_on_workers_or_scheduler(kdd_sample, tmp_path, client, process_client):
+    from distributed import Client, LocalCluster
+
+    results = []
+    for name, c in [("threads", client), ("processes", process_client)]:
+        store = RunStore(tmp_path / f"{name}.zarr")
+        ingest(store, str(kdd_sample), schema="kdd99", subset=1500)
+        generate(store, c, n_clusterings=8, ensemble="type2", rate=0.6, k_min=2, k_max=5, seed=11)
+        results.append(store["labels"][:])
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cl, Client(cl) as one:
+        store = RunStore(tmp_path / "one.zarr")
+        ingest(store, str(kdd_sample), schema="kdd99", subset=1500)
+        generate(store, one, n_clusterings=8, ensemble="type2", rate=0.6, k_min=2, k_max=5, seed=11)
+        results.append(store["labels"][:])
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], results[2])
+
+
+def test_extending_the_ensemble_computes_only_new_columns(kdd_store, client, tmp_path, kdd_sample):
+    generate(kdd_store, client, n_clusterings=5, rate=0.5, seed=2)
+    first = kdd_store["labels"][:]
+    info = generate(kdd_store, client, n_clusterings=9, rate=0.5, seed=2)
+    assert info["computed"] == 4
+    full = RunStore(tmp_path / "full.zarr")
+    ingest(full, str(kdd_sample), schema="kdd99", classes=["smurf", "neptune", "normal"], subset=2000)
+    generate(full, client, n_clusterings=9, rate=0.5, seed=2)
+    np.testing.assert_array_equal(kdd_store["labels"][:], full["labels"][:])
+    np.testing.assert_array_equal(kdd_store["labels"][:, :5], first)
+    assert len(kdd_store["labels"].attrs["partitions"]) == 9
+
+
+def test_failed_generate_is_not_marked_complete(kdd_store, client):
+    with pytest.raises(InputError, match="k_max=1500 is larger than a subsample of 1000"):
+        generate(kdd_store, client, n_clusterings=3, rate=0.5, k_max=1500)
+    assert kdd_store.record("generate") is None
+
+
+def test_generate_needs_ingest(tmp_path, client):
+    with pytest.raises(InputError, match="stage 'ingest' has not completed"):
+        generate(RunStore(tmp_path / "empty.zarr"), client, n_clusterings=3)
+
+
+def test_import_labels(kdd_store, tmp_path):
+    rng = np.random.default_rng(0)
+    lab = rng.integers(-1, 4, size=(2000, 6))
+    np.save(tmp_path / "lab.npy", lab)
+    import_labels(kdd_store, str(tmp_path / "lab.npy"))
+    np.testing.assert_array_equal(kdd_store["labels"][:], lab)
+    np.save(tmp_path / "short.npy", lab[:10])
+    with pytest.raises(InputError, match="n=10 points but run store .* n=2000"):
+        import_labels(kdd_store, str(tmp_path / "short.npy"))
+    bad = lab.copy()
+    bad[3, 2] = -5
+    np.save(tmp_path / "bad.npy", bad)
+    with pytest.raises(InputError, match="got -5 at row 3, column 2"):
+        import_labels(kdd_store, str(tmp_path / "bad.npy"))
+    np.testing.assert_array_equal(kdd_store["labels"][:], lab)

@@ -1,0 +1,199 @@
+import gzip
+
+import numpy as np
+import pandas as pd
+import pytest
+import zarr
+
+from ensemble_dask import InputError
+from ensemble_dask.datasets import KDD99_COLUMNS
+from ensemble_dask.ingest import ingest
+from ensemble_dask.store import RunStore
+
+
+def kdd_frame(path):
+    return pd.read_csv(path, header=None, names=KDD99_COLUMNS)
+
+
+def test_kdd_schema(kdd_sample, tmp_path):
+    store = RunStore(tmp_path / "run.zarr")
+    info = ingest(store, str(kdd_sample), schema="kdd99")
+    raw = kdd_frame(kdd_sample)
+    assert info["n"] == len(raw) == store["X"].shape[0]
+    X = store["X"][:]
+    assert X.dtype == np.float32 and np.isfinite(X).all()
+    # standardised, constant columns dropped
+    np.testing.assert_allclose(X.mean(0), 0, atol=1e-4)
+    np.testing.assert_allclose(X.std(0), 1, rtol=1e-3)
+    assert "num_outbound_cmds" in info["dropped_constant"]
+    assert info["d"] == X.shape[1] == 41 - len(info["dropped_constant"])
+    # labels kept apart, trailing dot removed
+    y = store["y_true"][:]
+    classes = store["y_true"].attrs["classes"]
+    assert "smurf" in classes and "label" not in info["feature_names"]
+    np.testing.assert_array_equal(np.asarray(classes)[y], raw["label"].str.rstrip(".").to_numpy())
+    # categoricals ordinal-coded by sorted vocabulary, then standardised
+    j = info["feature_names"].index("protocol_type")
+    codes = np.searchsorted(sorted(raw["protocol_type"].unique()), raw["protocol_type"])
+    np.testing.assert_allclose(X[:, j], (codes - codes.mean()) / codes.std(), atol=1e-5)
+    assert store.record("ingest")["complete"] is True
+
+
+def test_classes_and_seeded_subset(kdd_sample, tmp_path):
+    def run(seed, path):
+        store = RunStore(path)
+        ingest(
+            store,
+            str(kdd_sample),
+            schema="kdd99",
+            classes=["smurf", "neptune", "normal"],
+            subset=1000,
+            seed=seed,
+        )
+        return store
+
+    a, b, c = run(0, tmp_path / "a"), run(0, tmp_path / "b"), run(1, tmp_path / "c")
+    assert a["X"].shape[0] == 1000
+    assert set(a["y_true"].attrs["classes"]) == {"smurf", "neptune", "normal"}
+    np.testing.assert_array_equal(a["X"][:], b["X"][:])
+    assert not np.array_equal(a["X"][:], c["X"][:])
+
+
+def test_chunked_read_equals_whole_read(kdd_sample, tmp_path):
+    small, big = RunStore(tmp_path / "s"), RunStore(tmp_path / "b")
+    ingest(small, str(kdd_sample), schema="kdd99", chunk_rows=333, subset=2000)
+    ingest(big, str(kdd_sample), schema="kdd99", subset=2000)
+    np.testing.assert_array_equal(small["X"][:], big["X"][:])
+    np.testing.assert_array_equal(small["y_true"][:], big["y_true"][:])
+
+
+def test_rerun_is_skipped_and_changed_input_is_not(kdd_sample, tmp_path):
+    store = RunStore(tmp_path / "run.zarr")
+    assert ingest(store, str(kdd_sample), schema="kdd99", subset=500)["skipped"] is False
+    assert ingest(store, str(kdd_sample), schema="kdd99", subset=500)["skipped"] is True
+    assert ingest(store, str(kdd_sample), schema="kdd99", subset=500, seed=3)["skipped"] is False
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "npy", "zarr", "csv-header"])
+def test_other_formats(fmt, tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 4))
+    y = rng.integers(0, 3, 300)
+    if fmt == "parquet":
+        path = tmp_path / "t.parquet"
+        frame = pd.DataFrame(x, columns=list("abcd")).assign(cls=y)
+        frame.to_parquet(path, row_group_size=70)
+        kw = dict(label_column="cls")
+    elif fmt == "npy":
+        path = tmp_path / "t.npy"
+        np.save(path, x)
+        kw = {}
+    elif fmt == "zarr":
+        path = tmp_path / "t.zarr"
+        g = zarr.open_group(str(path), mode="w")
+        g.create_array("X", data=x, chunks=(64, 4))
+        g.create_array("y", data=y, chunks=(64,))
+        kw = dict(label_column="label")
+    else:
+        path = tmp_path / "t.csv"
+        pd.DataFrame(x, columns=list("abcd")).assign(cls=y).to_csv(path, index=False)
+        kw = dict(label_column="cls", header=True)
+    store = RunStore(tmp_path / "run.zarr")
+    info = ingest(store, str(path), chunk_rows=64, **kw)
+    np.testing.assert_allclose(store["X"][:], x.astype(np.float32))
+    assert info["d"] == 4
+    if kw:
+        np.testing.assert_array_equal(store["y_true"][:], y)
+
+
+def test_file_url_and_memory_store(kdd_sample):
+    store = RunStore("memory://ingest-test")
+    info = ingest(store, f"file://{kdd_sample}", schema="kdd99", subset=100)
+    assert info["n"] == 100 and RunStore("memory://ingest-test")["X"].shape[0] == 100
+
+
+def test_synthetic_kdd99_is_chunk_independent(tmp_path):
+    a, b = RunStore(tmp_path / "a"), RunStore(tmp_path / "b")
+    ingest(a, "synthetic:kdd99?n=20000&seed=4", chunk_rows=3000)
+    ingest(b, "synthetic:kdd99?n=20000&seed=4")
+    np.testing.assert_array_equal(a["X"][:], b["X"][:])
+    assert set(a["y_true"].attrs["classes"]) >= {"smurf", "neptune", "normal"}
+
+
+def _write(path, lines):
+    with gzip.open(path, "wt") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+def _bad_cases(kdd_sample, tmp_path):
+    with gzip.open(kdd_sample, "rt") as fh:
+        good = [next(fh).strip() for _ in range(50)]
+    wrong_cols = good[:10] + [good[10] + ",1"] + good[11:]
+    short = good[:10] + [",".join(good[10].split(",")[:30])] + good[11:]
+    fields = good[5].split(",")
+    fields[4] = "12x"
+    nonnum = good[:5] + [",".join(fields)] + good[6:]
+    fields = good[7].split(",")
+    fields[5] = "inf"
+    inf = good[:7] + [",".join(fields)] + good[8:]
+    cases = {}
+    for name, lines, match in [
+        ("wrong_cols", wrong_cols, "line 11: 43 columns, expected 42"),
+        ("short", short, "line 11: missing value in label column"),
+        ("nonnum", nonnum, r"line 6: non-numeric value '12x' in numeric column 'src_bytes'"),
+        ("inf", inf, r"line 8: .*column 'dst_bytes'"),
+    ]:
+        path = tmp_path / f"{name}.csv.gz"
+        _write(path, lines)
+        cases[name] = (path, match)
+    return cases
+
+
+@pytest.mark.parametrize("case", ["wrong_cols", "short", "nonnum", "inf"])
+def test_bad_csv_rows(case, kdd_sample, tmp_path):
+    path, match = _bad_cases(kdd_sample, tmp_path)[case]
+    store = RunStore(tmp_path / "run.zarr")
+    with pytest.raises(InputError, match=match) as err:
+        ingest(store, str(path), schema="kdd99")
+    assert str(path) in str(err.value)
+    assert store.record("ingest") is None and "X" not in store
+
+
+def test_nan_is_an_error_unless_imputed(tmp_path):
+    path = tmp_path / "nan.csv"
+    path.write_text("a,b\n1,2\n3,\n5,6\n")
+    store = RunStore(tmp_path / "run.zarr")
+    with pytest.raises(InputError, match=r"nan.csv, line 3: value nan in column 'b'"):
+        ingest(store, str(path), header=True)
+    assert "X" not in store
+    ingest(store, str(path), header=True, impute="mean")
+    np.testing.assert_allclose(store["X"][:], [[1, 2], [3, 4], [5, 6]])
+
+
+def test_missing_file_and_empty_table(tmp_path):
+    store = RunStore(tmp_path / "run.zarr")
+    with pytest.raises(InputError, match="does not exist"):
+        ingest(store, str(tmp_path / "nope.csv"))
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(InputError, match="empty"):
+        ingest(store, str(empty))
+    assert store.records() == {}
+
+
+def test_unknown_class_and_too_large_subset(kdd_sample, tmp_path):
+    store = RunStore(tmp_path / "run.zarr")
+    with pytest.raises(InputError, match=r"classes \['nosuch'\] do not occur"):
+        ingest(store, str(kdd_sample), schema="kdd99", classes=["nosuch"])
+    with pytest.raises(InputError, match=r"'subset' parameter \(10000000\) exceeds"):
+        ingest(store, str(kdd_sample), schema="kdd99", subset=10_000_000)
+
+
+def test_store_of_another_data_set(kdd_sample, tmp_path):
+    store = RunStore(tmp_path / "run.zarr")
+    ingest(store, str(kdd_sample), schema="kdd99", subset=300)
+    with pytest.raises(InputError, match="n=400 .* n=300"):
+        ingest(store, str(kdd_sample), schema="kdd99", subset=400)
+    assert store["X"].shape[0] == 300 and store.record("ingest")["complete"]
+    ingest(store, str(kdd_sample), schema="kdd99", subset=400, overwrite=True)
+    assert store["X"].shape[0] == 400

@@ -1,0 +1,52 @@
+"""Ingest from s3:// and a run store on s3://, against a moto S3 server process on 127.0.0.1."""
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+import s3fs
+
+from ensemble_dask import InputError
+from ensemble_dask.generate import generate
+from ensemble_dask.ingest import ingest
+from ensemble_dask.store import RunStore
+
+from .test_cli import EXE, REPO
+
+
+def test_ingest_and_store_on_s3(kdd_sample, s3_bucket, process_client, tmp_path):
+    bucket, opts = s3_bucket
+    fs = s3fs.S3FileSystem(**opts)
+    fs.put(str(kdd_sample), f"{bucket}/in/kdd.csv.gz")
+    store = RunStore(f"s3://{bucket}/runs/a.zarr", opts)
+    info = ingest(store, f"s3://{bucket}/in/kdd.csv.gz", storage_options=opts, schema="kdd99", subset=600)
+    assert info["n"] == 600
+    # worker processes open the s3 store themselves with the same storage_options
+    generate(store, process_client, n_clusterings=3, rate=0.5)
+    lab = RunStore(f"s3://{bucket}/runs/a.zarr", opts, mode="r")["labels"][:]
+    assert lab.shape == (600, 3) and (lab == -1).sum() == 900
+    local = RunStore(tmp_path / "local.zarr")
+    ingest(local, str(kdd_sample), schema="kdd99", subset=600)
+    np.testing.assert_array_equal(local["X"][:], store["X"][:])
+
+
+def test_cli_on_s3(s3_bucket, tmp_path):
+    bucket, opts = s3_bucket
+    r = subprocess.run(
+        [
+            EXE, "run", str(REPO / "workflows" / "demo.yaml"), "--store", f"s3://{bucket}/demo.zarr",
+            "--storage-options", json.dumps(opts), "--n-workers", "1", "--no-progress",
+            "--set", "data.url=synthetic:kdd99?n=1000", "--set", "generate.n_clusterings=3",
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    fs = s3fs.S3FileSystem(**opts)
+    report = json.loads(fs.cat(f"{bucket}/demo.zarr/report/metrics.json"))
+    assert report["dataset"]["n"] == 1000
+
+
+def test_missing_bucket_and_key(s3_server):
+    with pytest.raises(InputError, match="does not exist"):
+        ingest(RunStore("memory://s3-missing"), "s3://no-such-bucket/x.csv", storage_options=s3_server)
