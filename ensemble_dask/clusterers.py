@@ -173,13 +173,21 @@ def plan_ensemble(
 
 
 def run_clustering(x_sub, spec):
-    """Cluster the subsample rows ``x_sub`` as ``spec`` says; labels 0..k'-1 (int32)."""
+    """Cluster the subsample rows ``x_sub`` as ``spec`` says; labels 0..k'-1 (int32).
+
+    The clusterer runs single-threaded (BLAS and OpenMP pools limited to one thread): parallelism
+    comes from running clusterings side by side, and the floating-point reductions, hence the
+    labels, are then the same on every machine and with any number of workers.
+    """
+    from threadpoolctl import threadpool_limits
+
     algo = ALGORITHMS.get(spec["algorithm"])
     if algo is None:
         raise InputError(f"unknown algorithm {spec['algorithm']!r}; known: {sorted(ALGORITHMS)}")
     if spec["k"] > len(x_sub):
         raise InputError(f"k={spec['k']} is larger than the subsample of {len(x_sub)} points")
-    raw = np.asarray(algo.fit(x_sub, int(spec["k"]), int(spec["seed"])))
+    with threadpool_limits(1):
+        raw = np.asarray(algo.fit(x_sub, int(spec["k"]), int(spec["seed"])))
     _, labels = np.unique(raw, return_inverse=True)
     return labels.astype(np.int32)
 

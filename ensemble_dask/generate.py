@@ -42,17 +42,14 @@ def generate_params(
     )
 
 
-def _cluster_task(store_url, storage_options, spec, n_threads=1):
+def _cluster_task(store_url, storage_options, spec):
     """Worker side: read this clustering's rows of X, cluster them, write its labels column."""
-    from threadpoolctl import threadpool_limits
-
     store = RunStore(store_url, storage_options)
     x_arr, labels = store["X"], store["labels"]
     idx = subsample_of(spec, x_arr.shape[0])
     t0 = time.perf_counter()
     x_sub = x_arr.oindex[idx, :] if len(idx) < x_arr.shape[0] else x_arr[:]
-    with threadpool_limits(n_threads):
-        lab = run_clustering(x_sub, spec)
+    lab = run_clustering(x_sub, spec)
     col = np.full(x_arr.shape[0], -1, dtype=np.int32)
     col[idx] = lab
     labels[:, spec["index"]] = col

@@ -68,7 +68,7 @@ def ingest_params(
     standardize=None,
     drop_constant=None,
     impute=None,
-    chunk_rows=100_000,
+    chunk_rows=50_000,
 ):
     """Resolve the ingest options (schema defaults filled in), validating each."""
     if schema is not None and schema not in SCHEMAS:

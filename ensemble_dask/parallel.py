@@ -16,6 +16,8 @@ __all__ = ["dask_client", "gather_with_progress"]
 
 logger = logging.getLogger(__name__)
 
+_MALLOC_TRIM_THRESHOLD = 64 * 2**20
+
 
 @contextlib.contextmanager
 def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, processes=True):
@@ -46,14 +48,22 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
         with client:
             yield client
         return
+    import dask
+
     n_workers = n_workers or max(1, os.cpu_count() or 1)
+    # distributed's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in worker processes, which makes the
+    # large temporary arrays of k-means and EM pay for page faults on every call (measured: the
+    # same clustering task ran 2-3x slower); workers of the embedded cluster use a 64 MiB threshold.
+    environ = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": str(_MALLOC_TRIM_THRESHOLD)}
+    network = {"host": "127.0.0.1"} if processes else {}
     with (
+        dask.config.set(environ),
         LocalCluster(
             n_workers=n_workers,
             threads_per_worker=threads_per_worker,
             processes=processes,
             dashboard_address=":0",
-            host="127.0.0.1",
+            **network,
         ) as cluster,
         Client(cluster) as client,
     ):
