@@ -54,17 +54,6 @@ class PairData:
     def rows(self):
         return np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.indptr))
 
-    def mirror(self):
-        """Position of the transposed entry (j, i) of every stored entry (i, j)."""
-        rows = self.rows()
-        flat = rows * self.n + self.indices
-        pos = np.searchsorted(flat, self.indices * self.n + rows)
-        if pos.size and (
-            pos.max() >= flat.size or not np.array_equal(flat[pos], self.indices * self.n + rows)
-        ):
-            raise InputError("the pairs are not stored symmetrically: some (i, j) has no (j, i)")
-        return pos.astype(np.int64)
-
     def dense(self):
         """``(X, W)``: dense ``n x n`` float64 fraction and weight matrices, 0 where unobserved."""
         rows = self.rows()

@@ -59,72 +59,80 @@ def ddiv(code, x1, x2, eps):
 
 
 # --------------------------------------------------------------------------- indexed binary heap
-# A min-heap of the points keyed by (key[j], j): key[j] = [g_j]_U - [g_j]_V <= 0, so the top is the
-# point J of eq. (8). ``pos[j]`` is j's slot in ``heap`` so that a key can move either way in
-# O(log n). Ties are broken by the smaller point index, like the dense kernel's scan.
+# A min-heap of the points keyed by (key_j, j), key_j = [g_j]_U - [g_j]_V <= 0, so the top is the
+# point J of eq. (8). Slot s holds node ``hnode[s]`` with key ``hkey[s]`` (keys live in the heap so
+# that a comparison touches one array), and ``pos[j]`` is j's slot, so a key can move either way
+# in O(log n). Ties are broken by the smaller point index, like the dense kernel's scan.
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _less(key, a, b):
-    return key[a] < key[b] or (key[a] == key[b] and a < b)
+def _less(ka, a, kb, b):
+    return ka < kb or (ka == kb and a < b)
 
 
 @numba.njit(cache=True, nogil=True)
-def _sift_up(heap, pos, key, slot):
-    node = heap[slot]
+def _sift_up(hkey, hnode, pos, slot):
+    k = hkey[slot]
+    node = hnode[slot]
     while slot > 0:
         parent = (slot - 1) >> 1
-        other = heap[parent]
-        if _less(key, node, other):
-            heap[slot] = other
-            pos[other] = slot
+        if _less(k, node, hkey[parent], hnode[parent]):
+            hkey[slot] = hkey[parent]
+            hnode[slot] = hnode[parent]
+            pos[hnode[slot]] = slot
             slot = parent
         else:
             break
-    heap[slot] = node
+    hkey[slot] = k
+    hnode[slot] = node
     pos[node] = slot
 
 
 @numba.njit(cache=True, nogil=True)
-def _sift_down(heap, pos, key, slot):
-    size = heap.shape[0]
-    node = heap[slot]
+def _sift_down(hkey, hnode, pos, slot):
+    size = hkey.shape[0]
+    k = hkey[slot]
+    node = hnode[slot]
     while True:
         child = 2 * slot + 1
         if child >= size:
             break
-        if child + 1 < size and _less(key, heap[child + 1], heap[child]):
+        if child + 1 < size and _less(hkey[child + 1], hnode[child + 1], hkey[child], hnode[child]):
             child += 1
-        other = heap[child]
-        if _less(key, other, node):
-            heap[slot] = other
-            pos[other] = slot
+        if _less(hkey[child], hnode[child], k, node):
+            hkey[slot] = hkey[child]
+            hnode[slot] = hnode[child]
+            pos[hnode[slot]] = slot
             slot = child
         else:
             break
-    heap[slot] = node
+    hkey[slot] = k
+    hnode[slot] = node
     pos[node] = slot
 
 
 @numba.njit(cache=True, nogil=True)
-def heap_build(heap, pos, key):
-    """Arrange ``heap`` (a permutation of the nodes) into a heap on ``key``; fill ``pos``."""
-    size = heap.shape[0]
+def heap_build(hkey, hnode, pos, key):
+    """Build the heap of nodes ``0..n-1`` with keys ``key`` into ``hkey``, ``hnode``, ``pos``."""
+    size = key.shape[0]
     for s in range(size):
-        pos[heap[s]] = s
+        hkey[s] = key[s]
+        hnode[s] = s
+        pos[s] = s
     for s in range(size // 2 - 1, -1, -1):
-        _sift_down(heap, pos, key, s)
+        _sift_down(hkey, hnode, pos, s)
 
 
 @numba.njit(cache=True, nogil=True)
-def heap_update(heap, pos, key, node, new_key):
-    """Set ``key[node] = new_key`` and restore the heap (increase- or decrease-key)."""
-    old = key[node]
-    key[node] = new_key
+def heap_update(hkey, hnode, pos, node, new_key):
+    """Set the key of ``node`` to ``new_key`` and restore the heap (increase- or decrease-key)."""
+    slot = pos[node]
+    old = hkey[slot]
+    hkey[slot] = new_key
     if new_key < old:
-        _sift_up(heap, pos, key, pos[node])
+        _sift_up(hkey, hnode, pos, slot)
     elif new_key > old:
-        _sift_down(heap, pos, key, pos[node])
+        _sift_down(hkey, hnode, pos, slot)
 
 
 # --------------------------------------------------------------------------- shared pieces
@@ -143,6 +151,14 @@ def _direction(g, y):
         if y[k] > 0.0 and (v < 0 or g[k] > g[v]):
             v = k
     return u, v, g[u] - g[v]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _dot(a, b):
+    s = 0.0
+    for k in range(a.shape[0]):
+        s += a[k] * b[k]
+    return s
 
 
 @numba.njit(cache=True, nogil=True)
@@ -192,12 +208,40 @@ def _line_search(code, closed_form, eps, step_rtol, x, w, a, delta, m, y_vj):
     return lo
 
 
+@numba.njit(cache=True, nogil=True)
+def _take_step(Y, jj, u, v, step, y_vj, y_old):
+    """Y[J] += step (e_U - e_V), keeping the old row in ``y_old``; y_VJ is set to exactly 0 at the end."""
+    for k in range(Y.shape[1]):
+        y_old[k] = Y[jj, k]
+    Y[jj, u] += step
+    if step == y_vj:
+        Y[jj, v] = 0.0
+    else:
+        Y[jj, v] -= step
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _move_neighbour(code, eps, Y, G, jj, i, x, w, a_old, y_old):
+    """Swap pair (J, i)'s term in g_i and add its new term to g_J (which starts from 0).
+
+    The old coefficient is recomputed from ``a_old = y_J_old . y_i``, which is bitwise the value
+    used when that term was added (the dot products are always taken fresh), so g_i holds
+    exactly one term per neighbour.
+    """
+    a_new = _dot(Y[jj], Y[i])
+    c_old = w * ddiv(code, x, a_old, eps)
+    c_new = w * ddiv(code, x, a_new, eps)
+    for k in range(Y.shape[1]):
+        G[i, k] += c_new * Y[jj, k] - c_old * y_old[k]
+        G[jj, k] += c_new * Y[i, k]
+
+
 # --------------------------------------------------------------------------- sparse PCC
 
 
 @numba.njit(cache=True, nogil=True)
-def _sparse_refresh(indptr, indices, x, w, Y, code, eps, A, coef, G, U, V, key):
-    """Recompute A_ij = y_i.y_j, the gradient coefficients, g_i, (U_i, V_i, key_i); return f(Y)."""
+def _sparse_refresh(indptr, indices, x, w, Y, code, eps, G, key):
+    """Recompute every g_i and key_i from Y; return f(Y)."""
     n, k_count = Y.shape
     f = 0.0
     for i in range(n):
@@ -205,20 +249,13 @@ def _sparse_refresh(indptr, indices, x, w, Y, code, eps, A, coef, G, U, V, key):
             G[i, k] = 0.0
         for e in range(indptr[i], indptr[i + 1]):
             j = indices[e]
-            s = 0.0
-            for k in range(k_count):
-                s += Y[i, k] * Y[j, k]
-            A[e] = s
+            s = _dot(Y[i], Y[j])
             c = w[e] * ddiv(code, x[e], s, eps)
-            coef[e] = c
             for k in range(k_count):
                 G[i, k] += c * Y[j, k]
             if j > i:
                 f += w[e] * div(code, x[e], s, eps)
-        u, v, kk = _direction(G[i], Y[i])
-        U[i] = u
-        V[i] = v
-        key[i] = kk
+        key[i] = _direction(G[i], Y[i])[2]
     return f
 
 
@@ -226,7 +263,6 @@ def _sparse_refresh(indptr, indices, x, w, Y, code, eps, A, coef, G, U, V, key):
 def pcc_sparse(
     indptr,
     indices,
-    mirror,
     x,
     w,
     Y,
@@ -245,8 +281,7 @@ def pcc_sparse(
     Parameters
     ----------
     indptr, indices : int64 arrays
-        Symmetric CSR pattern (both (i, j) and (j, i), no diagonal); ``mirror[e]`` is the
-        entry of the transposed pair.
+        Symmetric CSR pattern (both (i, j) and (j, i), no diagonal, rows sorted).
     x, w : float64 arrays of shape (nnz,)
         ``c_ij / N_ij`` and ``N_ij``.
     Y : float64 array (n, K), rows on the simplex
@@ -256,36 +291,36 @@ def pcc_sparse(
     gap_tol : float
         Stop when max_j ([g_j]_V - [g_j]_U) <= gap_tol.
     max_iter, refresh_every : int
-        Iteration cap; every ``refresh_every`` iterations A and g are recomputed from Y (this
-        bounds rounding drift of the incremental updates) and f(Y) is appended to the trace.
+        Iteration cap; every ``refresh_every`` iterations the gradients are recomputed from Y
+        (bounding the rounding drift of the incremental updates) and f(Y) is traced.
     trace_f, trace_it : float64 / int64 arrays, length >= max_iter // refresh_every + 2
 
     Returns
     -------
     n_iter, n_trace, gap : int, int, float
         Steps taken, trace entries written, final KKT gap (from recomputed gradients).
+
+    Notes
+    -----
+    ``y_i.y_j`` is recomputed when needed rather than stored per pair: an iteration reads
+    y_i of J's neighbours anyway, and not keeping per-pair state avoids random access to
+    nnz-long arrays, which dominated the running time at n = 120,000.
     """
     n, k_count = Y.shape
-    nnz = indices.shape[0]
-    A = np.empty(nnz)
-    coef = np.empty(nnz)
     G = np.empty((n, k_count))
-    U = np.empty(n, dtype=np.int64)
-    V = np.empty(n, dtype=np.int64)
     key = np.empty(n)
-    heap = np.arange(n)
+    hkey = np.empty(n)
+    hnode = np.empty(n, dtype=np.int64)
     pos = np.empty(n, dtype=np.int64)
     max_deg = 0
     for i in range(n):
         max_deg = max(max_deg, indptr[i + 1] - indptr[i])
-    bx = np.empty(max_deg)
-    bw = np.empty(max_deg)
     ba = np.empty(max_deg)
     bd = np.empty(max_deg)
     y_old = np.empty(k_count)
 
-    f = _sparse_refresh(indptr, indices, x, w, Y, code, eps, A, coef, G, U, V, key)
-    heap_build(heap, pos, key)
+    f = _sparse_refresh(indptr, indices, x, w, Y, code, eps, G, key)
+    heap_build(hkey, hnode, pos, key)
     n_trace = 0
     trace_f[n_trace] = f
     trace_it[n_trace] = 0
@@ -293,77 +328,46 @@ def pcc_sparse(
     it = 0
     fresh = True
     while it < max_iter:
-        jj = heap[0]
-        if -key[jj] <= gap_tol:
+        if -hkey[0] <= gap_tol:
             break
-        u = U[jj]
-        v = V[jj]
+        jj = hnode[0]
+        u, v, _ = _direction(G[jj], Y[jj])
         lo = indptr[jj]
-        m = indptr[jj + 1] - lo
+        hi = indptr[jj + 1]
+        m = hi - lo
         for t in range(m):
             i = indices[lo + t]
-            bx[t] = x[lo + t]
-            bw[t] = w[lo + t]
-            ba[t] = A[lo + t]
+            ba[t] = _dot(Y[jj], Y[i])
             bd[t] = Y[i, u] - Y[i, v]
         y_vj = Y[jj, v]
-        step = _line_search(code, closed_form, eps, step_rtol, bx, bw, ba, bd, m, y_vj)
+        step = _line_search(code, closed_form, eps, step_rtol, x[lo:hi], w[lo:hi], ba, bd, m, y_vj)
         if step <= 0.0:
-            # the incremental gradient drifted from the line search's fresh one: resynchronise,
-            # and give up if even fresh quantities do not allow a step (numerically stationary)
+            # the incremental gradient drifted from the fresh one of the line search:
+            # resynchronise, and stop if even then no step is possible (numerically stationary)
             if fresh:
                 break
-            f = _sparse_refresh(indptr, indices, x, w, Y, code, eps, A, coef, G, U, V, key)
-            heap_build(heap, pos, key)
+            f = _sparse_refresh(indptr, indices, x, w, Y, code, eps, G, key)
+            heap_build(hkey, hnode, pos, key)
             fresh = True
             continue
         fresh = False
-        for k in range(k_count):
-            y_old[k] = Y[jj, k]
-        Y[jj, u] += step
-        if step == y_vj:
-            Y[jj, v] = 0.0
-        else:
-            Y[jj, v] -= step
-        for t in range(m):
-            e = lo + t
-            i = indices[e]
-            a_new = ba[t] + step * bd[t]
-            c_new = bw[t] * ddiv(code, bx[t], a_new, eps)
-            dc = c_new - coef[e]
-            A[e] = a_new
-            coef[e] = c_new
-            A[mirror[e]] = a_new
-            coef[mirror[e]] = c_new
-            for k in range(k_count):
-                G[i, k] += dc * y_old[k]
-            G[i, u] += c_new * step
-            G[i, v] -= c_new * step
-            ui, vi, ki = _direction(G[i], Y[i])
-            U[i] = ui
-            V[i] = vi
-            heap_update(heap, pos, key, i, ki)
+        _take_step(Y, jj, u, v, step, y_vj, y_old)
         for k in range(k_count):
             G[jj, k] = 0.0
         for t in range(m):
-            e = lo + t
-            i = indices[e]
-            c = coef[e]
-            for k in range(k_count):
-                G[jj, k] += c * Y[i, k]
-        uj, vj, kj = _direction(G[jj], Y[jj])
-        U[jj] = uj
-        V[jj] = vj
-        heap_update(heap, pos, key, jj, kj)
+            i = indices[lo + t]
+            _move_neighbour(code, eps, Y, G, jj, i, x[lo + t], w[lo + t], ba[t], y_old)
+            heap_update(hkey, hnode, pos, i, _direction(G[i], Y[i])[2])
+        heap_update(hkey, hnode, pos, jj, _direction(G[jj], Y[jj])[2])
         it += 1
         if it % refresh_every == 0 and it < max_iter:
-            f = _sparse_refresh(indptr, indices, x, w, Y, code, eps, A, coef, G, U, V, key)
-            heap_build(heap, pos, key)
+            f = _sparse_refresh(indptr, indices, x, w, Y, code, eps, G, key)
+            heap_build(hkey, hnode, pos, key)
             fresh = True
             trace_f[n_trace] = f
             trace_it[n_trace] = it
             n_trace += 1
-    f = _sparse_refresh(indptr, indices, x, w, Y, code, eps, A, coef, G, U, V, key)
+    f = _sparse_refresh(indptr, indices, x, w, Y, code, eps, G, key)
     gap = 0.0
     for i in range(n):
         gap = max(gap, -key[i])
@@ -377,7 +381,7 @@ def pcc_sparse(
 
 
 @numba.njit(cache=True, nogil=True)
-def _dense_refresh(X, W, Y, code, eps, A, coef, G, U, V, key):
+def _dense_refresh(X, W, Y, code, eps, G, key):
     n, k_count = Y.shape
     f = 0.0
     for i in range(n):
@@ -386,20 +390,13 @@ def _dense_refresh(X, W, Y, code, eps, A, coef, G, U, V, key):
         for j in range(n):
             if j == i or W[i, j] <= 0.0:
                 continue
-            s = 0.0
-            for k in range(k_count):
-                s += Y[i, k] * Y[j, k]
-            A[i, j] = s
+            s = _dot(Y[i], Y[j])
             c = W[i, j] * ddiv(code, X[i, j], s, eps)
-            coef[i, j] = c
             for k in range(k_count):
                 G[i, k] += c * Y[j, k]
             if j > i:
                 f += W[i, j] * div(code, X[i, j], s, eps)
-        u, v, kk = _direction(G[i], Y[i])
-        U[i] = u
-        V[i] = v
-        key[i] = kk
+        key[i] = _direction(G[i], Y[i])[2]
     return f
 
 
@@ -410,15 +407,10 @@ def pcc_dense(
     """Algorithm 1 of papers/003 on dense ``n x n`` matrices (``X = C/N``, ``W = N``; W = 0 = unobserved).
 
     Same arguments, returns and arithmetic as :func:`pcc_sparse` (the two give the same Y on the
-    same pairs), but A, the gradient coefficients and the data are dense and J is found by a
-    scan of the n keys instead of a heap.
+    same pairs), but the data are dense and J is found by a scan of the n keys, not a heap.
     """
     n, k_count = Y.shape
-    A = np.zeros((n, n))
-    coef = np.zeros((n, n))
     G = np.empty((n, k_count))
-    U = np.empty(n, dtype=np.int64)
-    V = np.empty(n, dtype=np.int64)
     key = np.empty(n)
     nb = np.empty(n, dtype=np.int64)
     bx = np.empty(n)
@@ -427,7 +419,7 @@ def pcc_dense(
     bd = np.empty(n)
     y_old = np.empty(k_count)
 
-    f = _dense_refresh(X, W, Y, code, eps, A, coef, G, U, V, key)
+    f = _dense_refresh(X, W, Y, code, eps, G, key)
     n_trace = 0
     trace_f[n_trace] = f
     trace_it[n_trace] = 0
@@ -441,8 +433,7 @@ def pcc_dense(
                 jj = j
         if -key[jj] <= gap_tol:
             break
-        u = U[jj]
-        v = V[jj]
+        u, v, _ = _direction(G[jj], Y[jj])
         m = 0
         for i in range(n):
             if i == jj or W[jj, i] <= 0.0:
@@ -450,7 +441,7 @@ def pcc_dense(
             nb[m] = i
             bx[m] = X[jj, i]
             bw[m] = W[jj, i]
-            ba[m] = A[jj, i]
+            ba[m] = _dot(Y[jj], Y[i])
             bd[m] = Y[i, u] - Y[i, v]
             m += 1
         y_vj = Y[jj, v]
@@ -458,53 +449,26 @@ def pcc_dense(
         if step <= 0.0:
             if fresh:
                 break
-            f = _dense_refresh(X, W, Y, code, eps, A, coef, G, U, V, key)
+            f = _dense_refresh(X, W, Y, code, eps, G, key)
             fresh = True
             continue
         fresh = False
-        for k in range(k_count):
-            y_old[k] = Y[jj, k]
-        Y[jj, u] += step
-        if step == y_vj:
-            Y[jj, v] = 0.0
-        else:
-            Y[jj, v] -= step
-        for t in range(m):
-            i = nb[t]
-            a_new = ba[t] + step * bd[t]
-            c_new = bw[t] * ddiv(code, bx[t], a_new, eps)
-            dc = c_new - coef[jj, i]
-            A[jj, i] = a_new
-            A[i, jj] = a_new
-            coef[jj, i] = c_new
-            coef[i, jj] = c_new
-            for k in range(k_count):
-                G[i, k] += dc * y_old[k]
-            G[i, u] += c_new * step
-            G[i, v] -= c_new * step
-            ui, vi, ki = _direction(G[i], Y[i])
-            U[i] = ui
-            V[i] = vi
-            key[i] = ki
+        _take_step(Y, jj, u, v, step, y_vj, y_old)
         for k in range(k_count):
             G[jj, k] = 0.0
         for t in range(m):
             i = nb[t]
-            c = coef[jj, i]
-            for k in range(k_count):
-                G[jj, k] += c * Y[i, k]
-        uj, vj, kj = _direction(G[jj], Y[jj])
-        U[jj] = uj
-        V[jj] = vj
-        key[jj] = kj
+            _move_neighbour(code, eps, Y, G, jj, i, bx[t], bw[t], ba[t], y_old)
+            key[i] = _direction(G[i], Y[i])[2]
+        key[jj] = _direction(G[jj], Y[jj])[2]
         it += 1
         if it % refresh_every == 0 and it < max_iter:
-            f = _dense_refresh(X, W, Y, code, eps, A, coef, G, U, V, key)
+            f = _dense_refresh(X, W, Y, code, eps, G, key)
             fresh = True
             trace_f[n_trace] = f
             trace_it[n_trace] = it
             n_trace += 1
-    f = _dense_refresh(X, W, Y, code, eps, A, coef, G, U, V, key)
+    f = _dense_refresh(X, W, Y, code, eps, G, key)
     gap = 0.0
     for i in range(n):
         gap = max(gap, -key[i])

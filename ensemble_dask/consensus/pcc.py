@@ -30,7 +30,7 @@ __all__ = ["PCC", "PPC", "DIVERGENCES"]
 DIVERGENCES = {"kl": (_k.KL, False), "l2": (_k.L2, True)}
 
 _KL_EPS = 1e-10  # KL's second argument is clamped into [eps, 1 - eps]
-_STEP_RTOL = 1e-6  # relative width at which the bisection line search stops
+_STEP_RTOL = 1e-4  # relative width at which the bisection line search stops
 _INIT_CONCENTRATION = 10.0  # Dirichlet(alpha = this) start: random, near uniform
 _DENSE_MAX_N = 2000  # solver="auto": dense up to this many points ...
 _DENSE_MIN_DENSITY = 0.25  # ... when at least this fraction of the pairs is stored
@@ -155,8 +155,6 @@ class PCC(SoftConsensusMixin):
         refresh = max(n, 1)
         if solver == "dense":
             X, W = data.dense()
-        else:
-            mirror = data.mirror()
         best = None
         for _ in range(n_init):
             Y = _start(rng, n, k)
@@ -170,7 +168,6 @@ class PCC(SoftConsensusMixin):
                 it, nt, gap = _k.pcc_sparse(
                     data.indptr,
                     data.indices,
-                    mirror,
                     data.x,
                     data.w,
                     Y,
