@@ -19,6 +19,12 @@ __all__ = [
     "ari",
     "nmi",
     "partition_scores",
+    "micro_precision",
+    "normalized_rand",
+    "js_divergence",
+    "js_criterion",
+    "cluster_overlap",
+    "soft_centroids",
 ]
 
 
@@ -84,3 +90,220 @@ def partition_scores(labels_pred, labels_true):
         "ARI": ari(labels_pred, labels_true),
         "NMI": nmi(labels_pred, labels_true),
     }
+
+
+# --------------------------------------------------------------------------- more hard criteria
+
+
+def micro_precision(labels_pred, labels_true):
+    """Micro-precision of papers/001 Sect. 7: ``MP = sum_h a_h / n``.
+
+    Each consensus cluster h is given the class it overlaps most and ``a_h`` counts its points
+    of that class (several clusters may pick the same class, unlike :func:`h_criterion`).
+    Points with ``labels_pred == -1`` are ignored; ``nan`` when none is left.
+
+    Examples
+    --------
+    >>> micro_precision([0, 0, 0, 1, 1, 2], [0, 0, 1, 1, 1, 1])
+    0.8333333333333334
+    """
+    table = contingency(labels_pred, labels_true)
+    n = table.sum()
+    if n == 0:
+        return float("nan")
+    return float(table.max(axis=1).sum() / n)
+
+
+def normalized_rand(labels_pred, labels_true):
+    """Normalised Rand index R_n of papers/004 eq. (8) (algebraically the adjusted Rand index).
+
+    ``R_n = (2 S_ij - 2 S_i S_j / C(n,2)) / (S_i + S_j - 2 S_i S_j / C(n,2))`` with ``S_ij`` the
+    sum of ``C(n_ij, 2)`` over the contingency table and ``S_i``, ``S_j`` the same over its row
+    and column sums. Points with ``labels_pred == -1`` are ignored. When the denominator is 0
+    (both partitions trivial) the partitions are identical up to labels and 1.0 is returned,
+    as scikit-learn does.
+
+    Examples
+    --------
+    >>> normalized_rand([0, 0, 1, 1], [1, 1, 0, 0])
+    1.0
+    >>> round(normalized_rand([0, 0, 1, 1], [0, 1, 0, 1]), 12)
+    -0.5
+    """
+    table = contingency(labels_pred, labels_true).astype(np.float64)
+    n = table.sum()
+    if n == 0:
+        return float("nan")
+
+    def c2(v):
+        return v * (v - 1.0) / 2.0
+
+    s_ij = c2(table).sum()
+    s_i = c2(table.sum(axis=1)).sum()
+    s_j = c2(table.sum(axis=0)).sum()
+    expected = 2.0 * s_i * s_j / c2(n) if n > 1 else 0.0
+    den = s_i + s_j - expected
+    if den == 0:
+        return 1.0
+    return float((2.0 * s_ij - expected) / den)
+
+
+# --------------------------------------------------------------------------- soft partitions
+
+
+def _check_soft(Y, name, *, atol=1e-6):
+    Y = np.asarray(Y, dtype=np.float64)
+    if Y.ndim != 2 or Y.shape[0] == 0 or Y.shape[1] == 0:
+        raise InputError(f"{name} must be a non-empty 2-d array (n points x K clusters); got shape {Y.shape}")
+    if not np.all(np.isfinite(Y)) or Y.min() < -atol:
+        raise InputError(
+            f"{name} must hold finite non-negative probabilities; got minimum {float(np.nanmin(Y))!r}"
+        )
+    sums = Y.sum(axis=1)
+    bad = np.abs(sums - 1.0) > atol
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"each row of {name} must sum to 1; row {i} sums to {float(sums[i])!r}")
+    return np.clip(Y, 0.0, None)
+
+
+def _js_terms(p, q):
+    """Elementwise ``(p log2(2p/(p+q)) + q log2(2q/(p+q))) / 2`` with 0 log 0 = 0."""
+    m = p + q
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(p > 0, p * np.log2(2.0 * p / m), 0.0)
+        b = np.where(q > 0, q * np.log2(2.0 * q / m), 0.0)
+    return 0.5 * (a + b)
+
+
+def js_divergence(p, q):
+    """Jensen-Shannon divergence (base 2, so in [0, 1]) between the rows of ``p`` and ``q``.
+
+    Examples
+    --------
+    >>> js_divergence([[1.0, 0.0]], [[0.0, 1.0]]).tolist()
+    [1.0]
+    >>> js_divergence([0.5, 0.5], [0.5, 0.5])
+    0.0
+    """
+    p = np.asarray(p, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    if p.shape != q.shape:
+        raise InputError(f"p and q must have the same shape; got {p.shape} and {q.shape}")
+    out = _js_terms(p, q).sum(axis=-1)
+    return float(out) if out.ndim == 0 else out
+
+
+def js_criterion(memberships, reference, *, return_permutation=False):
+    """JS criterion of papers/003 Sect. 7: ``J(Y, Z) = (1/n) min_P sum_i D_JS(z_i || P y_i)``.
+
+    Compares soft memberships ``Y`` to a soft ground truth ``Z`` (both n x K, rows on the
+    simplex; the one with fewer clusters is padded with zero columns). The JS divergence of
+    two distributions is a sum over components, so the best cluster permutation is an
+    assignment problem on the ``K x K`` cost ``sum_i js(z_ia, y_ib)``, solved exactly with the
+    Hungarian method. Base-2 logarithms, so ``0 <= J <= 1``.
+
+    Parameters
+    ----------
+    memberships : array-like of shape (n, K1)
+    reference : array-like of shape (n, K2)
+    return_permutation : bool, default=False
+        Also return ``perm`` with ``perm[a]`` the column of ``memberships`` matched to column
+        ``a`` of ``reference`` (padded columns are numbered past the real ones).
+
+    Examples
+    --------
+    >>> Z = [[0.9, 0.1], [0.2, 0.8]]
+    >>> js_criterion([[0.1, 0.9], [0.8, 0.2]], Z)
+    0.0
+    >>> js_criterion([[1.0], [1.0]], [[1.0, 0.0], [0.0, 1.0]])
+    0.5
+    """
+    Y = _check_soft(memberships, "memberships")
+    Z = _check_soft(reference, "reference")
+    if Y.shape[0] != Z.shape[0]:
+        raise InputError(
+            f"memberships and reference must have the same number of rows; got {Y.shape[0]} and {Z.shape[0]}"
+        )
+    k = max(Y.shape[1], Z.shape[1])
+    Yp = np.zeros((Y.shape[0], k))
+    Yp[:, : Y.shape[1]] = Y
+    Zp = np.zeros((Z.shape[0], k))
+    Zp[:, : Z.shape[1]] = Z
+    cost = _js_terms(Zp[:, :, None], Yp[:, None, :]).sum(axis=0)
+    rows, cols = linear_sum_assignment(cost)
+    value = float(cost[rows, cols].sum() / Y.shape[0])
+    if return_permutation:
+        return value, cols
+    return value
+
+
+def _thresholded(Y, threshold):
+    if isinstance(threshold, bool) or not np.isscalar(threshold) or not (0.0 <= float(threshold) < 1.0):
+        raise InputError(f"The 'threshold' parameter must be a number in [0, 1); got {threshold!r}")
+    if threshold == 0:
+        return Y
+    keep = (Y >= threshold) | (Y == Y.max(axis=1, keepdims=True))
+    Y = np.where(keep, Y, 0.0)
+    return Y / Y.sum(axis=1, keepdims=True)
+
+
+def cluster_overlap(memberships, *, threshold=0.0):
+    """Cluster overlap matrix ``m_ij`` of papers/003 Sect. 7.
+
+    ``m_ij = E_Y[|P_i ∩ P_j|] / E_Y[|P_i|] = sum_x y_xi y_xj / sum_x y_xi``: the expected share
+    of cluster i's mass that it has in common with cluster j (not symmetric). Entries below
+    ``threshold`` are first set to 0 and each point's row renormalised (its largest entry is
+    always kept). Rows of clusters with no mass are 0.
+
+    Parameters
+    ----------
+    memberships : array-like of shape (n, K)
+    threshold : float, default=0.0
+        The delta of the paper.
+
+    Returns
+    -------
+    ndarray of shape (K, K)
+
+    Examples
+    --------
+    >>> cluster_overlap([[1.0, 0.0], [0.5, 0.5]]).tolist()
+    [[0.8333333333333334, 0.16666666666666666], [0.5, 0.5]]
+    """
+    Y = _thresholded(_check_soft(memberships, "memberships"), threshold)
+    mass = Y.sum(axis=0)
+    co = Y.T @ Y
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = np.where(mass[:, None] > 0, co / mass[:, None], 0.0)
+    return m
+
+
+def soft_centroids(memberships, X, *, threshold=0.0):
+    """Soft centroids ``mu_k = sum_j y_jk x_j / sum_j y_jk`` of papers/003 Sect. 7.
+
+    Parameters
+    ----------
+    memberships : array-like of shape (n, K)
+    X : array-like of shape (n, d)
+        The points.
+    threshold : float, default=0.0
+        Entries of ``memberships`` below it are dropped first, as for :func:`cluster_overlap`.
+
+    Returns
+    -------
+    ndarray of shape (K, d)
+        Rows of clusters with no mass are ``nan``.
+
+    Examples
+    --------
+    >>> soft_centroids([[1.0, 0.0], [0.5, 0.5]], [[0.0, 0.0], [3.0, 6.0]]).tolist()
+    [[1.0, 2.0], [3.0, 6.0]]
+    """
+    Y = _thresholded(_check_soft(memberships, "memberships"), threshold)
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] != Y.shape[0]:
+        raise InputError(f"X must be a 2-d array with {Y.shape[0]} rows; got shape {X.shape}")
+    mass = Y.sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (Y.T @ X) / mass[:, None]

@@ -1,0 +1,178 @@
+"""Shared pieces of the pairwise consensus estimators (NumPy only).
+
+* :func:`as_pair_data` turns what ``fit`` accepts (a :class:`~ensemble_dask.pairs.PairCounts` or a
+  ``(co, both)`` tuple of dense ``n x n`` count matrices) into validated arrays, in CSR or dense
+  form as the chosen solver needs;
+* :class:`SoftConsensusMixin` derives the outputs common to every soft consensus method
+  (``labels_``, ``uncertainty_``, ``effective_k_``) from ``memberships_`` and gives ``fit_predict``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import InputError, check_int
+from ..pairs import PairCounts
+
+__all__ = ["PairData", "as_pair_data", "check_tol", "normalized_entropy", "SoftConsensusMixin"]
+
+
+@dataclass
+class PairData:
+    """Validated co-association input of a pairwise solver.
+
+    Attributes
+    ----------
+    n : int
+        Number of points.
+    indptr, indices : ndarray of int64
+        Symmetric CSR pattern of the observed pairs (both orientations, no diagonal, rows sorted).
+    x : ndarray of float64, shape (nnz,)
+        Co-association fraction ``c_ij / N_ij`` of each stored entry.
+    w : ndarray of float64, shape (nnz,)
+        ``N_ij`` of each stored entry (> 0).
+    """
+
+    n: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    x: np.ndarray
+    w: np.ndarray
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indices.shape[0])
+
+    @property
+    def density(self) -> float:
+        """Fraction of the ``n (n - 1)`` ordered off-diagonal pairs that are stored."""
+        return self.nnz / max(self.n * (self.n - 1), 1)
+
+    def rows(self):
+        return np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.indptr))
+
+    def dense(self):
+        """``(X, W)``: dense ``n x n`` float64 fraction and weight matrices, 0 where unobserved."""
+        rows = self.rows()
+        X = np.zeros((self.n, self.n))
+        W = np.zeros((self.n, self.n))
+        X[rows, self.indices] = self.x
+        W[rows, self.indices] = self.w
+        return X, W
+
+
+def check_tol(tol, name="tol"):
+    """``tol`` as a positive finite float."""
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not np.isfinite(tol) or tol <= 0:
+        raise InputError(f"The {name!r} parameter must be a positive number; got {tol!r}")
+    return float(tol)
+
+
+def _check_counts(co, both, where):
+    if np.any(co < 0):
+        raise InputError(f"co-association counts must be >= 0; got {co.min()} {where}")
+    bad = co > both
+    if np.any(bad):
+        k = int(np.flatnonzero(bad.ravel())[0])
+        raise InputError(
+            "co-association counts must satisfy c_ij <= N_ij; "
+            f"got c={co.ravel()[k]} > N={both.ravel()[k]} {where}"
+        )
+
+
+def as_pair_data(pairs):
+    """Validate ``pairs`` and return a :class:`PairData`.
+
+    ``pairs`` is a :class:`~ensemble_dask.pairs.PairCounts` (every stored pair must have
+    ``N_ij > 0``) or a tuple ``(co, both)`` of dense symmetric ``n x n`` count matrices, whose
+    off-diagonal entries with ``both == 0`` are taken as unobserved and whose diagonal is ignored.
+    """
+    if isinstance(pairs, PairCounts):
+        if pairs.nnz == 0:
+            raise InputError(f"pairs holds no pair of points (n={pairs.n}, nnz=0); nothing to fit")
+        co = np.asarray(pairs.co, dtype=np.int64)
+        both = np.asarray(pairs.both, dtype=np.int64)
+        if np.any(both <= 0):
+            e = int(np.flatnonzero(both <= 0)[0])
+            i = int(np.searchsorted(pairs.indptr, e, side="right") - 1)
+            raise InputError(
+                f"every stored pair must have N_ij > 0; got N_ij={both[e]} for pair ({i}, {pairs.indices[e]})"
+            )
+        _check_counts(co, both, "in pairs")
+        return PairData(
+            n=pairs.n,
+            indptr=np.ascontiguousarray(pairs.indptr, dtype=np.int64),
+            indices=np.ascontiguousarray(pairs.indices, dtype=np.int64),
+            x=co / both,
+            w=both.astype(np.float64),
+        )
+    if isinstance(pairs, tuple) and len(pairs) == 2:
+        co = np.asarray(pairs[0])
+        both = np.asarray(pairs[1])
+        if co.ndim != 2 or co.shape[0] != co.shape[1] or co.shape != both.shape:
+            raise InputError(
+                f"(co, both) must be two square matrices of the same shape; got {co.shape} and {both.shape}"
+            )
+        if not (np.issubdtype(co.dtype, np.integer) and np.issubdtype(both.dtype, np.integer)):
+            raise InputError(f"(co, both) must hold integer counts; got dtypes {co.dtype} and {both.dtype}")
+        if not (np.array_equal(co, co.T) and np.array_equal(both, both.T)):
+            raise InputError("(co, both) must be symmetric matrices")
+        n = co.shape[0]
+        off = ~np.eye(n, dtype=bool)
+        _check_counts(co[off], both[off], "in (co, both)")
+        if np.any(both[off] < 0):
+            raise InputError(f"N_ij counts must be >= 0; got {both[off].min()}")
+        observed = off & (both > 0)
+        if not observed.any():
+            raise InputError(f"(co, both) holds no observed pair of points (n={n}); nothing to fit")
+        rows, cols = np.nonzero(observed)
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+        nb = both[rows, cols].astype(np.float64)
+        return PairData(n, indptr, cols.astype(np.int64), co[rows, cols] / nb, nb)
+    raise InputError(
+        "pairs must be a PairCounts or a (co, both) tuple of dense count matrices; "
+        f"got {type(pairs).__name__}"
+    )
+
+
+def check_n_clusters(n_clusters, n):
+    """``n_clusters`` as int in [1, n]."""
+    k = check_int(n_clusters, "n_clusters", min_value=1)
+    if k > n:
+        raise InputError(f"The 'n_clusters' parameter must be <= n_samples={n}; got {k}")
+    return k
+
+
+def normalized_entropy(Y):
+    """Entropy of each row of ``Y`` divided by ``log K`` (in [0, 1]; 0 when K = 1)."""
+    Y = np.asarray(Y, dtype=np.float64)
+    k = Y.shape[1]
+    if k < 2:
+        return np.zeros(Y.shape[0])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -np.where(Y > 0, Y * np.log(Y), 0.0).sum(axis=1) / np.log(k)
+    return np.clip(h, 0.0, 1.0)
+
+
+class SoftConsensusMixin:
+    """Outputs shared by soft consensus estimators, derived from ``memberships_`` (n x K).
+
+    ``labels_`` is the row-wise argmax (the maximum-likelihood hard partition of papers/003
+    Sect. 7), ``uncertainty_`` the normalised entropy of each row (papers/002 Sect. 6), and
+    ``effective_k_`` the number of clusters that are the argmax of at least one point.
+    """
+
+    def _set_memberships(self, Y):
+        Y = np.asarray(Y, dtype=np.float64)
+        self.memberships_ = Y
+        self.labels_ = np.argmax(Y, axis=1).astype(np.int64)
+        self.uncertainty_ = normalized_entropy(Y)
+        self.effective_k_ = int(np.unique(self.labels_).size)
+
+    def fit_predict(self, pairs, y=None):
+        """Fit on ``pairs`` and return ``labels_``."""
+        return self.fit(pairs).labels_
