@@ -69,6 +69,7 @@ _STRATEGY_PARAMS = {
 DEFAULT_BLOCK_SIZE = 4096
 DEFAULT_NNZ_CHUNK = 1 << 20
 _AUTO_JOIN_BYTES = 512 << 20  # labels larger than this are counted by row-block join
+_LABEL_GEN_TASKS = 2  # drawing tasks of the strategies that read the whole labels matrix
 PAIRS_GROUP = "pairs"
 
 
@@ -124,7 +125,7 @@ class _Sampler:
             j += j >= i
             return np.minimum(i, j) * n + np.maximum(i, j)
         members, start = cluster_index
-        n_co = int(round(self.params["fraction"] * l))
+        n_co = int(math.floor(self.params["fraction"] * l + 0.5))
         keys = np.empty((r1 - r0) * l, dtype=np.int64)
         state = rng.integers(np.iinfo(np.int64).min, np.iinfo(np.int64).max, size=1, dtype=np.int64)
         _k.cocluster_draws_kernel(labels[r0:r1], r0, n, members, start, n_co, l - n_co, state, keys)
@@ -216,6 +217,17 @@ def _check_fraction(value):
     return float(value)
 
 
+def _unique(keys):
+    """Sorted unique values of an int64 array (a sort and a mask: faster than ``np.unique`` here)."""
+    keys = np.sort(keys)
+    if keys.size:
+        keep = np.empty(keys.size, dtype=bool)
+        keep[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=keep[1:])
+        keys = keys[keep]
+    return keys
+
+
 def _cluster_index(labels):
     n_ids = int(labels.max(initial=-1)) + 1
     return _k.cluster_index_kernel(labels, max(n_ids, 1))
@@ -227,7 +239,7 @@ def _sample_keys(sampler, labels=None, blocks=None):
     index = _cluster_index(labels) if sampler.needs_labels else None
     parts = [sampler.block_keys(b, index, labels) for b in blocks]
     keys = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    return keys if sampler.row_local else np.unique(keys)
+    return keys if sampler.row_local else _unique(keys)
 
 
 def sample_pairs(strategy, n, *, seed, labels=None, block_size=DEFAULT_BLOCK_SIZE, **params):
@@ -618,16 +630,17 @@ def _gen_partition(sampler, blocks, bounds, locator):
     parts = [sampler.block_keys(b, index, labels) for b in blocks]
     keys = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     if not sampler.row_local:
-        keys = np.unique(keys)
+        keys = _unique(keys)
     cuts = np.searchsorted(keys, bounds * sampler.n)
     return [keys[cuts[r] : cuts[r + 1]] for r in range(len(bounds) - 1)]
 
 
 def _upper_partition(n, bounds, *buckets):
     """Unique pairs owned by one partition, split by the partition of their larger point."""
-    keys = buckets[0] if len(buckets) == 1 else np.unique(np.concatenate(buckets))
+    keys = buckets[0] if len(buckets) == 1 else _unique(np.concatenate(buckets))
     part_of_j = np.searchsorted(bounds, keys % n, side="right") - 1
-    order = np.argsort(part_of_j, kind="stable")
+    small = np.int16 if len(bounds) < 2**15 else np.int64  # int16: a linear-time radix sort
+    order = np.argsort(part_of_j.astype(small), kind="stable")
     cuts = np.searchsorted(part_of_j[order], np.arange(len(bounds)))
     keys = keys[order]
     return [keys[cuts[q] : cuts[q + 1]] for q in range(len(bounds) - 1)]
@@ -681,7 +694,7 @@ def _assemble_write(locator, n, r_bounds, offset, nnz_chunk, forward, reverse):
     cols = np.concatenate([k % n for k, _, _ in forward] + [k // n for k, _, _ in reverse])
     co = np.concatenate([c for _, c, _ in forward] + [c for _, c, _ in reverse])
     both = np.concatenate([b for _, _, b in forward] + [b for _, _, b in reverse])
-    order = np.argsort(rows * n + cols, kind="stable")
+    order = np.argsort(rows * n + cols)  # keys are unique: no need for a stable sort
     rows, cols, co, both = rows[order], cols[order], co[order], both[order]
     counts = np.bincount(rows - r0, minlength=r1 - r0)
     indptr = np.empty(r1 - r0 + 1, dtype=np.int64)
@@ -851,11 +864,15 @@ def build_coassociation(
     attrs = {**sampler.attrs(), "count_mode": count_mode, "row_block": int(bounds[1] - bounds[0])}
     try:
         # Phase 1: draw and deduplicate the pairs; only their numbers reach the client.
+        # cocluster draws need the whole labels matrix and its cluster index in each drawing
+        # task: draw in at most _LABEL_GEN_TASKS tasks, each reading the labels once.
+        n_gen = min(n_parts, _LABEL_GEN_TASKS) if sampler.needs_labels else n_parts
+        cuts = np.linspace(0, n_parts, n_gen + 1).round().astype(int) * per
         gen = [
             dask.delayed(_gen_partition, pure=True)(
-                sampler, range(p * per, min((p + 1) * per, sampler.n_blocks)), bounds, locator
+                sampler, range(int(cuts[p]), min(int(cuts[p + 1]), sampler.n_blocks)), bounds, locator
             )
-            for p in range(n_parts)
+            for p in range(n_gen)
         ]
         upper = []
         for r in range(n_parts):
