@@ -363,18 +363,30 @@ def coassociation(labels, *, strategy, seed, block_size=DEFAULT_BLOCK_SIZE, **pa
 # --------------------------------------------------------------------------- the store
 
 
+def _open_url(url, storage_options=None, mode="a"):
+    """Open the run store at a URL the way :class:`~ensemble_dask.store.RunStore` does."""
+    import zarr
+
+    from .store import make_zarr_store
+
+    try:
+        store = make_zarr_store(url, storage_options, read_only=mode == "r")
+        return zarr.open_group(store=store, mode=mode)
+    except FileNotFoundError as exc:
+        raise InputError(f"no run store at {url!r}") from exc
+
+
 def _open_group(group_or_url, storage_options=None, mode="a"):
+    """A zarr group from a group, a :class:`~ensemble_dask.store.RunStore` or a URL."""
     import zarr
 
     if isinstance(group_or_url, zarr.Group):
         return group_or_url
+    if hasattr(group_or_url, "group") and hasattr(group_or_url, "url"):  # a RunStore
+        return group_or_url.group
     if not isinstance(group_or_url, str):
-        raise InputError(f"expected a zarr group or a store URL; got {group_or_url!r}")
-    kwargs = {"storage_options": storage_options} if storage_options else {}
-    try:
-        return zarr.open_group(store=group_or_url, mode=mode, **kwargs)
-    except FileNotFoundError as exc:
-        raise InputError(f"no run store at {group_or_url!r}") from exc
+        raise InputError(f"expected a zarr group, a RunStore or a store URL; got {group_or_url!r}")
+    return _open_url(group_or_url, storage_options, mode)
 
 
 @dataclass(frozen=True)
@@ -392,10 +404,9 @@ class _Locator:
     def open(self, mode="r+"):
         import zarr
 
-        kwargs = {"storage_options": self.storage_options} if self.storage_options else {}
-        if self.path:
-            kwargs["path"] = self.path
-        return zarr.open_group(store=self.store, mode=mode, **kwargs)
+        if isinstance(self.store, str):
+            return _open_url(self.store, self.storage_options, mode)
+        return zarr.open_group(store=self.store, mode=mode, path=self.path or None)
 
     def __str__(self):
         return self.store if isinstance(self.store, str) else str(self.store)
@@ -406,6 +417,8 @@ def _locator(group_or_url, storage_options):
 
     if isinstance(group_or_url, zarr.Group):
         return _Locator(group_or_url.store, group_or_url.path, None)
+    if hasattr(group_or_url, "group") and hasattr(group_or_url, "url"):  # a RunStore
+        return _Locator(group_or_url.url, "", dict(group_or_url.storage_options) or None)
     return _Locator(group_or_url, "", storage_options or None)
 
 
@@ -1008,3 +1021,87 @@ def update_coassociation(group_or_url, *, client_or_scheduler=None, storage_opti
     pg.attrs.update({"n_clusterings": new, "updates": updates, "updating": None})
     pg.attrs.update({"complete": True})
     return dict(pg.attrs)
+
+
+# --------------------------------------------------------------------------- the pipeline stage
+
+
+def coassoc_stage(
+    store,
+    client=None,
+    *,
+    strategy="uniform",
+    seed=0,
+    block_size=DEFAULT_BLOCK_SIZE,
+    row_block=None,
+    count_mode="auto",
+    nnz_chunk=DEFAULT_NNZ_CHUNK,
+    progress=False,
+    **params,
+):
+    """Run the ``coassoc`` stage on a :class:`~ensemble_dask.store.RunStore`.
+
+    Skipped when its record matches (same parameters, same ``generate`` output). When the only
+    change since the last run is that ``generate`` appended clusterings to the same ensemble,
+    the stored pairs are updated with the new columns (:func:`update_coassociation`) instead
+    of being rebuilt.
+
+    Parameters
+    ----------
+    store : RunStore
+    client : distributed.Client, default=None
+        Where the graph runs (``None``: Dask's default scheduler).
+    strategy, seed, block_size, row_block, count_mode, nnz_chunk, **params
+        As in :func:`build_coassociation`. ``row_block``, ``count_mode`` and ``nnz_chunk`` do not
+        change the result and are not part of the stage's identity.
+    progress : bool, default=False
+        Unused (the graph is computed in two rounds); accepted like the other stages.
+
+    Returns
+    -------
+    dict
+        ``{"n_pairs", "nnz", "n_clusterings", "skipped", "updated"}``.
+    """
+    del progress
+    sampler = _make_sampler(strategy, store["labels"].shape[0], seed, block_size, params)
+    p = sampler.attrs()
+    inputs = [store.stage_hash("generate")]
+    gen_params = {k: v for k, v in (store.record("generate") or {}).get("params", {}).items()}
+    if store.is_complete("coassoc", p, inputs):
+        attrs = dict(store["pairs"].attrs)
+        logger.info("coassoc: up to date, skipped")
+        return {**_stage_result(attrs), "skipped": True, "updated": False}
+    prev = store.record("coassoc")
+    appendable = False
+    if prev and prev.get("complete") and prev.get("params") == _json_round_trip(p) and "pairs" in store:
+        old_gen = dict(store["pairs"].attrs.get("generate_params") or {})
+        if old_gen and gen_params and "n_clusterings" in gen_params:
+            same = {**old_gen, "n_clusterings": gen_params["n_clusterings"]} == gen_params
+            appendable = same and old_gen["n_clusterings"] < gen_params["n_clusterings"]
+    with store.stage("coassoc", p, inputs):
+        if appendable:
+            attrs = update_coassociation(store, client_or_scheduler=client)
+        else:
+            attrs = build_coassociation(
+                store,
+                strategy=strategy,
+                seed=sampler.seed,
+                client_or_scheduler=client,
+                block_size=block_size,
+                row_block=row_block,
+                count_mode=count_mode,
+                nnz_chunk=nnz_chunk,
+                **params,
+            )
+        store["pairs"].attrs["generate_params"] = gen_params
+    return {**_stage_result(attrs), "skipped": False, "updated": appendable}
+
+
+def _json_round_trip(obj):
+    import json
+
+    return json.loads(json.dumps(obj, sort_keys=True, default=str))
+
+
+def _stage_result(attrs):
+    return {k: attrs[k] for k in ("n_pairs", "nnz", "n_clusterings")}

@@ -409,3 +409,80 @@ def test_paircounts_round_trip_types():
     assert pc.co.dtype == np.int32 and pc.both.dtype == np.int32
     attrs = g["pairs"].attrs
     assert attrs["params"] == {"max_n": 5000} and attrs["block_size"] == 4096 and attrs["n"] == 40
+
+
+# --------------------------------------------------------------------------- pipeline stage and CLI
+
+
+def test_workflow_stage_skips_then_updates_with_appended_clusterings():
+    from ensemble_dask.pipeline import run_workflow
+    from ensemble_dask.store import RunStore
+
+    spec = {
+        "seed": 3,
+        "store": "memory://coassoc-workflow",
+        "dask": {"n_workers": 2},
+        "data": {"url": "synthetic:blobs?n=400&d=3&centers=3&seed=2"},
+        "generate": {"n_clusterings": 4, "k_min": 2, "k_max": 5, "rate": 0.7},
+        "coassoc": {"strategy": "per-point", "l": 5, "block_size": 64},
+    }
+    run_workflow(spec)
+    store = RunStore("memory://coassoc-workflow")
+    labels = store["labels"][:]
+    assert_same(read_pairs(store), coassociation(labels, strategy="per-point", seed=3, l=5, block_size=64))
+    first = store.record("coassoc")
+    assert first["complete"] and first["params"]["strategy"] == "per-point"
+    run_workflow(spec)  # nothing changed: the stage is skipped
+    assert store.record("coassoc")["finished"] == first["finished"]
+    assert store.record("coassoc")["hash"] == first["hash"]
+    spec["generate"]["n_clusterings"] = 6  # generate appends two columns; coassoc adds only theirs
+    run_workflow(spec)
+    labels6 = store["labels"][:]
+    np.testing.assert_array_equal(labels6[:, :4], labels)
+    pc = read_pairs(store)
+    assert store["pairs"].attrs["updates"] == [[4, 6]] and pc.n_clusterings == 6
+    assert_same(pc, coassociation(labels6, strategy="per-point", seed=3, l=5, block_size=64))
+
+
+def generated_store(url, labels):
+    """A run store whose ``generate`` stage is complete with ``labels`` (as import-labels leaves it)."""
+    from ensemble_dask.store import RunStore
+
+    store = RunStore(url)
+    with store.stage("generate", {"n_clusterings": labels.shape[1]}, []):
+        store.group.create_array("labels", data=labels, chunks=(64, 1))
+    return store
+
+
+def test_cli_coassoc(tmp_path, capsys):
+    from ensemble_dask.cli import main
+
+    labels = random_labels(300, 3, seed=5)
+    url = str(tmp_path / "run.zarr")
+    generated_store(url, labels)
+    argv = [
+        "coassoc",
+        "--store",
+        url,
+        "--strategy",
+        "uniform",
+        "--p",
+        "0.05",
+        "--seed",
+        "4",
+        "--n-workers",
+        "2",
+    ]
+    assert main(argv) == 0
+    n_pairs = read_pairs(url).n_pairs
+    assert f"coassoc: {n_pairs} pairs over 3 clusterings" in capsys.readouterr().out
+    assert_same(read_pairs(url), coassociation(labels, strategy="uniform", seed=4, p=0.05))
+    generated_store("memory://coassoc-cli-bad", labels)
+    assert (
+        main(["coassoc", "--store", "memory://coassoc-cli-bad", "--strategy", "uniform", "--p", "1.5"]) == 2
+    )
+    assert "'p' parameter must be in (0, 1]; got 1.5" in capsys.readouterr().err
+    assert (
+        main(["coassoc", "--store", "memory://coassoc-cli-bad", "--strategy", "per-point", "--l", "300"]) == 2
+    )
+    assert "'l' parameter must be < n=300; got l=300" in capsys.readouterr().err
