@@ -1,7 +1,7 @@
 """``ensemble-dask``: a thin command-line shell over :mod:`ensemble_dask.pipeline`.
 
 Subcommands: ``run WORKFLOW`` (every stage of a workflow), and one per stage: ``ingest``,
-``generate``, ``import-labels``, ``report``. Errors on bad input print one line naming the
+``generate``, ``import-labels``, ``coassoc``, ``report``. Errors on bad input print one line naming the
 file, parameter or value, and exit with status 2.
 """
 
@@ -83,6 +83,18 @@ def _parser():
     p.add_argument("--k-max", type=int, default=10)
     p.add_argument("--rate", type=float, default=1.0)
     p.add_argument("--algorithms", type=_csv_list)
+    p.add_argument("--seed", type=int, default=0)
+
+    p = sub.add_parser("coassoc", parents=[common], help="sample point pairs and count their co-associations")
+    store_args(p)
+    cluster_args(p)
+    p.add_argument("--strategy", default="uniform", choices=["full", "uniform", "per-point", "cocluster"])
+    p.add_argument("--p", type=float, help="uniform: share of pairs kept (default 0.00025)")
+    p.add_argument("--l", type=int, help="per-point / cocluster: partners drawn per point (default 30)")
+    p.add_argument("--fraction", type=float, help="cocluster: share of draws from shared clusters")
+    p.add_argument("--max-n", type=int, help="full: largest n accepted (default 5000)")
+    p.add_argument("--block-size", type=int, default=4096, help="rows per seed block")
+    p.add_argument("--count-mode", default="auto", choices=["auto", "rows", "join"])
     p.add_argument("--seed", type=int, default=0)
 
     p = sub.add_parser(
@@ -180,6 +192,22 @@ def _run(args):
                 seed=args.seed,
             )
         print(f"generate: {info['n_clusterings']} clusterings, {info['computed']} computed")
+    elif args.command == "coassoc":
+        from .coassoc import coassoc_stage
+
+        extra = {k: getattr(args, k) for k in ("p", "l", "fraction", "max_n") if getattr(args, k) is not None}
+        with pipeline.client_for_store(store, args.scheduler, _dask_options(args)) as client:
+            info = coassoc_stage(
+                store,
+                client,
+                strategy=args.strategy,
+                seed=args.seed,
+                block_size=args.block_size,
+                count_mode=args.count_mode,
+                **extra,
+            )
+        state = " (up to date)" if info["skipped"] else " (updated)" if info["updated"] else ""
+        print(f"coassoc: {info['n_pairs']} pairs over {info['n_clusterings']} clusterings{state}")
     elif args.command == "import-labels":
         from .generate import import_labels
 

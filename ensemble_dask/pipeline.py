@@ -13,6 +13,7 @@ Workflow keys (all but ``data`` optional)::
     dask: {n_workers: null, threads_per_worker: 1}
     data: {url: ..., storage_options: {}, schema: kdd99, classes: [...], subset: 120000, ...}
     generate: {n_clusterings: 100, ensemble: type1, k_min: 2, k_max: 10, rate: 0.5}
+    coassoc: {strategy: uniform, p: 0.00025}   # or per-point / cocluster with l, full with max_n
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 import yaml
 
 from ._validation import InputError
+from .coassoc import coassoc_stage
 from .generate import base_partition_scores, generate
 from .ingest import ingest
 from .parallel import dask_client
@@ -34,7 +36,7 @@ __all__ = ["load_workflow", "apply_overrides", "run_workflow", "write_report", "
 
 logger = logging.getLogger(__name__)
 
-TOP_KEYS = {"name", "seed", "store", "storage_options", "scheduler", "dask", "data", "generate"}
+TOP_KEYS = {"name", "seed", "store", "storage_options", "scheduler", "dask", "data", "generate", "coassoc"}
 DASK_KEYS = {"n_workers", "threads_per_worker"}
 
 
@@ -152,9 +154,15 @@ def run_workflow(spec, *, progress=False):
     url = data.pop("url")
     info = _call(ingest, "data", store, url, seed=seed, **data)
     logger.info("ingest: %s", info)
-    if spec.get("generate") is not None:
+    if spec.get("generate") is not None or spec.get("coassoc") is not None:
         with client_for_store(store, spec.get("scheduler"), spec.get("dask")) as client:
-            gen = dict(spec["generate"])
-            gen.setdefault("seed", seed)
-            _call(generate, "generate", store, client, progress=progress, **gen)
+            if spec.get("generate") is not None:
+                gen = dict(spec["generate"])
+                gen.setdefault("seed", seed)
+                _call(generate, "generate", store, client, progress=progress, **gen)
+            if spec.get("coassoc") is not None:
+                co = dict(spec["coassoc"])
+                co.setdefault("seed", seed)
+                info = _call(coassoc_stage, "coassoc", store, client, progress=progress, **co)
+                logger.info("coassoc: %s", info)
     return write_report(store)

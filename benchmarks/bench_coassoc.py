@@ -1,0 +1,280 @@
+"""Benchmark of the co-association store (prints its figures; no assertions).
+
+Sections (``--only`` picks some):
+
+``paper``     papers/003 Sect. 7.3: n = 120,000, 100 clusterings at sampling rate 0.5, uniform pairs at
+              p = 0.25 per mille (~1.8M pairs). Seconds for counting on one core (in-memory numba),
+              for the whole build (sample + count + write) on the synchronous scheduler and on a
+              2-worker LocalCluster, and label comparisons per second.
+``budget``    uniform vs cocluster pairs at several budgets (n = 120,000): fraction of stored pairs
+              with c_ij > 0, and a consensus accuracy (H criterion against the latent classes) of the
+              connected components of the majority graph (pairs with c_ij / N_ij > 1/2).
+``kdd``       494,021 points (the size of the KDD'99 10% file), 100 clusterings, per-point l = 30.
+``scale``     5,000,000 points, 100 clusterings, written as a chunked zarr store in /tmp, per-point
+              l = 20, on a 2-worker LocalCluster: seconds and peak resident memory of every process.
+
+The labels are synthetic (no k-means: 100 fits on 5M points would dominate the run), shaped like
+k-means on 3-class data: every point has a latent class (3 classes in the KDD proportions 57/22/20 %)
+and a latent position in [0, 1); clustering u has k_u in 2..10 clusters, split among the classes
+(for k_u = 2 two classes share a cluster), a class's points are cut into its clusters by position,
+10 % of the points get a uniform random cluster, and each clustering holds a random half of the
+points (the rest -1).
+
+Usage, from the repository root:
+``PYTHONPATH=. python benchmarks/bench_coassoc.py [--only paper,budget,kdd,scale] [--workdir /tmp]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+import zarr
+from scipy.sparse.csgraph import connected_components
+
+from ensemble_dask.coassoc import (
+    build_coassociation,
+    count_pairs,
+    iter_pair_blocks,
+    read_pairs,
+    sample_pairs,
+)
+from ensemble_dask.metrics import h_criterion
+
+N_CLUST = 100
+RATE = 0.5
+
+
+def synthetic_labels(n, n_clust=N_CLUST, rate=RATE, seed=0, rows=None):
+    """Rows ``rows`` (default all) of the synthetic labels matrix described in the module docstring."""
+    rows = np.arange(n) if rows is None else rows
+    crng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+    truth, pos = latent(rows, seed)
+    rrng = np.random.default_rng(np.random.SeedSequence([seed, int(rows[0])]))
+    out = np.empty((len(rows), n_clust), dtype=np.int32)
+    for u in range(n_clust):
+        k = int(crng.integers(2, 11))
+        ids = crng.permutation(k)
+        if k == 2:
+            shared = crng.integers(3)
+            groups = [ids[:1] if c == shared else ids[1:] for c in range(3)]
+            groups = [ids[:1], ids[1:], ids[1:]] if shared == 0 else groups
+        else:
+            cut = np.sort(crng.choice(np.arange(1, k), size=2, replace=False))
+            groups = np.split(ids, cut)
+        col = np.empty(len(rows), dtype=np.int32)
+        for c in range(3):
+            m = truth == c
+            col[m] = groups[c][(pos[m] * len(groups[c])).astype(np.int64)]
+        noise = rrng.random(len(rows)) < 0.1
+        col[noise] = rrng.integers(0, k, size=int(noise.sum()))
+        col[rrng.random(len(rows)) >= rate] = -1
+        out[:, u] = col
+    return out
+
+
+def latent(rows, seed=0):
+    """Latent class (KDD proportions) and position in [0, 1) of each row: a fixed hash of (seed, row)."""
+
+    def mix(x):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return ((x ^ (x >> np.uint64(31))) >> np.uint64(11)).astype(np.float64) / 2.0**53
+
+    x = np.asarray(rows, dtype=np.uint64) + np.uint64(seed + 1) * np.uint64(0x9E3779B97F4A7C15)
+    v = mix(x)
+    w = mix(x ^ np.uint64(0xD6E8FEB86659FD93))
+    return np.where(v < 0.57, 0, np.where(v < 0.79, 1, 2)).astype(np.int64), w
+
+
+def write_labels_store(url, n, row_chunk, seed=0):
+    g = zarr.open_group(store=url, mode="w")
+    arr = g.create_array("labels", shape=(n, N_CLUST), chunks=(row_chunk, 1), dtype="int32", fill_value=-1)
+    for r0 in range(0, n, row_chunk):
+        r1 = min(r0 + row_chunk, n)
+        arr[r0:r1] = synthetic_labels(n, seed=seed, rows=np.arange(r0, r1))
+    return g
+
+
+def maxrss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def cluster(n_workers=2):
+    from distributed import Client, LocalCluster
+
+    lc = LocalCluster(
+        n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0", memory_limit="8GiB"
+    )
+    return lc, Client(lc)
+
+
+def timed(fn, *args, **kwargs):
+    t = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t
+
+
+def bench_paper(workdir):
+    n, p = 120_000, 0.00025
+    print(f"\n== paper configuration: n={n:,}, {N_CLUST} clusterings at rate {RATE}, uniform p={p} ==")
+    labels, t = timed(synthetic_labels, n)
+    print(f"synthetic labels: {t:.2f} s")
+    (i, j), t_sample = timed(sample_pairs, "uniform", n, seed=1, p=p)
+    print(f"sampling {len(i):,} pairs (expected {p * n * (n - 1) / 2:,.0f}): {t_sample:.3f} s")
+    count_pairs(labels[:10], i[:1] % 10, j[:1] % 10)  # compile / load the numba cache outside the timing
+    best = min(timed(count_pairs, labels, i, j)[1] for _ in range(3))
+    comps = len(i) * N_CLUST
+    print(
+        f"counting on one core (in memory, best of 3): {best:.3f} s = {comps / best / 1e6:,.0f} M label "
+        f"comparisons/s ({len(i):,} pairs x {N_CLUST})"
+    )
+    url = str(Path(workdir) / "bench_paper.zarr")
+    g = zarr.open_group(store=url, mode="w")
+    g.create_array("labels", data=labels, chunks=(16384, 1))
+    for mode in ("rows", "join"):
+        summary, t = timed(
+            build_coassociation,
+            url,
+            strategy="uniform",
+            seed=1,
+            p=p,
+            client_or_scheduler="sync",
+            count_mode=mode,
+        )
+        print(
+            f"build on one core (sync scheduler, count_mode={mode}, sample+count+write zarr): {t:.2f} s, "
+            f"nnz={summary['nnz']:,}"
+        )
+    lc, client = cluster(2)
+    try:
+        client.run(lambda: count_pairs([[0], [0]], [0], [1]))  # warm the numba cache in the workers
+        for mode in ("rows", "join"):
+            summary, t = timed(
+                build_coassociation,
+                url,
+                strategy="uniform",
+                seed=1,
+                p=p,
+                client_or_scheduler=client,
+                count_mode=mode,
+            )
+            print(f"build on a 2-worker LocalCluster (count_mode={mode}): {t:.2f} s")
+    finally:
+        client.close()
+        lc.close()
+    pc = read_pairs(url)
+    print(f"stored: {pc.n_pairs:,} pairs, mean N_ij = {pc.both.mean():.1f}, mean c_ij = {pc.co.mean():.1f}")
+    shutil.rmtree(url)
+
+
+def majority_accuracy(pc, truth):
+    """H criterion of the connected components of the graph of pairs with c_ij / N_ij > 1/2."""
+    rows = pc.rows()
+    keep = (pc.both > 0) & (2 * pc.co > pc.both)
+    graph = sp.csr_array((np.ones(int(keep.sum())), (rows[keep], pc.indices[keep])), shape=(pc.n, pc.n))
+    _, comp = connected_components(graph, directed=False)
+    # the three largest components are the consensus clusters; the rest count as errors
+    sizes = np.bincount(comp)
+    top = np.argsort(sizes)[::-1][:3]
+    pred = np.full(pc.n, -1)
+    for c, t in enumerate(top):
+        pred[comp == t] = c
+    pred[pred < 0] = 3
+    return h_criterion(pred, truth)
+
+
+def bench_budget(workdir):
+    n = 120_000
+    print(f"\n== pair budget: uniform vs cocluster, n={n:,} ==")
+    labels = synthetic_labels(n)
+    truth = latent(np.arange(n))[0]
+    url = str(Path(workdir) / "bench_budget.zarr")
+    g = zarr.open_group(store=url, mode="w")
+    g.create_array("labels", data=labels, chunks=(16384, 1))
+    total = n * (n - 1) / 2
+    print(
+        f"{'strategy':>10} {'budget':>12} {'pairs':>11} {'per mille':>9} {'frac c>0':>9} "
+        f"{'frac c/N>1/2':>12} {'H(majority CC)':>15} {'s':>6}"
+    )
+    for l in (1, 2, 4, 8, 15):
+        for strategy, params in (("uniform", {"p": n * l / total}), ("cocluster", {"l": l, "fraction": 0.5})):
+            _, t = timed(
+                build_coassociation, url, strategy=strategy, seed=3, client_or_scheduler="sync", **params
+            )
+            pc = read_pairs(url)
+            frac = float(np.mean(pc.co > 0))
+            major = float(np.mean(2 * pc.co > pc.both))
+            acc = majority_accuracy(pc, truth)
+            budget = f"p={params['p']:.2e}" if strategy == "uniform" else f"l={l}"
+            print(
+                f"{strategy:>10} {budget:>12} {pc.n_pairs:>11,} {1000 * pc.n_pairs / total:>9.4f} "
+                f"{frac:>9.3f} {major:>12.3f} {acc:>15.3f} {t:>6.2f}"
+            )
+    shutil.rmtree(url)
+
+
+def bench_large(workdir, n, l, row_chunk, label):
+    print(f"\n== {label}: n={n:,}, {N_CLUST} clusterings, per-point l={l}, 2-worker LocalCluster ==")
+    url = str(Path(workdir) / f"bench_{n}.zarr")
+    _, t = timed(write_labels_store, url, n, row_chunk)
+    print(f"labels written to {url} ({n * N_CLUST * 4 / 2**30:.2f} GiB as int32): {t:.1f} s")
+    lc, client = cluster(2)
+    try:
+        client.run(lambda: count_pairs([[0], [0]], [0], [1]))
+        rss0 = maxrss_mib()
+        summary, t = timed(
+            build_coassociation, url, strategy="per-point", seed=5, l=l, client_or_scheduler=client
+        )
+        workers = client.run(maxrss_mib)
+    finally:
+        client.close()
+        lc.close()
+    print(
+        f"build: {t:.1f} s, {summary['n_pairs']:,} pairs, nnz={summary['nnz']:,}, "
+        f"count_mode={summary['count_mode']}, "
+        f"row_block={summary['row_block']:,}"
+    )
+    peaks = sorted(workers.values())
+    print(
+        f"peak RSS: client {maxrss_mib():,.0f} MiB (before build {rss0:,.0f}), workers "
+        f"{', '.join(f'{v:,.0f}' for v in peaks)} MiB; sum {maxrss_mib() + sum(peaks):,.0f} MiB"
+    )
+    t = time.perf_counter()
+    rows = 0
+    for block in iter_pair_blocks(url, rows_per_block=1 << 19):
+        rows += block.row_stop - block.row_start
+    print(f"streaming read of pairs/ by 524,288-row blocks: {time.perf_counter() - t:.1f} s")
+    shutil.rmtree(url)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="paper,budget,kdd,scale")
+    parser.add_argument("--workdir", default=tempfile.gettempdir())
+    args = parser.parse_args(argv)
+    only = set(args.only.split(","))
+    workdir = Path(tempfile.mkdtemp(prefix="bench_coassoc_", dir=args.workdir))
+    print(f"python {sys.version.split()[0]}, workdir {workdir}")
+    try:
+        if "paper" in only:
+            bench_paper(workdir)
+        if "budget" in only:
+            bench_budget(workdir)
+        if "kdd" in only:
+            bench_large(workdir, 494_021, 30, 65_536, "KDD'99 10% size")
+        if "scale" in only:
+            bench_large(workdir, 5_000_000, 20, 131_072, "5M points")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Numba kernels of the co-association store: pair counting and co-cluster partner draws.
+
+Plain arrays and scalars in, plain arrays out; no zarr, no Dask, no estimators. Randomness
+comes in as an explicit 64-bit state (splitmix64), seeded by the caller from a NumPy
+generator, so a kernel draws the same numbers whatever thread or worker runs it.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["count_pairs_kernel", "cluster_index_kernel", "cocluster_draws_kernel"]
+
+
+@numba.njit(cache=True, nogil=True)
+def count_pairs_kernel(labels_a, labels_b, rows_a, rows_b, co, both):
+    """Count c_ij and N_ij for pairs ``(labels_a[rows_a[p]], labels_b[rows_b[p]])``.
+
+    Parameters
+    ----------
+    labels_a, labels_b : ndarray of shape (m_a, N) and (m_b, N), int32
+        Label rows (``-1`` = absent); the two may be the same array.
+    rows_a, rows_b : ndarray of shape (P,), int64
+        Local row of the first and second point of each pair.
+    co, both : ndarray of shape (P,), int32
+        Output: clusterings putting the two together, clusterings holding both.
+    """
+    n_clust = labels_a.shape[1]
+    for p in range(rows_a.shape[0]):
+        a = rows_a[p]
+        b = rows_b[p]
+        c = 0
+        m = 0
+        for u in range(n_clust):
+            x = labels_a[a, u]
+            y = labels_b[b, u]
+            present = (x >= 0) & (y >= 0)
+            m += present
+            c += present & (x == y)
+        co[p] = c
+        both[p] = m
+
+
+@numba.njit(cache=True, nogil=True)
+def cluster_index_kernel(labels, n_ids):
+    """Members of every base cluster, by a counting sort of each column.
+
+    Parameters
+    ----------
+    labels : ndarray of shape (n, N), int32
+        Cluster ids in ``[0, n_ids)``, ``-1`` = absent.
+    n_ids : int
+        One more than the largest cluster id.
+
+    Returns
+    -------
+    members : ndarray of shape (N, n), int64
+        ``members[u, start[u, c]:start[u, c + 1]]`` are the points of cluster c in clustering u,
+        ascending; entries past ``start[u, n_ids]`` are unused.
+    start : ndarray of shape (N, n_ids + 1), int64
+    """
+    n, n_clust = labels.shape
+    members = np.zeros((n_clust, n), dtype=np.int64)
+    start = np.zeros((n_clust, n_ids + 1), dtype=np.int64)
+    for u in range(n_clust):
+        for i in range(n):
+            c = labels[i, u]
+            if c >= 0:
+                start[u, c + 1] += 1
+        for c in range(n_ids):
+            start[u, c + 1] += start[u, c]
+        fill = start[u, :n_ids].copy()
+        for i in range(n):
+            c = labels[i, u]
+            if c >= 0:
+                members[u, fill[c]] = i
+                fill[c] += 1
+    return members, start
+
+
+@numba.njit(cache=True, nogil=True)
+def _splitmix64(state):
+    """Advance ``state[0]`` and return the next 64-bit output (as uint64)."""
+    z = np.uint64(state[0]) + np.uint64(0x9E3779B97F4A7C15)
+    state[0] = np.int64(z)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(cache=True, nogil=True)
+def _below(state, m):
+    """A random integer in ``[0, m)`` for ``m >= 1`` (modulo bias below 2**-40 for m < 2**24)."""
+    return np.int64(_splitmix64(state) % np.uint64(m))
+
+
+@numba.njit(cache=True, nogil=True)
+def cocluster_draws_kernel(labels_rows, row0, n, members, start, n_cocluster, n_uniform, state, keys):
+    """Draw partners for the points ``row0 .. row0 + len(labels_rows) - 1``.
+
+    Each point makes ``n_cocluster`` co-cluster draws (a clustering u where it is present, chosen
+    uniformly, then a uniform other member of its cluster in u) and ``n_uniform`` uniform draws
+    among the other ``n - 1`` points. A co-cluster draw for a point present nowhere, or alone in
+    its cluster, falls back to a uniform draw. Pair ``(i, j)`` is written as ``min * n + max``.
+
+    Parameters
+    ----------
+    labels_rows : ndarray of shape (m, N), int32
+        Labels of the drawing points.
+    row0 : int
+        Global index of the first drawing point.
+    n : int
+        Number of points.
+    members, start : ndarray
+        Output of :func:`cluster_index_kernel` on the whole labels matrix.
+    n_cocluster, n_uniform : int
+        Draws of each kind per point.
+    state : ndarray of shape (1,), int64
+        splitmix64 state, advanced in place.
+    keys : ndarray of shape (m * (n_cocluster + n_uniform),), int64
+        Output pair keys.
+    """
+    m, n_clust = labels_rows.shape
+    per = n_cocluster + n_uniform
+    present = np.empty(n_clust, dtype=np.int64)
+    for r in range(m):
+        i = row0 + r
+        n_present = 0
+        for u in range(n_clust):
+            if labels_rows[r, u] >= 0:
+                present[n_present] = u
+                n_present += 1
+        for t in range(per):
+            j = -1
+            if t < n_cocluster and n_present > 0:
+                u = present[_below(state, n_present)]
+                c = labels_rows[r, u]
+                s0 = start[u, c]
+                size = start[u, c + 1] - s0
+                if size > 1:
+                    j = members[u, s0 + _below(state, size - 1)]
+                    if j == i:
+                        j = members[u, s0 + size - 1]
+            if j < 0:
+                j = _below(state, n - 1)
+                if j >= i:
+                    j += 1
+            if i < j:
+                keys[r * per + t] = i * n + j
+            else:
+                keys[r * per + t] = j * n + i
