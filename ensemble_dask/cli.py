@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 
 from . import __version__
@@ -221,10 +222,11 @@ def _run(args):
 def main(argv=None):
     """Entry point of the ``ensemble-dask`` command; returns the exit status."""
     args = _parser().parse_args(argv)
+    if args.verbose < 2:
+        # read by dask's config when distributed is first imported (its own loggers say INFO)
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    if args.verbose < 2:
-        logging.getLogger("distributed").setLevel(logging.WARNING)
     try:
         return _run(args)
     except EnsembleDaskError as exc:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _coassoc_kernels as _k
-from ._validation import InputError, check_choice, check_int, check_labels_matrix, check_rate
+from ._validation import InputError, check_choice, check_int, check_labels_matrix, check_rate, stage_seed
 from .pairs import PairCounts
 
 __all__ = [
@@ -1036,7 +1036,6 @@ def coassoc_stage(
     row_block=None,
     count_mode="auto",
     nnz_chunk=DEFAULT_NNZ_CHUNK,
-    progress=False,
     **params,
 ):
     """Run the ``coassoc`` stage on a :class:`~ensemble_dask.store.RunStore`.
@@ -1054,15 +1053,14 @@ def coassoc_stage(
     strategy, seed, block_size, row_block, count_mode, nnz_chunk, **params
         As in :func:`build_coassociation`. ``row_block``, ``count_mode`` and ``nnz_chunk`` do not
         change the result and are not part of the stage's identity.
-    progress : bool, default=False
-        Unused (the graph is computed in two rounds); accepted like the other stages.
 
     Returns
     -------
     dict
         ``{"n_pairs", "nnz", "n_clusterings", "skipped", "updated"}``.
     """
-    del progress
+    # the stage's own branch of the run seed (no stream shared with ingest or generate)
+    seed = int(stage_seed(seed, "coassoc").generate_state(1)[0])
     sampler = _make_sampler(strategy, store["labels"].shape[0], seed, block_size, params)
     p = sampler.attrs()
     inputs = [store.stage_hash("generate")]

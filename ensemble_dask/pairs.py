@@ -107,6 +107,16 @@ class PairCounts:
             n_clusterings = int(both.max(initial=0))
         return cls.from_pairs(n, iu, ju, co[iu, ju], both[iu, ju], n_clusterings)
 
+    def observed(self):
+        """The pairs with ``both > 0`` (the others carry no evidence), as a new PairCounts."""
+        keep = self.both > 0
+        if keep.all():
+            return self
+        counts = np.bincount(self.rows()[keep], minlength=self.n)
+        indptr = np.zeros(self.n + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        return PairCounts(indptr, self.indices[keep], self.co[keep], self.both[keep], self.n_clusterings)
+
     def to_dense(self):
         """Dense ``(co, both)`` int32 matrices (small n only); unstored pairs are 0."""
         co, both = self.to_scipy()

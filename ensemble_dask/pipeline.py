@@ -14,6 +14,9 @@ Workflow keys (all but ``data`` optional)::
     data: {url: ..., storage_options: {}, schema: kdd99, classes: [...], subset: 120000, ...}
     generate: {n_clusterings: 100, ensemble: type1, k_min: 2, k_max: 10, rate: 0.5}
     coassoc: {strategy: uniform, p: 0.00025}   # or per-point / cocluster with l, full with max_n
+    consensus:                                 # one entry per method, see consensus_stage
+      pcc-kl: {n_clusters: 3}
+      pcc-l2: {n_clusters: 3}
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import yaml
 
 from ._validation import InputError
 from .coassoc import coassoc_stage
+from .consensus_stage import consensus_stage, current_results
 from .generate import base_partition_scores, generate
 from .ingest import ingest
 from .parallel import dask_client
@@ -36,7 +40,18 @@ __all__ = ["load_workflow", "apply_overrides", "run_workflow", "write_report", "
 
 logger = logging.getLogger(__name__)
 
-TOP_KEYS = {"name", "seed", "store", "storage_options", "scheduler", "dask", "data", "generate", "coassoc"}
+TOP_KEYS = {
+    "name",
+    "seed",
+    "store",
+    "storage_options",
+    "scheduler",
+    "dask",
+    "data",
+    "generate",
+    "coassoc",
+    "consensus",
+}
 DASK_KEYS = {"n_workers", "threads_per_worker"}
 
 
@@ -118,8 +133,12 @@ def _call(func, section, *args, **kwargs):
         raise
 
 
-def write_report(store, methods=None):
-    """Write ``report/metrics.json``: data-set facts, base-partition accuracy, consensus methods."""
+def write_report(store):
+    """Write ``report/metrics.json``: data-set facts, base-partition accuracy, consensus methods.
+
+    The ``methods`` entries are those of the consensus results in the store, so the report always
+    describes what the store holds.
+    """
     summary = store["X"].attrs.get("summary", {}) if "X" in store else {}
     ingest_rec = store.record("ingest") or {}
     dataset = {
@@ -134,11 +153,10 @@ def write_report(store, methods=None):
         dataset["n_clusterings"] = int(labels.shape[1])
         rates = [m.get("rate", 1.0) for m in labels.attrs.get("partitions", [])]
         dataset["missing_fraction"] = round(1.0 - float(np.mean(rates)), 6) if rates else None
-    previous = store.read_json("report/metrics.json", default={}) or {}
     report = {
         "dataset": dataset,
         "base_partitions": base_partition_scores(store),
-        "methods": {**previous.get("methods", {}), **(methods or {})},
+        "methods": current_results(store),
     }
     store.write_json("report/metrics.json", report)
     return report
@@ -163,6 +181,14 @@ def run_workflow(spec, *, progress=False):
             if spec.get("coassoc") is not None:
                 co = dict(spec["coassoc"])
                 co.setdefault("seed", seed)
-                info = _call(coassoc_stage, "coassoc", store, client, progress=progress, **co)
+                info = _call(coassoc_stage, "coassoc", store, client, **co)
                 logger.info("coassoc: %s", info)
+    consensus = spec.get("consensus") or {}
+    if not isinstance(consensus, dict):
+        raise InputError(
+            f"workflow section 'consensus' must map method names to parameters; got {consensus!r}"
+        )
+    for name, params in consensus.items():
+        metrics = consensus_stage(store, name, seed=seed, **(params or {}))
+        logger.info("consensus %s: %s", name, metrics)
     return write_report(store)

@@ -44,3 +44,14 @@ def test_bad_labels():
         dense_coassociation([[0, 1], [-2, 0]])
     with pytest.raises(InputError, match="integer cluster ids; got 0.5"):
         dense_coassociation([[0.0, 0.5]])
+
+
+def test_observed_drops_pairs_never_co_present():
+    labels = np.array([[0, -1], [-1, 0], [0, 0], [1, 0]])
+    co, both = dense_coassociation(labels)
+    pc = PairCounts.from_dense(co, both, 2, keep_zero_both=True)
+    obs = pc.observed()
+    assert pc.n_pairs == 6 and obs.n_pairs == 5
+    assert (obs.both > 0).all()
+    c2, b2 = obs.to_dense()
+    np.testing.assert_array_equal(b2[~np.eye(4, dtype=bool)], both[~np.eye(4, dtype=bool)])

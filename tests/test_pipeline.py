@@ -39,3 +39,54 @@ def test_overrides():
     assert out["data"]["url"] == "b.csv" and spec["data"]["url"] == "a.csv"
     with pytest.raises(InputError, match="--set expects key=value"):
         apply_overrides(spec, ["generate.rate"])
+
+
+def _spec(store, **consensus):
+    return {
+        "seed": 1,
+        "store": store,
+        "dask": {"n_workers": 2},
+        "data": {"url": "synthetic:blobs?n=800&d=6&centers=3&seed=3"},
+        "generate": {"n_clusterings": 10, "k_min": 2, "k_max": 6, "rate": 0.5},
+        "coassoc": {"strategy": "per-point", "l": 15},
+        "consensus": consensus,
+    }
+
+
+def test_consensus_methods_end_to_end():
+    store_url = "memory://pipeline-consensus"
+    report = run_workflow(
+        _spec(
+            store_url, **{"pcc-kl": {"n_clusters": 3}, "pcc-l2": {"n_clusters": 3}, "ppc": {"n_clusters": 3}}
+        )
+    )
+    store = RunStore(store_url)
+    assert set(report["methods"]) == {"pcc-kl", "pcc-l2", "ppc"}
+    for name, m in report["methods"].items():
+        assert set(m) >= {"H", "ARI", "NMI", "effective_k", "seconds", "objective"}
+        Y = store[f"consensus/{name}/Y"][:]
+        assert Y.shape == (800, 3) and np.allclose(Y.sum(1), 1, atol=1e-5)
+        np.testing.assert_array_equal(store[f"consensus/{name}/labels"][:], Y.argmax(1))
+        u = store[f"consensus/{name}/uncertainty"][:]
+        assert ((u >= 0) & (u <= 1)).all()
+    assert report["methods"]["pcc-kl"]["H"] > max(0.95, report["base_partitions"]["H"]["mean"])
+    assert store["consensus/pcc-l2"].attrs["params"]["divergence"] == "l2"
+    # half of the entries are missing: some stored pairs were never co-present, and are skipped
+    assert (store["pairs/both"][:] == 0).any()
+
+
+def test_stale_results_leave_the_report():
+    store_url = "memory://pipeline-stale"
+    run_workflow(_spec(store_url, **{"pcc-kl": {"n_clusters": 3}}))
+    spec = _spec(store_url, **{"pcc-l2": {"n_clusters": 3}})
+    spec["coassoc"]["l"] = 10  # new pairs: the old pcc-kl result no longer matches them
+    report = run_workflow(spec)
+    assert set(report["methods"]) == {"pcc-l2"}
+
+
+def test_unknown_consensus_method():
+    with pytest.raises(InputError, match="unknown method 'pcx'"):
+        run_workflow(_spec("memory://pipeline-bad", pcx={}))
+    with pytest.raises(InputError, match="n_clusters"):
+        run_workflow(_spec("memory://pipeline-bad2", **{"pcc-kl": {"n_clusters": 0}}))
+    assert RunStore("memory://pipeline-bad2").record("consensus/pcc-kl") is None
