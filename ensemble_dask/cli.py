@@ -23,6 +23,19 @@ def _csv_list(text):
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def _key_values(items):
+    """``["a=1", "b=[x, y]"]`` -> ``{"a": 1, "b": ["x", "y"]}`` (values parsed as YAML)."""
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise EnsembleDaskError(f"--set expects key=value; got {item!r}")
+        out[key] = yaml.safe_load(raw)
+    return out
+
+
 def _storage_options(text):
     if text is None:
         return None
@@ -96,6 +109,14 @@ def _parser():
     p.add_argument("--max-n", type=int, help="full: largest n accepted (default 5000)")
     p.add_argument("--block-size", type=int, default=4096, help="rows per seed block")
     p.add_argument("--count-mode", default="auto", choices=["auto", "rows", "join"])
+    p.add_argument("--seed", type=int, default=0)
+
+    p = sub.add_parser("consensus", parents=[common], help="run a consensus method on the store")
+    p.add_argument(
+        "name", help="result name: pcc-kl, pcc-l2, ppc, bce, mm, gbce, or any name with --set method=..."
+    )
+    store_args(p)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a method parameter")
     p.add_argument("--seed", type=int, default=0)
 
     p = sub.add_parser(
@@ -209,6 +230,12 @@ def _run(args):
             )
         state = " (up to date)" if info["skipped"] else " (updated)" if info["updated"] else ""
         print(f"coassoc: {info['n_pairs']} pairs over {info['n_clusterings']} clusterings{state}")
+    elif args.command == "consensus":
+        from .consensus_stage import consensus_stage
+
+        metrics = consensus_stage(store, args.name, seed=args.seed, **_key_values(args.set))
+        pipeline.write_report(store)
+        _print_summary({"dataset": {}, "methods": {args.name: metrics}})
     elif args.command == "import-labels":
         from .generate import import_labels
 

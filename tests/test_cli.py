@@ -107,3 +107,21 @@ def test_unreachable_scheduler(tmp_path):
         "--set", "data.url=synthetic:kdd99?n=500",
     )  # fmt: skip
     assert r.returncode == 2 and "cannot reach the Dask scheduler at 'tcp://127.0.0.1:1'" in r.stderr
+
+
+def test_coassoc_and_consensus_commands(tmp_path):
+    store = tmp_path / "run.zarr"
+    assert cli("ingest", "synthetic:blobs?n=500&d=6&centers=3", "--store", store).returncode == 0
+    r = cli("generate", "--store", store, "-N", 8, "--k-max", 5, "--n-workers", 1, "--no-progress")
+    assert r.returncode == 0, r.stderr
+    r = cli("coassoc", "--store", store, "--strategy", "per-point", "--l", 10, "--n-workers", 1)
+    assert r.returncode == 0, r.stderr
+    r = cli("consensus", "pcc-l2", "--store", store, "--set", "n_clusters=3")
+    assert r.returncode == 0, r.stderr
+    assert "pcc-l2" in r.stdout
+    report = json.loads((store / "report" / "metrics.json").read_text())
+    assert report["methods"]["pcc-l2"]["effective_k"] <= 3
+    r = cli("consensus", "pcc-kl", "--store", store, "--set", "n_clusters=0")
+    assert r.returncode == 2 and "n_clusters" in r.stderr
+    r = cli("consensus", "pcc-kl", "--store", store, "--set", "divergence=hellinger")
+    assert r.returncode == 2 and "hellinger" in r.stderr
