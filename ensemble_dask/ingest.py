@@ -270,7 +270,9 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
         ``{"n", "d", "n_total", "classes", "class_counts", "feature_names", "skipped"}``.
     """
     p = ingest_params(url, **options)
-    params = {**p, "seed": int(seed), "source": source_fingerprint(p["url"], storage_options)}
+    # the stage's identity: everything that changes X (not the block size it is read in)
+    params = {k: v for k, v in p.items() if k != "chunk_rows"}
+    params.update(seed=int(seed), source=source_fingerprint(p["url"], storage_options))
     if store.is_complete("ingest", params, []):
         logger.info("ingest: up to date, skipped")
         return {**store["X"].attrs.asdict().get("summary", {}), "skipped": True}

@@ -71,6 +71,7 @@ def test_rerun_is_skipped_and_changed_input_is_not(kdd_sample, tmp_path):
     store = RunStore(tmp_path / "run.zarr")
     assert ingest(store, str(kdd_sample), schema="kdd99", subset=500)["skipped"] is False
     assert ingest(store, str(kdd_sample), schema="kdd99", subset=500)["skipped"] is True
+    assert ingest(store, str(kdd_sample), schema="kdd99", subset=500, chunk_rows=77)["skipped"] is True
     assert ingest(store, str(kdd_sample), schema="kdd99", subset=500, seed=3)["skipped"] is False
 
 
