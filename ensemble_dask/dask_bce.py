@@ -20,9 +20,9 @@ import operator
 import numpy as np
 
 from ._validation import InputError, check_labels_matrix, check_random_state
-from .consensus.bce import BCE, StatsLayout, _offsets, encode_labels, estep_stats
+from .consensus.bce import BCE, StatsLayout, _offsets, compress_rows, encode_labels, estep_stats
 
-__all__ = ["fit_bce_dask", "read_labels", "block_meta", "encode_block", "estep_task", "sum_vectors"]
+__all__ = ["fit_bce_dask", "read_labels", "block_meta", "prepare_block", "estep_task", "sum_vectors"]
 
 
 def _local_path(url):
@@ -92,12 +92,37 @@ def fresh_gamma(n_rows, k):
     return np.full((n_rows, k), -1.0)
 
 
-def estep_task(gidx, gamma, params, tol, max_iter):
-    """E-step of one block: returns ``(stats vector, new gamma)``; the input gamma is not modified."""
+def prepare_block(block, categories):
+    """Encode a block and merge its identical rows: ``{"gidx", "weight", "inverse"}``."""
+    gidx, weight, inverse = compress_rows(encode_labels(block, categories)[0])
+    return {"gidx": gidx, "weight": weight, "inverse": inverse}
+
+
+def fresh_gamma_like(prepared, k):
+    """Fresh ``gamma`` for a prepared block (computed where the block lives)."""
+    return fresh_gamma(prepared["gidx"].shape[0], k)
+
+
+def expand_gamma(gamma, prepared):
+    """Per-row ``gamma`` of a block from the ``gamma`` of its distinct rows."""
+    return gamma[prepared["inverse"]]
+
+
+def estep_task(prepared, gamma, params, tol, max_iter):
+    """E-step of one prepared block: ``(stats vector, new gamma)``; the input gamma is not modified."""
     gamma = gamma.copy()
+    gidx = prepared["gidx"]
     N = gidx.shape[1]
     vec = estep_stats(
-        gidx, np.ones(N), np.empty((gidx.shape[0], 0)), np.empty(0), params, gamma, tol, max_iter
+        gidx,
+        np.ones(N),
+        np.empty((gidx.shape[0], 0)),
+        np.empty(0),
+        params,
+        gamma,
+        tol,
+        max_iter,
+        prepared["weight"],
     )
     return vec, gamma
 
@@ -124,19 +149,18 @@ def tree_sum(client, futures, *, fan_in=8, **submit_kwargs):
 class DaskBlockEStep:
     """E-step over row-block futures; keeps every block's gamma on its worker between iterations."""
 
-    def __init__(self, client, gidx_futures, block_sizes, k, tol, max_iter, submit_kwargs=None):
+    def __init__(self, client, prepared_futures, k, tol, max_iter, submit_kwargs=None):
         self.client = client
-        self.gidx = gidx_futures
-        self.sizes = block_sizes
+        self.gidx = prepared_futures
         self.k = k
         self.tol, self.max_iter = tol, max_iter
-        self.kw = [dict(s) for s in (submit_kwargs or [{}] * len(gidx_futures))]
+        self.kw = [dict(s) for s in (submit_kwargs or [{}] * len(prepared_futures))]
         self.reset()
 
     def reset(self):
         self.gamma = [
-            self.client.submit(fresh_gamma, n, self.k, pure=False, **kw)
-            for n, kw in zip(self.sizes, self.kw, strict=True)
+            self.client.submit(fresh_gamma_like, g, self.k, pure=False, **kw)
+            for g, kw in zip(self.gidx, self.kw, strict=True)
         ]
 
     def __call__(self, params, t):
@@ -155,7 +179,11 @@ class DaskBlockEStep:
         return self.client.gather(tree_sum(self.client, vecs))
 
     def gammas(self):
-        return np.concatenate(self.client.gather(self.gamma), axis=0)
+        full = [
+            self.client.submit(expand_gamma, g, p, pure=False, **kw)
+            for g, p, kw in zip(self.gamma, self.gidx, self.kw, strict=True)
+        ]
+        return np.concatenate(self.client.gather(full), axis=0)
 
 
 def _row_blocks(n, chunk):
@@ -221,14 +249,12 @@ def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
         )
     categories = merge_categories([m[1] for m in metas])
     empty_rows = np.concatenate([m[2] + a for m, (a, _) in zip(metas, blocks, strict=True)]).astype(np.int64)
-    gidx = [client.submit(encode_block, d, categories, pure=False) for d in data]
+    gidx = [client.submit(prepare_block, d, categories, pure=False) for d in data]
     del data
     rng = check_random_state(est.random_state)
     starts = [est._random_params(rng, categories) for _ in range(est.n_init)]
     layout = StatsLayout(est._k, int(_offsets(categories)[-1]), 0)
-    estep = DaskBlockEStep(
-        client, gidx, [b - a for a, b in blocks], est._k, float(est.e_step_tol), int(est.e_step_max_iter)
-    )
+    estep = DaskBlockEStep(client, gidx, est._k, float(est.e_step_tol), int(est.e_step_max_iter))
     est._fit_backend(
         estep, categories, layout, init_params_list=starts, gammas=estep.gammas, empty_rows=empty_rows
     )

@@ -60,7 +60,17 @@ from .consensus.bce import (
     run_em,
     update_alpha,
 )
-from .dask_bce import block_meta, encode_block, estep_task, fresh_gamma, merge_categories, read_labels
+from .dask_bce import (
+    block_meta,
+    encode_block,
+    estep_task,
+    expand_gamma,
+    fresh_gamma,
+    fresh_gamma_like,
+    merge_categories,
+    prepare_block,
+    read_labels,
+)
 
 __all__ = [
     "Message",
@@ -232,11 +242,6 @@ def _get(d, key):
     return d[key]
 
 
-def fresh_gamma_like(gidx, k):
-    """Fresh ``gamma`` for a site's rows (computed at the site: the row count stays there)."""
-    return fresh_gamma(gidx.shape[0], k)
-
-
 # --------------------------------------------------------------------------- coordinator
 
 
@@ -327,7 +332,7 @@ def _load_sites(sites, names, client, log, storage_options):
     for s in sites:
         log.record(COORDINATOR, s["_name"], "categories", categories)
     gidx = [
-        _submit(client, s, encode_block, d, categories, kind="encode")
+        _submit(client, s, prepare_block, d, categories, kind="encode")
         for s, d in zip(sites, data, strict=True)
     ]
     return gidx, categories
@@ -425,7 +430,7 @@ def run_federated_bce(
     n_init=1,
     max_iter=300,
     tol=1e-5,
-    e_step_tol=1e-6,
+    e_step_tol=1e-4,
     e_step_max_iter=100,
     alpha_init=1.0,
     random_state=None,
@@ -505,6 +510,10 @@ def run_federated_bce(
             if best is None or trace[-1] > best[1][-1]:
                 best = (params, trace, n_iter, converged, list(estep.gamma))
         params, trace, n_iter, converged, gamma = best
+    gamma = [
+        _submit(client, s, expand_gamma, g, p, kind="expand")
+        for s, g, p in zip(sites, gamma, gidx, strict=True)
+    ]
     site_gamma = dict(zip(names, gamma, strict=True))
     outs = [
         _submit(client, s, site_write_output, g, s["output"], storage_options, kind="output")
@@ -632,7 +641,7 @@ def run_column_distributed_bce(
     server_resource=None,
     max_iter=300,
     tol=1e-5,
-    e_step_tol=1e-6,
+    e_step_tol=1e-4,
     e_step_max_iter=100,
     alpha_init=1.0,
     random_state=None,

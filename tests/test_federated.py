@@ -16,7 +16,7 @@ from sklearn.cluster import KMeans
 
 from ensemble_dask import InputError
 from ensemble_dask.consensus.bce import BCE, ConvergenceWarning, EmptyRowsWarning
-from ensemble_dask.dask_bce import encode_block, estep_task, fit_bce_dask
+from ensemble_dask.dask_bce import estep_task, fit_bce_dask, prepare_block
 from ensemble_dask.federated import (
     COORDINATOR,
     MessageLog,
@@ -164,11 +164,11 @@ def test_secure_row_distributed_equals_centralised(client, iris, reference, tmp_
 
 def replay_site_stats(rows, categories, params_seq):
     """What a site computes locally, round after round (its E-step with warm-started gamma)."""
-    gidx = encode_block(rows, categories)
-    gamma = np.full((rows.shape[0], 3), -1.0)
+    gidx = prepare_block(rows, categories)
+    gamma = np.full((gidx["gidx"].shape[0], 3), -1.0)
     out = []
     for params in params_seq:
-        vec, gamma = estep_task(gidx, gamma, params, 1e-6, 100)
+        vec, gamma = estep_task(gidx, gamma, params, 1e-4, 100)
         out.append(vec)
     return out
 

@@ -49,7 +49,8 @@ def row_estep(ll, w, alpha, gamma, phi, tol, max_iter):
 
     ``phi_jh ∝ exp(Psi(gamma_h) + ll_jh)`` (eq. 5; ``Psi(sum gamma)`` cancels in the
     normalisation) and ``gamma_h = alpha_h + sum_j w_j phi_jh`` (eq. 6 / 14), until the
-    largest change of ``gamma`` is below ``tol`` or after ``max_iter`` sweeps.
+    mean absolute change of ``gamma`` is below ``tol`` (scikit-learn's LDA rule) or after
+    ``max_iter`` sweeps.
     Returns the number of sweeps.
     """
     m, k = ll.shape
@@ -78,11 +79,9 @@ def row_estep(ll, w, alpha, gamma, phi, tol, max_iter):
                 newg[h] += w[j] * phi[j, h]
         diff = 0.0
         for h in range(k):
-            d = abs(newg[h] - gamma[h])
-            if d > diff:
-                diff = d
+            diff += abs(newg[h] - gamma[h])
             gamma[h] = newg[h]
-        if diff < tol:
+        if diff < tol * k:
             break
     return it
 
@@ -124,13 +123,15 @@ def _lg_alpha_const(alpha):
 
 
 @numba.njit(cache=True, nogil=True)
-def estep_block(gidx, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, tol, max_iter):
+def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, tol, max_iter):
     """E-step of a block of rows and its sufficient statistics.
 
     Parameters
     ----------
     gidx : int64 (n, N)
         Global category index ``offset_j + code`` of each base label, ``-1`` if missing.
+    rweight : float64 (n,)
+        Multiplicity of each row (identical rows are processed once: their E-steps coincide).
     ucol : float64 (N,)
         Weight of each base clustering (1 for BCE).
     logbeta : float64 (k, R)
@@ -152,7 +153,7 @@ def estep_block(gidx, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, tol, max_i
     wsum, wy, wy2 : (k, D) weighted ``sum phi``, ``sum phi y``, ``sum phi y^2`` per feature
     ss : (k,) ``sum_i Psi(gamma_ih) - Psi(sum_h gamma_ih)`` (the data term of eq. 8)
     bound : float, sum of the rows' lower bounds
-    n_rows : int, rows with at least one observed entry
+    n_rows : float, (weighted) rows with at least one observed entry
     sweeps : int, total inner sweeps (for diagnostics)
     """
     n, N = gidx.shape
@@ -165,7 +166,7 @@ def estep_block(gidx, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, tol, max_i
     wy2 = np.zeros((k, D))
     ss = np.zeros(k)
     bound = 0.0
-    n_rows = 0
+    n_rows = 0.0
     sweeps = 0
     mtot = N + D
     ll = np.empty((mtot, k))
@@ -206,19 +207,20 @@ def estep_block(gidx, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, tol, max_i
             for h in range(k):
                 gamma[i, h] = alpha[h] + wtot / k
         sweeps += row_estep(ll[:m], w[:m], alpha, gamma[i], phi[:m], tol, max_iter)
-        bound += row_bound(ll[:m], w[:m], alpha, lgc, gamma[i], phi[:m], elog)
-        n_rows += 1
+        rw = rweight[i]
+        bound += rw * row_bound(ll[:m], w[:m], alpha, lgc, gamma[i], phi[:m], elog)
+        n_rows += rw
         for h in range(k):
-            ss[h] += elog[h]
+            ss[h] += rw * elog[h]
         for r in range(mg):
             g = idx[r]
             for h in range(k):
-                counts[h, g] += w[r] * phi[r, h]
+                counts[h, g] += rw * w[r] * phi[r, h]
         for r in range(mg, m):
             d = idx[r]
             y = X[i, d]
             for h in range(k):
-                a = w[r] * phi[r, h]
+                a = rw * w[r] * phi[r, h]
                 wsum[h, d] += a
                 wy[h, d] += a * y
                 wy2[h, d] += a * y * y

@@ -46,6 +46,7 @@ __all__ = [
     "StatsLayout",
     "Params",
     "encode_labels",
+    "compress_rows",
     "label_categories",
     "estep_stats",
     "m_step",
@@ -172,15 +173,42 @@ class Params:
         return Params(self.alpha.copy(), self.beta.copy(), self.mu.copy(), self.var.copy())
 
 
-def estep_stats(gidx, ucol, X, ufeat, params, gamma, tol, max_iter):
+def compress_rows(gidx):
+    """Distinct rows of ``gidx``: ``(distinct rows, multiplicities as float64, inverse index)``.
+
+    Identical label rows have identical E-steps (same start, same parameters), so the
+    E-step runs once per distinct row, weighted by its multiplicity.
+    """
+    gidx = np.ascontiguousarray(gidx, dtype=np.int64)
+    if gidx.shape[0] == 0:
+        return gidx, np.zeros(0), np.zeros(0, dtype=np.int64)
+    keys = gidx.view(np.dtype((np.void, gidx.dtype.itemsize * gidx.shape[1]))).ravel()
+    _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
+    return np.ascontiguousarray(gidx[first]), counts.astype(np.float64), inverse.ravel().astype(np.int64)
+
+
+def estep_stats(gidx, ucol, X, ufeat, params, gamma, tol, max_iter, rweight=None):
     """E-step of a block of rows: returns the packed statistics vector; ``gamma`` is updated in place.
 
     This NumPy-level function is what the Dask layer maps over row blocks and what a site
-    runs on its own rows.
+    runs on its own rows. ``rweight`` gives each row's multiplicity (default 1).
     """
     k = params.alpha.size
+    if rweight is None:
+        rweight = np.ones(gidx.shape[0])
     counts, wsum, wy, wy2, ss, bound, n_rows, _ = kern.estep_block(
-        gidx, ucol, params.logbeta, X, ufeat, params.mu, params.var, params.alpha, gamma, tol, max_iter
+        gidx,
+        rweight,
+        ucol,
+        params.logbeta,
+        X,
+        ufeat,
+        params.mu,
+        params.var,
+        params.alpha,
+        gamma,
+        tol,
+        max_iter,
     )
     layout = StatsLayout(k, params.beta.shape[1], X.shape[1])
     return layout.pack(counts, wsum, wy, wy2, ss, bound, n_rows)
@@ -509,6 +537,7 @@ class _BCEBase:
         gamma = np.full((labels.shape[0], self._k), -1.0)
         kern.estep_block(
             gidx,
+            np.ones(gidx.shape[0]),
             ucol,
             self._params.logbeta,
             Xf,
@@ -541,10 +570,14 @@ class BCE(_BCEBase):
         Maximum number of EM iterations (E-steps).
     tol : float, default=1e-5
         EM stops when the relative change of the lower bound is at most ``tol``.
-    e_step_tol : float, default=1e-6
-        A row's E-step stops when no ``gamma_ih`` changes by more than ``e_step_tol``.
+    e_step_tol : float, default=1e-4
+        A row's E-step stops when the mean absolute change of its ``gamma`` is below
+        ``e_step_tol``.
     e_step_max_iter : int, default=100
-        Maximum number of (phi, gamma) sweeps per row and E-step.
+        Maximum number of (phi, gamma) sweeps per row and E-step. Because every row's
+        ``gamma`` is warm-started from the previous EM iteration, a partial E-step still
+        increases the bound (Neal and Hinton's incremental EM), so a cap only trades
+        E-step work for EM iterations.
     alpha_init : float, default=1.0
         Initial value of every ``alpha_h``.
     warm_start : bool, default=False
@@ -599,7 +632,7 @@ class BCE(_BCEBase):
         n_init=1,
         max_iter=300,
         tol=1e-5,
-        e_step_tol=1e-6,
+        e_step_tol=1e-4,
         e_step_max_iter=100,
         alpha_init=1.0,
         warm_start=False,
@@ -737,7 +770,7 @@ class GBCE(_BCEBase):
         n_init=1,
         max_iter=300,
         tol=1e-5,
-        e_step_tol=1e-6,
+        e_step_tol=1e-4,
         e_step_max_iter=100,
         alpha_init=1.0,
         warm_start=False,
