@@ -451,3 +451,19 @@ def test_mm_matches_direct_em_transcription():
         got = MM(3, max_iter=6, tol=0.0, random_state=4).fit(L)
     np.testing.assert_allclose(got.memberships_, r, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(got.lower_bound_trace_, lls, rtol=1e-12)
+
+
+def test_identical_rows_are_merged_exactly():
+    from ensemble_dask.consensus.bce import compress_rows
+
+    g = np.array([[0, 3], [1, -1], [0, 3], [0, 3], [1, -1], [2, 4]])
+    u, w, inv = compress_rows(g)
+    np.testing.assert_array_equal(u[inv], g)
+    assert w.sum() == 6 and sorted(w.tolist()) == [1.0, 2.0, 3.0]
+    rng = np.random.default_rng(12)
+    L, _ = random_labels(rng, 40, 5)
+    a = BCE(3, random_state=0).fit(L)
+    b = BCE(3, random_state=0).fit(np.repeat(L, 3, axis=0))  # every statistic triples
+    np.testing.assert_allclose(b.alpha_, a.alpha_, rtol=1e-9)
+    np.testing.assert_allclose(b.memberships_[::3], a.memberships_, rtol=1e-9)
+    np.testing.assert_allclose(b.lower_bound_, 3 * a.lower_bound_, rtol=1e-12)

@@ -335,23 +335,39 @@ def _entropy_uncertainty(memb):
 
 
 class _InMemoryEStep:
-    """E-step over all rows in memory, keeping each row's gamma between EM iterations."""
+    """E-step over all rows in memory, keeping each row's gamma between EM iterations.
+
+    Without features, identical rows are merged (:func:`compress_rows`) and processed once.
+    """
 
     def __init__(self, gidx, ucol, X, ufeat, k, tol, max_iter):
+        if X.shape[1] == 0:
+            gidx, self.rweight, self.inverse = compress_rows(gidx)
+            X = np.empty((gidx.shape[0], 0))
+        else:
+            self.rweight, self.inverse = np.ones(gidx.shape[0]), None
         self.gidx, self.ucol, self.X, self.ufeat = gidx, ucol, X, ufeat
         self.gamma = np.full((gidx.shape[0], k), -1.0)
         self.tol, self.max_iter = tol, max_iter
 
     def __call__(self, params, t):
         return estep_stats(
-            self.gidx, self.ucol, self.X, self.ufeat, params, self.gamma, self.tol, self.max_iter
+            self.gidx,
+            self.ucol,
+            self.X,
+            self.ufeat,
+            params,
+            self.gamma,
+            self.tol,
+            self.max_iter,
+            self.rweight,
         )
 
     def reset(self):
         self.gamma.fill(-1.0)
 
     def gammas(self):
-        return self.gamma
+        return self.gamma if self.inverse is None else self.gamma[self.inverse]
 
 
 class _BCEBase:
