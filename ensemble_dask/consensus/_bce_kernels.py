@@ -1,0 +1,289 @@
+"""Numba kernels of the BCE / GBCE variational E-step (papers/001 eqs. 5-6 and 12-14).
+
+Kernels take plain arrays and scalars only. The E-step of one row works on a small
+``(m, k)`` matrix ``ll`` holding, for each of the row's ``m`` observed entries (non-missing
+base labels, then non-missing features), the log-likelihood of that entry under each
+consensus cluster: ``log beta_hj(x_ij)`` for a base clustering, the Gaussian log-density
+for a feature. The row-block kernel builds ``ll`` from the global category index of each
+label and the current parameters, and the column-distributed server kernel receives it
+from the clients; both then call the same :func:`row_estep` and :func:`row_bound`, so
+they perform identical floating-point operations.
+
+A row's variational Dirichlet parameter ``gamma`` is warm-started from the previous EM
+iteration when given (a row whose ``gamma[i, 0] < 0`` starts from ``alpha + m / k``): every
+coordinate update of (phi, gamma) is then an exact maximisation, so the lower bound
+cannot decrease from one EM iteration to the next.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+LOG_2PI = math.log(2.0 * math.pi)
+
+
+@numba.njit(cache=True, nogil=True)
+def digamma(x):
+    """Digamma function for ``x > 0`` (recurrence to ``x >= 10``, then the asymptotic series)."""
+    result = 0.0
+    while x < 10.0:
+        result -= 1.0 / x
+        x += 1.0
+    inv = 1.0 / x
+    inv2 = inv * inv
+    result += (
+        math.log(x)
+        - 0.5 * inv
+        - inv2
+        * (1.0 / 12.0 - inv2 * (1.0 / 120.0 - inv2 * (1.0 / 252.0 - inv2 * (1.0 / 240.0 - inv2 / 132.0))))
+    )
+    return result
+
+
+@numba.njit(cache=True, nogil=True)
+def row_estep(ll, w, alpha, gamma, phi, tol, max_iter):
+    """Coordinate ascent on (phi, gamma) of one row; ``gamma`` and ``phi`` are updated in place.
+
+    ``phi_jh ∝ exp(Psi(gamma_h) + ll_jh)`` (eq. 5; ``Psi(sum gamma)`` cancels in the
+    normalisation) and ``gamma_h = alpha_h + sum_j w_j phi_jh`` (eq. 6 / 14), until the
+    mean absolute change of ``gamma`` is below ``tol`` (scikit-learn's LDA rule) or after
+    ``max_iter`` sweeps.
+    Returns the number of sweeps.
+    """
+    m, k = ll.shape
+    dig = np.empty(k)
+    newg = np.empty(k)
+    it = 0
+    while it < max_iter:
+        it += 1
+        for h in range(k):
+            dig[h] = digamma(gamma[h])
+            newg[h] = alpha[h]
+        for j in range(m):
+            mx = -np.inf
+            for h in range(k):
+                v = dig[h] + ll[j, h]
+                phi[j, h] = v
+                if v > mx:
+                    mx = v
+            s = 0.0
+            for h in range(k):
+                e = math.exp(phi[j, h] - mx)
+                phi[j, h] = e
+                s += e
+            for h in range(k):
+                phi[j, h] /= s
+                newg[h] += w[j] * phi[j, h]
+        diff = 0.0
+        for h in range(k):
+            diff += abs(newg[h] - gamma[h])
+            gamma[h] = newg[h]
+        if diff < tol * k:
+            break
+    return it
+
+
+@numba.njit(cache=True, nogil=True)
+def row_bound(ll, w, alpha, lg_alpha_const, gamma, phi, elog):
+    """Variational lower bound of one row; writes ``E[log theta_h] = Psi(gamma_h) - Psi(sum gamma)``.
+
+    ``lg_alpha_const = lgamma(sum alpha) - sum_h lgamma(alpha_h)``. The bound is
+    ``E_q[log p(theta|alpha)] + sum_j w_j E_q[log p(z_j|theta) + log p(x_j|z_j)] + H(q)``.
+    """
+    m, k = ll.shape
+    sg = 0.0
+    for h in range(k):
+        sg += gamma[h]
+    dsg = digamma(sg)
+    b = lg_alpha_const - math.lgamma(sg)
+    for h in range(k):
+        elog[h] = digamma(gamma[h]) - dsg
+        b += (alpha[h] - gamma[h]) * elog[h] + math.lgamma(gamma[h])
+    for j in range(m):
+        acc = 0.0
+        for h in range(k):
+            p = phi[j, h]
+            if p > 0.0:
+                acc += p * (elog[h] + ll[j, h] - math.log(p))
+        b += w[j] * acc
+    return b
+
+
+@numba.njit(cache=True, nogil=True)
+def _lg_alpha_const(alpha):
+    s = 0.0
+    c = 0.0
+    for h in range(alpha.size):
+        s += alpha[h]
+        c -= math.lgamma(alpha[h])
+    return c + math.lgamma(s)
+
+
+@numba.njit(cache=True, nogil=True)
+def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, tol, max_iter):
+    """E-step of a block of rows and its sufficient statistics.
+
+    Parameters
+    ----------
+    gidx : int64 (n, N)
+        Global category index ``offset_j + code`` of each base label, ``-1`` if missing.
+    rweight : float64 (n,)
+        Multiplicity of each row (identical rows are processed once: their E-steps coincide).
+    ucol : float64 (N,)
+        Weight of each base clustering (1 for BCE).
+    logbeta : float64 (k, R)
+        ``log beta`` of every (cluster, global category).
+    X : float64 (n, D)
+        Original features (``D = 0`` for BCE), ``nan`` if missing.
+    ufeat, mu, var : float64 (D,), (k, D), (k, D)
+        Feature weights and Gaussian parameters.
+    alpha : float64 (k,)
+    gamma : float64 (n, k)
+        Variational Dirichlet parameters, updated in place (warm start; ``gamma[i, 0] < 0``
+        means a fresh start). A row without any observed entry gets ``gamma = alpha``.
+    tol, max_iter : float, int
+        E-step stopping rule of :func:`row_estep`.
+
+    Returns
+    -------
+    counts : (k, R) sum of ``w_j phi_ijh`` per category (eq. 7 / 15 numerator)
+    wsum, wy, wy2 : (k, D) weighted ``sum phi``, ``sum phi y``, ``sum phi y^2`` per feature
+    ss : (k,) ``sum_i Psi(gamma_ih) - Psi(sum_h gamma_ih)`` (the data term of eq. 8)
+    bound : float, sum of the rows' lower bounds
+    n_rows : float, (weighted) rows with at least one observed entry
+    sweeps : int, total inner sweeps (for diagnostics)
+    """
+    n, N = gidx.shape
+    k = alpha.size
+    R = logbeta.shape[1]
+    D = X.shape[1]
+    counts = np.zeros((k, R))
+    wsum = np.zeros((k, D))
+    wy = np.zeros((k, D))
+    wy2 = np.zeros((k, D))
+    ss = np.zeros(k)
+    bound = 0.0
+    n_rows = 0.0
+    sweeps = 0
+    mtot = N + D
+    ll = np.empty((mtot, k))
+    w = np.empty(mtot)
+    phi = np.empty((mtot, k))
+    idx = np.empty(mtot, dtype=np.int64)
+    elog = np.empty(k)
+    logvar = np.log(var)
+    lgc = _lg_alpha_const(alpha)
+    for i in range(n):
+        m = 0
+        wtot = 0.0
+        for j in range(N):
+            g = gidx[i, j]
+            if g >= 0 and ucol[j] > 0.0:
+                for h in range(k):
+                    ll[m, h] = logbeta[h, g]
+                w[m] = ucol[j]
+                wtot += ucol[j]
+                idx[m] = g
+                m += 1
+        mg = m
+        for d in range(D):
+            y = X[i, d]
+            if not math.isnan(y) and ufeat[d] > 0.0:
+                for h in range(k):
+                    r = y - mu[h, d]
+                    ll[m, h] = -0.5 * (LOG_2PI + logvar[h, d]) - r * r / (2.0 * var[h, d])
+                w[m] = ufeat[d]
+                wtot += ufeat[d]
+                idx[m] = d
+                m += 1
+        if m == 0:
+            for h in range(k):
+                gamma[i, h] = alpha[h]
+            continue
+        if gamma[i, 0] < 0.0:
+            for h in range(k):
+                gamma[i, h] = alpha[h] + wtot / k
+        sweeps += row_estep(ll[:m], w[:m], alpha, gamma[i], phi[:m], tol, max_iter)
+        rw = rweight[i]
+        bound += rw * row_bound(ll[:m], w[:m], alpha, lgc, gamma[i], phi[:m], elog)
+        n_rows += rw
+        for h in range(k):
+            ss[h] += rw * elog[h]
+        for r in range(mg):
+            g = idx[r]
+            for h in range(k):
+                counts[h, g] += rw * w[r] * phi[r, h]
+        for r in range(mg, m):
+            d = idx[r]
+            y = X[i, d]
+            for h in range(k):
+                a = rw * w[r] * phi[r, h]
+                wsum[h, d] += a
+                wy[h, d] += a * y
+                wy2[h, d] += a * y * y
+    return counts, wsum, wy, wy2, ss, bound, n_rows, sweeps
+
+
+@numba.njit(cache=True, nogil=True)
+def estep_from_loglik(ll_all, u, alpha, gamma, tol, max_iter):
+    """E-step of the column-distributed server on received log-likelihoods.
+
+    ``ll_all`` is ``(n, N, k)``: ``log beta_hj(x_ij)`` as computed by the clients, ``nan`` in
+    ``ll_all[i, j, 0]`` where ``x_ij`` is missing. Returns ``phi`` ``(n, N, k)`` (zero where
+    missing), ``ss``, the bound and the number of non-empty rows; ``gamma`` is updated in
+    place exactly as in :func:`estep_block`.
+    """
+    n, N, k = ll_all.shape
+    phi_all = np.zeros((n, N, k))
+    ss = np.zeros(k)
+    bound = 0.0
+    n_rows = 0
+    ll = np.empty((N, k))
+    w = np.empty(N)
+    phi = np.empty((N, k))
+    idx = np.empty(N, dtype=np.int64)
+    elog = np.empty(k)
+    lgc = _lg_alpha_const(alpha)
+    for i in range(n):
+        m = 0
+        wtot = 0.0
+        for j in range(N):
+            if not math.isnan(ll_all[i, j, 0]) and u[j] > 0.0:
+                for h in range(k):
+                    ll[m, h] = ll_all[i, j, h]
+                w[m] = u[j]
+                wtot += u[j]
+                idx[m] = j
+                m += 1
+        if m == 0:
+            for h in range(k):
+                gamma[i, h] = alpha[h]
+            continue
+        if gamma[i, 0] < 0.0:
+            for h in range(k):
+                gamma[i, h] = alpha[h] + wtot / k
+        row_estep(ll[:m], w[:m], alpha, gamma[i], phi[:m], tol, max_iter)
+        bound += row_bound(ll[:m], w[:m], alpha, lgc, gamma[i], phi[:m], elog)
+        n_rows += 1
+        for h in range(k):
+            ss[h] += elog[h]
+        for r in range(m):
+            for h in range(k):
+                phi_all[i, idx[r], h] = phi[r, h]
+    return phi_all, ss, bound, n_rows
+
+
+@numba.njit(cache=True, nogil=True)
+def column_counts(gidx_col, u, phi_col, R):
+    """``counts[h, c] = sum_i u phi_ih [gidx_i == c]`` for one column (client-side eq. 7)."""
+    n, k = phi_col.shape
+    counts = np.zeros((k, R))
+    for i in range(n):
+        g = gidx_col[i]
+        if g >= 0:
+            for h in range(k):
+                counts[h, g] += u * phi_col[i, h]
+    return counts

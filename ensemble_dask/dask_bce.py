@@ -1,0 +1,262 @@
+"""BCE on a Dask cluster: the E-step runs on row blocks of a ``labels`` array where they live.
+
+Each row block of the ``n x N`` labels array (a zarr array at a URL, or an in-memory array)
+is read once by a task on a worker and stays there, with the block's variational
+``gamma``. Per EM iteration the coordinator submits one E-step task per block with the
+current parameters; only the packed sufficient statistics (a vector of ``k * sum_j k_j +
+k + 2`` floats, see :class:`~ensemble_dask.consensus.bce.StatsLayout`) leave the worker, are
+summed in a tree on the cluster, and one total reaches the coordinator. The EM driver, the
+M-step and the random starts are those of :class:`~ensemble_dask.consensus.bce.BCE`, so the
+fit equals the in-memory one up to floating-point summation order.
+
+This module only decides where the in-memory functions run; the algorithm lives in
+:mod:`ensemble_dask.consensus.bce`.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ._validation import InputError, check_labels_matrix, check_random_state
+from .consensus.bce import BCE, StatsLayout, _offsets, compress_rows, encode_labels, estep_stats
+
+__all__ = ["fit_bce_dask", "read_labels", "block_meta", "prepare_block", "estep_task", "sum_vectors"]
+
+
+def _local_path(url):
+    return url[len("file://") :] if url.startswith("file://") else url
+
+
+def read_labels(url, start=None, stop=None, storage_options=None):
+    """Read rows ``start:stop`` of a labels matrix at ``url`` (zarr array, or ``.npy`` file).
+
+    ``url`` may be a local path, ``file://``, ``memory://`` or any fsspec URL.
+    """
+    if url.endswith(".npy"):
+        if "://" not in url or url.startswith("file://"):
+            arr = np.load(_local_path(url), mmap_mode="r")
+        else:
+            import fsspec
+
+            with fsspec.open(url, "rb", **(storage_options or {})) as f:
+                arr = np.load(f)
+        return np.ascontiguousarray(arr[start:stop])
+    import zarr
+
+    z = zarr.open_array(_local_path(url), mode="r", storage_options=storage_options if "://" in url else None)
+    return np.asarray(z[start:stop])
+
+
+def labels_shape(url, storage_options=None):
+    """``(n, N)`` of the labels matrix at ``url`` and its row chunk size (None for ``.npy``)."""
+    if url.endswith(".npy"):
+        if "://" not in url or url.startswith("file://"):
+            return tuple(np.load(_local_path(url), mmap_mode="r").shape), None
+        import fsspec
+
+        fmt = np.lib.format
+        with fsspec.open(url, "rb", **(storage_options or {})) as f:
+            version = fmt.read_magic(f)
+            read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            shape, _, _ = read(f)
+        return tuple(shape), None
+    import zarr
+
+    z = zarr.open_array(_local_path(url), mode="r", storage_options=storage_options if "://" in url else None)
+    return tuple(z.shape), z.chunks[0]
+
+
+def block_meta(block):
+    """Number of columns, per-column distinct labels and the block-local empty rows."""
+    block = check_labels_matrix(block)
+    uniques = [np.unique(col[col >= 0]) for col in block.T]
+    empty = np.flatnonzero((block < 0).all(axis=1))
+    return block.shape[1], uniques, empty
+
+
+def merge_categories(uniques_per_block):
+    """Union, per column, of the blocks' distinct labels (what ``np.unique`` gives on the pooled rows)."""
+    N = len(uniques_per_block[0])
+    return [np.unique(np.concatenate([u[j] for u in uniques_per_block])).astype(np.int64) for j in range(N)]
+
+
+def encode_block(block, categories):
+    """Global category indices (int64) of a block."""
+    return encode_labels(block, categories)[0]
+
+
+def fresh_gamma(n_rows, k):
+    """A block's ``gamma`` before the first E-step (``-1`` = start from ``alpha + m / k``)."""
+    return np.full((n_rows, k), -1.0)
+
+
+def prepare_block(block, categories):
+    """Encode a block and merge its identical rows: ``{"gidx", "weight", "inverse"}``."""
+    gidx, weight, inverse = compress_rows(encode_labels(block, categories)[0])
+    return {"gidx": gidx, "weight": weight, "inverse": inverse}
+
+
+def fresh_gamma_like(prepared, k):
+    """Fresh ``gamma`` for a prepared block (computed where the block lives)."""
+    return fresh_gamma(prepared["gidx"].shape[0], k)
+
+
+def expand_gamma(gamma, prepared):
+    """Per-row ``gamma`` of a block from the ``gamma`` of its distinct rows."""
+    return gamma[prepared["inverse"]]
+
+
+def estep_task(prepared, gamma, params, tol, max_iter):
+    """E-step of one prepared block: ``(stats vector, new gamma)``; the input gamma is not modified."""
+    gamma = gamma.copy()
+    gidx = prepared["gidx"]
+    N = gidx.shape[1]
+    vec = estep_stats(
+        gidx,
+        np.ones(N),
+        np.empty((gidx.shape[0], 0)),
+        np.empty(0),
+        params,
+        gamma,
+        tol,
+        max_iter,
+        prepared["weight"],
+    )
+    return vec, gamma
+
+
+def sum_vectors(*vecs):
+    """Sum of statistics vectors (one node of the reduction tree)."""
+    out = np.array(vecs[0], dtype=np.float64, copy=True)
+    for v in vecs[1:]:
+        out += v
+    return out
+
+
+def tree_sum(client, futures, *, fan_in=8, **submit_kwargs):
+    """Sum futures of vectors with a tree of ``sum_vectors`` tasks on the cluster; returns a future."""
+    level = list(futures)
+    while len(level) > 1:
+        level = [
+            client.submit(sum_vectors, *level[i : i + fan_in], pure=False, **submit_kwargs)
+            for i in range(0, len(level), fan_in)
+        ]
+    return level[0]
+
+
+class DaskBlockEStep:
+    """E-step over row-block futures; keeps every block's gamma on its worker between iterations."""
+
+    def __init__(self, client, prepared_futures, k, tol, max_iter, submit_kwargs=None):
+        self.client = client
+        self.gidx = prepared_futures
+        self.k = k
+        self.tol, self.max_iter = tol, max_iter
+        self.kw = [dict(s) for s in (submit_kwargs or [{}] * len(prepared_futures))]
+        self.reset()
+
+    def reset(self):
+        self.gamma = [
+            self.client.submit(fresh_gamma_like, g, self.k, pure=False, **kw)
+            for g, kw in zip(self.gidx, self.kw, strict=True)
+        ]
+
+    def __call__(self, params, t):
+        results = [
+            self.client.submit(estep_task, g, gam, params, self.tol, self.max_iter, pure=False, **kw)
+            for g, gam, kw in zip(self.gidx, self.gamma, self.kw, strict=True)
+        ]
+        self.gamma = [
+            self.client.submit(operator.getitem, r, 1, pure=False, **kw)
+            for r, kw in zip(results, self.kw, strict=True)
+        ]
+        vecs = [
+            self.client.submit(operator.getitem, r, 0, pure=False, **kw)
+            for r, kw in zip(results, self.kw, strict=True)
+        ]
+        return self.client.gather(tree_sum(self.client, vecs))
+
+    def gammas(self):
+        full = [
+            self.client.submit(expand_gamma, g, p, pure=False, **kw)
+            for g, p, kw in zip(self.gamma, self.gidx, self.kw, strict=True)
+        ]
+        return np.concatenate(self.client.gather(full), axis=0)
+
+
+def _row_blocks(n, chunk):
+    return [(a, min(a + chunk, n)) for a in range(0, n, chunk)]
+
+
+def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_options=None, **bce_params):
+    """Fit :class:`~ensemble_dask.consensus.bce.BCE` with the E-step on row blocks on a Dask cluster.
+
+    Parameters
+    ----------
+    labels : str, zarr array or array-like (n, N)
+        The labels matrix: a URL or path of a zarr array (or ``.npy`` file) read by the
+        workers block by block, or an in-memory array (scattered in blocks).
+    n_clusters : int, default=2
+        Number of consensus clusters.
+    client : distributed.Client, default=None
+        The cluster; None uses ``distributed.get_client()``.
+    block_rows : int, default=None
+        Rows per block; None uses the zarr row chunk (or ``ceil(n / 8)`` otherwise).
+    storage_options : dict, default=None
+        fsspec options of ``labels``'s URL.
+    **bce_params
+        Other :class:`BCE` parameters (``n_init``, ``max_iter``, ``tol``, ``random_state``, ...).
+
+    Returns
+    -------
+    BCE
+        A fitted estimator, the same as ``BCE(n_clusters, **bce_params).fit(labels)`` up to
+        floating-point summation order.
+    """
+    if client is None:
+        from distributed import get_client
+
+        client = get_client()
+    est = BCE(n_clusters, **bce_params)
+    est._check_params()
+    if isinstance(labels, str):
+        (n, N), chunk = labels_shape(labels, storage_options)
+        chunk = block_rows or chunk or max(1, -(-n // 8))
+        blocks = _row_blocks(n, chunk)
+        data = [
+            client.submit(
+                read_labels, labels, a, b, storage_options, pure=False, key=f"bce-read-{a}-{b}-{id(est)}"
+            )
+            for a, b in blocks
+        ]
+    else:
+        if hasattr(labels, "chunks") and hasattr(labels, "shape") and not isinstance(labels, np.ndarray):
+            chunk = block_rows or labels.chunks[0]
+            if isinstance(chunk, tuple):  # dask array chunks
+                chunk = chunk[0]
+        else:
+            labels = check_labels_matrix(labels)
+            chunk = block_rows or max(1, -(-labels.shape[0] // 8))
+        n = labels.shape[0]
+        blocks = _row_blocks(n, chunk)
+        data = [client.scatter(np.asarray(labels[a:b])) for a, b in blocks]
+    metas = client.gather([client.submit(block_meta, d, pure=False) for d in data])
+    if len({m[0] for m in metas}) != 1:
+        raise InputError(
+            f"labels blocks disagree on the number of clusterings: {sorted({m[0] for m in metas})}"
+        )
+    categories = merge_categories([m[1] for m in metas])
+    empty_rows = np.concatenate([m[2] + a for m, (a, _) in zip(metas, blocks, strict=True)]).astype(np.int64)
+    gidx = [client.submit(prepare_block, d, categories, pure=False) for d in data]
+    del data
+    rng = check_random_state(est.random_state)
+    starts = [est._random_params(rng, categories) for _ in range(est.n_init)]
+    layout = StatsLayout(est._k, int(_offsets(categories)[-1]), 0)
+    estep = DaskBlockEStep(client, gidx, est._k, float(est.e_step_tol), int(est.e_step_max_iter))
+    est._fit_backend(
+        estep, categories, layout, init_params_list=starts, gammas=estep.gammas, empty_rows=empty_rows
+    )
+    est._emit_fit_warnings(stacklevel=3)
+    return est

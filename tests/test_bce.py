@@ -1,0 +1,469 @@
+"""Tests of BCE / GBCE / MM in memory (papers/001 Sect. 4-7)."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import digamma, gammaln, polygamma
+from sklearn.cluster import KMeans
+
+from ensemble_dask import InputError
+from ensemble_dask.consensus import _bce_kernels as kern
+from ensemble_dask.consensus.bce import (
+    BCE,
+    GBCE,
+    MM,
+    ConvergenceWarning,
+    EmptyRowsWarning,
+    UnseenLabelsWarning,
+    update_alpha,
+)
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def shared_data():
+    if not DATA.is_dir():
+        pytest.fail(f"shared data directory missing: {DATA}")
+    return DATA
+
+
+def load_uci(name):
+    root = shared_data() / "uci"
+    X = np.loadtxt(root / f"{name}.data.gz")
+    y = np.loadtxt(root / f"{name}.labels0.gz").astype(int)
+    return X, y
+
+
+def micro_precision(labels_pred, labels_true):
+    """papers/001 Sect. 7: each cluster is assigned its majority class; fraction of points right."""
+    pred = np.asarray(labels_pred)
+    true = np.asarray(labels_true)
+    _, p = np.unique(pred, return_inverse=True)
+    _, t = np.unique(true, return_inverse=True)
+    table = np.zeros((p.max() + 1, t.max() + 1))
+    np.add.at(table, (p, t), 1)
+    return float(table.max(axis=1).sum() / true.size)
+
+
+def kmeans_labels(X, k, n, seed0=0):
+    return np.column_stack(
+        [KMeans(k, n_init=1, init="random", random_state=seed0 + s).fit_predict(X) for s in range(n)]
+    ).astype(np.int32)
+
+
+@pytest.fixture(scope="module")
+def iris_labels():
+    X, y = load_uci("iris")
+    return kmeans_labels(X, 3, 20), y
+
+
+def random_labels(rng, n, N, kmax=4, missing=0.2, k_true=3):
+    """Noisy copies of a planted partition, with missing entries and arbitrary label values."""
+    truth = rng.integers(0, k_true, n)
+    L = np.empty((n, N), dtype=np.int64)
+    for j in range(N):
+        kj = rng.integers(2, kmax + 1)
+        perm = rng.permutation(max(kj, k_true))[:k_true] % kj
+        col = perm[truth]
+        flip = rng.random(n) < 0.15
+        col[flip] = rng.integers(0, kj, flip.sum())
+        L[:, j] = col * 3 + 11  # arbitrary non-negative ids
+    L[rng.random((n, N)) < missing] = -1
+    return L, truth
+
+
+@contextlib.contextmanager
+def quiet(*categories):
+    with warnings.catch_warnings():
+        for c in categories:
+            warnings.simplefilter("ignore", c)
+        yield
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+def test_digamma_kernel_matches_scipy():
+    xs = np.concatenate([np.geomspace(1e-6, 1e4, 200), [0.5, 1.0, 5.999, 6.0, 6.001]])
+    got = np.array([kern.digamma(x) for x in xs])
+    np.testing.assert_allclose(got, digamma(xs), rtol=1e-13, atol=1e-12)
+
+
+def test_update_alpha_reaches_the_stationary_point_of_eq8():
+    rng = np.random.default_rng(0)
+    gam = rng.gamma(2.0, 1.0, size=(50, 4)) + 0.1
+    ss = (digamma(gam) - digamma(gam.sum(axis=1, keepdims=True))).sum(axis=0)
+    a = update_alpha(np.ones(4), 50, ss)
+    grad = 50 * (digamma(a.sum()) - digamma(a)) + ss
+    np.testing.assert_allclose(grad, 0, atol=1e-8)
+
+
+# --------------------------------------------------------------------------- eqs. 5-8 transcription
+
+
+def transcription(x, alpha, betas, n_iter, e_tol):
+    """Direct NumPy transcription of papers/001 eqs. 5-8 (gamma warm-started between E-steps).
+
+    ``x`` holds codes 0..k_j-1 (or -1). Returns alpha, betas, gamma and the bound of each E-step.
+    """
+    n, N = x.shape
+    k = alpha.size
+    alpha = alpha.copy()
+    betas = [b.copy() for b in betas]
+    gamma = np.array([alpha + (x[i] >= 0).sum() / k for i in range(n)])
+    bounds = []
+    for it in range(n_iter):
+        phis = np.zeros((n, N, k))
+        for i in range(n):
+            obs = [j for j in range(N) if x[i, j] >= 0]
+            g = gamma[i].copy()
+            while True:
+                for j in obs:  # eq. 5
+                    a = np.exp(digamma(g) - digamma(g.sum()) + np.log(betas[j][:, x[i, j]]))
+                    phis[i, j] = a / a.sum()
+                g_new = alpha + phis[i, obs].sum(axis=0)  # eq. 6
+                done = np.max(np.abs(g_new - g)) < e_tol
+                g = g_new
+                if done:
+                    break
+            gamma[i] = g
+        bound = 0.0
+        for i in range(n):
+            g = gamma[i]
+            el = digamma(g) - digamma(g.sum())
+            bound += gammaln(alpha.sum()) - gammaln(alpha).sum() + ((alpha - 1) * el).sum()
+            bound += -gammaln(g.sum()) + gammaln(g).sum() - ((g - 1) * el).sum()
+            for j in range(N):
+                if x[i, j] >= 0:
+                    p = phis[i, j]
+                    bound += (p * (el + np.log(betas[j][:, x[i, j]]) - np.log(p))).sum()
+        bounds.append(bound)
+        if it == n_iter - 1:
+            break
+        for j in range(N):  # eq. 7
+            cnt = np.zeros_like(betas[j])
+            for i in range(n):
+                if x[i, j] >= 0:
+                    cnt[:, x[i, j]] += phis[i, j]
+            betas[j] = cnt / cnt.sum(axis=1, keepdims=True)
+        ssum = (digamma(gamma) - digamma(gamma.sum(axis=1, keepdims=True))).sum(axis=0)
+        for _ in range(200):  # eq. 8
+            g_ = n * (digamma(alpha.sum()) - digamma(alpha)) + ssum
+            l_ = -n * polygamma(1, alpha)
+            v = n * polygamma(1, alpha.sum())
+            c = (g_ / l_).sum() / (1 / v + (1 / l_).sum())
+            new = alpha - (g_ - c) / l_
+            if np.max(np.abs(new - alpha)) < 1e-14:
+                alpha = new
+                break
+            alpha = new
+        # the last E-step's gamma is recomputed with the new parameters next iteration
+    return alpha, betas, gamma, np.array(bounds)
+
+
+@pytest.mark.parametrize("n_iter", [1, 2, 4])
+def test_updates_match_direct_transcription_of_eqs_5_to_8(n_iter):
+    x = np.array(
+        [[0, 1, 2], [0, 1, -1], [1, 1, 2], [1, 0, 0], [1, 0, 1], [-1, 0, 1], [0, -1, 2]],
+        dtype=np.int64,
+    )
+    rng = np.random.default_rng(3)
+    alpha0 = np.array([0.7, 1.3])
+    betas0 = [rng.dirichlet(np.ones(kj), size=2) for kj in (2, 2, 3)]
+    a, b, g, bounds = transcription(x, alpha0, betas0, n_iter, 1e-13)
+    est = BCE(2, max_iter=n_iter, tol=0.0, e_step_tol=1e-13, e_step_max_iter=10_000)
+    with pytest.warns(ConvergenceWarning):
+        est.fit(np.where(x >= 0, x * 5 + 2, -1), init={"alpha": alpha0, "beta": betas0})  # arbitrary ids
+    np.testing.assert_allclose(est.alpha_, a, rtol=1e-9)
+    for j in range(3):
+        np.testing.assert_allclose(est.beta_[j], b[j], rtol=1e-9)
+    np.testing.assert_allclose(est.memberships_, g / g.sum(axis=1, keepdims=True), rtol=1e-9)
+    np.testing.assert_allclose(est.lower_bound_trace_, bounds, rtol=1e-10)
+    assert est.n_iter_ == n_iter
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), k=st.integers(1, 4), missing=st.sampled_from([0.0, 0.3, 0.6]))
+def test_lower_bound_never_decreases(seed, k, missing):
+    rng = np.random.default_rng(seed)
+    L, _ = random_labels(rng, 40, 6, missing=missing)
+    with quiet(EmptyRowsWarning, ConvergenceWarning):
+        est = BCE(k, max_iter=60, tol=1e-12, random_state=seed).fit(L)
+    trace = est.lower_bound_trace_
+    assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
+    assert np.all(np.isfinite(est.memberships_))
+    np.testing.assert_allclose(est.memberships_.sum(axis=1), 1.0)
+    assert np.all((est.uncertainty_ >= 0) & (est.uncertainty_ <= 1))
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_gbce_bound_never_decreases(seed):
+    rng = np.random.default_rng(seed)
+    L, truth = random_labels(rng, 50, 3)
+    X = truth[:, None] + rng.normal(0, 0.5, (50, 2))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    with quiet(ConvergenceWarning):
+        est = GBCE(3, max_iter=60, tol=1e-12, random_state=seed).fit(L, X)
+    trace = est.lower_bound_trace_
+    assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_mm_log_likelihood_never_decreases(seed):
+    rng = np.random.default_rng(seed)
+    L, _ = random_labels(rng, 40, 5)
+    with quiet(ConvergenceWarning):
+        est = MM(3, max_iter=50, tol=1e-12, random_state=seed).fit(L)
+    trace = est.lower_bound_trace_
+    assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
+
+
+def test_invariant_under_relabelling_a_base_clustering():
+    rng = np.random.default_rng(5)
+    L, _ = random_labels(rng, 60, 5)
+    est = BCE(3, random_state=1).fit(L)
+    init = {"alpha": np.full(3, 1.0), "beta": [rng.dirichlet(np.ones(b.shape[1]), 3) for b in est.beta_]}
+    ref = BCE(3).fit(L, init=init)
+    # relabel column 2 by a permutation of its ids; permute the initial beta the same way
+    cats = ref.categories_[2]
+    perm = rng.permutation(cats.size)
+    new_ids = np.array([100, 7, 55, 3, 999])[: cats.size][perm]
+    L2 = L.copy()
+    for pos, c in enumerate(cats):
+        L2[L[:, 2] == c, 2] = new_ids[pos]
+    order = np.argsort(new_ids)  # sorted categories of the relabelled column
+    init2 = {"alpha": init["alpha"], "beta": list(init["beta"])}
+    init2["beta"][2] = init["beta"][2][:, order]
+    got = BCE(3).fit(L2, init=init2)
+    np.testing.assert_allclose(got.memberships_, ref.memberships_, rtol=1e-10)
+    np.testing.assert_allclose(got.lower_bound_, ref.lower_bound_, rtol=1e-12)
+
+
+def test_same_seed_same_result_and_restarts_keep_the_best_bound():
+    rng = np.random.default_rng(2)
+    L, _ = random_labels(rng, 80, 8)
+    a = BCE(3, n_init=4, random_state=7).fit(L)
+    b = BCE(3, n_init=4, random_state=7).fit(L)
+    np.testing.assert_array_equal(a.memberships_, b.memberships_)
+    singles = []
+    seeds = np.random.default_rng(7)
+    for _ in range(4):
+        singles.append(BCE(3, n_init=1, random_state=seeds).fit(L).lower_bound_)
+    assert a.lower_bound_ == pytest.approx(max(singles), rel=1e-12)
+
+
+# --------------------------------------------------------------------------- accuracy on real data
+
+
+def test_bce_and_mm_recover_iris(iris_labels):
+    L, y = iris_labels
+    bce = BCE(3, n_init=3, random_state=0).fit(L)
+    mm = MM(3, n_init=3, random_state=0).fit(L)
+    base = np.mean([micro_precision(L[:, j], y) for j in range(L.shape[1])])
+    assert micro_precision(bce.labels_, y) >= 0.85
+    assert micro_precision(bce.labels_, y) >= base - 0.02
+    assert micro_precision(mm.labels_, y) >= 0.8
+    assert bce.effective_k_ == 3
+    assert bce.converged_
+
+
+@pytest.mark.parametrize("missing", [0.0, 0.3, 0.6, 0.9])
+def test_missing_labels_degrade_gracefully(iris_labels, missing):
+    L, y = iris_labels
+    rng = np.random.default_rng(11)
+    Lm = L.copy()
+    Lm[rng.random(L.shape) < missing] = -1
+    empty = (Lm < 0).all(axis=1)
+    ctx = pytest.warns(EmptyRowsWarning) if empty.any() else contextlib.nullcontext()
+    with ctx, quiet(ConvergenceWarning):  # very sparse rows converge slowly
+        est = BCE(3, n_init=3, random_state=0).fit(Lm)
+    np.testing.assert_array_equal(est.empty_rows_, np.flatnonzero(empty))
+    mp = micro_precision(est.labels_[~empty], y[~empty])
+    floor = {0.0: 0.85, 0.3: 0.85, 0.6: 0.8, 0.9: 0.6}[missing]
+    assert mp >= floor
+
+
+# --------------------------------------------------------------------------- special rows and input
+
+
+def test_empty_rows_get_the_prior_memberships():
+    rng = np.random.default_rng(4)
+    L, _ = random_labels(rng, 30, 4, missing=0.0)
+    L[[3, 17]] = -1
+    with pytest.warns(EmptyRowsWarning, match="2 of 30 rows"):
+        est = BCE(3, random_state=0).fit(L)
+    np.testing.assert_array_equal(est.empty_rows_, [3, 17])
+    np.testing.assert_allclose(est.memberships_[3], est.alpha_ / est.alpha_.sum())
+    # the empty rows do not influence the fit
+    ref = BCE(3, random_state=0).fit(np.delete(L, [3, 17], axis=0))
+    np.testing.assert_allclose(ref.alpha_, est.alpha_, rtol=1e-10)
+    np.testing.assert_allclose(np.delete(est.memberships_, [3, 17], axis=0), ref.memberships_, rtol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "labels, kwargs, match",
+    [
+        (np.zeros((5, 0), int), {}, "at least one point and one clustering"),
+        (np.zeros((5, 2), int), {"n_clusters": 0}, "'n_clusters' parameter must be >= 1; got 0"),
+        (np.array([[0, 1.5], [1, 0]]), {}, r"got 1.5 at row 0, column 1"),
+        (np.array([[0, 1], [1, -3]]), {}, r"got -3 at row 1, column 1"),
+        (np.array([["a", "b"]]), {}, "integer cluster ids"),
+        (np.zeros((5, 2), int), {"tol": -1.0}, "'tol'"),
+        (np.zeros((5, 2), int), {"alpha_init": 0.0}, "'alpha_init'"),
+    ],
+)
+def test_bad_input_is_rejected_with_the_value(labels, kwargs, match):
+    with pytest.raises(InputError, match=match):
+        BCE(**{"n_clusters": 2, **kwargs}).fit(labels)
+
+
+def test_mm_and_gbce_reject_bad_input():
+    with pytest.raises(InputError, match="got -2 at row 0, column 0"):
+        MM(2).fit([[-2, 0], [1, 1]])
+    with pytest.raises(InputError, match="'n_clusters'"):
+        MM(0).fit([[0, 0], [1, 1]])
+    with pytest.raises(InputError, match="X must be a 2-d array with the 2 rows"):
+        GBCE(2).fit([[0, 0], [1, 1]], np.zeros((3, 1)))
+    with pytest.raises(InputError, match="'feature_weight'"):
+        GBCE(2, feature_weight=-1.0).fit([[0, 0], [1, 1]], np.zeros((2, 1)))
+
+
+# --------------------------------------------------------------------------- out of sample, warm start
+
+
+def test_transform_and_predict_on_new_rows(iris_labels):
+    L, y = iris_labels
+    est = BCE(3, n_init=2, random_state=0).fit(L[::2])
+    memb = est.transform(L[1::2])
+    assert memb.shape == (75, 3)
+    np.testing.assert_allclose(memb.sum(axis=1), 1.0)
+    assert micro_precision(est.predict(L[1::2]), y[1::2]) >= 0.85
+    # on the training rows transform agrees with the fit (fresh vs warm-started E-step)
+    np.testing.assert_allclose(est.transform(L[::2]), est.memberships_, atol=1e-4)
+    bad = L[1::2].copy()
+    bad[0, 0] = 77
+    with pytest.warns(UnseenLabelsWarning, match="1 base labels"):
+        est.transform(bad)
+    with pytest.raises(InputError, match="20 clusterings"):
+        est.transform(L[:, :5])
+    with pytest.raises(InputError, match="not fitted"):
+        BCE(3).transform(L)
+
+
+def test_refit_with_added_columns_starts_from_previous_fit(iris_labels):
+    L, y = iris_labels
+    more = kmeans_labels(load_uci("iris")[0], 3, 10, seed0=100)
+    first = BCE(3, n_init=2, random_state=0).fit(L)
+    cold = BCE(3, random_state=1).fit(np.hstack([L, more]))
+    warm = BCE(3, warm_start=True, n_init=2, random_state=0).fit(L)
+    warm.fit(np.hstack([L, more]))
+    assert len(warm.beta_) == 30
+    # the warm start begins near the optimum: a much higher first bound, fewer iterations
+    assert warm.lower_bound_trace_[0] > cold.lower_bound_trace_[0] + 100
+    assert micro_precision(warm.labels_, y) >= micro_precision(first.labels_, y) - 0.02
+    via_init = BCE(3).fit(np.hstack([L, more]), init=first)
+    np.testing.assert_allclose(via_init.memberships_, warm.memberships_, rtol=1e-8)
+    with pytest.raises(InputError, match="fewer than the 20"):
+        BCE(3).fit(L[:, :5], init=first)
+
+
+# --------------------------------------------------------------------------- GBCE and MM
+
+
+def test_gbce_without_feature_weight_equals_bce():
+    rng = np.random.default_rng(8)
+    L, truth = random_labels(rng, 50, 5)
+    X = rng.normal(size=(50, 3))
+    est = BCE(3, random_state=0).fit(L)
+    init = {"alpha": np.ones(3), "beta": [rng.dirichlet(np.ones(b.shape[1]), 3) for b in est.beta_]}
+    a = BCE(3).fit(L, init=init)
+    b = GBCE(3, label_weight=1.0, feature_weight=0.0).fit(L, X, init=init)
+    np.testing.assert_allclose(b.memberships_, a.memberships_, rtol=1e-12)
+    np.testing.assert_allclose(b.lower_bound_trace_, a.lower_bound_trace_, rtol=1e-12)
+
+
+def test_gbce_features_rescue_a_poor_ensemble():
+    X, y = load_uci("iris")
+    Xs = (X - X.mean(0)) / X.std(0)
+    rng = np.random.default_rng(0)
+    # two poor base clusterings: random partitions
+    L = rng.integers(0, 3, size=(150, 2))
+    bce = BCE(3, n_init=3, random_state=0).fit(L)
+    gbce = GBCE(3, label_weight=1.0, n_init=5, random_state=0).fit(L, Xs)
+    assert micro_precision(gbce.labels_, y) >= 0.8
+    assert micro_precision(gbce.labels_, y) > micro_precision(bce.labels_, y) + 0.2
+    assert gbce.means_.shape == (3, 4) and np.all(gbce.variances_ > 0)
+    # a fresh E-step may settle in another mode for a few ambiguous rows
+    assert np.mean(gbce.predict(L, Xs) == gbce.labels_) >= 0.95
+
+
+def mm_transcription(x, pi, betas, n_iter):
+    n, N = x.shape
+    lls = []
+    for it in range(n_iter):
+        logr = np.tile(np.log(pi), (n, 1))
+        for j in range(N):
+            for i in range(n):
+                if x[i, j] >= 0:
+                    logr[i] += np.log(betas[j][:, x[i, j]])
+        mx = logr.max(axis=1, keepdims=True)
+        norm = mx + np.log(np.exp(logr - mx).sum(axis=1, keepdims=True))
+        r = np.exp(logr - norm)
+        lls.append(norm.sum())
+        if it == n_iter - 1:
+            break
+        pi = r.mean(axis=0)
+        for j in range(N):
+            cnt = np.zeros_like(betas[j])
+            for i in range(n):
+                if x[i, j] >= 0:
+                    cnt[:, x[i, j]] += r[i]
+            betas[j] = cnt / cnt.sum(axis=1, keepdims=True)
+    return r, np.array(lls)
+
+
+def test_mm_matches_direct_em_transcription():
+    rng = np.random.default_rng(9)
+    L, _ = random_labels(rng, 25, 4, missing=0.2)
+    L[(L < 0).all(axis=1), 0] = 11
+    est = MM(3, max_iter=1, random_state=4)
+    with pytest.warns(ConvergenceWarning):
+        est.fit(L)
+    # replicate the seeded start, then run 6 EM iterations both ways
+    start = np.random.default_rng(4)
+    betas = [start.dirichlet(np.ones(c.size), size=3) for c in est.categories_]
+    codes = np.column_stack([np.searchsorted(c, L[:, j]) for j, c in enumerate(est.categories_)])
+    codes[L < 0] = -1
+    r, lls = mm_transcription(codes, np.full(3, 1 / 3), betas, 6)
+    with pytest.warns(ConvergenceWarning):
+        got = MM(3, max_iter=6, tol=0.0, random_state=4).fit(L)
+    np.testing.assert_allclose(got.memberships_, r, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got.lower_bound_trace_, lls, rtol=1e-12)
+
+
+def test_identical_rows_are_merged_exactly():
+    from ensemble_dask.consensus.bce import compress_rows
+
+    g = np.array([[0, 3], [1, -1], [0, 3], [0, 3], [1, -1], [2, 4]])
+    u, w, inv = compress_rows(g)
+    np.testing.assert_array_equal(u[inv], g)
+    assert w.sum() == 6 and sorted(w.tolist()) == [1.0, 2.0, 3.0]
+    rng = np.random.default_rng(12)
+    L, _ = random_labels(rng, 40, 5)
+    a = BCE(3, random_state=0).fit(L)
+    b = BCE(3, random_state=0).fit(np.repeat(L, 3, axis=0))  # every statistic triples
+    np.testing.assert_allclose(b.alpha_, a.alpha_, rtol=1e-9)
+    np.testing.assert_allclose(b.memberships_[::3], a.memberships_, rtol=1e-9)
+    np.testing.assert_allclose(b.lower_bound_, 3 * a.lower_bound_, rtol=1e-12)
