@@ -29,7 +29,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+from ensemble_dask.metrics import micro_precision  # noqa: E402
+
 DATA = ROOT.parent / "shared" / "data" / "kddcup99" / "kddcup.data_10_percent.gz"
 CACHE = Path(tempfile.gettempdir()) / "ensemble_dask_bench_bce_kdd_labels_v1.npz"
 
@@ -63,14 +66,6 @@ def kdd_labels(n_clusterings=20, subsample=50_000, seed=0):
     np.savez(CACHE, labels=labels, y=y)
     print(f"20 k-means clusterings: {time.perf_counter() - t:.1f} s (cached in {CACHE})")
     return labels, y
-
-
-def micro_precision(pred, true):
-    _, p = np.unique(pred, return_inverse=True)
-    _, t = np.unique(true, return_inverse=True)
-    table = np.zeros((p.max() + 1, t.max() + 1))
-    np.add.at(table, (p, t), 1)
-    return float(table.max(axis=1).sum() / t.size)
 
 
 def per_iteration(run, a, b):

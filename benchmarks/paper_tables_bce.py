@@ -27,7 +27,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+from ensemble_dask.metrics import micro_precision  # noqa: E402
+
 UCI = ROOT.parent / "shared" / "data" / "uci"
 
 # papers/001 Table 3: (max MP, average MP) of base k-means, MM and BCE
@@ -38,15 +41,6 @@ PAPER = {
     "glass": {"kmeans": (0.5421, 0.5140), "MM": (0.5748, 0.5519), "BCE": (0.6121, 0.5526)},
     "wine": {"kmeans": (0.6629, 0.5904), "MM": (0.7247, 0.7129), "BCE": (0.7247, 0.7247)},
 }
-
-
-def micro_precision(labels_pred, labels_true):
-    """papers/001 Sect. 7: each consensus cluster counts its majority class as correct."""
-    _, p = np.unique(labels_pred, return_inverse=True)
-    _, t = np.unique(labels_true, return_inverse=True)
-    table = np.zeros((p.max() + 1, t.max() + 1))
-    np.add.at(table, (p, t), 1)
-    return float(table.max(axis=1).sum() / t.size)
 
 
 def load(name):

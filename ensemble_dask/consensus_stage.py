@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 
 import numpy as np
 
@@ -69,20 +70,32 @@ def _inputs(store, method):
     return hashes
 
 
-def _fit(store, method, est):
+def _fit(store, method, kwargs, client):
+    """The fitted estimator of ``method`` with parameters ``kwargs`` on the store's data."""
+    est = _estimator(method, kwargs)
     if METHODS[method] == "pairs":
         from .coassoc import read_pairs
 
         # pairs never co-present in a clustering (possible with subsamples) carry no evidence
         return est.fit(read_pairs(store.group).observed())
+    if method == "bce" and client is not None:
+        # the E-step runs on the workers, each reading its own row blocks of labels from the store
+        from .dask_bce import fit_bce_dask
+
+        return fit_bce_dask(
+            f"{store.url}/labels", client=client, storage_options=store.storage_options or None, **kwargs
+        )
     labels = store["labels"][:]
     if method == "gbce":
         return est.fit(labels, store["X"][:])
     return est.fit(labels)
 
 
-def consensus_stage(store: RunStore, name, *, seed=0, **params):
+def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
     """Run consensus method ``name`` on ``store`` unless its record is up to date.
+
+    With a ``client``, BCE's E-step runs on the cluster's workers on row blocks of ``labels``
+    (:func:`~ensemble_dask.dask_bce.fit_bce_dask`); the other methods run in this process.
 
     Returns
     -------
@@ -98,11 +111,16 @@ def consensus_stage(store: RunStore, name, *, seed=0, **params):
     if store.is_complete(stage, record, inputs):
         logger.info("%s: up to date, skipped", stage)
         return store[stage].attrs["metrics"]
-    est = _estimator(method, kwargs)
+    _estimator(method, kwargs)  # bad parameters fail here, before the stage is unmarked
     with store.stage(stage, record, inputs):
         t0 = time.perf_counter()
-        _fit(store, method, est)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est = _fit(store, method, kwargs, client)
         seconds = time.perf_counter() - t0
+        notes = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+        for note in notes:  # e.g. not converged within max_iter: kept with the result, not fatal
+            logger.warning("%s: %s", stage, note)
         Y = np.asarray(est.memberships_, dtype=np.float32)
         n, k = Y.shape
         group = store.group.require_group("consensus")
@@ -115,6 +133,12 @@ def consensus_stage(store: RunStore, name, *, seed=0, **params):
             np.int32
         )
         out.create_array("uncertainty", shape=(n,), chunks=(rows,), dtype="float32")[:] = est.uncertainty_
+        if hasattr(est, "alpha_"):  # BCE / GBCE: the Dirichlet prior and per-clustering label distributions
+            out.create_array("alpha", data=np.asarray(est.alpha_, dtype=np.float64))
+        if hasattr(est, "beta_"):
+            beta = [np.asarray(b, dtype=np.float64) for b in est.beta_]
+            out.create_array("beta", data=np.concatenate(beta, axis=1))
+            out["beta"].attrs["offsets"] = np.cumsum([0] + [b.shape[1] for b in beta]).tolist()
         objective = getattr(est, "objective_", getattr(est, "lower_bound_", None))
         metrics = {"effective_k": int(est.effective_k_), "seconds": round(seconds, 3)}
         if objective is not None:
@@ -130,6 +154,7 @@ def consensus_stage(store: RunStore, name, *, seed=0, **params):
                 "n_iter": int(getattr(est, "n_iter_", 0)),
                 "objective_trace": trace,
                 "metrics": metrics,
+                "warnings": notes,
             }
         )
     return metrics

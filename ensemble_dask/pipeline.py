@@ -172,23 +172,24 @@ def run_workflow(spec, *, progress=False):
     url = data.pop("url")
     info = _call(ingest, "data", store, url, seed=seed, **data)
     logger.info("ingest: %s", info)
-    if spec.get("generate") is not None or spec.get("coassoc") is not None:
-        with client_for_store(store, spec.get("scheduler"), spec.get("dask")) as client:
-            if spec.get("generate") is not None:
-                gen = dict(spec["generate"])
-                gen.setdefault("seed", seed)
-                _call(generate, "generate", store, client, progress=progress, **gen)
-            if spec.get("coassoc") is not None:
-                co = dict(spec["coassoc"])
-                co.setdefault("seed", seed)
-                info = _call(coassoc_stage, "coassoc", store, client, **co)
-                logger.info("coassoc: %s", info)
     consensus = spec.get("consensus") or {}
     if not isinstance(consensus, dict):
         raise InputError(
             f"workflow section 'consensus' must map method names to parameters; got {consensus!r}"
         )
-    for name, params in consensus.items():
-        metrics = consensus_stage(store, name, seed=seed, **(params or {}))
-        logger.info("consensus %s: %s", name, metrics)
+    if not any(spec.get(k) is not None for k in ("generate", "coassoc", "consensus")):
+        return write_report(store)
+    with client_for_store(store, spec.get("scheduler"), spec.get("dask")) as client:
+        if spec.get("generate") is not None:
+            gen = dict(spec["generate"])
+            gen.setdefault("seed", seed)
+            _call(generate, "generate", store, client, progress=progress, **gen)
+        if spec.get("coassoc") is not None:
+            co = dict(spec["coassoc"])
+            co.setdefault("seed", seed)
+            info = _call(coassoc_stage, "coassoc", store, client, **co)
+            logger.info("coassoc: %s", info)
+        for name, params in consensus.items():
+            metrics = consensus_stage(store, name, seed=seed, client=client, **(params or {}))
+            logger.info("consensus %s: %s", name, metrics)
     return write_report(store)

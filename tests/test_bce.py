@@ -24,6 +24,7 @@ from ensemble_dask.consensus.bce import (
     UnseenLabelsWarning,
     update_alpha,
 )
+from ensemble_dask.metrics import micro_precision
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -39,17 +40,6 @@ def load_uci(name):
     X = np.loadtxt(root / f"{name}.data.gz")
     y = np.loadtxt(root / f"{name}.labels0.gz").astype(int)
     return X, y
-
-
-def micro_precision(labels_pred, labels_true):
-    """papers/001 Sect. 7: each cluster is assigned its majority class; fraction of points right."""
-    pred = np.asarray(labels_pred)
-    true = np.asarray(labels_true)
-    _, p = np.unique(pred, return_inverse=True)
-    _, t = np.unique(true, return_inverse=True)
-    table = np.zeros((p.max() + 1, t.max() + 1))
-    np.add.at(table, (p, t), 1)
-    return float(table.max(axis=1).sum() / true.size)
 
 
 def kmeans_labels(X, k, n, seed0=0):

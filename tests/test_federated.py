@@ -29,18 +29,11 @@ from ensemble_dask.federated import (
     site_pair_seeds,
     sum_words,
 )
+from ensemble_dask.metrics import micro_precision
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 N_WORKERS = 5
 ITERS = 25
-
-
-def micro_precision(labels_pred, labels_true):
-    _, p = np.unique(labels_pred, return_inverse=True)
-    _, t = np.unique(labels_true, return_inverse=True)
-    table = np.zeros((p.max() + 1, t.max() + 1))
-    np.add.at(table, (p, t), 1)
-    return float(table.max(axis=1).sum() / t.size)
 
 
 @pytest.fixture(scope="module")

@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pytest
 
@@ -90,3 +92,37 @@ def test_unknown_consensus_method():
     with pytest.raises(InputError, match="n_clusters"):
         run_workflow(_spec("memory://pipeline-bad2", **{"pcc-kl": {"n_clusters": 0}}))
     assert RunStore("memory://pipeline-bad2").record("consensus/pcc-kl") is None
+
+
+def test_bayesian_methods_end_to_end():
+    store_url = "memory://pipeline-bce"
+    methods = {
+        "bce": {"n_clusters": 3},
+        "mm": {"n_clusters": 3, "n_init": 5},
+        "gbce": {"n_clusters": 3},
+        "bce-local": {"method": "bce", "n_clusters": 3},
+    }
+    spec = _spec(store_url, **methods)
+    del spec["coassoc"]
+    report = run_workflow(spec)
+    store = RunStore(store_url)
+    assert set(report["methods"]) == set(methods)
+    for name, m in report["methods"].items():
+        assert m["H"] > max(0.9, report["base_partitions"]["H"]["mean"]), name
+        Y = store[f"consensus/{name}/Y"][:]
+        assert Y.shape == (800, 3) and np.allclose(Y.sum(1), 1, atol=1e-5)
+    beta = store["consensus/bce/beta"]
+    assert beta.shape[0] == 3 and beta.attrs["offsets"][-1] == beta.shape[1]
+    assert store["consensus/bce/alpha"].shape == (3,)
+    # BCE on the cluster (E-step on the workers' row blocks) equals BCE in this process
+    from ensemble_dask.consensus.bce import BCE, ConvergenceWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # recorded with the stage's result too
+        local = BCE(3, random_state=store["consensus/bce"].attrs["params"]["random_state"]).fit(
+            store["labels"][:]
+        )
+    assert any("ConvergenceWarning" in w for w in store["consensus/bce"].attrs["warnings"]) == (
+        not local.converged_
+    )
+    np.testing.assert_allclose(store["consensus/bce/Y"][:], local.memberships_, atol=1e-5)
