@@ -71,6 +71,23 @@ def _parser():
     cluster_args(p)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a workflow key")
 
+    p = sub.add_parser("federated", parents=[common], help="row-distributed BCE over the sites of a workflow")
+    p.add_argument("workflow")
+    store_args(p, required=False)
+    p.add_argument("--scheduler", help="a cluster whose workers offer the sites' resources (default: local)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a workflow key")
+
+    p = sub.add_parser(
+        "split-sites",
+        parents=[common],
+        help="cut a store's labels into per-site arrays (to try federated runs)",
+    )
+    store_args(p)
+    p.add_argument(
+        "--out", required=True, help="directory or URL under which each site gets NAME/labels.zarr"
+    )
+    p.add_argument("--names", type=_csv_list, required=True, help="site names, comma-separated")
+
     p = sub.add_parser("ingest", parents=[common], help="read a table into the store's X (and y_true)")
     p.add_argument("data", help="input URL (CSV[.gz], Parquet, zarr, npy, synthetic:kdd99?n=...)")
     store_args(p)
@@ -175,8 +192,29 @@ def _run(args):
         _print_summary(report)
         return 0
 
+    if args.command == "federated":
+        spec = pipeline.load_workflow(args.workflow)
+        spec = pipeline.apply_overrides(spec, args.set, store=args.store, scheduler=args.scheduler)
+        if "federated" not in spec:
+            raise EnsembleDaskError(f"workflow {args.workflow!r} has no 'federated' section")
+        if args.storage_options is not None:
+            spec["storage_options"] = _storage_options(args.storage_options)
+        summary = pipeline.run_workflow(spec)["federated"]
+        print(
+            f"federated BCE ({summary['mode']}) over {len(summary['sites'])} sites: "
+            f"{summary['n_iter']} EM iterations, lower bound {summary['lower_bound']:.4f}"
+        )
+        return 0
+
     store = RunStore(args.store, _storage_options(args.storage_options))
-    if args.command == "ingest":
+    if args.command == "split-sites":
+        import yaml
+
+        from .federated_stage import split_sites
+
+        sites = split_sites(store, args.out, args.names)
+        print(yaml.safe_dump({"federated": {"sites": sites}}, sort_keys=False), end="")
+    elif args.command == "ingest":
         from .ingest import ingest
 
         info = ingest(

@@ -20,7 +20,7 @@ _MALLOC_TRIM_THRESHOLD = 64 * 2**20
 
 
 @contextlib.contextmanager
-def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, processes=True):
+def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, processes=True, resources=None):
     """Yield a ``distributed.Client``.
 
     Parameters
@@ -34,6 +34,10 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
     processes : bool, default=True
         Worker processes (False: threads of this process, required for ``memory://`` stores,
         which live in this process's memory).
+    resources : list of dict, default=None
+        One worker process per entry, offering those Dask worker resources (e.g.
+        ``[{"site-a": 1}, {"site-b": 1}]``: a local stand-in for the sites of a federated run).
+        Replaces ``n_workers``.
     """
     from distributed import Client, LocalCluster
 
@@ -50,6 +54,10 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
         return
     import dask
 
+    if resources is not None:
+        with _resource_cluster(resources, threads_per_worker) as cluster, Client(cluster) as client:
+            yield client
+        return
     n_workers = n_workers or max(1, os.cpu_count() or 1)
     # distributed's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in worker processes, which makes the
     # large temporary arrays of k-means and EM pay for page faults on every call (measured: the
@@ -68,6 +76,24 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
         Client(cluster) as client,
     ):
         yield client
+
+
+@contextlib.contextmanager
+def _resource_cluster(resources, threads_per_worker):
+    import dask
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    workers = {
+        f"worker-{i}": {
+            "cls": Nanny,
+            "options": {"nthreads": threads_per_worker, "resources": dict(res), "host": "127.0.0.1"},
+        }
+        for i, res in enumerate(resources)
+    }
+    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard_address": ":0"}}
+    environ = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": str(_MALLOC_TRIM_THRESHOLD)}
+    with dask.config.set(environ), SpecCluster(workers=workers, scheduler=scheduler) as cluster:
+        yield cluster
 
 
 def gather_with_progress(client, futures, *, desc, progress=True):

@@ -51,6 +51,8 @@ TOP_KEYS = {
     "generate",
     "coassoc",
     "consensus",
+    "federated",
+    "site_storage_options",
 }
 DASK_KEYS = {"n_workers", "threads_per_worker"}
 
@@ -78,6 +80,8 @@ def check_workflow(spec, source="workflow"):
     if unknown:
         raise InputError(f"{source}: unknown key(s) {sorted(unknown)} in 'dask'; known: {sorted(DASK_KEYS)}")
     data = spec.get("data")
+    if data is None and "federated" in spec:
+        return  # a federated workflow: each site holds its own data
     if isinstance(data, str):
         spec["data"] = {"url": data}
     elif not isinstance(data, dict) or "url" not in data:
@@ -163,8 +167,16 @@ def write_report(store):
 
 
 def run_workflow(spec, *, progress=False):
-    """Run every stage of ``spec`` (a dict from :func:`load_workflow`); return the report dict."""
+    """Run every stage of ``spec`` (a dict from :func:`load_workflow`); return the report dict.
+
+    A workflow with a ``federated:`` section runs row-distributed BCE over its sites instead
+    (:func:`~ensemble_dask.federated_stage.run_federated_workflow`).
+    """
     check_workflow(spec)
+    if "federated" in spec:
+        from .federated_stage import run_federated_workflow
+
+        return {"federated": run_federated_workflow(spec)}
     seed = int(spec.get("seed", 0))
     store_url = spec.get("store") or f"runs/{spec.get('name', 'run')}.zarr"
     store = RunStore(store_url, spec.get("storage_options"))
