@@ -26,6 +26,26 @@ logger = logging.getLogger(__name__)
 
 LABEL_ROW_CHUNK = 1 << 20
 
+# Each worker process keeps the last X it read (keyed by store URL and the ingest stage's hash, so
+# a changed X is never served stale) when it is small enough: the clusterings a worker runs then
+# share one read and decompression of X instead of one each. Larger X is read per task.
+_X_CACHE: dict = {}
+_X_CACHE_MAX_BYTES = 1 << 30
+
+
+def _rows_of_x(store, ingest_hash, idx):
+    x_arr = store["X"]
+    full = len(idx) == x_arr.shape[0]
+    if x_arr.nbytes > _X_CACHE_MAX_BYTES:
+        return x_arr[:] if full else x_arr.oindex[idx, :]
+    key = (store.url, ingest_hash)
+    x = _X_CACHE.get(key)
+    if x is None:
+        x = x_arr[:]
+        _X_CACHE.clear()
+        _X_CACHE[key] = x
+    return x if full else x[idx]
+
 
 def generate_params(
     n_clusterings=100, *, ensemble="type1", k_min=2, k_max=10, rate=1.0, algorithms=None, seed=0
@@ -42,15 +62,15 @@ def generate_params(
     )
 
 
-def _cluster_task(store_url, storage_options, spec):
+def _cluster_task(store_url, storage_options, ingest_hash, spec):
     """Worker side: read this clustering's rows of X, cluster them, write its labels column."""
     store = RunStore(store_url, storage_options)
-    x_arr, labels = store["X"], store["labels"]
-    idx = subsample_of(spec, x_arr.shape[0])
+    labels = store["labels"]
+    n = labels.shape[0]
+    idx = subsample_of(spec, n)
     t0 = time.perf_counter()
-    x_sub = x_arr.oindex[idx, :] if len(idx) < x_arr.shape[0] else x_arr[:]
-    lab = run_clustering(x_sub, spec)
-    col = np.full(x_arr.shape[0], -1, dtype=np.int32)
+    lab = run_clustering(_rows_of_x(store, ingest_hash, idx), spec)
+    col = np.full(n, -1, dtype=np.int32)
     col[idx] = lab
     labels[:, spec["index"]] = col
     return {
@@ -106,7 +126,8 @@ def generate(store, client, *, progress=False, **params):
             meta = list(labels.attrs.get("partitions", []))[:start]
         todo = plans[start:]
         futures = [
-            client.submit(_cluster_task, store.url, store.storage_options, spec, pure=False) for spec in todo
+            client.submit(_cluster_task, store.url, store.storage_options, inputs[0], spec, pure=False)
+            for spec in todo
         ]
         from .parallel import gather_with_progress
 

@@ -16,7 +16,20 @@ __all__ = ["dask_client", "gather_with_progress"]
 
 logger = logging.getLogger(__name__)
 
-_MALLOC_TRIM_THRESHOLD = 64 * 2**20
+
+def _worker_environ():
+    """distributed's worker environment without ``MALLOC_TRIM_THRESHOLD_``.
+
+    Setting any explicit glibc trim threshold also switches off glibc's dynamic mmap threshold, so
+    every large temporary array (k-means, EM) is mmap'ed and page-faulted afresh: measured here,
+    the same clustering task used 2x the CPU time in a worker process. The embedded clusters keep
+    glibc's defaults; the other variables (one BLAS/OpenMP thread per worker thread) stay.
+    """
+    import dask
+
+    env = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
+    env.pop("MALLOC_TRIM_THRESHOLD_", None)
+    return {"distributed.nanny.pre-spawn-environ": env}
 
 
 @contextlib.contextmanager
@@ -59,13 +72,9 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
             yield client
         return
     n_workers = n_workers or max(1, os.cpu_count() or 1)
-    # distributed's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in worker processes, which makes the
-    # large temporary arrays of k-means and EM pay for page faults on every call (measured: the
-    # same clustering task ran 2-3x slower); workers of the embedded cluster use a 64 MiB threshold.
-    environ = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": str(_MALLOC_TRIM_THRESHOLD)}
     network = {"host": "127.0.0.1"} if processes else {}
     with (
-        dask.config.set(environ),
+        dask.config.set(_worker_environ()),
         LocalCluster(
             n_workers=n_workers,
             threads_per_worker=threads_per_worker,
@@ -91,8 +100,7 @@ def _resource_cluster(resources, threads_per_worker):
         for i, res in enumerate(resources)
     }
     scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard_address": ":0"}}
-    environ = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": str(_MALLOC_TRIM_THRESHOLD)}
-    with dask.config.set(environ), SpecCluster(workers=workers, scheduler=scheduler) as cluster:
+    with dask.config.set(_worker_environ()), SpecCluster(workers=workers, scheduler=scheduler) as cluster:
         yield cluster
 
 

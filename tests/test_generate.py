@@ -138,3 +138,16 @@ def test_import_labels(kdd_store, tmp_path):
     with pytest.raises(InputError, match="got -5 at row 3, column 2"):
         import_labels(kdd_store, str(tmp_path / "bad.npy"))
     np.testing.assert_array_equal(kdd_store["labels"][:], lab)
+
+
+def test_workers_never_cluster_a_stale_x(kdd_sample, tmp_path, client):
+    """Workers keep the last X they read; a re-ingested X (new ingest hash) is read afresh."""
+    store = RunStore(tmp_path / "run.zarr")
+    ingest(store, str(kdd_sample), schema="kdd99", subset=900, seed=0)
+    generate(store, client, n_clusterings=3, seed=1)
+    ingest(store, str(kdd_sample), schema="kdd99", subset=900, seed=1)  # same n, other rows
+    generate(store, client, n_clusterings=3, seed=1)
+    fresh = RunStore(tmp_path / "fresh.zarr")
+    ingest(fresh, str(kdd_sample), schema="kdd99", subset=900, seed=1)
+    generate(fresh, client, n_clusterings=3, seed=1)
+    np.testing.assert_array_equal(store["labels"][:], fresh["labels"][:])
