@@ -206,7 +206,9 @@ def _run(args):
         )
         return 0
 
-    store = RunStore(args.store, _storage_options(args.storage_options))
+    # only ingest creates a store; the other stages need one that exists
+    mode = "a" if args.command == "ingest" else "r+"
+    store = RunStore(args.store, _storage_options(args.storage_options), mode=mode)
     if args.command == "split-sites":
         import yaml
 

@@ -142,12 +142,16 @@ def plan_ensemble(
     m = max(1, int(round(rate * n)))
     if k_max > m:
         raise InputError(f"k_max={k_max} is larger than a subsample of {m} points (n={n}, rate={rate})")
+    for name in algorithms or []:
+        check_choice(name, "algorithm", ALGORITHMS)
     if ensemble == "type1":
+        if algorithms is not None and list(algorithms) != ["kmeans"]:
+            raise InputError(
+                f"The 'algorithms' parameter applies to ensemble='type2' (type1 is k-means); got {list(algorithms)}"
+            )
         pool = ["kmeans"]
     else:
         pool = list(ALGORITHMS) if algorithms is None else list(algorithms)
-    for name in pool:
-        check_choice(name, "algorithm", ALGORITHMS)
     allowed = [a for a in pool if ALGORITHMS[a].max_samples is None or m <= ALGORITHMS[a].max_samples]
     if not allowed:
         raise InputError(

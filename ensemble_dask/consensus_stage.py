@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
 
 import numpy as np
 
@@ -111,16 +110,11 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
     if store.is_complete(stage, record, inputs):
         logger.info("%s: up to date, skipped", stage)
         return store[stage].attrs["metrics"]
-    _estimator(method, kwargs)  # bad parameters fail here, before the stage is unmarked
+    # fit first: bad parameters or data fail before the previous result is unmarked
+    t0 = time.perf_counter()
+    est = _fit(store, method, kwargs, client)
+    seconds = time.perf_counter() - t0
     with store.stage(stage, record, inputs):
-        t0 = time.perf_counter()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            est = _fit(store, method, kwargs, client)
-        seconds = time.perf_counter() - t0
-        notes = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
-        for note in notes:  # e.g. not converged within max_iter: kept with the result, not fatal
-            logger.warning("%s: %s", stage, note)
         Y = np.asarray(est.memberships_, dtype=np.float32)
         n, k = Y.shape
         group = store.group.require_group("consensus")
@@ -154,7 +148,7 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
                 "n_iter": int(getattr(est, "n_iter_", 0)),
                 "objective_trace": trace,
                 "metrics": metrics,
-                "warnings": notes,
+                "converged": bool(getattr(est, "converged_", True)),
             }
         )
     return metrics

@@ -16,6 +16,7 @@ This module only decides where the in-memory functions run; the algorithm lives 
 from __future__ import annotations
 
 import operator
+import uuid
 
 import numpy as np
 
@@ -23,6 +24,9 @@ from ._validation import InputError, check_labels_matrix, check_random_state
 from .consensus.bce import BCE, StatsLayout, _offsets, compress_rows, encode_labels, estep_stats
 
 __all__ = ["fit_bce_dask", "read_labels", "block_meta", "prepare_block", "estep_task", "sum_vectors"]
+
+
+DEFAULT_BLOCK_ROWS = 65536
 
 
 def _local_path(url):
@@ -203,7 +207,7 @@ def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
     client : distributed.Client, default=None
         The cluster; None uses ``distributed.get_client()``.
     block_rows : int, default=None
-        Rows per block; None uses the zarr row chunk (or ``ceil(n / 8)`` otherwise).
+        Rows per block; None uses blocks of at most 65,536 rows (the zarr row chunk if smaller).
     storage_options : dict, default=None
         fsspec options of ``labels``'s URL.
     **bce_params
@@ -221,13 +225,15 @@ def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
         client = get_client()
     est = BCE(n_clusters, **bce_params)
     est._check_params()
+    fit_id = uuid.uuid4().hex  # task keys unique to this fit
     if isinstance(labels, str):
         (n, N), chunk = labels_shape(labels, storage_options)
-        chunk = block_rows or chunk or max(1, -(-n // 8))
+        # blocks of a fixed size (not of the worker count, so the sums are the same on any cluster)
+        chunk = block_rows or min(chunk or DEFAULT_BLOCK_ROWS, DEFAULT_BLOCK_ROWS)
         blocks = _row_blocks(n, chunk)
         data = [
             client.submit(
-                read_labels, labels, a, b, storage_options, pure=False, key=f"bce-read-{a}-{b}-{id(est)}"
+                read_labels, labels, a, b, storage_options, pure=False, key=f"bce-read-{a}-{b}-{fit_id}"
             )
             for a, b in blocks
         ]

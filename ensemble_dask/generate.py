@@ -9,6 +9,7 @@ per-clustering metadata travels back to the client.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 
@@ -64,7 +65,7 @@ def generate_params(
 
 def _cluster_task(store_url, storage_options, ingest_hash, spec):
     """Worker side: read this clustering's rows of X, cluster them, write its labels column."""
-    store = RunStore(store_url, storage_options)
+    store = RunStore(store_url, storage_options, mode="r+")
     labels = store["labels"]
     n = labels.shape[0]
     idx = subsample_of(spec, n)
@@ -155,7 +156,7 @@ def import_labels(store, url, *, storage_options=None, fmt=None):
         "imported": url,
         "n": n,
         "n_clusterings": n_clust,
-        "checksum": int(np.bitwise_xor.reduce(lab.ravel())),
+        "sha256": hashlib.sha256(lab.tobytes()).hexdigest(),
     }
     inputs = [store.stage_hash("ingest")] if store.record("ingest") else []
     with store.stage("generate", params, inputs):

@@ -34,7 +34,7 @@ import pandas as pd
 
 from . import datasets
 from ._validation import InputError, check_int, stage_seed
-from .io import infer_format, iter_table_chunks, source_fingerprint
+from .io import infer_format, iter_table_chunks, source_fingerprint, zarr_has_labels
 
 __all__ = ["ingest", "ingest_params"]
 
@@ -246,6 +246,22 @@ class _Reader:
         return out
 
 
+def _merge_moments(cnt, mean, m2, block):
+    """Merge a block's per-column count, mean and sum of squared deviations (Chan et al.).
+
+    Stable for columns with a large offset, where ``E[x^2] - E[x]^2`` loses every digit.
+    """
+    ok = np.isfinite(block)
+    nb = ok.sum(0).astype(np.float64)
+    vals = np.where(ok, block, 0.0)
+    mb = vals.sum(0) / np.maximum(nb, 1)
+    m2b = (np.where(ok, block - mb, 0.0) ** 2).sum(0)
+    total = cnt + nb
+    delta = mb - mean
+    frac = np.divide(nb, total, out=np.zeros_like(nb), where=total > 0)
+    return total, mean + delta * frac, m2 + m2b + delta**2 * cnt * frac
+
+
 def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **options):
     """Read the table at ``url`` into ``store`` (a :class:`~ensemble_dask.store.RunStore`).
 
@@ -270,6 +286,8 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
         ``{"n", "d", "n_total", "classes", "class_counts", "feature_names", "skipped"}``.
     """
     p = ingest_params(url, **options)
+    if p["format"] == "zarr" and p["label_column"] is None and zarr_has_labels(p["url"], storage_options):
+        p["label_column"] = "label"  # a group's ``y`` holds reference labels: never a feature
     # the stage's identity: everything that changes X (not the block size it is read in)
     params = {k: v for k, v in p.items() if k != "chunk_rows"}
     params.update(seed=int(seed), source=source_fingerprint(p["url"], storage_options))
@@ -283,19 +301,14 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
         store.check_n(reader.n, f"input {p['url']!r}")
 
     # pass 2: validate everything and collect the column statistics before writing anything
-    cnt = s1 = s2 = None
+    cnt = mean = m2 = None
     for offset, frame in reader.chunks():
         block = reader.features(offset, frame)
         if cnt is None:
-            cnt, s1, s2 = (np.zeros(block.shape[1]) for _ in range(3))
-        ok = np.isfinite(block)
-        block = np.where(ok, block, 0.0)
-        cnt += ok.sum(0)
-        s1 += block.sum(0)
-        s2 += (block * block).sum(0)
+            cnt, mean, m2 = (np.zeros(block.shape[1]) for _ in range(3))
+        cnt, mean, m2 = _merge_moments(cnt, mean, m2, block)
     # statistics over the observed values (with impute="mean", NaN become the column mean)
-    mean = s1 / np.maximum(cnt, 1)
-    std = np.sqrt(np.maximum(s2 / np.maximum(cnt, 1) - mean**2, 0.0))
+    std = np.sqrt(m2 / np.maximum(cnt, 1))
     names = reader.feature_names
     constant = std <= 1e-12 * np.maximum(1.0, np.abs(mean))
     keep_cols = ~constant if p["drop_constant"] else np.ones(len(names), bool)

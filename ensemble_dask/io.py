@@ -23,6 +23,7 @@ from ._validation import InputError
 __all__ = [
     "infer_format",
     "iter_table_chunks",
+    "zarr_has_labels",
     "source_fingerprint",
     "strip_file_scheme",
 ]
@@ -183,6 +184,21 @@ def _numeric_frames(x, y, chunk_rows):
         if y is not None:
             frame["label"] = np.asarray(y[start:stop])
         yield start, frame
+
+
+def zarr_has_labels(url, storage_options=None):
+    """Whether the zarr input at ``url`` is a group holding reference labels ``y``."""
+    import zarr
+
+    from .store import make_zarr_store
+
+    try:
+        node = zarr.open(
+            store=make_zarr_store(strip_file_scheme(url), storage_options, read_only=True), mode="r"
+        )
+    except (FileNotFoundError, KeyError):
+        return False
+    return isinstance(node, zarr.Group) and "y" in node
 
 
 def _iter_zarr(url, storage_options, chunk_rows):

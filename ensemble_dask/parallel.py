@@ -109,9 +109,13 @@ def gather_with_progress(client, futures, *, desc, progress=True):
     from distributed import as_completed
     from tqdm.auto import tqdm
 
-    with tqdm(total=len(futures), desc=desc, disable=not progress, unit="task") as bar:
-        for fut in as_completed(futures):
-            if fut.status == "error":
-                fut.result()  # raises the task's exception here, with its traceback
-            bar.update(1)
-    return client.gather(futures)
+    try:
+        with tqdm(total=len(futures), desc=desc, disable=not progress, unit="task") as bar:
+            for fut in as_completed(futures):
+                if fut.status == "error":
+                    fut.result()  # raises the task's exception here, with its traceback
+                bar.update(1)
+        return client.gather(futures)
+    except BaseException:
+        client.cancel(futures)  # no task of a failed stage keeps writing
+        raise

@@ -14,10 +14,12 @@ import datetime as _dt
 import hashlib
 import json
 import logging
+import os
 import time
 
 import fsspec
 import zarr
+import zarr.errors
 from zarr.storage import FsspecStore, LocalStore
 
 from ._validation import EnsembleDaskError, InputError
@@ -55,18 +57,23 @@ class RunStore:
         Local path, ``file://``, ``memory://``, ``s3://`` ... URL of the zarr group.
     storage_options : dict, default=None
         fsspec options (credentials, ``endpoint_url`` ...).
-    mode : {"a", "r"}, default="a"
-        ``"r"`` requires the store to exist.
+    mode : {"a", "r+", "r"}, default="a"
+        ``"a"`` creates the store if needed; ``"r+"`` (read and write) and ``"r"`` require it to
+        exist, so a mistyped URL is an error rather than a new empty store.
     """
 
     def __init__(self, url, storage_options=None, *, mode="a"):
-        self.url = str(url).rstrip("/")
+        url = strip_file_scheme(str(url)).rstrip("/")
+        # an absolute path: worker processes may run in another directory
+        self.url = url if "://" in url else os.path.abspath(url)
         self.storage_options = dict(storage_options or {})
         self.mode = mode
+        if mode != "a" and "://" not in self.url and not os.path.isdir(self.url):
+            raise InputError(f"run store {self.url!r} does not exist")
         try:
             store = make_zarr_store(self.url, self.storage_options, read_only=mode == "r")
             self.group = zarr.open_group(store=store, mode=mode)
-        except FileNotFoundError as exc:
+        except (FileNotFoundError, zarr.errors.NodeNotFoundError) as exc:
             raise InputError(f"run store {self.url!r} does not exist") from exc
         except OSError as exc:  # missing bucket, permission, unreachable endpoint
             raise InputError(f"cannot open run store {self.url!r}: {exc}") from exc
@@ -163,11 +170,3 @@ class RunStore:
             opts["auto_mkdir"] = True
         with fsspec.open(url, "w", **opts) as fh:
             json.dump(obj, fh, indent=2, sort_keys=False, default=float)
-
-    def read_json(self, path, default=None):
-        url = self._file_url(path)
-        fs, p = fsspec.core.url_to_fs(url, **self.storage_options)
-        if not fs.exists(p):
-            return default
-        with fs.open(p, "r") as fh:
-            return json.load(fh)

@@ -125,3 +125,9 @@ def test_coassoc_and_consensus_commands(tmp_path):
     assert r.returncode == 2 and "n_clusters" in r.stderr
     r = cli("consensus", "pcc-kl", "--store", store, "--set", "divergence=hellinger")
     assert r.returncode == 2 and "hellinger" in r.stderr
+
+
+def test_stage_commands_do_not_create_stores(tmp_path):
+    r = cli("report", "--store", tmp_path / "typo.zarr")
+    assert r.returncode == 2 and "does not exist" in r.stderr
+    assert not (tmp_path / "typo.zarr").exists()

@@ -151,3 +151,10 @@ def test_workers_never_cluster_a_stale_x(kdd_sample, tmp_path, client):
     ingest(fresh, str(kdd_sample), schema="kdd99", subset=900, seed=1)
     generate(fresh, client, n_clusterings=3, seed=1)
     np.testing.assert_array_equal(store["labels"][:], fresh["labels"][:])
+
+
+def test_algorithms_are_checked_for_every_ensemble_type():
+    with pytest.raises(InputError, match="got 'bogus'"):
+        plan_ensemble(100, 2, algorithms=["bogus"])
+    with pytest.raises(InputError, match="'algorithms' parameter applies to ensemble='type2'"):
+        plan_ensemble(100, 2, algorithms=["ward"])

@@ -198,3 +198,24 @@ def test_store_of_another_data_set(kdd_sample, tmp_path):
     assert store["X"].shape[0] == 300 and store.record("ingest")["complete"]
     ingest(store, str(kdd_sample), schema="kdd99", subset=400, overwrite=True)
     assert store["X"].shape[0] == 400
+
+
+def test_standardisation_is_exact_for_columns_with_a_large_offset(tmp_path):
+    rng = np.random.default_rng(0)
+    x = np.column_stack([1.6e9 + rng.normal(size=5000), rng.normal(size=5000)])
+    np.save(tmp_path / "x.npy", x)
+    store = RunStore(tmp_path / "run.zarr")
+    ingest(store, str(tmp_path / "x.npy"), standardize=True, chunk_rows=700)
+    X = store["X"][:].astype(np.float64)
+    np.testing.assert_allclose(X.std(0), 1.0, rtol=1e-3)
+    np.testing.assert_allclose(X[:, 0], (x[:, 0] - x[:, 0].mean()) / x[:, 0].std(), atol=1e-4)
+
+
+def test_zarr_group_labels_are_never_features(tmp_path):
+    g = zarr.open_group(str(tmp_path / "in.zarr"), mode="w")
+    g.create_array("X", data=np.arange(20.0).reshape(10, 2))
+    g.create_array("y", data=np.arange(10) % 2)
+    store = RunStore(tmp_path / "run.zarr")
+    info = ingest(store, str(tmp_path / "in.zarr"))
+    assert info["feature_names"] == ["x0", "x1"]
+    np.testing.assert_array_equal(store["y_true"][:], np.arange(10) % 2)

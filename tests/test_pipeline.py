@@ -104,7 +104,11 @@ def test_bayesian_methods_end_to_end():
     }
     spec = _spec(store_url, **methods)
     del spec["coassoc"]
-    report = run_workflow(spec)
+    from ensemble_dask.consensus.bce import ConvergenceWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # recorded as 'converged' with the result
+        report = run_workflow(spec)
     store = RunStore(store_url)
     assert set(report["methods"]) == set(methods)
     for name, m in report["methods"].items():
@@ -115,14 +119,22 @@ def test_bayesian_methods_end_to_end():
     assert beta.shape[0] == 3 and beta.attrs["offsets"][-1] == beta.shape[1]
     assert store["consensus/bce/alpha"].shape == (3,)
     # BCE on the cluster (E-step on the workers' row blocks) equals BCE in this process
-    from ensemble_dask.consensus.bce import BCE, ConvergenceWarning
+    from ensemble_dask.consensus.bce import BCE
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # recorded with the stage's result too
         local = BCE(3, random_state=store["consensus/bce"].attrs["params"]["random_state"]).fit(
             store["labels"][:]
         )
-    assert any("ConvergenceWarning" in w for w in store["consensus/bce"].attrs["warnings"]) == (
-        not local.converged_
-    )
+    assert store["consensus/bce"].attrs["converged"] == local.converged_
     np.testing.assert_allclose(store["consensus/bce/Y"][:], local.memberships_, atol=1e-5)
+
+
+def test_bad_consensus_parameters_keep_the_previous_result():
+    store_url = "memory://pipeline-keep"
+    run_workflow(_spec(store_url, **{"pcc-kl": {"n_clusters": 3}}))
+    with pytest.raises(InputError, match="n_clusters"):
+        run_workflow(_spec(store_url, **{"pcc-kl": {"n_clusters": 10_000}}))
+    store = RunStore(store_url)
+    assert store.record("consensus/pcc-kl")["complete"]
+    assert store["consensus/pcc-kl/Y"].shape == (800, 3)
