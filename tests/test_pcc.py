@@ -300,7 +300,7 @@ def test_bad_input_is_a_clear_error(estimator, kwargs, pairs, match):
     if estimator is PPC:
         kwargs = {k: v for k, v in kwargs.items() if k != "divergence"}
         if not kwargs and pairs is None:
-            return
+            pytest.skip("PPC has no 'divergence' parameter: nothing to check")
     with pytest.raises(InputError, match=match):
         estimator(**({"n_clusters": 2} | kwargs)).fit(data)
 
