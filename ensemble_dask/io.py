@@ -9,6 +9,7 @@ slices). Formats: CSV (plain or compressed, inferred from the suffix), Parquet, 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Iterator
@@ -74,9 +75,14 @@ def source_fingerprint(url, storage_options=None) -> dict:
     if url.startswith("synthetic:"):
         return {"url": url}
     fs, path = _check_exists(url, storage_options)
+    keys = ("size", "mtime", "ETag", "LastModified", "last_modified")
+    if fs.isdir(path):  # a zarr directory: its files change, not the directory entry
+        listing = sorted(
+            (name, *(str(info.get(k)) for k in keys)) for name, info in fs.find(path, detail=True).items()
+        )
+        return {"url": url, "files": hashlib.sha256(repr(listing).encode()).hexdigest()}
     info = fs.info(path)
-    keep = {k: info.get(k) for k in ("size", "mtime", "ETag", "LastModified", "last_modified")}
-    return {"url": url, **{k: str(v) for k, v in keep.items() if v is not None}}
+    return {"url": url, **{k: str(info[k]) for k in keys if info.get(k) is not None}}
 
 
 def iter_table_chunks(

@@ -219,3 +219,14 @@ def test_zarr_group_labels_are_never_features(tmp_path):
     info = ingest(store, str(tmp_path / "in.zarr"))
     assert info["feature_names"] == ["x0", "x1"]
     np.testing.assert_array_equal(store["y_true"][:], np.arange(10) % 2)
+
+
+def test_a_changed_zarr_input_is_read_again(tmp_path):
+    g = zarr.open_group(str(tmp_path / "in.zarr"), mode="w")
+    g.create_array("X", data=np.arange(20.0).reshape(10, 2), chunks=(5, 2))
+    store = RunStore(tmp_path / "run.zarr")
+    ingest(store, str(tmp_path / "in.zarr"))
+    assert ingest(store, str(tmp_path / "in.zarr"))["skipped"]
+    g["X"][:5] = -1.0  # rewrites chunk files inside the directory
+    assert not ingest(store, str(tmp_path / "in.zarr"))["skipped"]
+    assert store["X"][0, 0] == -1.0

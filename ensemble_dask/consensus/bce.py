@@ -34,6 +34,7 @@ from scipy.special import digamma, gammaln, logsumexp, polygamma
 
 from .._validation import InputError, check_int, check_labels_matrix, check_random_state
 from . import _bce_kernels as kern
+from ._base import normalized_entropy
 
 __all__ = [
     "BCE",
@@ -325,15 +326,6 @@ def _check_tol(value, name):
     return float(value)
 
 
-def _entropy_uncertainty(memb):
-    k = memb.shape[1]
-    if k == 1:
-        return np.zeros(memb.shape[0])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ent = -np.where(memb > 0, memb * np.log(memb), 0.0).sum(axis=1)
-    return np.clip(ent / np.log(k), 0.0, 1.0)
-
-
 class _InMemoryEStep:
     """E-step over all rows in memory, keeping each row's gamma between EM iterations.
 
@@ -502,7 +494,7 @@ class _BCEBase:
         gamma = np.array(gamma, dtype=np.float64)
         self.memberships_ = gamma / gamma.sum(axis=1, keepdims=True)
         self.labels_ = np.argmax(self.memberships_, axis=1).astype(np.int32)
-        self.uncertainty_ = _entropy_uncertainty(self.memberships_)
+        self.uncertainty_ = normalized_entropy(self.memberships_)
         self.lower_bound_ = float(trace[-1])
         self.lower_bound_trace_ = np.asarray(trace)
         self.n_iter_ = n_iter
@@ -956,7 +948,7 @@ class MM:
         self._beta = beta
         self.memberships_ = resp
         self.labels_ = np.argmax(resp, axis=1).astype(np.int32)
-        self.uncertainty_ = _entropy_uncertainty(resp)
+        self.uncertainty_ = normalized_entropy(resp)
         self.lower_bound_trace_ = np.asarray(trace)
         self.lower_bound_ = float(trace[-1])
         self.n_iter_ = len(trace)
