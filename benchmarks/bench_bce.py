@@ -1,25 +1,42 @@
-"""Speed benchmark of BCE on the KDD Cup 99 10% file (494,021 records); prints its figures.
+"""Speed benchmark of BCE on the KDD Cup 99 10% file (494,021 records), built by the package; prints.
 
-* 20 k-means base clusterings (k drawn in 3..12, each fitted on a seeded 50,000-row
-  subsample and applied to every row), cached in /tmp;
-* BCE with k=5 in memory on one core: seconds per EM iteration, iterations to converge,
-  peak memory;
-* the same E-step on a 2-worker LocalCluster reading the labels from a zarr store in row
-  blocks (seconds per iteration and the ratio to one core);
-* row-distributed over 4 sites (4 worker processes with one resource each): seconds per EM
-  iteration with secure aggregation vs plain aggregation.
+The input is made the way a user makes it, in a run store in a temporary directory:
 
-Time per iteration is measured as (time of max_iter=b) - (time of max_iter=a), divided by
-b - a, so setup (reading, encoding, compilation) is excluded.
+* ``ingest(store, KDD_FILE, schema="kdd99")`` on the whole file;
+* ``generate(store, client, n_clusterings=20, ensemble="type1", k_min=3, k_max=12, rate=1.0,
+  seed=0)`` on ``dask_client(n_workers=2)`` (k-means on all rows, k drawn in 3..12).
 
-Usage: python benchmarks/bench_bce.py [--quick]
+Then BCE with k=5:
+
+* in memory on one core (``BCE``, in a fresh child process with one thread per pool): seconds
+  per EM iteration, iterations to converge, peak memory of the fit (VmHWM of that process,
+  reset after the labels are loaded; ``ru_maxrss`` of a child would include the pages of the
+  parent it was forked from);
+* on the same 2-worker LocalCluster (``fit_bce_dask`` on the store's ``labels`` URL, in blocks
+  of 50,000 rows): seconds per EM iteration and the ratio to one core;
+* row-distributed over 4 sites (``split_sites`` of the store, then ``run_federated_bce`` on
+  ``dask_client(resources=[{"site-a": 1}, ...])``, one worker process per site): seconds per
+  EM iteration with secure and with plain aggregation, and the overhead of secure aggregation.
+
+Identical label rows are merged before the E-step (exact: they have identical E-steps), and
+KDD has many: the E-step runs on the distinct rows only. The kernel's throughput with and
+without merging is printed too.
+
+Time per EM iteration (E-step, aggregation of the statistics, M-step) is the median gap between
+consecutive E-step calls of fits with tol=0 (time stamps around the product's E-step object;
+the first, cold E-step is left out), so setup (reading, encoding, merging, compilation) is not
+in it. The machine may be shared: the load average is printed with the figures.
+
+Usage: python benchmarks/bench_bce.py [--quick] [--iters 21] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
-import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,186 +45,335 @@ from pathlib import Path
 
 import numpy as np
 
+# quieter Dask: worker processes inherit this (distributed's INFO lines on every cluster close)
+os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+sys.path.insert(0, str(ROOT))  # run from a checkout (python benchmarks/bench_bce.py) without installing
 
 from ensemble_dask.metrics import micro_precision  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data" / "kddcup99" / "kddcup.data_10_percent.gz"
-CACHE = Path(tempfile.gettempdir()) / "ensemble_dask_bench_bce_kdd_labels_v1.npz"
+KDD_FILE = ROOT.parent / "shared" / "data" / "kddcup99" / "kddcup.data_10_percent.gz"
+K = 5
+SITES = ["site-a", "site-b", "site-c", "site-d"]
+BLOCK_ROWS = 50_000
+ONE_THREAD = {
+    v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+}
 
 
-def kdd_labels(n_clusterings=20, subsample=50_000, seed=0):
-    """Base clusterings of the KDD 10% file (cached)."""
-    if CACHE.exists():
-        z = np.load(CACHE)
-        return z["labels"], z["y"]
-    import pandas as pd
-    from sklearn.cluster import KMeans
-
-    t = time.perf_counter()
-    df = pd.read_csv(DATA, header=None)
-    y = pd.factorize(df[41])[0].astype(np.int32)
-    num = df.drop(columns=[1, 2, 3, 41]).to_numpy(dtype=np.float64)
-    num = np.log1p(np.maximum(num, 0.0))
-    cat = pd.get_dummies(df[[1, 3]].astype(str)).to_numpy(dtype=np.float64)
-    X = np.hstack([num, cat])
-    X = (X - X.mean(axis=0)) / np.where(X.std(axis=0) > 0, X.std(axis=0), 1.0)
-    print(f"read + preprocess: {time.perf_counter() - t:.1f} s, X {X.shape}")
-    seeds = np.random.SeedSequence(seed).spawn(n_clusterings)
-    cols = []
-    for s in seeds:
-        rng = np.random.default_rng(s)
-        k = int(rng.integers(3, 13))
-        rows = rng.choice(X.shape[0], size=subsample, replace=False)
-        km = KMeans(k, n_init=1, init="random", max_iter=100, random_state=int(rng.integers(2**31)))
-        cols.append(km.fit(X[rows]).predict(X).astype(np.int32))
-    labels = np.column_stack(cols)
-    np.savez(CACHE, labels=labels, y=y)
-    print(f"20 k-means clusterings: {time.perf_counter() - t:.1f} s (cached in {CACHE})")
-    return labels, y
+def status_mib(field):
+    """A ``Vm*`` field of /proc/self/status, in MiB."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
-def per_iteration(run, a, b):
+def reset_peak():
+    """Reset this process's VmHWM to its current RSS (Linux ``clear_refs`` 5)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def load_average():
+    a, b, c = os.getloadavg()
+    return f"load average {a:.2f} {b:.2f} {c:.2f} on {os.cpu_count()} cores"
+
+
+@contextlib.contextmanager
+def iteration_clock(estep_class):
+    """Time stamps of every call of ``estep_class.__call__`` (one call per EM iteration).
+
+    Only a time stamp is added around the product's own E-step object; the fit is unchanged.
+    """
+    stamps = []
+    orig = estep_class.__call__
+
+    def call(self, params, t):
+        stamps.append(time.perf_counter())
+        return orig(self, params, t)
+
+    estep_class.__call__ = call
+    try:
+        yield stamps
+    finally:
+        estep_class.__call__ = orig
+
+
+def per_iteration(estep_class, run, n_iter, repeats):
+    """Seconds per EM iteration (E-step + aggregation + M-step), from ``repeats`` fits of ``n_iter``.
+
+    A fit with tol=0 calls the E-step ``n_iter`` times; the gaps between consecutive calls are
+    whole iterations. The first gap (the cold E-step from gamma = -1) is left out. Returns
+    ``{"median", "mean", "setup"}``: median and mean of the gaps, and the best time from the
+    start of a fit to its first E-step (reading, encoding, merging).
+    """
+    gaps, setup = [], []
+    for _ in range(repeats):
+        with iteration_clock(estep_class) as stamps:
+            t0 = time.perf_counter()
+            run(n_iter)
+        setup.append(stamps[0] - t0)
+        gaps.extend(np.diff(stamps)[1:])
+    return {"median": float(np.median(gaps)), "mean": float(np.mean(gaps)), "setup": min(setup)}
+
+
+# --------------------------------------------------------------------------- one core, child
+
+
+def child_in_memory(store_url, n_iter, repeats, converge):
+    """One core, in memory; runs in a fresh process. Returns a dict of figures."""
+    from ensemble_dask.consensus import bce as bce_mod
+    from ensemble_dask.consensus.bce import BCE, compress_rows, encode_labels, estep_stats, label_categories
+    from ensemble_dask.store import RunStore
+
+    store = RunStore(store_url, mode="r")
+    labels = store["labels"][:]
+    y = store["y_true"][:]
+    BCE(K, max_iter=2, random_state=0).fit(labels[:1000])  # compile (or load numba's cache)
+    out = {"rss_before_mib": status_mib("VmRSS"), "labels_mib": labels.nbytes / 2**20}
+    out["peak_reset"] = reset_peak()
+    out["iter"] = per_iteration(
+        bce_mod._InMemoryEStep,
+        lambda m: BCE(K, max_iter=m, tol=0.0, random_state=0).fit(labels),
+        n_iter,
+        repeats,
+    )
+    if converge:
+        t0 = time.perf_counter()
+        est = BCE(K, random_state=0).fit(labels)
+        out.update(
+            converge_s=time.perf_counter() - t0,
+            n_iter=int(est.n_iter_),
+            converged=bool(est.converged_),
+            lower_bound=float(est.lower_bound_),
+            effective_k=int(est.effective_k_),
+            mp=float(micro_precision(est.labels_, y)),
+        )
+    out["peak_mib"] = status_mib("VmHWM")
+
+    # the E-step kernel alone, warm-started, with and without merging identical rows
+    cats = label_categories(labels)
+    gidx, _ = encode_labels(labels, cats)
     t0 = time.perf_counter()
-    run(a)
-    ta = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    run(b)
-    tb = time.perf_counter() - t0
-    return (tb - ta) / (b - a), ta
+    uniq, weight, _ = compress_rows(gidx)
+    out["merge_s"] = time.perf_counter() - t0
+    est = BCE(K, random_state=0)
+    est._check_params()
+    params = est._random_params(np.random.default_rng(0), cats)
+    n, N = gidx.shape
+    for name, g, w in (("merged", uniq, weight), ("unmerged", gidx, np.ones(n))):
+        gamma = np.full((g.shape[0], K), -1.0)
+        times = []
+        for _ in range(4):  # the first call starts from gamma = -1 (cold), the others are warm
+            t0 = time.perf_counter()
+            estep_stats(g, np.ones(N), np.empty((g.shape[0], 0)), np.empty(0), params, gamma, 1e-4, 100, w)
+            times.append(time.perf_counter() - t0)
+        out[f"estep_{name}_s"] = min(times[1:])
+        out[f"estep_{name}_rows"] = int(g.shape[0])
+    out["n"], out["N"] = int(n), int(N)
+    return out
+
+
+def run_child(store_url, n_iter, repeats, converge):
+    cmd = [sys.executable, __file__, "--child", store_url, "--iters", str(n_iter), "--repeats", str(repeats)]
+    cmd += [] if converge else ["--quick"]
+    res = subprocess.run(
+        cmd, env={**os.environ, **ONE_THREAD}, capture_output=True, text=True, check=False, cwd=ROOT
+    )
+    if res.returncode:
+        sys.stderr.write(res.stderr)
+        raise SystemExit(f"in-memory child failed with code {res.returncode}")
+    line = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT ") :])
+
+
+# --------------------------------------------------------------------------- parent
+
+
+def _worker_hwm():
+    return status_mib("VmHWM")
+
+
+def ms(d):
+    return f"{1000 * d['median']:8.2f} ms (mean {1000 * d['mean']:.2f})"
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="fewer timed iterations, no full convergence run")
+    ap.add_argument("--quick", action="store_true", help="fewer timed iterations, no convergence runs")
+    ap.add_argument("--iters", type=int, default=21, help="max_iter of each timed fit (tol=0)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed fits per configuration")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     warnings.simplefilter("ignore")
-    from ensemble_dask.consensus.bce import BCE
-
-    labels, y = kdd_labels()
-    n, N = labels.shape
-    print(f"labels: {n} x {N}, categories per clustering: {[int(c.max()) + 1 for c in labels.T]}")
-    spans = {"dask": (1, 21), "sites": (1, 31)}
     if args.quick:
-        spans = {"dask": (1, 6), "sites": (1, 6)}
+        args.iters, args.repeats = min(args.iters, 6), 1
+    if args.child:
+        out = child_in_memory(args.child, args.iters, args.repeats, not args.quick)
+        print("RESULT " + json.dumps(out))
+        return
 
-    # ---- one core, in memory
-    BCE(5, max_iter=1, random_state=0).fit(labels[:1000])  # compile
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    # (setup - validation, encoding, merging identical rows - costs more than many iterations,
-    # so time a converged run and subtract a 1-iteration run)
-    t0 = time.perf_counter()
-    BCE(5, max_iter=1, random_state=0).fit(labels)
-    one = time.perf_counter() - t0
-    sec_mem = None
-    if not args.quick:
+    from ensemble_dask.consensus.bce import BCE
+    from ensemble_dask.dask_bce import DaskBlockEStep, fit_bce_dask
+    from ensemble_dask.federated import _SiteEStep, run_federated_bce
+    from ensemble_dask.federated_stage import split_sites
+    from ensemble_dask.generate import generate
+    from ensemble_dask.ingest import ingest
+    from ensemble_dask.parallel import dask_client
+    from ensemble_dask.store import RunStore
+
+    timed = f"median (mean) over {args.repeats} fits x {args.iters - 2} warm iterations"
+    t_start = time.perf_counter()
+    print(load_average())
+    with tempfile.TemporaryDirectory(prefix="bench_bce_") as tmp:
+        store = RunStore(os.path.join(tmp, "run.zarr"))
         t0 = time.perf_counter()
-        est = BCE(5, random_state=0).fit(labels)
-        total = time.perf_counter() - t0
-        sec_mem = max(total - one, 1e-9) / max(est.n_iter_ - 1, 1)
+        info = ingest(store, str(KDD_FILE), schema="kdd99")
         print(
-            f"in memory, 1 core: {1000 * sec_mem:.2f} ms per EM iteration (setup + 1 iteration: {one:.2f} s)"
+            f"ingest: {info['n']:,} records, d={info['d']} "
+            f"(dropped constant: {info['dropped_constant']}), {len(info['classes'])} classes, "
+            f"{time.perf_counter() - t0:.1f} s"
         )
-        rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        print(
-            f"in memory, 1 core, to convergence (tol=1e-5): {est.n_iter_} iterations, {total:.1f} s, "
-            f"converged={est.converged_}, effective k={est.effective_k_}, "
-            f"micro-precision vs the 23 labels={micro_precision(est.labels_, y):.4f}"
-        )
-        print(
-            f"peak RSS: {rss1 / 1024:.0f} MiB (before the fits: {rss0 / 1024:.0f} MiB; "
-            f"labels matrix {labels.nbytes / 2**20:.0f} MiB)"
-        )
-
-    # ---- the kernel without merging identical rows (data without duplicate label rows)
-    from ensemble_dask.consensus.bce import encode_labels, estep_stats, label_categories
-
-    cats = label_categories(labels)
-    gidx, _ = encode_labels(labels, cats)
-    est = BCE(5, random_state=0)
-    est._check_params()
-    params = est._random_params(np.random.default_rng(0), cats)
-    gamma = np.full((n, 5), -1.0)
-    empty = np.empty((n, 0))
-    for it in range(3):
-        t0 = time.perf_counter()
-        estep_stats(gidx, np.ones(N), empty, np.empty(0), params, gamma, 1e-4, 100)
-        print(
-            f"E-step on all {n} rows without merging duplicates (warm start #{it}): "
-            f"{time.perf_counter() - t0:.2f} s ({n / (time.perf_counter() - t0):,.0f} rows/s)"
-        )
-    print(f"distinct label rows: {np.unique(labels, axis=0).shape[0]} of {n}")
-
-    # ---- 2-worker LocalCluster, labels in zarr row blocks
-    import zarr
-    from distributed import Client, LocalCluster
-
-    from ensemble_dask.dask_bce import fit_bce_dask
-
-    tmp = tempfile.mkdtemp(prefix="bench_bce_")
-    url = os.path.join(tmp, "labels.zarr")
-    z = zarr.create_array(url, shape=labels.shape, chunks=(50_000, N), dtype="int32")
-    z[:] = labels
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
-        Client(cluster) as client,
-    ):
-        fit_bce_dask(url, 5, client=client, max_iter=1, random_state=0)  # compile on the workers
-        sec_dask, setup = per_iteration(
-            lambda m: fit_bce_dask(url, 5, client=client, max_iter=m, tol=0.0, random_state=0), *spans["dask"]
-        )
-        print(
-            f"Dask, 2 workers x 1 thread, 10 blocks of 50,000 rows: "
-            f"{1000 * sec_dask:.1f} ms per EM iteration "
-            f"(ratio to 1 core in memory: {(sec_mem or float('nan')) / sec_dask:.2f}); "
-            f"run with {spans['dask'][0]} iteration incl. setup {setup:.1f} s"
-        )
-
-    # ---- 4 sites: secure vs plain aggregation
-    from distributed import Nanny, Scheduler, SpecCluster
-
-    from ensemble_dask.federated import run_federated_bce
-
-    cuts = np.linspace(0, n, 5).astype(int)
-    sites = []
-    for p in range(4):
-        path = os.path.join(tmp, f"site{p}.zarr")
-        zs = zarr.create_array(path, shape=(cuts[p + 1] - cuts[p], N), chunks=(50_000, N), dtype="int32")
-        zs[:] = labels[cuts[p] : cuts[p + 1]]
-        sites.append({"name": f"site-{p}", "url": path, "resource": f"site-{p}"})
-    workers = {
-        f"w{i}": {"cls": Nanny, "options": {"nthreads": 1, "resources": {f"site-{i}": 1}}} for i in range(4)
-    }
-    with (
-        SpecCluster(
-            scheduler={"cls": Scheduler, "options": {"dashboard_address": ":0"}}, workers=workers
-        ) as sc,
-        Client(sc) as client,
-    ):
-        client.wait_for_workers(4)
-        run_federated_bce(sites, 5, client, mode="plain", max_iter=1, random_state=0)  # compile
-        out = {}
-        for mode in ("plain", "secure"):
-            out[mode], _ = per_iteration(
-                lambda m, mode=mode: run_federated_bce(
-                    sites, 5, client, mode=mode, max_iter=m, tol=0.0, random_state=0
-                ),
-                *spans["sites"],
+        labels_url = f"{store.url}/labels"
+        with dask_client(n_workers=2) as client:
+            t0 = time.perf_counter()
+            generate(store, client, n_clusterings=20, ensemble="type1", k_min=3, k_max=12, rate=1.0, seed=0)
+            gen_s = time.perf_counter() - t0
+            labels = store["labels"][:]
+            y = store["y_true"][:]
+            n, N = labels.shape
+            ks = [p["k"] for p in store["labels"].attrs["partitions"]]
+            base_mp = [micro_precision(labels[:, j], y) for j in range(N)]
+            print(
+                f"generate: {N} k-means clusterings (type1, k in 3..12, rate 1.0) of all {n:,} rows "
+                f"on 2 workers, {gen_s:.1f} s; k = {ks}"
             )
-        res_s = run_federated_bce(sites, 5, client, mode="secure", max_iter=4, tol=0.0, random_state=0)
-        ref = BCE(5, max_iter=4, tol=0.0, random_state=0).fit(labels)
+            print(
+                f"micro-precision of the base clusterings vs the {y.max() + 1} labels: "
+                f"mean {np.mean(base_mp):.4f}, max {np.max(base_mp):.4f}"
+            )
+            distinct = np.unique(labels, axis=0).shape[0]
+            per_block = sum(
+                np.unique(labels[a : a + BLOCK_ROWS], axis=0).shape[0] for a in range(0, n, BLOCK_ROWS)
+            )
+            print(
+                f"distinct label rows: {distinct:,} of {n:,}; the E-step merges identical rows (exact), "
+                f"so it runs on {distinct:,} rows in memory and on {per_block:,} rows over the "
+                f"{-(-n // BLOCK_ROWS)} Dask blocks of {BLOCK_ROWS:,} rows"
+            )
+            print(load_average())
+
+            # ---- 2-worker LocalCluster, labels read from the run store in row blocks
+            client.restart()  # fresh worker processes: their peak memory is the fit's
+            client.run(reset_peak)
+            fit_bce_dask(labels_url, K, client=client, block_rows=BLOCK_ROWS, max_iter=2, random_state=0)
+            dask_it = per_iteration(
+                DaskBlockEStep,
+                lambda m: fit_bce_dask(
+                    labels_url, K, client=client, block_rows=BLOCK_ROWS, max_iter=m, tol=0.0, random_state=0
+                ),
+                args.iters,
+                args.repeats,
+            )
+            dask_fit = None
+            if not args.quick:
+                t0 = time.perf_counter()
+                dask_fit = fit_bce_dask(labels_url, K, client=client, block_rows=BLOCK_ROWS, random_state=0)
+                dask_fit_s = time.perf_counter() - t0
+            worker_peak = sorted(client.run(_worker_hwm).values())
+            load_dask = load_average()
+
+        # ---- one core, in memory (fresh process)
+        mem = run_child(store.url, args.iters, args.repeats, not args.quick)
+        load_mem = load_average()
+        mem_it = mem["iter"]
+
+        print(f"\n== BCE k={K} on the {n:,} x {N} labels; seconds per EM iteration: {timed} ==")
         print(
-            f"4 sites (4 worker processes on this machine): "
-            f"plain aggregation {1000 * out['plain']:.1f} ms/iter, "
-            f"secure aggregation {1000 * out['secure']:.1f} ms/iter, "
-            f"overhead {1000 * (out['secure'] - out['plain']):+.1f} ms/iter "
-            f"({100 * (out['secure'] / out['plain'] - 1):+.1f}%)"
+            f"in memory, 1 core:           {ms(mem_it)}; setup before the first E-step {mem_it['setup']:.2f} s"
+        )
+        print(
+            f"Dask, 2 workers x 1 thread:  {ms(dask_it)}; setup before the first E-step "
+            f"{dask_it['setup']:.2f} s"
+        )
+        print(
+            f"ratio 1 core / Dask 2 workers (median): {mem_it['median'] / dask_it['median']:.3f} "
+            "(> 1: Dask faster)"
+        )
+        if "n_iter" in mem:
+            print(
+                f"in memory to convergence (tol=1e-5): {mem['n_iter']} iterations, "
+                f"{mem['converge_s']:.2f} s in all, converged={mem['converged']}, "
+                f"effective k={mem['effective_k']}, micro-precision vs the {y.max() + 1} labels "
+                f"{mem['mp']:.4f}"
+            )
+        if dask_fit is not None:
+            print(
+                f"Dask to convergence: {dask_fit.n_iter_} iterations, {dask_fit_s:.2f} s in all, "
+                f"relative bound difference to in memory "
+                f"{abs(dask_fit.lower_bound_ / mem['lower_bound'] - 1):.1e}, "
+                f"micro-precision {micro_precision(dask_fit.labels_, y):.4f}"
+            )
+        print(
+            f"peak memory, in memory: VmHWM {mem['peak_mib']:.0f} MiB over the fits "
+            f"(reset after loading: {'yes' if mem['peak_reset'] else 'no'}; RSS before the fits "
+            f"{mem['rss_before_mib']:.0f} MiB, labels matrix {mem['labels_mib']:.0f} MiB)"
+        )
+        print(
+            "peak memory, Dask workers (VmHWM since restart): "
+            f"{', '.join(f'{w:.0f}' for w in worker_peak)} MiB"
+        )
+        m_rows, u_rows = mem["estep_merged_rows"], mem["estep_unmerged_rows"]
+        print(
+            f"E-step kernel, 1 core, warm start: merged ({m_rows:,} distinct rows, weighted) "
+            f"{1000 * mem['estep_merged_s']:.2f} ms = {n / mem['estep_merged_s']:,.0f} input rows/s; "
+            f"unmerged ({u_rows:,} rows) {mem['estep_unmerged_s']:.3f} s = "
+            f"{n / mem['estep_unmerged_s']:,.0f} rows/s; merging itself {mem['merge_s']:.2f} s once per fit"
+        )
+        print(f"during the Dask timings: {load_dask}; during the in-memory timings: {load_mem}")
+
+        # ---- 4 sites, secure vs plain aggregation
+        sites = split_sites(store, os.path.join(tmp, "sites"), SITES)
+        sites = [
+            {k: v for k, v in s.items() if k != "output"} for s in sites
+        ]  # memberships stay at the sites
+        with dask_client(resources=[{s: 1} for s in SITES]) as client:
+            client.wait_for_workers(len(SITES))
+            run_federated_bce(sites, K, client, mode="secure", max_iter=2, random_state=0)  # compile
+            fed = {}
+            for mode in ("plain", "secure"):
+                fed[mode] = per_iteration(
+                    _SiteEStep,
+                    lambda m, mode=mode: run_federated_bce(
+                        sites, K, client, mode=mode, max_iter=m, tol=0.0, random_state=0
+                    ),
+                    args.iters,
+                    args.repeats,
+                )
+            res_s = run_federated_bce(sites, K, client, mode="secure", max_iter=4, tol=0.0, random_state=0)
+            load_fed = load_average()
+        ref = BCE(K, max_iter=4, tol=0.0, random_state=0).fit(labels)
+        print(f"\n== row-distributed BCE k={K}, {len(SITES)} sites (one worker process each): {timed} ==")
+        print(f"plain aggregation:   {ms(fed['plain'])}; setup {fed['plain']['setup']:.2f} s")
+        print(f"secure aggregation:  {ms(fed['secure'])}; setup {fed['secure']['setup']:.2f} s")
+        print(
+            f"secure aggregation overhead (medians): "
+            f"{1000 * (fed['secure']['median'] - fed['plain']['median']):+.2f} ms per iteration "
+            f"({100 * (fed['secure']['median'] / fed['plain']['median'] - 1):+.1f}%)"
         )
         print(
             "secure vs centralised after 4 iterations: relative bound difference "
-            f"{abs(res_s.lower_bound_ / ref.lower_bound_ - 1):.2e}"
+            f"{abs(res_s.lower_bound_ / ref.lower_bound_ - 1):.1e}"
         )
+        print(f"during the federated timings: {load_fed}")
+    print(f"\ntotal {time.perf_counter() - t_start:.0f} s; {load_average()}")
 
 
 if __name__ == "__main__":
