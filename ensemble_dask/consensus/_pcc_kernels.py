@@ -348,6 +348,13 @@ def _pcc_core(
         lo = indptr[jj]
         m = indptr[jj + 1] - lo
         # gather: a = y_J.y_i, delta = y_iU - y_iV, c = w d'(x, a), and rho(0), rho'(0)
+        # touch the neighbours' rows first: independent loads that the CPU overlaps, so the
+        # gather below finds them in cache instead of waiting for each miss in turn
+        touch = 0.0
+        for t in range(m):
+            touch += S[np.int64(indices[lo + t]), 0]
+        if touch < 0.0:  # never (rows are on the simplex); keeps the loads alive
+            break
         r0 = 0.0
         dr0 = 0.0
         for t in range(m):
