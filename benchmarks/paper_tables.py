@@ -4,32 +4,44 @@ PCC part: papers/003 Sect. 7.2, Tables 4-7 (H and adjusted Rand of PCC-KL and PC
 type 1 and type 2) for iris (r-1), wine (r-2) and ionosphere (r-4); PPC (papers/002) is run on the
 same ensembles (the tables have no PPC row). One function per table; ``main()`` picks sections.
 
+Everything runs through the package: ``ensemble_dask.datasets.load_uci`` reads the data, the base
+clusterings are specifications run by ``ensemble_dask.clusterers.run_clustering`` (its registry of
+algorithms, each clustering seeded by its own spec), and the co-association counts come from
+``ensemble_dask.coassoc.coassociation`` (strategy ``full``: every pair).
+
 Ensembles (Sect. 7.2; the paper does not give every detail, our choices are marked *):
-* type 1: k-means with random initialisation and a random number of clusters, k uniform in
-  [ceil(sqrt(n)/2), ceil(sqrt(n))] (the micro-block ensembles of Lourenço et al. 2010*),
-  ``--n-type1`` = 100 partitions*;
-* type 2: single, average, complete, ward and centroid link (scipy), k-means and spectral
-  clustering (scikit-learn), each once per number of clusters K_i of Table 3.
+* type 1: ``plan_ensemble(ensemble="type1")``: k-means (k-means++ init*, one run) with a random
+  number of clusters, k uniform in [ceil(sqrt(n)/2), ceil(sqrt(n))] (the micro-block ensembles
+  of Lourenco et al. 2010*), ``--n-type1`` = 100 partitions*, on all points;
+* type 2: single, average, complete, ward and centroid link (SciPy), k-means and spectral
+  clustering (scikit-learn) of the registry, each once per number of clusters K_i of Table 3
+  (the paper's grid; ``--type2 plan`` instead draws len(K_i) x 7 random (algorithm, k) pairs with
+  ``plan_ensemble(ensemble="type2", k_min=min K_i, k_max=max K_i)``).
 Features are standardised*. PCC runs to its KKT tolerance (cap ``--iter-factor`` * n K)*, PPC for
 up to 1000 sweeps; each seed draws a new ensemble and a new start.
 
 Usage, from the repository root:
-    PYTHONPATH=. python benchmarks/paper_tables.py [--tables 4 5 6 7] [--seeds 10]
+    python benchmarks/paper_tables.py [--tables 4 5 6 7] [--seeds 10] [--type2 grid|plan]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
-import warnings
 from pathlib import Path
 
-import numpy as np
+# Run as a script from a checkout: import this tree's package, not whatever is installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ensemble_dask import dense_coassociation
-from ensemble_dask.consensus.pcc import PCC, PPC
-from ensemble_dask.metrics import ari, h_criterion
+import numpy as np  # noqa: E402
+
+from ensemble_dask.clusterers import plan_ensemble, run_clustering, subsample_of  # noqa: E402
+from ensemble_dask.coassoc import coassociation  # noqa: E402
+from ensemble_dask.consensus.pcc import PCC, PPC  # noqa: E402
+from ensemble_dask.datasets import load_uci as _load_uci  # noqa: E402
+from ensemble_dask.metrics import ari, h_criterion  # noqa: E402
 
 UCI = Path(__file__).resolve().parents[2] / "shared" / "data" / "uci"
 
@@ -39,6 +51,7 @@ DATASETS = {
     "wine": {"row": "r-2", "K": 3, "Ki": [4, 5, 6, 7, 8, 9, 10, 15, 20]},
     "ionosphere": {"row": "r-4", "K": 2, "Ki": [4, 5, 6, 7, 8, 9, 10, 15, 20]},
 }
+TYPE2_ALGORITHMS = ("single", "average", "complete", "ward", "centroid", "kmeans", "spectral")
 
 # Tables 4-7 of papers/003, transcribed:
 # {table: {method: ((avg, std, max, min) of iris r-1, of wine r-2, of ionosphere r-4)}}
@@ -63,8 +76,8 @@ PAPER = {
 
 
 def load_uci(name):
-    X = np.loadtxt(UCI / f"{name}.data.gz", ndmin=2)
-    y = np.loadtxt(UCI / f"{name}.labels0.gz", dtype=np.int64)
+    """The data set with standardised features (constant columns dropped) and its classes."""
+    X, y = _load_uci(name, UCI)
     std = X.std(axis=0)
     X = (X[:, std > 0] - X[:, std > 0].mean(axis=0)) / std[std > 0]
     return X, y
@@ -73,37 +86,45 @@ def load_uci(name):
 # --------------------------------------------------------------------------- ensembles
 
 
-def ensemble_type1(X, seed, n_partitions):
-    """k-means, random init, k uniform in [ceil(sqrt(n)/2), ceil(sqrt(n))]."""
-    from sklearn.cluster import KMeans
+def _labels(X, specs):
+    """n x N labels matrix of the clusterings ``specs`` (-1 outside a clustering's subsample)."""
+    n = X.shape[0]
+    labels = np.full((n, len(specs)), -1, dtype=np.int32)
+    for u, spec in enumerate(specs):
+        idx = subsample_of(spec, n)
+        labels[idx, u] = run_clustering(X[idx], spec)
+    return labels
 
+
+def ensemble_type1(X, seed, n_partitions):
+    """k-means, k uniform in [ceil(sqrt(n)/2), ceil(sqrt(n))], through ``plan_ensemble``."""
     n = X.shape[0]
     lo, hi = math.ceil(math.sqrt(n) / 2), math.ceil(math.sqrt(n))
-    cols = []
-    for s in np.random.SeedSequence([seed, 1]).spawn(n_partitions):
-        rng = np.random.default_rng(s)
-        k = int(rng.integers(lo, hi + 1))
-        cols.append(KMeans(k, init="random", n_init=1, random_state=int(rng.integers(2**31))).fit_predict(X))
-    return np.column_stack(cols)
+    return _labels(X, plan_ensemble(n, n_partitions, ensemble="type1", k_min=lo, k_max=hi, seed=seed))
 
 
-def ensemble_type2(X, seed, ks):
-    """Hierarchical (single, average, complete, ward, centroid), k-means and spectral, one per K_i."""
-    from scipy.cluster.hierarchy import fcluster, linkage
-    from sklearn.cluster import KMeans, SpectralClustering
-
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 2]))
-    cols = []
-    for method in ("single", "average", "complete", "ward", "centroid"):
-        Z = linkage(X, method=method)
-        cols += [fcluster(Z, t=k, criterion="maxclust") - 1 for k in ks]
-    for k in ks:
-        cols.append(KMeans(k, n_init=1, random_state=int(rng.integers(2**31))).fit_predict(X))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "graph is not fully connected" on some sets
-            sc = SpectralClustering(k, random_state=int(rng.integers(2**31)), assign_labels="cluster_qr")
-            cols.append(sc.fit_predict(X))
-    return np.column_stack(cols)
+def ensemble_type2(X, seed, ks, mode="grid"):
+    """The registry's hierarchical, k-means and spectral clusterers: each once per K_i (``grid``),
+    or ``len(ks) * 7`` random (algorithm, k) draws of ``plan_ensemble(ensemble="type2")``."""
+    n = X.shape[0]
+    if mode == "plan":
+        specs = plan_ensemble(
+            n,
+            len(ks) * len(TYPE2_ALGORITHMS),
+            ensemble="type2",
+            k_min=min(ks),
+            k_max=max(ks),
+            algorithms=list(TYPE2_ALGORITHMS),
+            seed=seed,
+        )
+        return _labels(X, specs)
+    seeds = np.random.SeedSequence([seed, 2]).generate_state(len(ks) * len(TYPE2_ALGORITHMS))
+    specs = []
+    for algo in TYPE2_ALGORITHMS:
+        for k in ks:
+            u = len(specs)
+            specs.append({"index": u, "algorithm": algo, "k": k, "seed": int(seeds[u]), "rate": 1.0, "m": n})
+    return _labels(X, specs)
 
 
 # --------------------------------------------------------------------------- experiments
@@ -111,9 +132,9 @@ def ensemble_type2(X, seed, ks):
 _RESULTS = {}
 
 
-def run(ensemble, seeds, n_type1, iter_factor):
+def run(ensemble, seeds, n_type1, iter_factor, type2="grid"):
     """{dataset: {method: {"H": [...], "ARI": [...]}}} over seeds; cached per ensemble type."""
-    key = (ensemble, seeds, n_type1, iter_factor)
+    key = (ensemble, seeds, n_type1, iter_factor, type2)
     if key in _RESULTS:
         return _RESULTS[key]
     out = {}
@@ -123,9 +144,11 @@ def run(ensemble, seeds, n_type1, iter_factor):
         res = {m: {"H": [], "ARI": [], "sec": []} for m in ("PCC-KL", "PCC-L2", "PPC")}
         for seed in range(seeds):
             labels = (
-                ensemble_type1(X, seed, n_type1) if ensemble == 1 else ensemble_type2(X, seed, meta["Ki"])
+                ensemble_type1(X, seed, n_type1)
+                if ensemble == 1
+                else ensemble_type2(X, seed, meta["Ki"], type2)
             )
-            pairs = dense_coassociation(labels)
+            pairs = coassociation(labels, strategy="full", seed=seed)
             models = {
                 "PCC-KL": PCC(K, divergence="kl", max_iter=iter_factor * n * K, random_state=seed),
                 "PCC-L2": PCC(K, divergence="l2", max_iter=iter_factor * n * K, random_state=seed),
@@ -143,8 +166,9 @@ def run(ensemble, seeds, n_type1, iter_factor):
 
 
 def _print_table(number, title, ensemble, criterion, args):
-    res = run(ensemble, args.seeds, args.n_type1, args.iter_factor)
-    print(f"\nTable {number}: {title} ({args.seeds} seeds; ours, paper in brackets)")
+    res = run(ensemble, args.seeds, args.n_type1, args.iter_factor, args.type2)
+    extra = f", type 2 = {args.type2}" if ensemble == 2 else ""
+    print(f"\nTable {number}: {title} ({args.seeds} seeds{extra}; ours, paper in brackets)")
     names = list(DATASETS)
     print(
         f"{'method':>8} {'stat':>4} " + " ".join(f"{n + ' (' + DATASETS[n]['row'] + ')':>20}" for n in names)
@@ -191,6 +215,7 @@ def main(argv=None):
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--n-type1", type=int, default=100, help="partitions in a type-1 ensemble")
     p.add_argument("--iter-factor", type=int, default=100, help="PCC iteration cap = this * n * K")
+    p.add_argument("--type2", choices=("grid", "plan"), default="grid", help="type-2 ensemble design")
     args = p.parse_args(argv)
     for t in args.tables:
         TABLES[t](args)

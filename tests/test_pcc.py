@@ -122,6 +122,43 @@ def test_divergences_hand_computed():
         assert K.ddiv(K.KL, x1, x2, eps) == pytest.approx(num, rel=1e-5)
 
 
+def test_second_derivative_matches_finite_differences():
+    eps, h = 1e-10, 1e-6
+    for code in (K.KL, K.L2):
+        for x1, x2 in [(0.3, 0.6), (0.0, 0.2), (1.0, 0.9), (0.5, 0.5), (0.9, 0.05)]:
+            num = (K.ddiv(code, x1, x2 + h, eps) - K.ddiv(code, x1, x2 - h, eps)) / (2 * h)
+            assert K.d2div(code, x1, x2, eps) == pytest.approx(num, rel=1e-5)
+    # along the tangent continuation of KL the derivative is constant
+    assert K.d2div(K.KL, 0.3, 0.0, eps) == 0.0 and K.d2div(K.KL, 0.3, 1.0, eps) == 0.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), m=st.integers(1, 30), rtol=st.sampled_from([1e-4, 1e-8, 1e-12]))
+def test_newton_line_search_brackets_the_exact_step(seed, m, rtol):
+    """KL step of eq. (9): rho(step) <= 0 (no increase of f) and the root lies within rtol above."""
+    rng = np.random.default_rng(seed)
+    eps = 1e-10
+    x = rng.choice([0.0, 1.0, 0.5, 0.25], size=m) * (rng.random(m) < 0.7) + rng.random(m) * (
+        rng.random(m) < 0.3
+    )
+    x = np.clip(x, 0.0, 1.0)
+    w = rng.integers(1, 100, size=m).astype(float)
+    a = rng.uniform(0.0, 1.0, size=m)
+    y_vj = rng.uniform(0.01, 1.0)
+    delta = rng.uniform(-1.0, 1.0, size=m)
+    delta = np.clip(delta, -a, 1.0 - a)  # y_J.y_i stays in [0, 1] along the segment, as on the simplex
+    r0, dr0 = K._rho(K.KL, eps, 0.0, x, w, 0, a, delta, m)
+    step = K._line_search(K.KL, False, eps, rtol, x, w, 0, a, delta, m, y_vj, r0, dr0)
+    assert 0.0 <= step <= y_vj
+    if r0 >= 0:
+        assert step == 0.0
+        return
+    assert K._rho(K.KL, eps, step, x, w, 0, a, delta, m)[0] <= 0.0
+    if step < y_vj:  # the root is in (step, step (1 + rtol)]: rho changes sign there
+        hi = step + rtol * max(step, 1e-300) * 1.0000001
+        assert K._rho(K.KL, eps, min(hi, y_vj), x, w, 0, a, delta, m)[0] > 0.0
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.floats(-10, 10), min_size=1, max_size=40), st.data())
 def test_heap_keeps_the_minimum_on_top(keys, data):
