@@ -495,3 +495,120 @@ def test_cli_coassoc(tmp_path, capsys):
         main(["coassoc", "--store", "memory://coassoc-cli-bad", "--strategy", "per-point", "--l", "300"]) == 2
     )
     assert "'l' parameter must be < n=300; got l=300" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- spilled transit
+
+
+def test_kernels_row_order_and_scatter_by_hand():
+    from ensemble_dask import _coassoc_kernels as k
+
+    ptr, order = k.row_order_kernel(np.array([2, 0, 2, 1, 0], dtype=np.int64), 4)
+    assert ptr.tolist() == [0, 2, 3, 5, 5] and order.tolist() == [1, 4, 3, 0, 2]  # stable within a row
+    # two pieces over rows 0..2 appended row by row: row 0 gets [7, 8], row 1 [9], row 2 [5, 6]
+    fill = np.array([0, 2, 3], dtype=np.int64)
+    cols = np.zeros(5, dtype=np.int64)
+    co = np.zeros(5, dtype=np.int32)
+    both = np.zeros(5, dtype=np.int32)
+    first = (np.array([0, 1, 2, 3]), np.array([7, 9, 5], dtype=np.int32))
+    second = (np.array([0, 1, 1, 2]), np.array([8, 6], dtype=np.int32))
+    for p, c in (first, second):
+        k.scatter_rows_kernel(p.astype(np.int64), np.stack([c, c, c + 1], axis=1), fill, cols, co, both)
+    assert cols.tolist() == [7, 8, 9, 5, 6] and co.tolist() == [7, 8, 9, 5, 6]
+    assert both.tolist() == [8, 9, 10, 6, 7] and fill.tolist() == [2, 3, 5]
+
+
+def test_spilled_build_equals_in_memory():
+    labels = random_labels(120, 7, seed=31)
+    g = run_store("memory://coassoc-spill", labels)
+    for strategy in PARAMS:
+        expected = coassociation(labels, strategy=strategy, seed=8, block_size=16, **PARAMS[strategy])
+        # 4 partitions and small nnz chunks: a task writes several chunks, its rows straddle
+        # partitions; then one partition
+        for count_mode, row_block, nnz_chunk in (
+            ("rows", 32, expected.nnz // 41),
+            ("join", 32, expected.nnz // 41),
+            ("join", 1000, expected.nnz // 7),
+        ):
+            summary = build_coassociation(
+                g,
+                strategy=strategy,
+                seed=8,
+                block_size=16,
+                row_block=row_block,
+                count_mode=count_mode,
+                nnz_chunk=nnz_chunk,
+                spill=True,
+                client_or_scheduler="threads",
+                **PARAMS[strategy],
+            )
+            assert summary["spill"] is True and summary["complete"] is True
+            assert "_tmp" not in g["pairs"]  # temporaries are gone
+            assert sorted(g["pairs"].array_keys()) == ["both", "co", "indices", "indptr"]
+            assert_same(read_pairs(g), expected)
+
+
+def test_spill_auto_follows_the_expected_pair_volume(monkeypatch):
+    import ensemble_dask.coassoc as coassoc_module
+
+    labels = random_labels(200, 4, seed=32)
+    g = run_store("memory://coassoc-spill-auto", labels)
+    expected = coassociation(labels, strategy="per-point", seed=1, l=3)
+    summary = build_coassociation(g, strategy="per-point", seed=1, l=3, client_or_scheduler="sync")
+    assert summary["spill"] is False
+    # 200 points x l=3 draws x 16 bytes = 9600 bytes: above a tiny threshold, the build spills
+    monkeypatch.setattr(coassoc_module, "_AUTO_SPILL_BYTES", 9599)
+    summary = build_coassociation(g, strategy="per-point", seed=1, l=3, client_or_scheduler="sync")
+    assert summary["spill"] is True
+    assert_same(read_pairs(g), expected)
+    monkeypatch.setattr(coassoc_module, "_AUTO_SPILL_BYTES", 9600)
+    assert (
+        build_coassociation(g, strategy="per-point", seed=1, l=3, client_or_scheduler="sync")["spill"]
+        is False
+    )
+    with pytest.raises(InputError, match="'spill' parameter must be 'auto', True or False; got 'yes'"):
+        build_coassociation(g, strategy="per-point", seed=1, l=3, spill="yes")
+
+
+def test_spilled_build_on_process_workers(process_client, tmp_path):
+    labels = random_labels(260, 5, seed=33)
+    url = str(tmp_path / "run.zarr")
+    run_store(url, labels, row_chunk=64)
+    for strategy, count_mode in (("per-point", "join"), ("uniform", "rows"), ("cocluster", "join")):
+        expected = coassociation(labels, strategy=strategy, seed=5, block_size=40, **PARAMS[strategy])
+        build_coassociation(
+            url,
+            strategy=strategy,
+            seed=5,
+            block_size=40,
+            row_block=80,
+            count_mode=count_mode,
+            nnz_chunk=max(16, expected.nnz // 9),
+            spill=True,
+            client_or_scheduler=process_client,
+            **PARAMS[strategy],
+        )
+        assert_same(read_pairs(url), expected)
+        assert not (tmp_path / "run.zarr" / "pairs" / "_tmp").exists()
+
+
+def test_spilled_build_with_bad_labels_cleans_up():
+    labels = random_labels(120, 4, seed=34)
+    labels[101, 3] = -3
+    g = run_store("memory://coassoc-spill-bad", labels)
+    for count_mode in ("rows", "join"):
+        with pytest.raises(InputError, match="got -3 at row 101, column 3"):
+            build_coassociation(
+                g,
+                strategy="uniform",
+                p=0.02,
+                seed=0,
+                row_block=32,
+                block_size=32,
+                count_mode=count_mode,
+                spill=True,
+                client_or_scheduler="sync",
+            )
+        assert g["pairs"].attrs["complete"] is False and "_tmp" not in g["pairs"]
+        with pytest.raises(InputError, match="not complete"):
+            read_pairs(g)
