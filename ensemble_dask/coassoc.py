@@ -74,6 +74,7 @@ _AUTO_SPILL_BYTES = 256 << 20  # pairs in transit larger than this go through pa
 _TRANSIT_BYTES_PER_PAIR = 16
 _TMP_CHUNK = 1 << 18  # chunk length of the temporary arrays
 _ASSEMBLE_BYTES = 64 << 20  # at most about this many output bytes per assembling task
+_CHECK_BYTES = 64 << 20  # label bytes per validation task of update_coassociation
 _READ_BYTES = 32 << 20  # int32 label bytes read at once when compacting a row block
 PAIRS_GROUP = "pairs"
 TMP_GROUP = "_tmp"
@@ -956,6 +957,13 @@ def _compact_partition(locator, transit, bounds, r):
     return lab.dtype.str
 
 
+def _check_label_block(locator, r0, r1, c0, c1):
+    """Validate label rows ``r0:r1``, columns ``c0:c1`` (values >= -1 that fit int32)."""
+    arr = _labels_array(locator.open("r"), str(locator))
+    _checked_rows(arr, r0, r1, c0, c1)
+    return r1 - r0
+
+
 def _update_range(locator, e0, e1, row0, indptr, c0, c1):
     """Add the counts of label columns ``c0:c1`` to stored entries ``e0:e1`` (whole nnz chunks)."""
     group = locator.open("r+")
@@ -1246,7 +1254,9 @@ def update_coassociation(group_or_url, *, client_or_scheduler=None, storage_opti
 
     Columns ``0 .. n_clusterings - 1`` are already counted; columns from there to
     ``labels.shape[1]`` are counted for every stored entry and added to ``co`` and
-    ``both``; the old columns are not read. While it runs the group is marked incomplete
+    ``both``; the old columns are not read. Every row of the new columns is validated first
+    (bad labels raise :class:`InputError` and leave the stored pairs as they were). While the
+    counts are added the group is marked incomplete
     (``complete=False``, ``updating=[old, new]``); a run killed halfway leaves it so, and
     the store must then be rebuilt.
 
@@ -1295,6 +1305,16 @@ def update_coassociation(group_or_url, *, client_or_scheduler=None, storage_opti
     locator = _locator(group_or_url, storage_options)
     scheduler, owned = _resolve_scheduler(client_or_scheduler)
     try:
+        # Every row of the new columns is validated first (also rows no stored pair touches):
+        # bad labels leave the stored pairs complete and untouched.
+        label_rows = int(labels.chunks[0])
+        per = max(1, _CHECK_BYTES // (4 * (new - old)))
+        per = -(-per // label_rows) * label_rows
+        checks = [
+            dask.delayed(_check_label_block, pure=True)(locator, r0, min(r0 + per, n), old, new)
+            for r0 in range(0, n, per)
+        ]
+        dask.compute(*checks, scheduler=scheduler)
         pg.attrs.update({"complete": False, "updating": [old, new]})
         indptr = np.asarray(pg["indptr"][:], dtype=np.int64)
         nnz = int(indptr[-1])

@@ -612,3 +612,23 @@ def test_spilled_build_with_bad_labels_cleans_up():
         assert g["pairs"].attrs["complete"] is False and "_tmp" not in g["pairs"]
         with pytest.raises(InputError, match="not complete"):
             read_pairs(g)
+
+
+def test_update_checks_every_row_of_the_new_columns():
+    """A bad value in a row that no stored pair touches is still refused, and the store stays complete."""
+    labels = random_labels(400, 4, seed=35)
+    g = zarr.open_group(store="memory://coassoc-update-check", mode="w")
+    arr = g.create_array("labels", shape=(400, 4), chunks=(50, 1), dtype="int32")
+    arr[:] = labels
+    build_coassociation(g, strategy="uniform", p=0.0005, seed=0, client_or_scheduler="sync")
+    before = read_pairs(g)
+    untouched = np.setdiff1d(np.arange(400), np.concatenate([before.rows(), before.indices]))
+    assert untouched.size > 300
+    arr.resize((400, 6))
+    new = random_labels(400, 2, seed=36)
+    new[untouched[-1], 1] = -4
+    arr[:, 4:] = new
+    with pytest.raises(InputError, match=f"got -4 at row {untouched[-1]}, column 5"):
+        update_coassociation(g, client_or_scheduler="threads", chunks_per_task=1)
+    assert g["pairs"].attrs["complete"] is True and g["pairs"].attrs["n_clusterings"] == 4
+    assert_same(read_pairs(g), before)
