@@ -20,7 +20,11 @@ Layers
 * the Dask layer (:func:`build_coassociation`, :func:`update_coassociation`): it only
   decides which in-memory function runs on which rows. Tasks open the run store themselves
   (URL + storage_options) and read the label rows they need; only pairs and counts travel
-  between tasks.
+  between tasks, in task results or, for large builds (``spill``), through temporary arrays
+  under ``pairs/_tmp/`` so that no worker holds more than the pieces of its current task.
+  The build runs in four rounds: draw and deduplicate pairs by row partition; count each
+  piece (rows of partition r x rows of partition q) into row-sorted forward and mirrored
+  pieces; write ``indptr``; and assemble, each task owning a run of whole nnz chunks.
 
 Examples
 --------
@@ -1350,6 +1354,7 @@ def coassoc_stage(
     row_block=None,
     count_mode="auto",
     nnz_chunk=DEFAULT_NNZ_CHUNK,
+    spill="auto",
     **params,
 ):
     """Run the ``coassoc`` stage on a :class:`~ensemble_dask.store.RunStore`.
@@ -1364,9 +1369,9 @@ def coassoc_stage(
     store : RunStore
     client : distributed.Client, default=None
         Where the graph runs (``None``: Dask's default scheduler).
-    strategy, seed, block_size, row_block, count_mode, nnz_chunk, **params
-        As in :func:`build_coassociation`. ``row_block``, ``count_mode`` and ``nnz_chunk`` do not
-        change the result and are not part of the stage's identity.
+    strategy, seed, block_size, row_block, count_mode, nnz_chunk, spill, **params
+        As in :func:`build_coassociation`. ``row_block``, ``count_mode``, ``nnz_chunk`` and
+        ``spill`` do not change the result and are not part of the stage's identity.
 
     Returns
     -------
@@ -1403,6 +1408,7 @@ def coassoc_stage(
                 row_block=row_block,
                 count_mode=count_mode,
                 nnz_chunk=nnz_chunk,
+                spill=spill,
                 **params,
             )
         store["pairs"].attrs["generate_params"] = gen_params

@@ -632,3 +632,20 @@ def test_update_checks_every_row_of_the_new_columns():
         update_coassociation(g, client_or_scheduler="threads", chunks_per_task=1)
     assert g["pairs"].attrs["complete"] is True and g["pairs"].attrs["n_clusterings"] == 4
     assert_same(read_pairs(g), before)
+
+
+def test_stage_spill_is_not_part_of_its_identity():
+    from ensemble_dask.coassoc import coassoc_stage
+
+    labels = random_labels(150, 3, seed=37)
+    store = generated_store("memory://coassoc-stage-spill", labels)
+    info = coassoc_stage(store, strategy="per-point", l=4, seed=6, spill=True, row_block=64, block_size=32)
+    assert info["skipped"] is False and store["pairs"].attrs["spill"] is True
+    assert_same(
+        read_pairs(store),
+        coassociation(labels, strategy="per-point", seed=stage_seed_of(6), l=4, block_size=32),
+    )
+    # the same stage without spilling is up to date: same pairs, nothing recomputed
+    assert (
+        coassoc_stage(store, strategy="per-point", l=4, seed=6, spill=False, block_size=32)["skipped"] is True
+    )
