@@ -27,14 +27,16 @@ Usage, from the repository root:
 from __future__ import annotations
 
 import argparse
-import resource
+import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import scipy.sparse as sp
 import zarr
 from scipy.sparse.csgraph import connected_components
@@ -50,6 +52,7 @@ from ensemble_dask.metrics import h_criterion
 
 N_CLUST = 100
 RATE = 0.5
+REPEAT = 3
 
 
 def synthetic_labels(n, n_clust=N_CLUST, rate=RATE, seed=0, rows=None):
@@ -103,8 +106,73 @@ def write_labels_store(url, n, row_chunk, seed=0):
     return g
 
 
-def maxrss_mib():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+def _status_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def reset_peak():
+    """Reset this process's peak resident set size (VmHWM), as ``echo 5 > clear_refs`` does."""
+    with open(f"/proc/{os.getpid()}/clear_refs", "w") as f:
+        f.write("5")
+    return os.getpid()
+
+
+def peak_mib(pid=None):
+    """Peak resident set size (VmHWM, per process: not inherited from a parent) in MiB."""
+    return _status_kib(pid or os.getpid(), "VmHWM") / 1024.0
+
+
+class MemoryMonitor:
+    """Samples the resident memory of this process and all its descendants every ``interval`` s.
+
+    ``peak_total_mib`` is the largest sum seen at one instant (a lower bound of the true peak of
+    the sum: it may miss a spike shorter than the interval); the per-process VmHWM peaks, summed,
+    bound it from above.
+    """
+
+    def __init__(self, interval=0.1):
+        self.interval = interval
+        self.peak_total_mib = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        me = psutil.Process()
+        while not self._stop.is_set():
+            total = 0
+            for proc in [me, *me.children(recursive=True)]:
+                try:
+                    total += proc.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.peak_total_mib = max(self.peak_total_mib, total / 2**20)
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def process_peaks(client):
+    """VmHWM of this process and of every process below it (workers, nannies...), in MiB, by name."""
+    me = psutil.Process()
+    workers = {info["pid"]: addr for addr, info in client.run(lambda: {"pid": os.getpid()}).items()}
+    out = {"client (+ scheduler)": peak_mib()}
+    for proc in me.children(recursive=True):
+        try:
+            name = f"worker {workers[proc.pid]}" if proc.pid in workers else " ".join(proc.cmdline()[:3])
+            out[f"{name} [{proc.pid}]"] = peak_mib(proc.pid)
+        except (psutil.Error, OSError):
+            pass
+    return out
 
 
 def cluster(n_workers=2):
@@ -139,37 +207,56 @@ def bench_paper(workdir):
     url = str(Path(workdir) / "bench_paper.zarr")
     g = zarr.open_group(store=url, mode="w")
     g.create_array("labels", data=labels, chunks=(16384, 1))
+    del labels
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores, shared machine)")
+
+    def build(scheduler, mode):
+        kwargs = {
+            "strategy": "uniform",
+            "seed": 1,
+            "p": p,
+            "client_or_scheduler": scheduler,
+            "count_mode": mode,
+        }
+        return timed(build_coassociation, url, **kwargs)
+
+    one_core = {}
     for mode in ("rows", "join"):
-        summary, t = timed(
-            build_coassociation,
-            url,
-            strategy="uniform",
-            seed=1,
-            p=p,
-            client_or_scheduler="sync",
-            count_mode=mode,
-        )
+        reset_peak()
+        times = [build("sync", mode)[1] for _ in range(REPEAT)]
+        one_core[mode] = min(times)
         print(
-            f"build on one core (sync scheduler, count_mode={mode}, sample+count+write zarr): {t:.2f} s, "
-            f"nnz={summary['nnz']:,}"
+            f"build on one core (sync scheduler, count_mode={mode}, sample+count+write zarr): best "
+            f"{min(times):.2f} s, median {np.median(times):.2f} s of {REPEAT}; peak memory {peak_mib():,.0f} MiB"
         )
     lc, client = cluster(2)
+    two_workers = {}
     try:
         client.run(lambda: count_pairs([[0], [0]], [0], [1]))  # warm the numba cache in the workers
         for mode in ("rows", "join"):
-            summary, t = timed(
-                build_coassociation,
-                url,
-                strategy="uniform",
-                seed=1,
-                p=p,
-                client_or_scheduler=client,
-                count_mode=mode,
+            reset_peak()
+            client.run(reset_peak)
+            with MemoryMonitor() as monitor:
+                times = [build(client, mode)[1] for _ in range(REPEAT)]
+            peaks = process_peaks(client)
+            two_workers[mode] = min(times)
+            per_process = ", ".join(f"{name.split(' [')[0]} {v:,.0f}" for name, v in peaks.items())
+            print(
+                f"build on a 2-worker LocalCluster (count_mode={mode}): best {min(times):.2f} s, median "
+                f"{np.median(times):.2f} s of {REPEAT}; peak memory "
+                f"{per_process} MiB, sum "
+                f"{sum(peaks.values()):,.0f} MiB (largest sampled total {monitor.peak_total_mib:,.0f} MiB)"
             )
-            print(f"build on a 2-worker LocalCluster (count_mode={mode}): {t:.2f} s")
     finally:
         client.close()
         lc.close()
+    print(
+        f"SUMMARY 120k: {comps / best / 1e6:,.0f} M label comparisons/s counting on one core; build "
+        f"(count_mode=rows, the default here) {one_core['rows']:.2f} s on one core vs "
+        f"{two_workers['rows']:.2f} s on a 2-worker LocalCluster "
+        f"(= {comps / one_core['rows'] / 1e6:,.0f} vs {comps / two_workers['rows'] / 1e6:,.0f} M label "
+        f"comparisons/s end to end)"
+    )
     pc = read_pairs(url)
     print(f"stored: {pc.n_pairs:,} pairs, mean N_ij = {pc.both.mean():.1f}, mean c_ij = {pc.co.mean():.1f}")
     shutil.rmtree(url)
@@ -229,23 +316,32 @@ def bench_large(workdir, n, l, row_chunk, label):
     lc, client = cluster(2)
     try:
         client.run(lambda: count_pairs([[0], [0]], [0], [1]))
-        rss0 = maxrss_mib()
-        summary, t = timed(
-            build_coassociation, url, strategy="per-point", seed=5, l=l, client_or_scheduler=client
-        )
-        workers = client.run(maxrss_mib)
+        load = os.getloadavg()
+        before = {"client": peak_mib(), **{a: v for a, v in client.run(peak_mib).items()}}
+        reset_peak()
+        client.run(reset_peak)
+        with MemoryMonitor() as monitor:
+            summary, t = timed(
+                build_coassociation, url, strategy="per-point", seed=5, l=l, client_or_scheduler=client
+            )
+        peaks = process_peaks(client)
     finally:
         client.close()
         lc.close()
     print(
         f"build: {t:.1f} s, {summary['n_pairs']:,} pairs, nnz={summary['nnz']:,}, "
-        f"count_mode={summary['count_mode']}, "
-        f"row_block={summary['row_block']:,}"
+        f"count_mode={summary['count_mode']}, row_block={summary['row_block']:,}, spill={summary['spill']} "
+        f"(load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})"
     )
-    peaks = sorted(workers.values())
     print(
-        f"peak RSS: client {maxrss_mib():,.0f} MiB (before build {rss0:,.0f}), workers "
-        f"{', '.join(f'{v:,.0f}' for v in peaks)} MiB; sum {maxrss_mib() + sum(peaks):,.0f} MiB"
+        f"peak resident memory (VmHWM) before the build: {', '.join(f'{v:,.0f}' for v in before.values())} MiB"
+    )
+    print("peak resident memory during the build (VmHWM, reset at its start):")
+    for name, v in peaks.items():
+        print(f"    {name}: {v:,.0f} MiB")
+    print(
+        f"    sum of the per-process peaks: {sum(peaks.values()):,.0f} MiB; largest total sampled every "
+        f"0.1 s: {monitor.peak_total_mib:,.0f} MiB"
     )
     t = time.perf_counter()
     rows = 0

@@ -10,7 +10,13 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["count_pairs_kernel", "cluster_index_kernel", "cocluster_draws_kernel"]
+__all__ = [
+    "count_pairs_kernel",
+    "cluster_index_kernel",
+    "cocluster_draws_kernel",
+    "row_order_kernel",
+    "scatter_rows_kernel",
+]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -150,3 +156,59 @@ def cocluster_draws_kernel(labels_rows, row0, n, members, start, n_cocluster, n_
                 keys[r * per + t] = i * n + j
             else:
                 keys[r * per + t] = j * n + i
+
+
+@numba.njit(cache=True, nogil=True)
+def row_order_kernel(rows, n_rows):
+    """Stable counting sort of entries by row.
+
+    Parameters
+    ----------
+    rows : ndarray of shape (P,), int64
+        Local row of each entry, in ``[0, n_rows)``.
+    n_rows : int
+
+    Returns
+    -------
+    ptr : ndarray of shape (n_rows + 1,), int64
+        Entries of row x are ``order[ptr[x]:ptr[x + 1]]``.
+    order : ndarray of shape (P,), int64
+        Entry indices grouped by row, in their original order within a row.
+    """
+    ptr = np.zeros(n_rows + 1, dtype=np.int64)
+    for p in range(rows.shape[0]):
+        ptr[rows[p] + 1] += 1
+    for x in range(n_rows):
+        ptr[x + 1] += ptr[x]
+    fill = ptr[:-1].copy()
+    order = np.empty(rows.shape[0], dtype=np.int64)
+    for p in range(rows.shape[0]):
+        x = rows[p]
+        order[fill[x]] = p
+        fill[x] += 1
+    return ptr, order
+
+
+@numba.njit(cache=True, nogil=True)
+def scatter_rows_kernel(ptr, data, fill, out_cols, out_co, out_both):
+    """Append each row's entries of one row-sorted piece at that row's fill position.
+
+    Parameters
+    ----------
+    ptr : ndarray of shape (m + 1,), int64
+        Entries of local row x of the piece are rows ``ptr[x]:ptr[x + 1]`` of ``data``.
+    data : ndarray of shape (P, 3), int32 or int64
+        Column, c_ij and N_ij of each entry.
+    fill : ndarray of shape (m,), int64
+        Output position of the next entry of each row; advanced in place.
+    out_cols : ndarray, int64
+    out_co, out_both : ndarray, int32
+    """
+    for x in range(ptr.shape[0] - 1):
+        q = fill[x]
+        for e in range(ptr[x], ptr[x + 1]):
+            out_cols[q] = data[e, 0]
+            out_co[q] = data[e, 1]
+            out_both[q] = data[e, 2]
+            q += 1
+        fill[x] = q

@@ -20,7 +20,11 @@ Layers
 * the Dask layer (:func:`build_coassociation`, :func:`update_coassociation`): it only
   decides which in-memory function runs on which rows. Tasks open the run store themselves
   (URL + storage_options) and read the label rows they need; only pairs and counts travel
-  between tasks.
+  between tasks, in task results or, for large builds (``spill``), through temporary arrays
+  under ``pairs/_tmp/`` so that no worker holds more than the pieces of its current task.
+  The build runs in four rounds: draw and deduplicate pairs by row partition; count each
+  piece (rows of partition r x rows of partition q) into row-sorted forward and mirrored
+  pieces; write ``indptr``; and assemble, each task owning a run of whole nnz chunks.
 
 Examples
 --------
@@ -70,7 +74,14 @@ DEFAULT_BLOCK_SIZE = 4096
 DEFAULT_NNZ_CHUNK = 1 << 20
 _AUTO_JOIN_BYTES = 512 << 20  # labels larger than this are counted by row-block join
 _LABEL_GEN_TASKS = 2  # drawing tasks of the strategies that read the whole labels matrix
+_AUTO_SPILL_BYTES = 256 << 20  # pairs in transit larger than this go through pairs/_tmp
+_TRANSIT_BYTES_PER_PAIR = 16
+_TMP_CHUNK = 1 << 18  # chunk length of the temporary arrays
+_ASSEMBLE_BYTES = 64 << 20  # at most about this many output bytes per assembling task
+_CHECK_BYTES = 64 << 20  # label bytes per validation task of update_coassociation
+_READ_BYTES = 32 << 20  # int32 label bytes read at once when compacting a row block
 PAIRS_GROUP = "pairs"
+TMP_GROUP = "_tmp"
 
 
 # --------------------------------------------------------------------------- pair sampling
@@ -447,12 +458,52 @@ def _checked_rows(arr, r0, r1, c0=0, c1=None):
     return np.ascontiguousarray(block, dtype=np.int32)
 
 
+def _compact_rows(arr, r0, r1):
+    """Label rows ``r0:r1`` validated and held in the smallest of int8, int16, int32 that fits them.
+
+    Read by groups of columns, so that no more than about ``_READ_BYTES`` of int32 is held
+    besides the result (and reading by whole columns avoids a strided copy of every chunk).
+    """
+    n_cols = int(arr.shape[1])
+    step = int(arr.chunks[1])
+    width = max(step, (_READ_BYTES // (4 * max(1, r1 - r0))) // step * step)
+    out = np.empty((r1 - r0, n_cols), dtype=np.int8)
+    for c0 in range(0, n_cols, width):
+        c1 = min(c0 + width, n_cols)
+        block = _checked_rows(arr, r0, r1, c0, c1)
+        top = int(block.max(initial=-1))
+        if top > np.iinfo(out.dtype).max:
+            out = out.astype(np.int16 if top <= np.iinfo(np.int16).max else np.int32)
+        out[:, c0:c1] = block
+    return out
+
+
+def _common_dtype(a, b):
+    """The two label blocks in one dtype (the wider of theirs), so the kernel sees one signature."""
+    if a.dtype == b.dtype:
+        return a, b
+    wide = np.promote_types(a.dtype, b.dtype)
+    return a.astype(wide), b.astype(wide)
+
+
 def _create_pairs_group(group, n, nnz, *, row_chunk, nnz_chunk, attrs):
     """(Re)create ``pairs/`` with empty arrays and ``complete=False`` attributes."""
+    return _create_pairs_arrays(
+        _new_pairs_group(group, attrs), n, nnz, row_chunk=row_chunk, nnz_chunk=nnz_chunk
+    )
+
+
+def _new_pairs_group(group, attrs):
+    """(Re)create an empty ``pairs/`` group with ``complete=False`` attributes."""
     if PAIRS_GROUP in group:
         del group[PAIRS_GROUP]
     pg = group.create_group(PAIRS_GROUP)
     pg.attrs.put({**attrs, "complete": False})
+    return pg
+
+
+def _create_pairs_arrays(pg, n, nnz, *, row_chunk, nnz_chunk):
+    """The empty CSR arrays of ``pairs/``."""
     pg.create_array("indptr", shape=(n + 1,), chunks=(max(1, row_chunk),), dtype="int64", fill_value=0)
     c = max(1, min(nnz_chunk, nnz)) if nnz else 1
     pg.create_array("indices", shape=(nnz,), chunks=(c,), dtype="int64", fill_value=0)
@@ -630,9 +681,86 @@ def iter_pair_blocks(group_or_url, *, rows_per_block=1 << 16, storage_options=No
 # --------------------------------------------------------------------------- block functions
 # In-memory functions the Dask graph maps over partitions of rows. A partition is a run of
 # whole seed blocks, so its pairs do not depend on how many partitions there are.
+#
+# Pieces of pairs travel between tasks either as task results (small inputs) or, when the
+# build spills, as arrays under ``pairs/_tmp/<kind>/`` of the run store: a task then returns
+# only a :class:`_Spilled` handle, and the workers hold no pairs between tasks.
 
 
-def _gen_partition(sampler, blocks, bounds, locator):
+@dataclass(frozen=True)
+class _Spilled:
+    """A piece written to ``pairs/_tmp/<kind>/``: its name and the shape and dtype of each array."""
+
+    kind: str
+    name: str
+    arrays: tuple  # ((key, shape, dtype str), ...)
+
+    def shape(self, key):
+        return next(shape for k, shape, _ in self.arrays if k == key)
+
+    def dtype(self, key):
+        return next(np.dtype(d) for k, _, d in self.arrays if k == key)
+
+
+@dataclass(frozen=True)
+class _Transit:
+    """How pieces of pairs travel: ``locator`` None keeps them in task results, else they spill."""
+
+    locator: _Locator | None = None
+    chunk: int = _TMP_CHUNK
+
+    def __dask_tokenize__(self):
+        where = None if self.locator is None else self.locator.__dask_tokenize__()
+        return ("ensemble_dask.coassoc._Transit", where, self.chunk)
+
+    def open(self, kind):
+        """The temporary group of ``kind`` (None when pieces stay in memory)."""
+        if self.locator is None:
+            return None
+        return self.locator.open("r+")[f"{PAIRS_GROUP}/{TMP_GROUP}/{kind}"]
+
+    def put(self, tmp, name, **arrays):
+        """A piece of named arrays: the arrays themselves, or a handle to their spilled copies."""
+        if tmp is None:
+            return arrays
+        spec = []
+        for key, a in arrays.items():
+            a = np.ascontiguousarray(a)
+            if a.size:
+                tmp.create_array(
+                    f"{name}.{key}",
+                    data=a,
+                    chunks=(min(self.chunk, a.shape[0]), *a.shape[1:]),
+                    compressors=_tmp_codec(),
+                    overwrite=True,
+                )
+            spec.append((key, tuple(int(x) for x in a.shape), a.dtype.str))
+        return _Spilled(tmp.basename, name, tuple(spec))
+
+
+def _tmp_codec():
+    """A fast codec for the temporary arrays (written once, read once or twice)."""
+    from zarr.codecs import BloscCodec
+
+    return BloscCodec(cname="lz4", clevel=1, shuffle="shuffle")
+
+
+def _get(tmp, piece, key, start=0, stop=None):
+    """Rows ``start:stop`` of array ``key`` of a piece (in memory or spilled)."""
+    if isinstance(piece, dict):
+        return piece[key][start:stop]
+    shape = piece.shape(key)
+    stop = shape[0] if stop is None else stop
+    if stop <= start or shape[0] == 0:
+        return np.zeros((0, *shape[1:]), dtype=piece.dtype(key))
+    return np.asarray(tmp[f"{piece.name}.{key}"][start:stop])
+
+
+def _length(piece, key):
+    return len(piece[key]) if isinstance(piece, dict) else piece.shape(key)[0]
+
+
+def _gen_partition(sampler, blocks, bounds, locator, transit, g):
     """Pair keys drawn by the seed blocks ``blocks``, bucketed by partition of their smaller point."""
     labels = None
     index = None
@@ -642,57 +770,116 @@ def _gen_partition(sampler, blocks, bounds, locator):
         index = _cluster_index(labels)
     parts = [sampler.block_keys(b, index, labels) for b in blocks]
     keys = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    del parts, labels, index
     if not sampler.row_local:
         keys = _unique(keys)
     cuts = np.searchsorted(keys, bounds * sampler.n)
-    return [keys[cuts[r] : cuts[r + 1]] for r in range(len(bounds) - 1)]
+    tmp = transit.open("gen")
+    return [transit.put(tmp, f"{g}_{r}", keys=keys[cuts[r] : cuts[r + 1]]) for r in range(len(bounds) - 1)]
 
 
-def _upper_partition(n, bounds, *buckets):
-    """Unique pairs owned by one partition, split by the partition of their larger point."""
-    keys = buckets[0] if len(buckets) == 1 else _unique(np.concatenate(buckets))
+def _upper_partition(n, bounds, transit, r, *buckets):
+    """Unique pairs owned by partition r, split by the partition of their larger point."""
+    tmp = transit.open("gen")
+    parts = [_get(tmp, b, "keys") for b in buckets]
+    keys = parts[0] if len(parts) == 1 else _unique(np.concatenate(parts))
+    del parts
     part_of_j = np.searchsorted(bounds, keys % n, side="right") - 1
     small = np.int16 if len(bounds) < 2**15 else np.int64  # int16: a linear-time radix sort
     order = np.argsort(part_of_j.astype(small), kind="stable")
     cuts = np.searchsorted(part_of_j[order], np.arange(len(bounds)))
+    del part_of_j
     keys = keys[order]
-    return [keys[cuts[q] : cuts[q + 1]] for q in range(len(bounds) - 1)]
+    del order
+    out = transit.open("up")
+    return [transit.put(out, f"{r}_{q}", keys=keys[cuts[q] : cuts[q + 1]]) for q in range(len(bounds) - 1)]
 
 
 def _sizes(upper):
-    return [len(k) for k in upper]
+    return [_length(piece, "keys") for piece in upper]
 
 
-def _count_join(locator, n, r_bounds, q_bounds, keys):
-    """Count pairs with i in rows ``r_bounds`` and j in rows ``q_bounds``, reading those two row blocks."""
+def _put_counted(transit, tmp, n, bounds, r, q, il, jl, co, both):
+    """The counted pairs (i, j) of rows r x rows q as two row-sorted pieces: forward (rows i) and mirror.
+
+    ``il`` and ``jl`` are local rows in partitions r and q, sorted by (i, j). Each piece holds
+    ``data`` of shape (P, 3), the (global column, c_ij, N_ij) of its entries (int32 when n fits
+    int32), and ``ptr``: the entries of local row x are ``ptr[x]:ptr[x + 1]``, columns ascending.
+    ``None`` when there are no pairs.
+    """
+    if il.size == 0:
+        return None, None
+    r0, r1, q0, q1 = int(bounds[r]), int(bounds[r + 1]), int(bounds[q]), int(bounds[q + 1])
+    data = np.empty((il.size, 3), dtype=np.int32 if n <= np.iinfo(np.int32).max else np.int64)
+    data[:, 0] = jl + q0
+    data[:, 1] = co
+    data[:, 2] = both
+    fptr = np.zeros(r1 - r0 + 1, dtype=np.int64)
+    np.cumsum(np.bincount(il, minlength=r1 - r0), out=fptr[1:])
+    forward = transit.put(tmp, f"fw_{r}_{q}", data=data, ptr=fptr)
+    mptr, order = _k.row_order_kernel(jl, q1 - q0)  # stable: columns i ascend within a row j
+    data = data[order]
+    data[:, 0] = il[order] + r0
+    mirror = transit.put(tmp, f"mi_{r}_{q}", data=data, ptr=mptr)
+    return forward, mirror
+
+
+def _count_join(locator, transit, n, bounds, r, q, piece, *after):
+    """Count the pairs with i in partition r and j in partition q, reading those two row blocks.
+
+    ``after`` are the results of the tasks that must run first (the compacted label blocks r, q).
+    """
     arr = _labels_array(locator.open("r"), str(locator))
-    la = _checked_rows(arr, *r_bounds)
-    lb = la if tuple(q_bounds) == tuple(r_bounds) else _checked_rows(arr, *q_bounds)
+    r0, r1, q0, q1 = int(bounds[r]), int(bounds[r + 1]), int(bounds[q]), int(bounds[q + 1])
+    if transit.locator is None:
+        la = _compact_rows(arr, r0, r1)
+        lb = la if q == r else _compact_rows(arr, q0, q1)
+    else:  # the compact copies written by _compact_partition
+        tmp = transit.open("lab")
+        la = np.asarray(tmp[str(r)][:])
+        lb = la if q == r else np.asarray(tmp[str(q)][:])
+    la, lb = _common_dtype(la, lb)
+    keys = _get(transit.open("up"), piece, "keys")
+    il = keys // n - r0
+    jl = keys % n - q0
+    del keys
+    co = np.empty(il.size, dtype=np.int32)
+    both = np.empty(il.size, dtype=np.int32)
+    _k.count_pairs_kernel(la, lb, il, jl, co, both)
+    del la, lb
+    return _put_counted(transit, transit.open("cnt"), n, bounds, r, q, il, jl, co, both)
+
+
+def _count_rows(locator, transit, n, bounds, r, upper):
+    """Count all pairs owned by partition r, reading the span of rows they touch.
+
+    ``upper`` are its pieces (r, q) for q = r, r + 1, ...; returns their (forward, mirror) pieces.
+    """
+    arr = _labels_array(locator.open("r"), str(locator))
+    tmp = transit.open("up")
+    parts = [_get(tmp, piece, "keys") for piece in upper]
+    lengths = [len(k) for k in parts]
+    keys = np.concatenate(parts)
+    del parts
+    r0, r1 = int(bounds[r]), int(bounds[r + 1])
+    hi = max(int((keys % n).max()) + 1 if keys.size else 0, r1)
+    lab = _compact_rows(arr, r0, hi)
     i = keys // n
     j = keys % n
-    co = np.empty(keys.size, dtype=np.int32)
-    both = np.empty(keys.size, dtype=np.int32)
-    _k.count_pairs_kernel(la, lb, i - r_bounds[0], j - q_bounds[0], co, both)
-    return keys, co, both
-
-
-def _count_rows(locator, n, r_bounds, upper):
-    """Count all pairs owned by one partition, reading the span of rows they touch."""
-    arr = _labels_array(locator.open("r"), str(locator))
-    keys = np.concatenate(upper)
-    hi = max(int((keys % n).max()) + 1 if keys.size else 0, r_bounds[1])
-    lab = _checked_rows(arr, r_bounds[0], hi)
-    i = keys // n - r_bounds[0]
-    j = keys % n - r_bounds[0]
-    co = np.empty(keys.size, dtype=np.int32)
-    both = np.empty(keys.size, dtype=np.int32)
-    _k.count_pairs_kernel(lab, lab, i, j, co, both)
+    del keys
+    co = np.empty(i.size, dtype=np.int32)
+    both = np.empty(i.size, dtype=np.int32)
+    _k.count_pairs_kernel(lab, lab, i - r0, j - r0, co, both)
+    del lab
     out = []
     start = 0
-    for piece in upper:
-        stop = start + len(piece)
-        out.append((piece, co[start:stop], both[start:stop]))
-        start = stop
+    cnt = transit.open("cnt")
+    for q, length in enumerate(lengths, start=r):
+        s = slice(start, start + length)
+        il = i[s] - r0
+        jl = j[s] - int(bounds[q])
+        out.append(_put_counted(transit, cnt, n, bounds, r, q, il, jl, co[s], both[s]))
+        start += length
     return out
 
 
@@ -700,16 +887,18 @@ def _pick(seq, k):
     return seq[k]
 
 
-def _assemble_write(locator, n, r_bounds, offset, nnz_chunk, forward, reverse):
-    """Symmetric CSR rows of one partition; write its indptr and whole nnz chunks, return the edges."""
-    r0, r1 = r_bounds
-    rows = np.concatenate([k // n for k, _, _ in forward] + [k % n for k, _, _ in reverse])
-    cols = np.concatenate([k % n for k, _, _ in forward] + [k // n for k, _, _ in reverse])
-    co = np.concatenate([c for _, c, _ in forward] + [c for _, c, _ in reverse])
-    both = np.concatenate([b for _, _, b in forward] + [b for _, _, b in reverse])
-    order = np.argsort(rows * n + cols)  # keys are unique: no need for a stable sort
-    rows, cols, co, both = rows[order], cols[order], co[order], both[order]
-    counts = np.bincount(rows - r0, minlength=r1 - r0)
+def _write_indptr(locator, transit, n, bounds, r, offset, nnz_chunk, *pieces):
+    """Write ``indptr`` of partition r from the row counts of its pieces; locate the nnz chunk starts.
+
+    Returns the nnz chunk starts ``c`` in this partition's entries and, for each, the last row
+    starting at or before it and the first row starting at or after it.
+    """
+    r0, r1 = int(bounds[r]), int(bounds[r + 1])
+    counts = np.zeros(r1 - r0, dtype=np.int64)
+    tmp = transit.open("cnt")
+    for piece in pieces:
+        if piece is not None:
+            counts += np.diff(_get(tmp, piece, "ptr"))
     indptr = np.empty(r1 - r0 + 1, dtype=np.int64)
     indptr[0] = offset
     np.cumsum(counts, out=indptr[1:])
@@ -717,46 +906,66 @@ def _assemble_write(locator, n, r_bounds, offset, nnz_chunk, forward, reverse):
     pg = locator.open("r+")[PAIRS_GROUP]
     stop = r1 + 1 if r1 == n else r1
     pg["indptr"][r0:stop] = indptr[: stop - r0]
-    e0, e1 = offset, offset + rows.size
-    c0 = -(-e0 // nnz_chunk) * nnz_chunk  # first chunk boundary at or after e0
-    c1 = (e1 // nnz_chunk) * nnz_chunk  # last chunk boundary at or before e1
-    if e1 == pg["indices"].shape[0]:
-        c1 = e1  # the final chunk may be short
-    edges = []
-    if c0 < c1:
-        sl = slice(c0 - e0, c1 - e0)
-        pg["indices"][c0:c1] = cols[sl]
-        pg["co"][c0:c1] = co[sl]
-        pg["both"][c0:c1] = both[sl]
-        if e0 < c0:
-            edges.append((e0, cols[: c0 - e0], co[: c0 - e0], both[: c0 - e0]))
-        if c1 < e1:
-            edges.append((c1, cols[c1 - e0 :], co[c1 - e0 :], both[c1 - e0 :]))
-    elif e0 < e1:
-        edges.append((e0, cols, co, both))
-    return edges
+    starts = np.arange(-(-offset // nnz_chunk) * nnz_chunk, indptr[-1], nnz_chunk, dtype=np.int64)
+    right = r0 + np.searchsorted(indptr, starts, side="right") - 1
+    left = r0 + np.searchsorted(indptr, starts, side="left")
+    return starts, right, left
 
 
-def _write_edge_chunk(locator, chunk_start, chunk_stop, *edge_lists):
-    """Write one nnz chunk shared by several partitions from their edge pieces."""
-    pieces = sorted(
-        (p for edges in edge_lists for p in edges if p[0] < chunk_stop and p[0] + len(p[1]) > chunk_start),
-        key=lambda p: p[0],
-    )
-    idx = np.zeros(chunk_stop - chunk_start, dtype=np.int64)
-    co = np.zeros(chunk_stop - chunk_start, dtype=np.int32)
-    both = np.zeros(chunk_stop - chunk_start, dtype=np.int32)
-    for start, cols, c, b in pieces:
-        a0 = max(start, chunk_start)
-        a1 = min(start + len(cols), chunk_stop)
-        idx[a0 - chunk_start : a1 - chunk_start] = cols[a0 - start : a1 - start]
-        co[a0 - chunk_start : a1 - chunk_start] = c[a0 - start : a1 - start]
-        both[a0 - chunk_start : a1 - chunk_start] = b[a0 - start : a1 - start]
+def _assemble_range(locator, transit, bounds, e0, e1, ra, rb, row_pieces):
+    """Write entries ``e0:e1`` (whole nnz chunks) of the CSR: rows ``ra .. rb - 1`` from their pieces.
+
+    ``row_pieces[r]`` are the pieces of partition r in column order: mirrors of (q, r) for
+    q <= r, then forwards of (r, q) for q >= r.
+    """
     pg = locator.open("r+")[PAIRS_GROUP]
-    pg["indices"][chunk_start:chunk_stop] = idx
-    pg["co"][chunk_start:chunk_stop] = co
-    pg["both"][chunk_start:chunk_stop] = both
-    return chunk_stop - chunk_start
+    indptr = np.asarray(pg["indptr"][ra : rb + 1], dtype=np.int64)
+    base = int(indptr[0])
+    size = int(indptr[-1]) - base
+    cols = np.empty(size, dtype=np.int64)
+    co = np.empty(size, dtype=np.int32)
+    both = np.empty(size, dtype=np.int32)
+    fill = indptr[:-1] - base
+    tmp = transit.open("cnt")
+    for r, pieces in sorted(row_pieces.items()):
+        r0, r1 = int(bounds[r]), int(bounds[r + 1])
+        a, b = max(ra, r0), min(rb, r1)
+        for piece in pieces:
+            if piece is None:
+                continue
+            ptr = np.asarray(_get(tmp, piece, "ptr", a - r0, b - r0 + 1), dtype=np.int64)
+            s0, s1 = int(ptr[0]), int(ptr[-1])
+            if s1 > s0:
+                data = _get(tmp, piece, "data", s0, s1)
+                _k.scatter_rows_kernel(ptr - s0, data, fill[a - ra : b - ra], cols, co, both)
+    if not np.array_equal(fill, indptr[1:] - base):
+        raise RuntimeError(f"coassoc: rows {ra}..{rb - 1} did not receive their {size} entries")
+    sl = slice(e0 - base, e1 - base)
+    pg["indices"][e0:e1] = cols[sl]
+    pg["co"][e0:e1] = co[sl]
+    pg["both"][e0:e1] = both[sl]
+    return e1 - e0
+
+
+def _compact_partition(locator, transit, bounds, r):
+    """Validate the label rows of partition r and spill them compacted (int8 when ids allow) for the joins."""
+    arr = _labels_array(locator.open("r"), str(locator))
+    lab = _compact_rows(arr, int(bounds[r]), int(bounds[r + 1]))
+    transit.open("lab").create_array(
+        str(r),
+        data=lab,
+        chunks=(max(1, min(lab.shape[0], _TMP_CHUNK // 4)), lab.shape[1]),
+        compressors=_tmp_codec(),
+        overwrite=True,
+    )
+    return lab.dtype.str
+
+
+def _check_label_block(locator, r0, r1, c0, c1):
+    """Validate label rows ``r0:r1``, columns ``c0:c1`` (values >= -1 that fit int32)."""
+    arr = _labels_array(locator.open("r"), str(locator))
+    _checked_rows(arr, r0, r1, c0, c1)
+    return r1 - r0
 
 
 def _update_range(locator, e0, e1, row0, indptr, c0, c1):
@@ -813,6 +1022,7 @@ def build_coassociation(
     row_block=None,
     count_mode="auto",
     nnz_chunk=DEFAULT_NNZ_CHUNK,
+    spill="auto",
     **params,
 ):
     """Sample pairs, count them over ``labels`` and write ``pairs/``, as a Dask graph.
@@ -844,6 +1054,11 @@ def build_coassociation(
         ``labels`` is larger than 512 MiB.
     nnz_chunk : int, default=1048576
         Chunk length of ``indices``, ``co``, ``both``.
+    spill : {"auto", True, False}, default="auto"
+        Whether pairs travel between tasks through temporary arrays under ``pairs/_tmp/`` of
+        the run store (deleted at the end) instead of worker memory. Workers then hold at most
+        the pieces of the tasks they run. ``auto`` spills when the strategy is expected to draw
+        more than 256 MiB of pairs (about 16.7 million). Does not change the result.
 
     Returns
     -------
@@ -868,13 +1083,28 @@ def build_coassociation(
     sampler = _make_sampler(strategy, n, seed, block_size, params)
     count_mode = check_choice(count_mode, "count_mode", ("auto", "rows", "join"))
     nnz_chunk = check_int(nnz_chunk, "nnz_chunk", min_value=1)
+    spill = _check_spill(spill)
     if count_mode == "auto":
         count_mode = "join" if n * n_clust * 4 > _AUTO_JOIN_BYTES else "rows"
+    if spill == "auto":
+        spill = _expected_pairs(sampler) * _TRANSIT_BYTES_PER_PAIR > _AUTO_SPILL_BYTES
     bounds, per = _partition_bounds(n, sampler.block_size, row_block)
     n_parts = len(bounds) - 1
     locator = _locator(group_or_url, storage_options)
+    transit = _Transit(locator if spill else None)
     scheduler, owned = _resolve_scheduler(client_or_scheduler)
-    attrs = {**sampler.attrs(), "count_mode": count_mode, "row_block": int(bounds[1] - bounds[0])}
+    attrs = {
+        **sampler.attrs(),
+        "count_mode": count_mode,
+        "row_block": int(bounds[1] - bounds[0]),
+        "spill": bool(spill),
+    }
+    pg = None
+    if spill:
+        pg = _new_pairs_group(group, attrs)
+        for kind in ("gen", "up", "cnt", "lab"):
+            pg.require_group(f"{TMP_GROUP}/{kind}")
+    running = []
     try:
         # Phase 1: draw and deduplicate the pairs; only their numbers reach the client.
         # cocluster draws need the whole labels matrix and its cluster index in each drawing
@@ -883,7 +1113,12 @@ def build_coassociation(
         cuts = np.linspace(0, n_parts, n_gen + 1).round().astype(int) * per
         gen = [
             dask.delayed(_gen_partition, pure=True)(
-                sampler, range(int(cuts[p]), min(int(cuts[p + 1]), sampler.n_blocks)), bounds, locator
+                sampler,
+                range(int(cuts[p]), min(int(cuts[p + 1]), sampler.n_blocks)),
+                bounds,
+                locator,
+                transit,
+                p,
             )
             for p in range(n_gen)
         ]
@@ -891,60 +1126,131 @@ def build_coassociation(
         for r in range(n_parts):
             srcs = [gen[r]] if sampler.row_local else gen
             buckets = [dask.delayed(_pick, pure=True)(g, r) for g in srcs]
-            upper.append(dask.delayed(_upper_partition, pure=True)(n, bounds, *buckets))
-        upper = list(dask.persist(*upper, scheduler=scheduler))
+            upper.append(dask.delayed(_upper_partition, pure=True)(n, bounds, transit, r, *buckets))
+        # Joins on spilled pieces read compact copies of the label blocks, validated and written
+        # once per partition (the joins then read 1/4 of the bytes when the ids fit int8).
+        compact = []
+        if spill and count_mode == "join":
+            compact = [
+                dask.delayed(_compact_partition, pure=True)(locator, transit, bounds, r)
+                for r in range(n_parts)
+            ]
+        persisted = dask.persist(*upper, *compact, scheduler=scheduler)
+        upper, compact = list(persisted[:n_parts]), list(persisted[n_parts:])
+        running.extend(upper + compact)
         sizes = np.array(dask.compute(*[dask.delayed(_sizes)(u) for u in upper], scheduler=scheduler))
+        _drop_tmp(transit, "gen")
         # Entry counts of every row partition: its own pairs (i, j) and the mirrored (j, i).
         nnz_part = sizes.sum(axis=1) + sizes.sum(axis=0)
         offsets = np.concatenate([[0], np.cumsum(nnz_part)])
         nnz = int(offsets[-1])
-        pg = _create_pairs_group(
-            group, n, nnz, row_chunk=int(bounds[1] - bounds[0]), nnz_chunk=nnz_chunk, attrs=attrs
-        )
+        if pg is None:
+            pg = _new_pairs_group(group, attrs)
+        _create_pairs_arrays(pg, n, nnz, row_chunk=int(bounds[1] - bounds[0]), nnz_chunk=nnz_chunk)
         nnz_chunk = pg["indices"].chunks[0]
-        # Phase 2: count, assemble each row partition and write it.
+        # Phase 2: count every piece (rows of r x rows of q) into a forward and a mirror piece.
         counted = {}
         for r in range(n_parts):
-            rb = (int(bounds[r]), int(bounds[r + 1]))
             if count_mode == "rows":
-                task = dask.delayed(_count_rows, pure=True)(locator, n, rb, upper[r])
+                task = dask.delayed(_count_rows, pure=True)(locator, transit, n, bounds, r, upper[r][r:])
                 for q in range(r, n_parts):
-                    counted[r, q] = dask.delayed(_pick, pure=True)(task, q)
+                    counted[r, q] = dask.delayed(_pick, pure=True)(task, q - r)
             else:
                 for q in range(r, n_parts):
                     if sizes[r, q] or q == r:  # (r, r) always runs: it validates block r
-                        qb = (int(bounds[q]), int(bounds[q + 1]))
-                        keys = dask.delayed(_pick, pure=True)(upper[r], q)
-                        counted[r, q] = dask.delayed(_count_join, pure=True)(locator, n, rb, qb, keys)
-        edges = []
+                        piece = dask.delayed(_pick, pure=True)(upper[r], q)
+                        after = [compact[r], compact[q]] if compact else []
+                        counted[r, q] = dask.delayed(_count_join, pure=True)(
+                            locator, transit, n, bounds, r, q, piece, *after
+                        )
+        counted = dict(zip(counted, dask.persist(*counted.values(), scheduler=scheduler), strict=True))
+        running.extend(counted.values())
+        del upper, compact
+        # Phase 3: indptr of each partition, and the rows at every nnz chunk start.
+        row_pieces = []
         for r in range(n_parts):
-            rb = (int(bounds[r]), int(bounds[r + 1]))
-            forward = [counted[r, q] for q in range(r, n_parts) if (r, q) in counted]
-            reverse = [counted[q, r] for q in range(r + 1) if (q, r) in counted]
-            edges.append(
-                dask.delayed(_assemble_write, pure=True)(
-                    locator, n, rb, int(offsets[r]), nnz_chunk, forward, reverse
+            mirrors = [
+                dask.delayed(_pick, pure=True)(counted[q, r], 1) for q in range(r + 1) if (q, r) in counted
+            ]
+            forwards = [
+                dask.delayed(_pick, pure=True)(counted[r, q], 0)
+                for q in range(r, n_parts)
+                if (r, q) in counted
+            ]
+            row_pieces.append(mirrors + forwards)
+        marks = dask.compute(
+            *[
+                dask.delayed(_write_indptr, pure=True)(
+                    locator, transit, n, bounds, r, int(offsets[r]), nnz_chunk, *row_pieces[r]
+                )
+                for r in range(n_parts)
+            ],
+            scheduler=scheduler,
+        )
+        _drop_tmp(transit, "up")
+        _drop_tmp(transit, "lab")
+        # Phase 4: each task gathers the rows of a run of whole nnz chunks and writes them.
+        starts = np.concatenate([m[0] for m in marks])
+        right = dict(zip(starts.tolist(), np.concatenate([m[1] for m in marks]).tolist(), strict=True))
+        left = dict(zip(starts.tolist(), np.concatenate([m[2] for m in marks]).tolist(), strict=True))
+        n_chunks = len(starts)
+        most = max(1, _ASSEMBLE_BYTES // (_TRANSIT_BYTES_PER_PAIR * nnz_chunk))
+        step = max(1, min(most, -(-n_chunks // (4 * n_parts))))
+        writes = []
+        for k in range(0, n_chunks, step):
+            e0 = k * nnz_chunk
+            e1 = min((k + step) * nnz_chunk, nnz)
+            ra, rb = right[e0], left[e1] if e1 < nnz else n
+            parts = range(
+                int(np.searchsorted(bounds, ra, side="right")) - 1,
+                int(np.searchsorted(bounds, rb - 1, side="right")),
+            )
+            writes.append(
+                dask.delayed(_assemble_range, pure=True)(
+                    locator, transit, bounds, e0, e1, ra, rb, {r: row_pieces[r] for r in parts}
                 )
             )
-        writes = list(edges)
-        # An nnz chunk that no single partition covers whole is written once, from all pieces.
-        for k in range(0, -(-nnz // nnz_chunk)):
-            c0, c1 = k * nnz_chunk, min((k + 1) * nnz_chunk, nnz)
-            touching = [r for r in range(n_parts) if offsets[r] < c1 and offsets[r + 1] > c0]
-            whole = [r for r in touching if offsets[r] <= c0 and offsets[r + 1] >= c1]
-            if not whole:
-                writes.append(
-                    dask.delayed(_write_edge_chunk, pure=True)(locator, c0, c1, *[edges[r] for r in touching])
-                )
         dask.compute(*writes, scheduler=scheduler)
-        del upper
+        running.clear()
     finally:
+        if running and hasattr(scheduler, "cancel"):
+            scheduler.cancel(running)
         if owned:
             scheduler.close()
+        if spill:
+            _drop_tmp(transit, None)
     summary = {**attrs, **_summary(n, nnz, n_clust), "updates": []}
     _finish(pg, summary)
     logger.info("coassoc: %d pairs of %d points over %d clusterings", nnz // 2, n, n_clust)
     return dict(pg.attrs)
+
+
+def _check_spill(spill):
+    if spill == "auto" or (isinstance(spill, (bool, np.bool_))):
+        return spill if spill == "auto" else bool(spill)
+    raise InputError(f"The 'spill' parameter must be 'auto', True or False; got {spill!r}")
+
+
+def _expected_pairs(sampler):
+    """About how many pairs the strategy draws (before deduplication)."""
+    n = sampler.n
+    if sampler.strategy == "full":
+        return n * (n - 1) // 2
+    if sampler.strategy == "uniform":
+        return int(sampler.params["p"] * n * (n - 1) / 2)
+    return n * sampler.params["l"]
+
+
+def _drop_tmp(transit, kind):
+    """Delete the spilled pieces of ``kind`` (all of ``pairs/_tmp`` for None); nothing if not spilling."""
+    if transit.locator is None:
+        return
+    pg = transit.locator.open("r+")[PAIRS_GROUP]
+    path = TMP_GROUP if kind is None else f"{TMP_GROUP}/{kind}"
+    if path in pg:
+        del pg[path]
+        if kind is not None:
+            pg.require_group(path)
 
 
 def update_coassociation(group_or_url, *, client_or_scheduler=None, storage_options=None, chunks_per_task=4):
@@ -952,7 +1258,9 @@ def update_coassociation(group_or_url, *, client_or_scheduler=None, storage_opti
 
     Columns ``0 .. n_clusterings - 1`` are already counted; columns from there to
     ``labels.shape[1]`` are counted for every stored entry and added to ``co`` and
-    ``both``; the old columns are not read. While it runs the group is marked incomplete
+    ``both``; the old columns are not read. Every row of the new columns is validated first
+    (bad labels raise :class:`InputError` and leave the stored pairs as they were). While the
+    counts are added the group is marked incomplete
     (``complete=False``, ``updating=[old, new]``); a run killed halfway leaves it so, and
     the store must then be rebuilt.
 
@@ -998,13 +1306,23 @@ def update_coassociation(group_or_url, *, client_or_scheduler=None, storage_opti
         raise InputError(f"'labels' has {new} columns but {old} are already counted")
     if new == old:
         return dict(pg.attrs)
-    pg.attrs.update({"complete": False, "updating": [old, new]})
-    indptr = np.asarray(pg["indptr"][:], dtype=np.int64)
-    nnz = int(indptr[-1])
-    step = pg["indices"].chunks[0] * chunks_per_task
     locator = _locator(group_or_url, storage_options)
     scheduler, owned = _resolve_scheduler(client_or_scheduler)
     try:
+        # Every row of the new columns is validated first (also rows no stored pair touches):
+        # bad labels leave the stored pairs complete and untouched.
+        label_rows = int(labels.chunks[0])
+        per = max(1, _CHECK_BYTES // (4 * (new - old)))
+        per = -(-per // label_rows) * label_rows
+        checks = [
+            dask.delayed(_check_label_block, pure=True)(locator, r0, min(r0 + per, n), old, new)
+            for r0 in range(0, n, per)
+        ]
+        dask.compute(*checks, scheduler=scheduler)
+        pg.attrs.update({"complete": False, "updating": [old, new]})
+        indptr = np.asarray(pg["indptr"][:], dtype=np.int64)
+        nnz = int(indptr[-1])
+        step = pg["indices"].chunks[0] * chunks_per_task
         tasks = []
         for e0 in range(0, nnz, step):
             e1 = min(e0 + step, nnz)
@@ -1036,6 +1354,7 @@ def coassoc_stage(
     row_block=None,
     count_mode="auto",
     nnz_chunk=DEFAULT_NNZ_CHUNK,
+    spill="auto",
     **params,
 ):
     """Run the ``coassoc`` stage on a :class:`~ensemble_dask.store.RunStore`.
@@ -1050,9 +1369,9 @@ def coassoc_stage(
     store : RunStore
     client : distributed.Client, default=None
         Where the graph runs (``None``: Dask's default scheduler).
-    strategy, seed, block_size, row_block, count_mode, nnz_chunk, **params
-        As in :func:`build_coassociation`. ``row_block``, ``count_mode`` and ``nnz_chunk`` do not
-        change the result and are not part of the stage's identity.
+    strategy, seed, block_size, row_block, count_mode, nnz_chunk, spill, **params
+        As in :func:`build_coassociation`. ``row_block``, ``count_mode``, ``nnz_chunk`` and
+        ``spill`` do not change the result and are not part of the stage's identity.
 
     Returns
     -------
@@ -1089,6 +1408,7 @@ def coassoc_stage(
                 row_block=row_block,
                 count_mode=count_mode,
                 nnz_chunk=nnz_chunk,
+                spill=spill,
                 **params,
             )
         store["pairs"].attrs["generate_params"] = gen_params

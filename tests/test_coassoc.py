@@ -75,6 +75,13 @@ def assert_matches_dense(pc, labels):
     assert np.all(np.diff(keys) > 0)
 
 
+def stage_seed_of(seed):
+    """The seed ``coassoc_stage`` samples with under run seed ``seed`` (its own branch of the run seed)."""
+    from ensemble_dask._validation import stage_seed
+
+    return int(stage_seed(seed, "coassoc").generate_state(1)[0])
+
+
 def assert_same(a, b):
     for name in ("indptr", "indices", "co", "both"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
@@ -414,13 +421,6 @@ def test_paircounts_round_trip_types():
 # --------------------------------------------------------------------------- pipeline stage and CLI
 
 
-def stage_int(seed):
-    """The seed the coassoc stage derives from a run seed (its own branch of the seed tree)."""
-    from ensemble_dask._validation import stage_seed
-
-    return int(stage_seed(seed, "coassoc").generate_state(1)[0])
-
-
 def test_workflow_stage_skips_then_updates_with_appended_clusterings():
     from ensemble_dask.pipeline import run_workflow
     from ensemble_dask.store import RunStore
@@ -436,9 +436,9 @@ def test_workflow_stage_skips_then_updates_with_appended_clusterings():
     run_workflow(spec)
     store = RunStore("memory://coassoc-workflow")
     labels = store["labels"][:]
-    assert_same(
-        read_pairs(store), coassociation(labels, strategy="per-point", seed=stage_int(3), l=5, block_size=64)
-    )
+    seed = stage_seed_of(3)
+    assert store["pairs"].attrs["seed"] == seed != 3
+    assert_same(read_pairs(store), coassociation(labels, strategy="per-point", seed=seed, l=5, block_size=64))
     first = store.record("coassoc")
     assert first["complete"] and first["params"]["strategy"] == "per-point"
     run_workflow(spec)  # nothing changed: the stage is skipped
@@ -450,7 +450,7 @@ def test_workflow_stage_skips_then_updates_with_appended_clusterings():
     np.testing.assert_array_equal(labels6[:, :4], labels)
     pc = read_pairs(store)
     assert store["pairs"].attrs["updates"] == [[4, 6]] and pc.n_clusterings == 6
-    assert_same(pc, coassociation(labels6, strategy="per-point", seed=stage_int(3), l=5, block_size=64))
+    assert_same(pc, coassociation(labels6, strategy="per-point", seed=seed, l=5, block_size=64))
 
 
 def generated_store(url, labels):
@@ -485,7 +485,7 @@ def test_cli_coassoc(tmp_path, capsys):
     assert main(argv) == 0
     n_pairs = read_pairs(url).n_pairs
     assert f"coassoc: {n_pairs} pairs over 3 clusterings" in capsys.readouterr().out
-    assert_same(read_pairs(url), coassociation(labels, strategy="uniform", seed=stage_int(4), p=0.05))
+    assert_same(read_pairs(url), coassociation(labels, strategy="uniform", seed=stage_seed_of(4), p=0.05))
     generated_store("memory://coassoc-cli-bad", labels)
     assert (
         main(["coassoc", "--store", "memory://coassoc-cli-bad", "--strategy", "uniform", "--p", "1.5"]) == 2
@@ -495,3 +495,157 @@ def test_cli_coassoc(tmp_path, capsys):
         main(["coassoc", "--store", "memory://coassoc-cli-bad", "--strategy", "per-point", "--l", "300"]) == 2
     )
     assert "'l' parameter must be < n=300; got l=300" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- spilled transit
+
+
+def test_kernels_row_order_and_scatter_by_hand():
+    from ensemble_dask import _coassoc_kernels as k
+
+    ptr, order = k.row_order_kernel(np.array([2, 0, 2, 1, 0], dtype=np.int64), 4)
+    assert ptr.tolist() == [0, 2, 3, 5, 5] and order.tolist() == [1, 4, 3, 0, 2]  # stable within a row
+    # two pieces over rows 0..2 appended row by row: row 0 gets [7, 8], row 1 [9], row 2 [5, 6]
+    fill = np.array([0, 2, 3], dtype=np.int64)
+    cols = np.zeros(5, dtype=np.int64)
+    co = np.zeros(5, dtype=np.int32)
+    both = np.zeros(5, dtype=np.int32)
+    first = (np.array([0, 1, 2, 3]), np.array([7, 9, 5], dtype=np.int32))
+    second = (np.array([0, 1, 1, 2]), np.array([8, 6], dtype=np.int32))
+    for p, c in (first, second):
+        k.scatter_rows_kernel(p.astype(np.int64), np.stack([c, c, c + 1], axis=1), fill, cols, co, both)
+    assert cols.tolist() == [7, 8, 9, 5, 6] and co.tolist() == [7, 8, 9, 5, 6]
+    assert both.tolist() == [8, 9, 10, 6, 7] and fill.tolist() == [2, 3, 5]
+
+
+def test_spilled_build_equals_in_memory():
+    labels = random_labels(120, 7, seed=31)
+    g = run_store("memory://coassoc-spill", labels)
+    for strategy in PARAMS:
+        expected = coassociation(labels, strategy=strategy, seed=8, block_size=16, **PARAMS[strategy])
+        # 4 partitions and small nnz chunks: a task writes several chunks, its rows straddle
+        # partitions; then one partition
+        for count_mode, row_block, nnz_chunk in (
+            ("rows", 32, expected.nnz // 41),
+            ("join", 32, expected.nnz // 41),
+            ("join", 1000, expected.nnz // 7),
+        ):
+            summary = build_coassociation(
+                g,
+                strategy=strategy,
+                seed=8,
+                block_size=16,
+                row_block=row_block,
+                count_mode=count_mode,
+                nnz_chunk=nnz_chunk,
+                spill=True,
+                client_or_scheduler="threads",
+                **PARAMS[strategy],
+            )
+            assert summary["spill"] is True and summary["complete"] is True
+            assert "_tmp" not in g["pairs"]  # temporaries are gone
+            assert sorted(g["pairs"].array_keys()) == ["both", "co", "indices", "indptr"]
+            assert_same(read_pairs(g), expected)
+
+
+def test_spill_auto_follows_the_expected_pair_volume(monkeypatch):
+    import ensemble_dask.coassoc as coassoc_module
+
+    labels = random_labels(200, 4, seed=32)
+    g = run_store("memory://coassoc-spill-auto", labels)
+    expected = coassociation(labels, strategy="per-point", seed=1, l=3)
+    summary = build_coassociation(g, strategy="per-point", seed=1, l=3, client_or_scheduler="sync")
+    assert summary["spill"] is False
+    # 200 points x l=3 draws x 16 bytes = 9600 bytes: above a tiny threshold, the build spills
+    monkeypatch.setattr(coassoc_module, "_AUTO_SPILL_BYTES", 9599)
+    summary = build_coassociation(g, strategy="per-point", seed=1, l=3, client_or_scheduler="sync")
+    assert summary["spill"] is True
+    assert_same(read_pairs(g), expected)
+    monkeypatch.setattr(coassoc_module, "_AUTO_SPILL_BYTES", 9600)
+    assert (
+        build_coassociation(g, strategy="per-point", seed=1, l=3, client_or_scheduler="sync")["spill"]
+        is False
+    )
+    with pytest.raises(InputError, match="'spill' parameter must be 'auto', True or False; got 'yes'"):
+        build_coassociation(g, strategy="per-point", seed=1, l=3, spill="yes")
+
+
+def test_spilled_build_on_process_workers(process_client, tmp_path):
+    labels = random_labels(260, 5, seed=33)
+    url = str(tmp_path / "run.zarr")
+    run_store(url, labels, row_chunk=64)
+    for strategy, count_mode in (("per-point", "join"), ("uniform", "rows"), ("cocluster", "join")):
+        expected = coassociation(labels, strategy=strategy, seed=5, block_size=40, **PARAMS[strategy])
+        build_coassociation(
+            url,
+            strategy=strategy,
+            seed=5,
+            block_size=40,
+            row_block=80,
+            count_mode=count_mode,
+            nnz_chunk=max(16, expected.nnz // 9),
+            spill=True,
+            client_or_scheduler=process_client,
+            **PARAMS[strategy],
+        )
+        assert_same(read_pairs(url), expected)
+        assert not (tmp_path / "run.zarr" / "pairs" / "_tmp").exists()
+
+
+def test_spilled_build_with_bad_labels_cleans_up():
+    labels = random_labels(120, 4, seed=34)
+    labels[101, 3] = -3
+    g = run_store("memory://coassoc-spill-bad", labels)
+    for count_mode in ("rows", "join"):
+        with pytest.raises(InputError, match="got -3 at row 101, column 3"):
+            build_coassociation(
+                g,
+                strategy="uniform",
+                p=0.02,
+                seed=0,
+                row_block=32,
+                block_size=32,
+                count_mode=count_mode,
+                spill=True,
+                client_or_scheduler="sync",
+            )
+        assert g["pairs"].attrs["complete"] is False and "_tmp" not in g["pairs"]
+        with pytest.raises(InputError, match="not complete"):
+            read_pairs(g)
+
+
+def test_update_checks_every_row_of_the_new_columns():
+    """A bad value in a row that no stored pair touches is still refused, and the store stays complete."""
+    labels = random_labels(400, 4, seed=35)
+    g = zarr.open_group(store="memory://coassoc-update-check", mode="w")
+    arr = g.create_array("labels", shape=(400, 4), chunks=(50, 1), dtype="int32")
+    arr[:] = labels
+    build_coassociation(g, strategy="uniform", p=0.0005, seed=0, client_or_scheduler="sync")
+    before = read_pairs(g)
+    untouched = np.setdiff1d(np.arange(400), np.concatenate([before.rows(), before.indices]))
+    assert untouched.size > 300
+    arr.resize((400, 6))
+    new = random_labels(400, 2, seed=36)
+    new[untouched[-1], 1] = -4
+    arr[:, 4:] = new
+    with pytest.raises(InputError, match=f"got -4 at row {untouched[-1]}, column 5"):
+        update_coassociation(g, client_or_scheduler="threads", chunks_per_task=1)
+    assert g["pairs"].attrs["complete"] is True and g["pairs"].attrs["n_clusterings"] == 4
+    assert_same(read_pairs(g), before)
+
+
+def test_stage_spill_is_not_part_of_its_identity():
+    from ensemble_dask.coassoc import coassoc_stage
+
+    labels = random_labels(150, 3, seed=37)
+    store = generated_store("memory://coassoc-stage-spill", labels)
+    info = coassoc_stage(store, strategy="per-point", l=4, seed=6, spill=True, row_block=64, block_size=32)
+    assert info["skipped"] is False and store["pairs"].attrs["spill"] is True
+    assert_same(
+        read_pairs(store),
+        coassociation(labels, strategy="per-point", seed=stage_seed_of(6), l=4, block_size=32),
+    )
+    # the same stage without spilling is up to date: same pairs, nothing recomputed
+    assert (
+        coassoc_stage(store, strategy="per-point", l=4, seed=6, spill=False, block_size=32)["skipped"] is True
+    )

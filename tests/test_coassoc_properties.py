@@ -90,3 +90,30 @@ def test_same_seed_same_pairs_whatever_the_partitions(data, labels, seed):
         upper = pc.rows() < pc.indices
         np.testing.assert_array_equal(pc.rows()[upper], i)
         np.testing.assert_array_equal(pc.indices[upper], j)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), labels=labels_matrices(max_n=30), seed=st.integers(0, 2**32))
+def test_spilled_and_in_memory_builds_store_the_same(data, labels, seed):
+    n = labels.shape[0]
+    strategy, params = data.draw(strategy_and_params(n))
+    block_size = data.draw(st.integers(1, 8))
+    g = zarr.open_group(store="memory://coassoc-prop-spill", mode="w")
+    g.create_array("labels", data=labels, chunks=(5, 1))
+    stored = []
+    for spill in (False, True):
+        build_coassociation(
+            g,
+            strategy=strategy,
+            seed=seed,
+            block_size=block_size,
+            row_block=data.draw(st.integers(max(1, n // 4), n)),  # 1 to about 4 partitions
+            count_mode=data.draw(st.sampled_from(["rows", "join"])),
+            nnz_chunk=data.draw(st.integers(1, 64)),
+            spill=spill,
+            client_or_scheduler="sync",
+            **params,
+        )
+        stored.append(read_pairs(g))
+    for name in ("indptr", "indices", "co", "both"):
+        np.testing.assert_array_equal(getattr(stored[0], name), getattr(stored[1], name))
