@@ -16,7 +16,9 @@ Then BCE with k=5:
   of 50,000 rows): seconds per EM iteration and the ratio to one core;
 * row-distributed over 4 sites (``split_sites`` of the store, then ``run_federated_bce`` on
   ``dask_client(resources=[{"site-a": 1}, ...])``, one worker process per site): seconds per
-  EM iteration with secure and with plain aggregation, and the overhead of secure aggregation.
+  EM iteration with secure and with plain aggregation (fits of the two modes interleaved, so
+  that both see the same load), and the overhead of secure aggregation; plus the compute cost
+  of one site's masking step alone.
 
 Identical label rows are merged before the E-step (exact: they have identical E-steps), and
 KDD has many: the E-step runs on the distinct rows only. The kernel's throughput with and
@@ -27,7 +29,7 @@ consecutive E-step calls of fits with tol=0 (time stamps around the product's E-
 the first, cold E-step is left out), so setup (reading, encoding, merging, compilation) is not
 in it. The machine may be shared: the load average is printed with the figures.
 
-Usage: python benchmarks/bench_bce.py [--quick] [--iters 21] [--repeats 3]
+Usage: python benchmarks/bench_bce.py [--quick] [--iters 21] [--repeats 3] [--fed-repeats 8]
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ KDD_FILE = ROOT.parent / "shared" / "data" / "kddcup99" / "kddcup.data_10_percen
 K = 5
 SITES = ["site-a", "site-b", "site-c", "site-d"]
 BLOCK_ROWS = 50_000
+CONVERGE_MAX_ITER = 2000  # BCE's default max_iter=300 stops this fit short of tol=1e-5
 ONE_THREAD = {
     v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
 }
@@ -147,7 +150,7 @@ def child_in_memory(store_url, n_iter, repeats, converge):
     )
     if converge:
         t0 = time.perf_counter()
-        est = BCE(K, random_state=0).fit(labels)
+        est = BCE(K, max_iter=CONVERGE_MAX_ITER, random_state=0).fit(labels)
         out.update(
             converge_s=time.perf_counter() - t0,
             n_iter=int(est.n_iter_),
@@ -197,6 +200,21 @@ def run_child(store_url, n_iter, repeats, converge):
 # --------------------------------------------------------------------------- parent
 
 
+def masking_cost(result, n_sites, repeats=200):
+    """Seconds of one site's masking step (``site_masked_stats``) on a statistics vector of this fit."""
+    from ensemble_dask.federated import site_keygen, site_masked_stats, site_pair_seeds
+
+    keys = [site_keygen() for _ in range(n_sites)]
+    publics = [kp["public"] for kp in keys]
+    seeds = site_pair_seeds(keys[0], publics, 0)
+    k, R = result.alpha_.size, sum(b.shape[1] for b in result.beta_)
+    vec = np.random.default_rng(0).random(k * R + k + 2)
+    t0 = time.perf_counter()
+    for r in range(repeats):
+        site_masked_stats(vec, seeds, 0, r + 1, 32, n_sites, "site-a")
+    return (time.perf_counter() - t0) / repeats, vec.size
+
+
 def _worker_hwm():
     return status_mib("VmHWM")
 
@@ -210,11 +228,12 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer timed iterations, no convergence runs")
     ap.add_argument("--iters", type=int, default=21, help="max_iter of each timed fit (tol=0)")
     ap.add_argument("--repeats", type=int, default=3, help="timed fits per configuration")
+    ap.add_argument("--fed-repeats", type=int, default=8, help="timed federated fits per mode")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     if args.quick:
-        args.iters, args.repeats = min(args.iters, 6), 1
+        args.iters, args.repeats, args.fed_repeats = min(args.iters, 6), 1, 2
     if args.child:
         out = child_in_memory(args.child, args.iters, args.repeats, not args.quick)
         print("RESULT " + json.dumps(out))
@@ -285,7 +304,14 @@ def main():
             dask_fit = None
             if not args.quick:
                 t0 = time.perf_counter()
-                dask_fit = fit_bce_dask(labels_url, K, client=client, block_rows=BLOCK_ROWS, random_state=0)
+                dask_fit = fit_bce_dask(
+                    labels_url,
+                    K,
+                    client=client,
+                    block_rows=BLOCK_ROWS,
+                    max_iter=CONVERGE_MAX_ITER,
+                    random_state=0,
+                )
                 dask_fit_s = time.perf_counter() - t0
             worker_peak = sorted(client.run(_worker_hwm).values())
             load_dask = load_average()
@@ -309,7 +335,7 @@ def main():
         )
         if "n_iter" in mem:
             print(
-                f"in memory to convergence (tol=1e-5): {mem['n_iter']} iterations, "
+                f"in memory to convergence (tol=1e-5, max_iter={CONVERGE_MAX_ITER}): {mem['n_iter']} iterations, "
                 f"{mem['converge_s']:.2f} s in all, converged={mem['converged']}, "
                 f"effective k={mem['effective_k']}, micro-precision vs the {y.max() + 1} labels "
                 f"{mem['mp']:.4f}"
@@ -339,34 +365,52 @@ def main():
         )
         print(f"during the Dask timings: {load_dask}; during the in-memory timings: {load_mem}")
 
-        # ---- 4 sites, secure vs plain aggregation
+        # ---- 4 sites, secure vs plain aggregation (fits interleaved: both see the same load)
         sites = split_sites(store, os.path.join(tmp, "sites"), SITES)
         sites = [
             {k: v for k, v in s.items() if k != "output"} for s in sites
         ]  # memberships stay at the sites
+        fed = {"plain": [], "secure": []}
         with dask_client(resources=[{s: 1} for s in SITES]) as client:
             client.wait_for_workers(len(SITES))
             run_federated_bce(sites, K, client, mode="secure", max_iter=2, random_state=0)  # compile
-            fed = {}
-            for mode in ("plain", "secure"):
-                fed[mode] = per_iteration(
-                    _SiteEStep,
-                    lambda m, mode=mode: run_federated_bce(
-                        sites, K, client, mode=mode, max_iter=m, tol=0.0, random_state=0
-                    ),
-                    args.iters,
-                    args.repeats,
-                )
+            for r in range(args.fed_repeats):
+                for mode in ("plain", "secure") if r % 2 == 0 else ("secure", "plain"):
+                    fed[mode].append(
+                        per_iteration(
+                            _SiteEStep,
+                            lambda m, mode=mode: run_federated_bce(
+                                sites, K, client, mode=mode, max_iter=m, tol=0.0, random_state=0
+                            ),
+                            args.iters,
+                            1,
+                        )
+                    )
             res_s = run_federated_bce(sites, K, client, mode="secure", max_iter=4, tol=0.0, random_state=0)
             load_fed = load_average()
         ref = BCE(K, max_iter=4, tol=0.0, random_state=0).fit(labels)
-        print(f"\n== row-distributed BCE k={K}, {len(SITES)} sites (one worker process each): {timed} ==")
-        print(f"plain aggregation:   {ms(fed['plain'])}; setup {fed['plain']['setup']:.2f} s")
-        print(f"secure aggregation:  {ms(fed['secure'])}; setup {fed['secure']['setup']:.2f} s")
+        mask_s, vec_size = masking_cost(res_s, len(SITES))
+        med = {m: np.array([f["median"] for f in fits]) for m, fits in fed.items()}
+        diff = med["secure"] - med["plain"]
         print(
-            f"secure aggregation overhead (medians): "
-            f"{1000 * (fed['secure']['median'] - fed['plain']['median']):+.2f} ms per iteration "
-            f"({100 * (fed['secure']['median'] / fed['plain']['median'] - 1):+.1f}%)"
+            f"\n== row-distributed BCE k={K}, {len(SITES)} sites (one worker process each); seconds per "
+            f"EM iteration: median over {args.fed_repeats} fits per mode (interleaved) of each fit's "
+            f"median over {args.iters - 2} warm iterations [min..max over fits] =="
+        )
+        for mode in ("plain", "secure"):
+            print(
+                f"{mode + ' aggregation:':<20} {1000 * np.median(med[mode]):8.2f} ms "
+                f"[{1000 * med[mode].min():.2f}..{1000 * med[mode].max():.2f}]; setup before the first "
+                f"E-step {min(f['setup'] for f in fed[mode]):.2f} s"
+            )
+        print(
+            f"secure aggregation overhead, paired fits: median {1000 * np.median(diff):+.2f} ms per "
+            f"iteration ({100 * np.median(diff) / np.median(med['plain']):+.1f}% of plain) "
+            f"[{1000 * diff.min():+.2f}..{1000 * diff.max():+.2f}]"
+        )
+        print(
+            f"masking compute per site and iteration (fixed point + {len(SITES) - 1} pairwise masks of "
+            f"a {vec_size}-float statistics vector, in this process): {1e6 * mask_s:.0f} us"
         )
         print(
             "secure vs centralised after 4 iterations: relative bound difference "
