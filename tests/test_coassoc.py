@@ -639,7 +639,10 @@ def test_stage_spill_is_not_part_of_its_identity():
 
     labels = random_labels(150, 3, seed=37)
     store = generated_store("memory://coassoc-stage-spill", labels)
-    info = coassoc_stage(store, strategy="per-point", l=4, seed=6, spill=True, row_block=64, block_size=32)
+    # in this process's threads: a memory:// store is not visible to another test's worker processes
+    info = coassoc_stage(
+        store, "threads", strategy="per-point", l=4, seed=6, spill=True, row_block=64, block_size=32
+    )
     assert info["skipped"] is False and store["pairs"].attrs["spill"] is True
     assert_same(
         read_pairs(store),
@@ -647,5 +650,8 @@ def test_stage_spill_is_not_part_of_its_identity():
     )
     # the same stage without spilling is up to date: same pairs, nothing recomputed
     assert (
-        coassoc_stage(store, strategy="per-point", l=4, seed=6, spill=False, block_size=32)["skipped"] is True
+        coassoc_stage(store, "threads", strategy="per-point", l=4, seed=6, spill=False, block_size=32)[
+            "skipped"
+        ]
+        is True
     )
