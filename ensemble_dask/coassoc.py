@@ -1390,7 +1390,15 @@ def coassoc_stage(
         return {**_stage_result(attrs), "skipped": True, "updated": False}
     prev = store.record("coassoc")
     appendable = False
-    if prev and prev.get("complete") and prev.get("params") == _json_round_trip(p) and "pairs" in store:
+    # an update keeps the stored pairs: only right when the pairs do not depend on the labels
+    # (cocluster draws them from the labels, so more clusterings mean other pairs: rebuild)
+    if (
+        not sampler.needs_labels
+        and prev
+        and prev.get("complete")
+        and prev.get("params") == _json_round_trip(p)
+        and "pairs" in store
+    ):
         old_gen = dict(store["pairs"].attrs.get("generate_params") or {})
         if old_gen and gen_params and "n_clusterings" in gen_params:
             same = {**old_gen, "n_clusterings": gen_params["n_clusterings"]} == gen_params

@@ -655,3 +655,26 @@ def test_stage_spill_is_not_part_of_its_identity():
         ]
         is True
     )
+
+
+def test_cocluster_pairs_are_rebuilt_not_updated_when_clusterings_are_added():
+    """cocluster draws pairs from the labels: N=4 then N=6 must equal N=6 directly."""
+    from ensemble_dask.pipeline import run_workflow
+    from ensemble_dask.store import RunStore
+
+    def spec(url, n_clusterings):
+        return {
+            "seed": 3,
+            "store": url,
+            "dask": {"n_workers": 1},
+            "data": {"url": "synthetic:blobs?n=300&d=3&centers=3&seed=2"},
+            "generate": {"n_clusterings": n_clusterings, "k_min": 2, "k_max": 5, "rate": 0.7},
+            "coassoc": {"strategy": "cocluster", "l": 5, "block_size": 64},
+        }
+
+    run_workflow(spec("memory://cocluster-a", 4))
+    run_workflow(spec("memory://cocluster-a", 6))
+    run_workflow(spec("memory://cocluster-b", 6))
+    a, b = RunStore("memory://cocluster-a"), RunStore("memory://cocluster-b")
+    assert "updates" not in a["pairs"].attrs or a["pairs"].attrs["updates"] == []
+    assert_same(read_pairs(a), read_pairs(b))
