@@ -14,8 +14,8 @@ __all__ = [
     "count_pairs_kernel",
     "cluster_index_kernel",
     "cocluster_draws_kernel",
-    "row_order_kernel",
     "scatter_rows_kernel",
+    "split_pieces_kernel",
 ]
 
 
@@ -159,37 +159,6 @@ def cocluster_draws_kernel(labels_rows, row0, n, members, start, n_cocluster, n_
 
 
 @numba.njit(cache=True, nogil=True)
-def row_order_kernel(rows, n_rows):
-    """Stable counting sort of entries by row.
-
-    Parameters
-    ----------
-    rows : ndarray of shape (P,), int64
-        Local row of each entry, in ``[0, n_rows)``.
-    n_rows : int
-
-    Returns
-    -------
-    ptr : ndarray of shape (n_rows + 1,), int64
-        Entries of row x are ``order[ptr[x]:ptr[x + 1]]``.
-    order : ndarray of shape (P,), int64
-        Entry indices grouped by row, in their original order within a row.
-    """
-    ptr = np.zeros(n_rows + 1, dtype=np.int64)
-    for p in range(rows.shape[0]):
-        ptr[rows[p] + 1] += 1
-    for x in range(n_rows):
-        ptr[x + 1] += ptr[x]
-    fill = ptr[:-1].copy()
-    order = np.empty(rows.shape[0], dtype=np.int64)
-    for p in range(rows.shape[0]):
-        x = rows[p]
-        order[fill[x]] = p
-        fill[x] += 1
-    return ptr, order
-
-
-@numba.njit(cache=True, nogil=True)
 def scatter_rows_kernel(ptr, data, fill, out_cols, out_co, out_both):
     """Append each row's entries of one row-sorted piece at that row's fill position.
 
@@ -212,3 +181,42 @@ def scatter_rows_kernel(ptr, data, fill, out_cols, out_co, out_both):
             out_both[q] = data[e, 2]
             q += 1
         fill[x] = q
+
+
+@numba.njit(cache=True, nogil=True)
+def split_pieces_kernel(rows_a, rows_b, co, both, row0_a, row0_b, ptr_a, data_a, ptr_b, data_b):
+    """Counted pairs (a, b), sorted by (a, b), as row-sorted pieces over rows a and over rows b.
+
+    Parameters
+    ----------
+    rows_a, rows_b : ndarray of shape (P,), int64
+        Local rows of the two points (rows of block A and of block B), sorted by (a, b).
+    co, both : ndarray of shape (P,), int32
+    row0_a, row0_b : int
+        Global index of the first row of each block.
+    ptr_a, ptr_b : ndarray of shape (m_a + 1,) and (m_b + 1,), int64, zero
+        Output: entries of local row x of each piece are ``ptr[x]:ptr[x + 1]``.
+    data_a, data_b : ndarray of shape (P, 3), int32 or int64
+        Output: (global column, c_ij, N_ij) of each entry; ``data_a`` lists (a, b) in its order
+        (columns b + row0_b), ``data_b`` the mirrored pairs grouped by b, stably (columns
+        a + row0_a ascending within a row).
+    """
+    m = rows_a.shape[0]
+    for p in range(m):
+        ptr_a[rows_a[p] + 1] += 1
+        ptr_b[rows_b[p] + 1] += 1
+    for x in range(ptr_a.shape[0] - 1):
+        ptr_a[x + 1] += ptr_a[x]
+    for x in range(ptr_b.shape[0] - 1):
+        ptr_b[x + 1] += ptr_b[x]
+    fill = ptr_b[:-1].copy()
+    for p in range(m):
+        data_a[p, 0] = rows_b[p] + row0_b
+        data_a[p, 1] = co[p]
+        data_a[p, 2] = both[p]
+        y = rows_b[p]
+        q = fill[y]
+        data_b[q, 0] = rows_a[p] + row0_a
+        data_b[q, 1] = co[p]
+        data_b[q, 2] = both[p]
+        fill[y] = q + 1

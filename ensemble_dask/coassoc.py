@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 import math
 import numbers
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -504,12 +505,25 @@ def _new_pairs_group(group, attrs):
 
 def _create_pairs_arrays(pg, n, nnz, *, row_chunk, nnz_chunk):
     """The empty CSR arrays of ``pairs/``."""
-    pg.create_array("indptr", shape=(n + 1,), chunks=(max(1, row_chunk),), dtype="int64", fill_value=0)
+    codec = _pairs_codec()
+    pg.create_array(
+        "indptr", shape=(n + 1,), chunks=(max(1, row_chunk),), dtype="int64", fill_value=0, compressors=codec
+    )
     c = max(1, min(nnz_chunk, nnz)) if nnz else 1
-    pg.create_array("indices", shape=(nnz,), chunks=(c,), dtype="int64", fill_value=0)
-    pg.create_array("co", shape=(nnz,), chunks=(c,), dtype="int32", fill_value=0)
-    pg.create_array("both", shape=(nnz,), chunks=(c,), dtype="int32", fill_value=0)
+    for name, dtype in (("indices", "int64"), ("co", "int32"), ("both", "int32")):
+        pg.create_array(name, shape=(nnz,), chunks=(c,), dtype=dtype, fill_value=0, compressors=codec)
     return pg
+
+
+def _pairs_codec():
+    """The codec of the ``pairs/`` arrays: byte-shuffled LZ4 (Blosc).
+
+    On stored pairs it compresses about as well as zarr's default Zstandard (better on
+    ``indices``, a little worse on the small counts) and writes ~10x and reads ~15x faster.
+    """
+    from zarr.codecs import BloscCodec
+
+    return BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")
 
 
 def _finish(pg, summary):
@@ -810,17 +824,15 @@ def _put_counted(transit, tmp, n, bounds, r, q, il, jl, co, both):
     if il.size == 0:
         return None, None
     r0, r1, q0, q1 = int(bounds[r]), int(bounds[r + 1]), int(bounds[q]), int(bounds[q + 1])
-    data = np.empty((il.size, 3), dtype=np.int32 if n <= np.iinfo(np.int32).max else np.int64)
-    data[:, 0] = jl + q0
-    data[:, 1] = co
-    data[:, 2] = both
+    dtype = np.int32 if n <= np.iinfo(np.int32).max else np.int64
+    fdata = np.empty((il.size, 3), dtype=dtype)
+    mdata = np.empty((il.size, 3), dtype=dtype)
     fptr = np.zeros(r1 - r0 + 1, dtype=np.int64)
-    np.cumsum(np.bincount(il, minlength=r1 - r0), out=fptr[1:])
-    forward = transit.put(tmp, f"fw_{r}_{q}", data=data, ptr=fptr)
-    mptr, order = _k.row_order_kernel(jl, q1 - q0)  # stable: columns i ascend within a row j
-    data = data[order]
-    data[:, 0] = il[order] + r0
-    mirror = transit.put(tmp, f"mi_{r}_{q}", data=data, ptr=mptr)
+    mptr = np.zeros(q1 - q0 + 1, dtype=np.int64)
+    _k.split_pieces_kernel(il, jl, co, both, r0, q0, fptr, fdata, mptr, mdata)
+    forward = transit.put(tmp, f"fw_{r}_{q}", data=fdata, ptr=fptr)
+    del fdata
+    mirror = transit.put(tmp, f"mi_{r}_{q}", data=mdata, ptr=mptr)
     return forward, mirror
 
 
@@ -1106,6 +1118,7 @@ def build_coassociation(
             pg.require_group(f"{TMP_GROUP}/{kind}")
     running = []
     try:
+        clock = time.perf_counter()
         # Phase 1: draw and deduplicate the pairs; only their numbers reach the client.
         # cocluster draws need the whole labels matrix and its cluster index in each drawing
         # task: draw in at most _LABEL_GEN_TASKS tasks, each reading the labels once.
@@ -1139,6 +1152,7 @@ def build_coassociation(
         upper, compact = list(persisted[:n_parts]), list(persisted[n_parts:])
         running.extend(upper + compact)
         sizes = np.array(dask.compute(*[dask.delayed(_sizes)(u) for u in upper], scheduler=scheduler))
+        clock = _log_round("drew and deduplicated %d pairs in %d partitions", clock, sizes.sum(), n_parts)
         _drop_tmp(transit, "gen")
         # Entry counts of every row partition: its own pairs (i, j) and the mirrored (j, i).
         nnz_part = sizes.sum(axis=1) + sizes.sum(axis=0)
@@ -1187,6 +1201,7 @@ def build_coassociation(
             ],
             scheduler=scheduler,
         )
+        clock = _log_round("counted %d pieces and wrote indptr", clock, len(counted))
         _drop_tmp(transit, "up")
         _drop_tmp(transit, "lab")
         # Phase 4: each task gathers the rows of a run of whole nnz chunks and writes them.
@@ -1211,6 +1226,7 @@ def build_coassociation(
                 )
             )
         dask.compute(*writes, scheduler=scheduler)
+        _log_round("assembled %d entries in %d tasks", clock, nnz, len(writes))
         running.clear()
     finally:
         if running and hasattr(scheduler, "cancel"):
@@ -1223,6 +1239,12 @@ def build_coassociation(
     _finish(pg, summary)
     logger.info("coassoc: %d pairs of %d points over %d clusterings", nnz // 2, n, n_clust)
     return dict(pg.attrs)
+
+
+def _log_round(message, clock, *args):
+    now = time.perf_counter()
+    logger.info("coassoc: " + message + " (%.1f s)", *args, now - clock)
+    return now
 
 
 def _check_spill(spill):

@@ -500,11 +500,21 @@ def test_cli_coassoc(tmp_path, capsys):
 # --------------------------------------------------------------------------- spilled transit
 
 
-def test_kernels_row_order_and_scatter_by_hand():
+def test_kernels_split_pieces_and_scatter_by_hand():
     from ensemble_dask import _coassoc_kernels as k
 
-    ptr, order = k.row_order_kernel(np.array([2, 0, 2, 1, 0], dtype=np.int64), 4)
-    assert ptr.tolist() == [0, 2, 3, 5, 5] and order.tolist() == [1, 4, 3, 0, 2]  # stable within a row
+    # pairs (a, b) sorted by (a, b); block A starts at row 10, block B at row 20
+    a = np.array([0, 0, 1, 2], dtype=np.int64)
+    b = np.array([1, 2, 1, 0], dtype=np.int64)
+    co = np.array([5, 6, 7, 8], dtype=np.int32)
+    ptr_a, ptr_b = np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64)
+    data_a, data_b = np.zeros((4, 3), dtype=np.int32), np.zeros((4, 3), dtype=np.int32)
+    k.split_pieces_kernel(a, b, co, co + 10, 10, 20, ptr_a, data_a, ptr_b, data_b)
+    assert ptr_a.tolist() == [0, 2, 3, 4] and data_a[:, 0].tolist() == [21, 22, 21, 20]
+    assert data_a[:, 1].tolist() == [5, 6, 7, 8] and data_a[:, 2].tolist() == [15, 16, 17, 18]
+    # mirrored: row b=0 gets a=2; row 1 gets a=0 then a=1 (stable); row 2 gets a=0
+    assert ptr_b.tolist() == [0, 1, 3, 4] and data_b[:, 0].tolist() == [12, 10, 11, 10]
+    assert data_b[:, 1].tolist() == [8, 5, 7, 6] and data_b[:, 2].tolist() == [18, 15, 17, 16]
     # two pieces over rows 0..2 appended row by row: row 0 gets [7, 8], row 1 [9], row 2 [5, 6]
     fill = np.array([0, 2, 3], dtype=np.int64)
     cols = np.zeros(5, dtype=np.int64)
@@ -639,9 +649,9 @@ def test_stage_spill_is_not_part_of_its_identity():
 
     labels = random_labels(150, 3, seed=37)
     store = generated_store("memory://coassoc-stage-spill", labels)
-    # in this process's threads: a memory:// store is not visible to another test's worker processes
+    # "sync": a session's process-worker Client may be Dask's default, and memory:// is per process
     info = coassoc_stage(
-        store, "threads", strategy="per-point", l=4, seed=6, spill=True, row_block=64, block_size=32
+        store, "sync", strategy="per-point", l=4, seed=6, spill=True, row_block=64, block_size=32
     )
     assert info["skipped"] is False and store["pairs"].attrs["spill"] is True
     assert_same(
@@ -678,3 +688,15 @@ def test_cocluster_pairs_are_rebuilt_not_updated_when_clusterings_are_added():
     a, b = RunStore("memory://cocluster-a"), RunStore("memory://cocluster-b")
     assert "updates" not in a["pairs"].attrs or a["pairs"].attrs["updates"] == []
     assert_same(read_pairs(a), read_pairs(b))
+
+
+def test_pairs_arrays_use_shuffled_lz4():
+    from zarr.codecs import BloscCodec
+
+    g = run_store("memory://coassoc-codec", random_labels(60, 3, seed=38))
+    build_coassociation(g, strategy="full", seed=0, client_or_scheduler="sync")
+    for name in ("indptr", "indices", "co", "both"):
+        (codec,) = g["pairs"][name].compressors
+        assert (
+            isinstance(codec, BloscCodec) and codec.cname.value == "lz4" and codec.shuffle.value == "shuffle"
+        )
