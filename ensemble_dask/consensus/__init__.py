@@ -1,0 +1,7 @@
+"""Consensus solvers on NumPy alone (no Dask, no store): PCC and PPC on co-association counts,
+BCE, GBCE and MM on a labels matrix with missing entries."""
+
+from .bce import BCE, GBCE, MM
+from .pcc import PCC, PPC
+
+__all__ = ["PCC", "PPC", "BCE", "GBCE", "MM"]
