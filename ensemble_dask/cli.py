@@ -23,19 +23,6 @@ def _csv_list(text):
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
-def _key_values(items):
-    """``["a=1", "b=[x, y]"]`` -> ``{"a": 1, "b": ["x", "y"]}`` (values parsed as YAML)."""
-    import yaml
-
-    out = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise EnsembleDaskError(f"--set expects key=value; got {item!r}")
-        out[key] = yaml.safe_load(raw)
-    return out
-
-
 def _storage_options(text):
     if text is None:
         return None
@@ -273,7 +260,9 @@ def _run(args):
     elif args.command == "consensus":
         from .consensus_stage import consensus_stage
 
-        metrics = consensus_stage(store, args.name, seed=args.seed, **_key_values(args.set))
+        metrics = consensus_stage(
+            store, args.name, seed=args.seed, **dict(map(pipeline.parse_assignment, args.set))
+        )
         pipeline.write_report(store)
         _print_summary({"dataset": {}, "methods": {args.name: metrics}})
     elif args.command == "import-labels":

@@ -88,20 +88,26 @@ def check_workflow(spec, source="workflow"):
         raise InputError(f"{source}: 'data' must be a URL or a mapping with a 'url' key; got {data!r}")
 
 
+def parse_assignment(item):
+    """``"key=value"`` -> ``(key, value)``, the value parsed as YAML (``"k=[a, b]"`` gives a list)."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise InputError(f"--set expects key=value; got {item!r}")
+    return key, yaml.safe_load(raw)
+
+
 def apply_overrides(spec, sets=(), *, data=None, store=None, scheduler=None):
     """A copy of ``spec`` with ``--set key.sub=value`` overrides (values parsed as YAML) applied."""
     spec = copy.deepcopy(spec)
     for item in sets:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise InputError(f"--set expects key=value; got {item!r}")
+        key, value = parse_assignment(item)
         node = spec
         parts = key.split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise InputError(f"--set {item!r}: {part!r} is not a section")
-        node[parts[-1]] = yaml.safe_load(raw)
+        node[parts[-1]] = value
     if data is not None:
         spec.setdefault("data", {})
         if isinstance(spec["data"], str):
