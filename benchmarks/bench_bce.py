@@ -134,7 +134,7 @@ def child_in_memory(store_url, n_iter, repeats, converge):
     """One core, in memory; runs in a fresh process. Returns a dict of figures."""
     from ensemble_dask.consensus import bce as bce_mod
     from ensemble_dask.consensus.bce import BCE, compress_rows, encode_labels, estep_stats, label_categories
-    from ensemble_dask.store import RunStore
+    from ensemble_dask.io.store import RunStore
 
     store = RunStore(store_url, mode="r")
     labels = store["labels"][:]
@@ -202,7 +202,7 @@ def run_child(store_url, n_iter, repeats, converge):
 
 def masking_cost(result, n_sites, repeats=200):
     """Seconds of one site's masking step (``site_masked_stats``) on a statistics vector of this fit."""
-    from ensemble_dask.federated import site_keygen, site_masked_stats, site_pair_seeds
+    from ensemble_dask.federated.rows import site_keygen, site_masked_stats, site_pair_seeds
 
     keys = [site_keygen() for _ in range(n_sites)]
     publics = [kp["public"] for kp in keys]
@@ -240,13 +240,13 @@ def main():
         return
 
     from ensemble_dask.consensus.bce import BCE
-    from ensemble_dask.dask_bce import DaskBlockEStep, fit_bce_dask
-    from ensemble_dask.federated import _SiteEStep, run_federated_bce
-    from ensemble_dask.federated_stage import split_sites
-    from ensemble_dask.generate import generate
-    from ensemble_dask.ingest import ingest
+    from ensemble_dask.federated.dask import DaskBlockEStep, fit_bce_dask
+    from ensemble_dask.federated.rows import _SiteEStep, run_federated_bce
+    from ensemble_dask.io.store import RunStore
     from ensemble_dask.parallel import dask_client
-    from ensemble_dask.store import RunStore
+    from ensemble_dask.stages.federated import split_sites
+    from ensemble_dask.stages.generate import generate
+    from ensemble_dask.stages.ingest import ingest
 
     timed = f"median (mean) over {args.repeats} fits x {args.iters - 2} warm iterations"
     t_start = time.perf_counter()

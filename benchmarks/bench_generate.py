@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from ensemble_dask.clusterers import plan_ensemble, run_clustering, subsample_of
-from ensemble_dask.generate import generate
-from ensemble_dask.ingest import ingest
+from ensemble_dask.io.store import RunStore
 from ensemble_dask.parallel import dask_client
-from ensemble_dask.store import RunStore
+from ensemble_dask.stages.generate import generate
+from ensemble_dask.stages.ingest import ingest
 
 DEFAULT_KDD = (
     Path(__file__).resolve().parents[2] / "shared" / "data" / "kddcup99" / "kddcup.data_10_percent.gz"
@@ -32,8 +32,8 @@ DEFAULT_KDD = (
 
 INGEST_SCRIPT = """
 import sys, time
-from ensemble_dask.ingest import ingest
-from ensemble_dask.store import RunStore
+from ensemble_dask.stages.ingest import ingest
+from ensemble_dask.io.store import RunStore
 t0 = time.perf_counter()
 info = ingest(RunStore(sys.argv[2]), sys.argv[1], schema="kdd99")
 secs = time.perf_counter() - t0

@@ -141,7 +141,7 @@ def fig3(pools, runs):
 
 
 def fig5(pools, runs, tmp, max_iter):
-    from ensemble_dask.federated import run_federated_bce
+    from ensemble_dask.federated.rows import run_federated_bce
     from ensemble_dask.parallel import dask_client
 
     print(

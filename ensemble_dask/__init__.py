@@ -5,7 +5,7 @@ zarr, and the consensus methods PCC (KL, squared L2), PPC, BCE/GBCE/MM on top.
 """
 
 from ._validation import EnsembleDaskError, InputError
-from .pairs import PairCounts, dense_coassociation
+from .coassoc.counting import PairCounts, dense_coassociation
 
 __version__ = "0.1.0"
 

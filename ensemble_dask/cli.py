@@ -163,7 +163,7 @@ def _dask_options(args):
 
 def _run(args):
     from . import pipeline
-    from .store import RunStore
+    from .io.store import RunStore
 
     progress = not getattr(args, "no_progress", True)
     if args.command == "run":
@@ -199,12 +199,12 @@ def _run(args):
     if args.command == "split-sites":
         import yaml
 
-        from .federated_stage import split_sites
+        from .stages.federated import split_sites
 
         sites = split_sites(store, args.out, args.names)
         print(yaml.safe_dump({"federated": {"sites": sites}}, sort_keys=False), end="")
     elif args.command == "ingest":
-        from .ingest import ingest
+        from .stages.ingest import ingest
 
         info = ingest(
             store,
@@ -225,7 +225,7 @@ def _run(args):
         )
         print(f"ingest: n={info['n']} d={info['d']}" + (" (up to date)" if info["skipped"] else ""))
     elif args.command == "generate":
-        from .generate import generate
+        from .stages.generate import generate
 
         with pipeline.client_for_store(store, args.scheduler, _dask_options(args)) as client:
             info = generate(
@@ -242,7 +242,7 @@ def _run(args):
             )
         print(f"generate: {info['n_clusterings']} clusterings, {info['computed']} computed")
     elif args.command == "coassoc":
-        from .coassoc import coassoc_stage
+        from .coassoc.build import coassoc_stage
 
         extra = {k: getattr(args, k) for k in ("p", "l", "fraction", "max_n") if getattr(args, k) is not None}
         with pipeline.client_for_store(store, args.scheduler, _dask_options(args)) as client:
@@ -258,7 +258,7 @@ def _run(args):
         state = " (up to date)" if info["skipped"] else " (updated)" if info["updated"] else ""
         print(f"coassoc: {info['n_pairs']} pairs over {info['n_clusterings']} clusterings{state}")
     elif args.command == "consensus":
-        from .consensus_stage import consensus_stage
+        from .stages.consensus import consensus_stage
 
         metrics = consensus_stage(
             store, args.name, seed=args.seed, **dict(map(pipeline.parse_assignment, args.set))
@@ -266,7 +266,7 @@ def _run(args):
         pipeline.write_report(store)
         _print_summary({"dataset": {}, "methods": {args.name: metrics}})
     elif args.command == "import-labels":
-        from .generate import import_labels
+        from .stages.generate import import_labels
 
         info = import_labels(store, args.labels)
         print(f"import-labels: {info['n_clusterings']} clusterings")

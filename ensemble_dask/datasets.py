@@ -1,7 +1,7 @@
 """Data-set schemas and built-in sources.
 
 - The KDD Cup 99 schema (41 features + label) and its preprocessing options, used by
-  :func:`ensemble_dask.ingest.ingest` with ``format: kdd99``.
+  :func:`ensemble_dask.stages.ingest.ingest` with ``format: kdd99``.
 - ``synthetic:kdd99``: a seeded synthetic table of the KDD Cup 99 schema that ships with the
   package (the README's demo runs on it; no download needed).
 - ``synthetic:blobs``: isotropic Gaussian blobs with labels, for small checks.

@@ -1,7 +1,7 @@
 """Workflows: a YAML spec naming the data, the store, the cluster and each stage's parameters.
 
 A workflow is run stage by stage on one run store; each stage is skipped when its record in the
-store matches (see :mod:`ensemble_dask.store`), so a re-run resumes where a killed run stopped.
+store matches (see :mod:`ensemble_dask.io.store`), so a re-run resumes where a killed run stopped.
 
 Workflow keys (all but ``data`` optional)::
 
@@ -29,12 +29,12 @@ import numpy as np
 import yaml
 
 from ._validation import InputError
-from .coassoc import coassoc_stage
-from .consensus_stage import consensus_stage, current_results
-from .generate import base_partition_scores, generate
-from .ingest import ingest
+from .coassoc.build import coassoc_stage
+from .io.store import RunStore
 from .parallel import dask_client
-from .store import RunStore
+from .stages.consensus import consensus_stage, current_results
+from .stages.generate import base_partition_scores, generate
+from .stages.ingest import ingest
 
 __all__ = ["load_workflow", "apply_overrides", "run_workflow", "write_report", "client_for_store"]
 
@@ -176,11 +176,11 @@ def run_workflow(spec, *, progress=False):
     """Run every stage of ``spec`` (a dict from :func:`load_workflow`); return the report dict.
 
     A workflow with a ``federated:`` section runs row-distributed BCE over its sites instead
-    (:func:`~ensemble_dask.federated_stage.run_federated_workflow`).
+    (:func:`~ensemble_dask.stages.federated.run_federated_workflow`).
     """
     check_workflow(spec)
     if "federated" in spec:
-        from .federated_stage import run_federated_workflow
+        from .stages.federated import run_federated_workflow
 
         return {"federated": run_federated_workflow(spec)}
     seed = int(spec.get("seed", 0))

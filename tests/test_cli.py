@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import zarr
 
-from ensemble_dask.store import RunStore
+from ensemble_dask.io.store import RunStore
 
 REPO = Path(__file__).resolve().parents[1]
 EXE = shutil.which("ensemble-dask", path=str(Path(sys.executable).parent)) or "ensemble-dask"

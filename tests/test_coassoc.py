@@ -422,8 +422,8 @@ def test_paircounts_round_trip_types():
 
 
 def test_workflow_stage_skips_then_updates_with_appended_clusterings():
+    from ensemble_dask.io.store import RunStore
     from ensemble_dask.pipeline import run_workflow
-    from ensemble_dask.store import RunStore
 
     spec = {
         "seed": 3,
@@ -455,7 +455,7 @@ def test_workflow_stage_skips_then_updates_with_appended_clusterings():
 
 def generated_store(url, labels):
     """A run store whose ``generate`` stage is complete with ``labels`` (as import-labels leaves it)."""
-    from ensemble_dask.store import RunStore
+    from ensemble_dask.io.store import RunStore
 
     store = RunStore(url)
     with store.stage("generate", {"n_clusterings": labels.shape[1]}, []):
@@ -501,7 +501,7 @@ def test_cli_coassoc(tmp_path, capsys):
 
 
 def test_kernels_split_pieces_and_scatter_by_hand():
-    from ensemble_dask import _coassoc_kernels as k
+    from ensemble_dask.coassoc import _kernels as k
 
     # pairs (a, b) sorted by (a, b); block A starts at row 10, block B at row 20
     a = np.array([0, 0, 1, 2], dtype=np.int64)
@@ -559,7 +559,7 @@ def test_spilled_build_equals_in_memory():
 
 
 def test_spill_auto_follows_the_expected_pair_volume(monkeypatch):
-    import ensemble_dask.coassoc as coassoc_module
+    import ensemble_dask.coassoc.build as coassoc_module
 
     labels = random_labels(200, 4, seed=32)
     g = run_store("memory://coassoc-spill-auto", labels)
@@ -645,7 +645,7 @@ def test_update_checks_every_row_of_the_new_columns():
 
 
 def test_stage_spill_is_not_part_of_its_identity():
-    from ensemble_dask.coassoc import coassoc_stage
+    from ensemble_dask.coassoc.build import coassoc_stage
 
     labels = random_labels(150, 3, seed=37)
     store = generated_store("memory://coassoc-stage-spill", labels)
@@ -669,8 +669,8 @@ def test_stage_spill_is_not_part_of_its_identity():
 
 def test_cocluster_pairs_are_rebuilt_not_updated_when_clusterings_are_added():
     """cocluster draws pairs from the labels: N=4 then N=6 must equal N=6 directly."""
+    from ensemble_dask.io.store import RunStore
     from ensemble_dask.pipeline import run_workflow
-    from ensemble_dask.store import RunStore
 
     def spec(url, n_clusterings):
         return {

@@ -16,8 +16,8 @@ from sklearn.cluster import KMeans
 
 from ensemble_dask import InputError
 from ensemble_dask.consensus.bce import BCE, ConvergenceWarning, EmptyRowsWarning
-from ensemble_dask.dask_bce import estep_task, fit_bce_dask, prepare_block
-from ensemble_dask.federated import (
+from ensemble_dask.federated.dask import estep_task, fit_bce_dask, prepare_block
+from ensemble_dask.federated.rows import (
     COORDINATOR,
     MessageLog,
     decode_fixed,

@@ -8,9 +8,9 @@ import zarr
 
 from ensemble_dask import InputError
 from ensemble_dask.consensus.bce import BCE, ConvergenceWarning
-from ensemble_dask.federated_stage import split_sites
+from ensemble_dask.io.store import RunStore
 from ensemble_dask.pipeline import run_workflow
-from ensemble_dask.store import RunStore
+from ensemble_dask.stages.federated import split_sites
 
 
 @pytest.fixture(scope="module")

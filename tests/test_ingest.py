@@ -7,8 +7,8 @@ import zarr
 
 from ensemble_dask import InputError
 from ensemble_dask.datasets import KDD99_COLUMNS
-from ensemble_dask.ingest import ingest
-from ensemble_dask.store import RunStore
+from ensemble_dask.io.store import RunStore
+from ensemble_dask.stages.ingest import ingest
 
 
 def kdd_frame(path):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from ensemble_dask import InputError
+from ensemble_dask.io.store import RunStore
 from ensemble_dask.pipeline import apply_overrides, run_workflow
-from ensemble_dask.store import RunStore
 
 
 def test_memory_store_runs_on_an_embedded_cluster_of_threads():

@@ -8,9 +8,9 @@ import pytest
 import s3fs
 
 from ensemble_dask import InputError
-from ensemble_dask.generate import generate
-from ensemble_dask.ingest import ingest
-from ensemble_dask.store import RunStore
+from ensemble_dask.io.store import RunStore
+from ensemble_dask.stages.generate import generate
+from ensemble_dask.stages.ingest import ingest
 
 from .test_cli import EXE, REPO
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import InputError, check_int
-from ..pairs import PairCounts
+from ..coassoc.counting import PairCounts
 
 __all__ = ["PairData", "as_pair_data", "check_tol", "normalized_entropy", "SoftConsensusMixin"]
 

@@ -15,11 +15,11 @@ import time
 
 import numpy as np
 
-from ._validation import InputError, check_int, check_labels_matrix
-from .clusterers import plan_ensemble, run_clustering, subsample_of
-from .io import iter_table_chunks
-from .metrics import partition_scores
-from .store import RunStore
+from .._validation import InputError, check_int, check_labels_matrix
+from ..clusterers import plan_ensemble, run_clustering, subsample_of
+from ..io.readers import iter_table_chunks
+from ..io.store import RunStore
+from ..metrics import partition_scores
 
 __all__ = ["generate", "generate_params", "import_labels", "base_partition_scores", "LABEL_ROW_CHUNK"]
 
@@ -130,7 +130,7 @@ def generate(store, client, *, progress=False, **params):
             client.submit(_cluster_task, store.url, store.storage_options, inputs[0], spec, pure=False)
             for spec in todo
         ]
-        from .parallel import gather_with_progress
+        from ..parallel import gather_with_progress
 
         meta += gather_with_progress(client, futures, desc="generate", progress=progress)
         labels.attrs["partitions"] = meta

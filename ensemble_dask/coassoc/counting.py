@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import InputError, check_labels_matrix
+from .._validation import InputError, check_labels_matrix
 
 __all__ = ["PairCounts", "dense_coassociation"]
 

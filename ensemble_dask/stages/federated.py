@@ -17,8 +17,8 @@ import logging
 
 import numpy as np
 
-from ._validation import InputError, check_int
-from .store import RunStore
+from .._validation import InputError, check_int
+from ..io.store import RunStore
 
 __all__ = ["run_federated_workflow", "split_sites", "FEDERATED_KEYS"]
 
@@ -44,7 +44,7 @@ def split_sites(store, out, names, *, storage_options=None):
     """
     import zarr
 
-    from .store import make_zarr_store
+    from ..io.store import make_zarr_store
 
     if not names:
         raise InputError("split_sites needs at least one site name")
@@ -76,8 +76,8 @@ def split_sites(store, out, names, *, storage_options=None):
 
 def run_federated_workflow(spec, *, client=None):
     """Run the ``federated:`` section of a workflow; returns the coordinator's summary dict."""
-    from .federated import run_federated_bce
-    from .parallel import dask_client
+    from ..federated.rows import run_federated_bce
+    from ..parallel import dask_client
 
     fed = dict(spec.get("federated") or {})
     unknown = set(fed) - FEDERATED_KEYS
@@ -88,7 +88,7 @@ def run_federated_workflow(spec, *, client=None):
         raise InputError(f"'federated.sites' must be a non-empty list of sites; got {sites!r}")
     n_clusters = check_int(fed.pop("n_clusters", None), "federated.n_clusters", min_value=1)
     seed = int(spec.get("seed", 0))
-    from ._validation import stage_seed
+    from .._validation import stage_seed
 
     fed.setdefault("random_state", int(stage_seed(seed, "federated").generate_state(1)[0]))
     store = RunStore(

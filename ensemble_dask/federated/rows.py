@@ -49,9 +49,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validation import InputError, check_int, check_random_state
-from .consensus import _bce_kernels as kern
-from .consensus.bce import (
+from .._validation import InputError, check_int, check_random_state
+from ..consensus import _bce_kernels as kern
+from ..consensus.bce import (
     BCE,
     StatsLayout,
     _offsets,
@@ -60,7 +60,7 @@ from .consensus.bce import (
     run_em,
     update_alpha,
 )
-from .dask_bce import (
+from .dask import (
     block_meta,
     encode_block,
     estep_task,

@@ -20,8 +20,8 @@ import uuid
 
 import numpy as np
 
-from ._validation import InputError, check_labels_matrix, check_random_state
-from .consensus.bce import BCE, StatsLayout, _offsets, compress_rows, encode_labels, estep_stats
+from .._validation import InputError, check_labels_matrix, check_random_state
+from ..consensus.bce import BCE, StatsLayout, _offsets, compress_rows, encode_labels, estep_stats
 
 __all__ = ["fit_bce_dask", "read_labels", "block_meta", "prepare_block", "estep_task", "sum_vectors"]
 

@@ -22,8 +22,8 @@ import zarr
 import zarr.errors
 from zarr.storage import FsspecStore, LocalStore
 
-from ._validation import EnsembleDaskError, InputError
-from .io import strip_file_scheme
+from .._validation import EnsembleDaskError, InputError
+from .readers import strip_file_scheme
 
 __all__ = ["RunStore", "make_zarr_store", "stage_hash"]
 

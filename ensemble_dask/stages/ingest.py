@@ -32,9 +32,9 @@ import logging
 import numpy as np
 import pandas as pd
 
-from . import datasets
-from ._validation import InputError, check_int, stage_seed
-from .io import infer_format, iter_table_chunks, source_fingerprint, zarr_has_labels
+from .. import datasets
+from .._validation import InputError, check_int, stage_seed
+from ..io.readers import infer_format, iter_table_chunks, source_fingerprint, zarr_has_labels
 
 __all__ = ["ingest", "ingest_params"]
 
@@ -263,7 +263,7 @@ def _merge_moments(cnt, mean, m2, block):
 
 
 def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **options):
-    """Read the table at ``url`` into ``store`` (a :class:`~ensemble_dask.store.RunStore`).
+    """Read the table at ``url`` into ``store`` (a :class:`~ensemble_dask.io.store.RunStore`).
 
     Parameters
     ----------

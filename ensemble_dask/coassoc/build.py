@@ -45,9 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _coassoc_kernels as _k
-from ._validation import InputError, check_choice, check_int, check_labels_matrix, check_rate, stage_seed
-from .pairs import PairCounts
+from .._validation import InputError, check_choice, check_int, check_labels_matrix, check_rate, stage_seed
+from . import _kernels as _k
+from .counting import PairCounts
 
 __all__ = [
     "STRATEGIES",
@@ -376,10 +376,10 @@ def coassociation(labels, *, strategy, seed, block_size=DEFAULT_BLOCK_SIZE, **pa
 
 
 def _open_url(url, storage_options=None, mode="a"):
-    """Open the run store at a URL the way :class:`~ensemble_dask.store.RunStore` does."""
+    """Open the run store at a URL the way :class:`~ensemble_dask.io.store.RunStore` does."""
     import zarr
 
-    from .store import make_zarr_store
+    from ..io.store import make_zarr_store
 
     try:
         store = make_zarr_store(url, storage_options, read_only=mode == "r")
@@ -389,7 +389,7 @@ def _open_url(url, storage_options=None, mode="a"):
 
 
 def _open_group(group_or_url, storage_options=None, mode="a"):
-    """A zarr group from a group, a :class:`~ensemble_dask.store.RunStore` or a URL."""
+    """A zarr group from a group, a :class:`~ensemble_dask.io.store.RunStore` or a URL."""
     import zarr
 
     if isinstance(group_or_url, zarr.Group):
@@ -1379,7 +1379,7 @@ def coassoc_stage(
     spill="auto",
     **params,
 ):
-    """Run the ``coassoc`` stage on a :class:`~ensemble_dask.store.RunStore`.
+    """Run the ``coassoc`` stage on a :class:`~ensemble_dask.io.store.RunStore`.
 
     Skipped when its record matches (same parameters, same ``generate`` output). When the only
     change since the last run is that ``generate`` appended clusterings to the same ensemble,

@@ -18,9 +18,9 @@ import time
 
 import numpy as np
 
-from ._validation import InputError, stage_seed
-from .metrics import partition_scores
-from .store import RunStore
+from .._validation import InputError, stage_seed
+from ..io.store import RunStore
+from ..metrics import partition_scores
 
 __all__ = ["METHODS", "resolve_method", "consensus_stage", "current_results"]
 
@@ -47,11 +47,11 @@ def resolve_method(name, params):
 
 def _estimator(method, params):
     if method in ("pcc", "ppc"):
-        from .consensus.pcc import PCC, PPC
+        from ..consensus.pcc import PCC, PPC
 
         cls = PCC if method == "pcc" else PPC
     else:
-        from .consensus import bce
+        from ..consensus import bce
 
         cls = {"bce": bce.BCE, "mm": bce.MM, "gbce": bce.GBCE}[method]
     try:
@@ -73,13 +73,13 @@ def _fit(store, method, kwargs, client):
     """The fitted estimator of ``method`` with parameters ``kwargs`` on the store's data."""
     est = _estimator(method, kwargs)
     if METHODS[method] == "pairs":
-        from .coassoc import read_pairs
+        from ..coassoc.build import read_pairs
 
         # pairs never co-present in a clustering (possible with subsamples) carry no evidence
         return est.fit(read_pairs(store.group).observed())
     if method == "bce" and client is not None:
         # the E-step runs on the workers, each reading its own row blocks of labels from the store
-        from .dask_bce import fit_bce_dask
+        from ..federated.dask import fit_bce_dask
 
         return fit_bce_dask(
             f"{store.url}/labels", client=client, storage_options=store.storage_options or None, **kwargs
@@ -94,7 +94,7 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
     """Run consensus method ``name`` on ``store`` unless its record is up to date.
 
     With a ``client``, BCE's E-step runs on the cluster's workers on row blocks of ``labels``
-    (:func:`~ensemble_dask.dask_bce.fit_bce_dask`); the other methods run in this process.
+    (:func:`~ensemble_dask.federated.dask.fit_bce_dask`); the other methods run in this process.
 
     Returns
     -------

@@ -19,7 +19,7 @@ import fsspec
 import numpy as np
 import pandas as pd
 
-from ._validation import InputError
+from .._validation import InputError
 
 __all__ = [
     "infer_format",
@@ -121,7 +121,7 @@ def iter_table_chunks(
     if fmt not in FORMATS:
         raise InputError(f"The 'format' parameter must be one of {list(FORMATS)}; got {fmt!r}")
     if fmt == "synthetic":
-        from .datasets import iter_synthetic_chunks
+        from ..datasets import iter_synthetic_chunks
 
         name, _, query = url[len("synthetic:") :].partition("?")
         yield from iter_synthetic_chunks(name, chunk_rows=chunk_rows, **dict(parse_qsl(query)))
