@@ -202,7 +202,7 @@ def run_child(store_url, n_iter, repeats, converge):
 
 def masking_cost(result, n_sites, repeats=200):
     """Seconds of one site's masking step (``site_masked_stats``) on a statistics vector of this fit."""
-    from ensemble_dask.federated.rows import site_keygen, site_masked_stats, site_pair_seeds
+    from ensemble_dask.federated.secure import site_keygen, site_masked_stats, site_pair_seeds
 
     keys = [site_keygen() for _ in range(n_sites)]
     publics = [kp["public"] for kp in keys]

@@ -28,12 +28,13 @@ from pathlib import Path
 # Run as a script from a checkout: import this tree's package, not whatever is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ensemble_dask.coassoc.build import coassoc_stage, read_pairs  # noqa: E402
+from ensemble_dask.coassoc import read_pairs  # noqa: E402
 from ensemble_dask.coassoc.counting import PairCounts  # noqa: E402
 from ensemble_dask.consensus.pcc import PCC  # noqa: E402
 from ensemble_dask.io.store import RunStore  # noqa: E402
 from ensemble_dask.metrics import h_criterion  # noqa: E402
 from ensemble_dask.parallel import dask_client  # noqa: E402
+from ensemble_dask.stages.coassoc import coassoc_stage  # noqa: E402
 from ensemble_dask.stages.generate import base_partition_scores, generate  # noqa: E402
 from ensemble_dask.stages.ingest import ingest  # noqa: E402
 

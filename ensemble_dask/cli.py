@@ -242,7 +242,7 @@ def _run(args):
             )
         print(f"generate: {info['n_clusterings']} clusterings, {info['computed']} computed")
     elif args.command == "coassoc":
-        from .coassoc.build import coassoc_stage
+        from .stages.coassoc import coassoc_stage
 
         extra = {k: getattr(args, k) for k in ("p", "l", "fraction", "max_n") if getattr(args, k) is not None}
         with pipeline.client_for_store(store, args.scheduler, _dask_options(args)) as client:

@@ -25,16 +25,16 @@ import copy
 import logging
 from pathlib import Path
 
-import numpy as np
 import yaml
 
 from ._validation import InputError
-from .coassoc.build import coassoc_stage
 from .io.store import RunStore
 from .parallel import dask_client
-from .stages.consensus import consensus_stage, current_results
-from .stages.generate import base_partition_scores, generate
+from .stages.coassoc import coassoc_stage
+from .stages.consensus import consensus_stage
+from .stages.generate import generate
 from .stages.ingest import ingest
+from .stages.report import write_report
 
 __all__ = ["load_workflow", "apply_overrides", "run_workflow", "write_report", "client_for_store"]
 
@@ -141,35 +141,6 @@ def _call(func, section, *args, **kwargs):
         if "unexpected keyword argument" in str(exc):
             raise InputError(f"workflow section {section!r}: {exc}") from exc
         raise
-
-
-def write_report(store):
-    """Write ``report/metrics.json``: data-set facts, base-partition accuracy, consensus methods.
-
-    The ``methods`` entries are those of the consensus results in the store, so the report always
-    describes what the store holds.
-    """
-    summary = store["X"].attrs.get("summary", {}) if "X" in store else {}
-    ingest_rec = store.record("ingest") or {}
-    dataset = {
-        "source": ingest_rec.get("params", {}).get("url"),
-        "n": summary.get("n", store.n),
-        "d": summary.get("d"),
-        "classes": summary.get("classes"),
-        "class_counts": summary.get("class_counts"),
-    }
-    if "labels" in store:
-        labels = store["labels"]
-        dataset["n_clusterings"] = int(labels.shape[1])
-        rates = [m.get("rate", 1.0) for m in labels.attrs.get("partitions", [])]
-        dataset["missing_fraction"] = round(1.0 - float(np.mean(rates)), 6) if rates else None
-    report = {
-        "dataset": dataset,
-        "base_partitions": base_partition_scores(store),
-        "methods": current_results(store),
-    }
-    store.write_json("report/metrics.json", report)
-    return report
 
 
 def run_workflow(spec, *, progress=False):

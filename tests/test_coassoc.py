@@ -645,7 +645,7 @@ def test_update_checks_every_row_of_the_new_columns():
 
 
 def test_stage_spill_is_not_part_of_its_identity():
-    from ensemble_dask.coassoc.build import coassoc_stage
+    from ensemble_dask.stages.coassoc import coassoc_stage
 
     labels = random_labels(150, 3, seed=37)
     store = generated_store("memory://coassoc-stage-spill", labels)

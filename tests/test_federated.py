@@ -16,19 +16,16 @@ from sklearn.cluster import KMeans
 
 from ensemble_dask import InputError
 from ensemble_dask.consensus.bce import BCE, ConvergenceWarning, EmptyRowsWarning
-from ensemble_dask.federated.dask import estep_task, fit_bce_dask, prepare_block
-from ensemble_dask.federated.rows import (
+from ensemble_dask.federated import (
     COORDINATOR,
     MessageLog,
     decode_fixed,
     encode_fixed,
     run_column_distributed_bce,
     run_federated_bce,
-    site_keygen,
-    site_masked_stats,
-    site_pair_seeds,
-    sum_words,
 )
+from ensemble_dask.federated.dask import estep_task, fit_bce_dask, prepare_block
+from ensemble_dask.federated.secure import site_keygen, site_masked_stats, site_pair_seeds, sum_words
 from ensemble_dask.metrics import micro_precision
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

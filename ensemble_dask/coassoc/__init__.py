@@ -6,19 +6,10 @@
 * :mod:`.build` - the Dask graph that samples, counts and writes the store, and its update.
 """
 
-from .build import (
-    STRATEGIES,
-    PairBlock,
-    build_coassociation,
-    coassociation,
-    count_pairs,
-    iter_pair_blocks,
-    read_pairs,
-    sample_pairs,
-    update_coassociation,
-    write_pairs,
-)
-from .counting import PairCounts, dense_coassociation
+from .build import build_coassociation, update_coassociation
+from .counting import PairCounts, coassociation, count_pairs, dense_coassociation
+from .csr import PairBlock, iter_pair_blocks, read_pairs, write_pairs
+from .sampling import STRATEGIES, sample_pairs
 
 __all__ = [
     "STRATEGIES",

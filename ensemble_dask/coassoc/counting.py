@@ -14,8 +14,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import InputError, check_labels_matrix
+from . import _kernels as _k
+from .sampling import DEFAULT_BLOCK_SIZE, sample_pairs
 
-__all__ = ["PairCounts", "dense_coassociation"]
+__all__ = ["PairCounts", "dense_coassociation", "count_pairs", "coassociation"]
 
 
 @dataclass(frozen=True)
@@ -158,3 +160,67 @@ def dense_coassociation(labels):
         onehot[np.arange(keep.size), codes] = 1
         co[np.ix_(keep, keep)] += onehot @ onehot.T
     return co, both.astype(np.int32)
+
+
+def count_pairs(labels, i, j):
+    """c_ij and N_ij for the pairs ``(i[p], j[p])``.
+
+    Parameters
+    ----------
+    labels : array-like of shape (n, N)
+        Base-cluster ids, ``-1`` where a point is absent from a clustering.
+    i, j : array-like of shape (P,)
+        Point indices in ``[0, n)``.
+
+    Returns
+    -------
+    co, both : ndarray of shape (P,), int32
+
+    Examples
+    --------
+    >>> co, both = count_pairs([[0, 1], [0, -1], [1, 1]], [0, 0, 1], [1, 2, 2])
+    >>> co.tolist(), both.tolist()
+    ([1, 1, 0], [1, 2, 1])
+    """
+    labels = check_labels_matrix(labels)
+    i = np.ascontiguousarray(i, dtype=np.int64)
+    j = np.ascontiguousarray(j, dtype=np.int64)
+    if i.shape != j.shape or i.ndim != 1:
+        raise InputError(f"i and j must be 1-d of the same length; got shapes {i.shape} and {j.shape}")
+    n = labels.shape[0]
+    for name, idx in (("i", i), ("j", j)):
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            bad = idx[(idx < 0) | (idx >= n)][0]
+            raise InputError(f"{name} holds point index {bad}, outside [0, n={n})")
+    co = np.empty(i.size, dtype=np.int32)
+    both = np.empty(i.size, dtype=np.int32)
+    _k.count_pairs_kernel(labels, labels, i, j, co, both)
+    return co, both
+
+
+def coassociation(labels, *, strategy, seed, block_size=DEFAULT_BLOCK_SIZE, **params):
+    """Sample pairs and count them, in memory (no Dask).
+
+    Parameters
+    ----------
+    labels : array-like of shape (n, N)
+        Base-cluster ids, ``-1`` where a point is absent.
+    strategy, seed, block_size, **params
+        As in :func:`sample_pairs`.
+
+    Returns
+    -------
+    PairCounts
+        Symmetric counts; equal to what :func:`build_coassociation` stores for the same
+        arguments.
+
+    Examples
+    --------
+    >>> pc = coassociation([[0, 0], [0, 1], [1, 1]], strategy="full", seed=0)
+    >>> pc.n_pairs, pc.co.tolist(), pc.both.tolist()
+    (3, [1, 0, 1, 1, 0, 1], [2, 2, 2, 2, 2, 2])
+    """
+    labels = check_labels_matrix(labels)
+    i, j = sample_pairs(strategy, labels.shape[0], seed=seed, labels=labels, block_size=block_size, **params)
+    co, both = count_pairs(labels, i, j)
+    return PairCounts.from_pairs(labels.shape[0], i, j, co, both, labels.shape[1])

@@ -6,16 +6,9 @@
 * :mod:`.dask` - BCE's E-step on row blocks of ``labels`` on a Dask cluster.
 """
 
-from .rows import (
-    COORDINATOR,
-    FederatedBCEResult,
-    Message,
-    MessageLog,
-    decode_fixed,
-    encode_fixed,
-    run_column_distributed_bce,
-    run_federated_bce,
-)
+from .columns import run_column_distributed_bce
+from .rows import FederatedBCEResult, run_federated_bce
+from .secure import COORDINATOR, Message, MessageLog, decode_fixed, encode_fixed
 
 __all__ = [
     "Message",

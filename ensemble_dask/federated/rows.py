@@ -1,7 +1,5 @@
-"""Row- and column-distributed BCE across sites (papers/001 Sect. 5.2), with secure aggregation.
+"""Row-distributed BCE across sites (papers/001 Sect. 5.2.1), with secure aggregation (:mod:`.secure`).
 
-Row-distributed (Sect. 5.2.1)
------------------------------
 Each *site* owns some rows of the labels matrix at its own URL and a set of Dask workers
 tagged with a worker resource (e.g. ``resources={"site-a": 1}``). Every task that touches a
 site's rows is submitted with that resource, so it runs on the site's workers; the rows, the
@@ -28,173 +26,45 @@ because alpha's Newton iteration needs only the summed digamma vector (DESIGN.md
 
 Every message is recorded in a :class:`MessageLog` (sender, receiver, kind, payload) so
 tests can check what each party received.
-
-Column-distributed (Sect. 5.2.2)
---------------------------------
-Each *client* holds some base clusterings (columns) of all rows; a server (the coordinator
-with its own worker) holds ``alpha`` and the rows' ``gamma``. Per iteration each client sends
-``log beta_hj(x_ij)`` (an ``n x N_g x k`` array, ``nan`` where missing), the server runs the
-E-step and returns each client its ``phi``, and the client updates its own ``beta`` (eq. 7),
-which never leaves it. Note that the log-likelihood arrays reveal to the server which rows
-share a base cluster (not the label values); that is inherent to the paper's protocol.
 """
 
 from __future__ import annotations
 
-import hashlib
 import operator
-import secrets
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from .._validation import InputError, check_int, check_random_state
-from ..consensus import _bce_kernels as kern
 from ..consensus.bce import (
     BCE,
     StatsLayout,
     _offsets,
     m_step,
-    normalise_counts,
     run_em,
-    update_alpha,
 )
 from .dask import (
     block_meta,
-    encode_block,
     estep_task,
     expand_gamma,
-    fresh_gamma,
     fresh_gamma_like,
     merge_categories,
     prepare_block,
     read_labels,
 )
-
-__all__ = [
-    "Message",
-    "MessageLog",
-    "FederatedBCEResult",
-    "run_federated_bce",
-    "run_column_distributed_bce",
-    "encode_fixed",
-    "decode_fixed",
-    "COORDINATOR",
-]
-
-COORDINATOR = "coordinator"
-
-# RFC 3526, 2048-bit MODP group 14, generator 2.
-_DH_PRIME = int(
-    "FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A08798E3404DD"
-    "EF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B0BFF5CB6F406B7ED"
-    "EE386BFB5A899FA5AE9F24117C4B1FE649286651ECE45B3DC2007CB8A163BF0598DA48361C55D39A69163FA8FD24CF5F"
-    "83655D23DCA3AD961C62F356208552BB9ED529077096966D670C354E4ABC9804F1746C08CA18217C32905E462E36CE3B"
-    "E39E772C180E86039B2783A2EC07A28FB5C55DF06F4C52C9DE2BCBF6955817183995497CEA956AE515D2261898FA0510"
-    "15728E5A8AACAA68FFFFFFFFFFFFFFFF",
-    16,
+from .secure import (
+    COORDINATOR,
+    MessageLog,
+    decode_fixed,
+    public_part,
+    site_keygen,
+    site_masked_stats,
+    site_pair_seeds,
+    sum_words,
 )
-_DH_GENERATOR = 2
 
-
-@dataclass(frozen=True)
-class Message:
-    """One protocol message: who sent what kind of payload to whom."""
-
-    sender: str
-    receiver: str
-    kind: str
-    payload: object = None
-
-
-@dataclass
-class MessageLog:
-    """Record of every protocol message, for audits and tests."""
-
-    messages: list = field(default_factory=list)
-
-    def record(self, sender, receiver, kind, payload=None):
-        self.messages.append(Message(sender, receiver, kind, payload))
-
-    def received_by(self, party):
-        """Messages whose receiver is ``party``."""
-        return [m for m in self.messages if m.receiver == party]
-
-    def kinds(self, party):
-        """Set of message kinds ``party`` received."""
-        return {m.kind for m in self.received_by(party)}
-
-
-# --------------------------------------------------------------------------- fixed point, masks
-
-
-def encode_fixed(values, frac_bits):
-    """Signed fixed point ``round(x * 2**frac_bits)`` as uint64 (two's complement, i.e. modulo 2**64)."""
-    scaled = np.round(np.asarray(values, dtype=np.float64) * float(2**frac_bits))
-    return scaled.astype(np.int64).view(np.uint64)
-
-
-def decode_fixed(words, frac_bits):
-    """Inverse of :func:`encode_fixed` for a (sum of) encoded vector(s)."""
-    return np.asarray(words, dtype=np.uint64).view(np.int64).astype(np.float64) / float(2**frac_bits)
-
-
-def _mask(seed, round_id, size):
-    bitgen = np.random.PCG64(np.random.SeedSequence([seed, round_id]))
-    return bitgen.random_raw(size).astype(np.uint64)
-
-
-def site_keygen():
-    """A site's Diffie-Hellman key pair ``{"private": a, "public": g**a mod p}`` (kept on the site)."""
-    a = secrets.randbits(256) | 1
-    return {"private": a, "public": pow(_DH_GENERATOR, a, _DH_PRIME)}
-
-
-def public_part(keys):
-    return keys["public"]
-
-
-def site_pair_seeds(keys, publics, me):
-    """Pairwise seeds ``sha256(g**(a_p a_q))`` with every other site, keyed by its index."""
-    seeds = {}
-    for q, pub in enumerate(publics):
-        if q == me:
-            continue
-        if not 1 < pub < _DH_PRIME - 1:
-            raise InputError(f"site {q} sent an invalid public key")
-        shared = pow(pub, keys["private"], _DH_PRIME)
-        digest = hashlib.sha256(shared.to_bytes(256, "big")).digest()
-        seeds[q] = int.from_bytes(digest, "big")
-    return seeds
-
-
-def site_masked_stats(vec, seeds, me, round_id, frac_bits, n_sites, site_name):
-    """Fixed-point statistics plus the site's pairwise masks, modulo 2**64."""
-    vec = np.asarray(vec, dtype=np.float64)
-    limit = 2.0 ** (62 - frac_bits) / n_sites
-    if not np.all(np.isfinite(vec)) or np.max(np.abs(vec), initial=0.0) >= limit:
-        raise InputError(
-            f"site {site_name!r}: statistics exceed the fixed-point range (|x| < {limit:.3g} with "
-            f"frac_bits={frac_bits}); lower frac_bits"
-        )
-    out = encode_fixed(vec, frac_bits)
-    for q, seed in seeds.items():
-        m = _mask(seed, round_id, vec.size)
-        if me < q:
-            out = out + m
-        else:
-            out = out - m
-    return out
-
-
-def sum_words(*words):
-    """Sum of uint64 vectors modulo 2**64."""
-    out = np.zeros_like(words[0])
-    for w in words:
-        out = out + w
-    return out
-
+__all__ = ["FederatedBCEResult", "run_federated_bce"]
 
 # --------------------------------------------------------------------------- site side
 
@@ -590,177 +460,3 @@ def _run_sequential(client, sites, gidx, starts, offsets, k, est, log):
         if best is None or trace[-1] > best[1][-1]:
             best = (params, trace, len(trace), converged, gamma)
     return best
-
-
-# --------------------------------------------------------------------------- column-distributed
-
-
-def client_loglik(gidx, beta, offsets):
-    """``log beta_hj(x_ij)`` for the client's columns: ``(n, N_g, k)``, ``nan`` where missing."""
-    n, N = gidx.shape
-    k = beta.shape[0]
-    logbeta = np.log(np.maximum(beta, 1e-300))
-    out = np.full((n, N, k), np.nan)
-    for j in range(N):
-        g = gidx[:, j]
-        obs = g >= 0
-        out[obs, j, :] = logbeta[:, g[obs]].T
-    return out
-
-
-def client_m_step(gidx, phi, offsets, R):
-    """Client-side eq. 7: the client's beta from its labels and the server's ``phi``."""
-    n, N = gidx.shape
-    counts = np.zeros((phi.shape[2], R))
-    for j in range(N):
-        counts += kern.column_counts(gidx[:, j], 1.0, np.ascontiguousarray(phi[:, j, :]), R)
-    return normalise_counts(counts, offsets)
-
-
-def server_estep(alpha, gamma, tol, max_iter, *lls):
-    """Server E-step on the clients' log-likelihoods; returns phi, the new gamma and the alpha statistics."""
-    ll = np.concatenate(lls, axis=1)
-    gamma = gamma.copy()
-    phi, ss, bound, n_rows = kern.estep_from_loglik(ll, np.ones(ll.shape[1]), alpha, gamma, tol, max_iter)
-    return {"phi": phi, "gamma": gamma, "ss": ss, "bound": bound, "n_rows": n_rows}
-
-
-def _phi_slice(res, a, b):
-    return np.ascontiguousarray(res["phi"][:, a:b, :])
-
-
-def _summary(res):
-    return {"ss": res["ss"], "bound": res["bound"], "n_rows": res["n_rows"]}
-
-
-def run_column_distributed_bce(
-    holders,
-    n_clusters,
-    client,
-    *,
-    server_resource=None,
-    max_iter=300,
-    tol=1e-5,
-    e_step_tol=1e-4,
-    e_step_max_iter=100,
-    alpha_init=1.0,
-    random_state=None,
-    init=None,
-    storage_options=None,
-    log=None,
-):
-    """Column-distributed BCE (papers/001 Sect. 5.2.2): clients hold columns, a server gamma/alpha.
-
-    Parameters
-    ----------
-    holders : list of dict
-        One dict per client: ``name``, ``url`` (its columns of the labels matrix, all rows in
-        the same order) and ``resource``.
-    n_clusters : int
-    client : distributed.Client
-    server_resource : str, default=None
-        Worker resource of the server (None: any worker).
-    max_iter, tol, e_step_tol, e_step_max_iter, alpha_init, random_state
-        As in :class:`~ensemble_dask.consensus.bce.BCE`; the random start (drawn by the
-        coordinator from the clients' label categories) equals BCE's on the pooled columns.
-    init : dict, default=None
-        ``{"alpha": ..., "beta": [...]}`` start instead of a random one.
-    storage_options : dict, default=None
-    log : MessageLog, default=None
-
-    Returns
-    -------
-    FederatedBCEResult
-        With ``site_gamma`` holding the server's gamma under the key ``"server"``. The
-        clients' final ``beta`` is sent to the coordinator once, at the end, to export the
-        model (message kind ``"beta_final"``).
-    """
-    log = MessageLog() if log is None else log
-    holders = [dict(h) for h in holders] if isinstance(holders, (list, tuple)) else holders
-    names = _check_sites(holders, client)
-    est = BCE(
-        n_clusters,
-        max_iter=max_iter,
-        tol=tol,
-        e_step_tol=e_step_tol,
-        e_step_max_iter=e_step_max_iter,
-        alpha_init=alpha_init,
-        random_state=random_state,
-    )
-    est._check_params()
-    k = est._k
-    data, cats, ncols = [], [], []
-    for h, name in zip(holders, names, strict=True):
-        h["_name"] = name
-        d = _submit(client, h, site_load, h["url"], storage_options, kind="load")
-        try:
-            nc, uniques, _ = _submit(client, h, block_meta, d, kind="meta").result()
-        except Exception as exc:
-            raise InputError(f"client {name!r}: cannot read labels at {h['url']!r}: {exc}") from exc
-        log.record(name, COORDINATOR, "meta", {"n_clusterings": nc, "categories": uniques})
-        data.append(d)
-        cats.append([u.astype(np.int64) for u in uniques])
-        ncols.append(nc)
-    categories = [c for cs in cats for c in cs]
-    offsets = _offsets(categories)
-    if init is not None:
-        p0 = est._params_from_init(init, categories, None)
-    else:
-        p0 = est._random_params(check_random_state(random_state), categories)
-    srv = {"resources": {server_resource: 1}} if server_resource else {}
-    col0 = np.concatenate([[0], np.cumsum(ncols)])
-    local = []
-    for i, h in enumerate(holders):
-        loc_off = offsets[col0[i] : col0[i + 1] + 1] - offsets[col0[i]]
-        g = _submit(client, h, encode_block, data[i], cats[i], kind="encode")
-        beta_i = p0.beta[:, offsets[col0[i]] : offsets[col0[i + 1]]]
-        log.record(COORDINATOR, h["_name"], "beta_init", beta_i)
-        local.append({"gidx": g, "offsets": loc_off, "beta": beta_i})
-    n_rows = _submit(client, holders[0], _nrows, data[0], kind="n").result()
-    gamma = client.submit(fresh_gamma, n_rows, k, pure=False, **srv)
-    alpha = p0.alpha
-    trace, converged = [], False
-    for t in range(max_iter):
-        lls = []
-        for h, loc in zip(holders, local, strict=True):
-            lls.append(
-                _submit(client, h, client_loglik, loc["gidx"], loc["beta"], loc["offsets"], kind="loglik")
-            )
-            log.record(h["_name"], "server", "loglik", None)
-        res = client.submit(
-            server_estep, alpha, gamma, float(e_step_tol), int(e_step_max_iter), *lls, pure=False, **srv
-        )
-        summary = client.submit(_summary, res, pure=False, **srv).result()
-        trace.append(float(summary["bound"]))
-        if t > 0 and abs(trace[-1] - trace[-2]) <= tol * abs(trace[-1]):
-            converged = True
-            gamma = client.submit(_get, res, "gamma", pure=False, **srv)
-            break
-        gamma = client.submit(_get, res, "gamma", pure=False, **srv)
-        if t == max_iter - 1:
-            break
-        for i, (h, loc) in enumerate(zip(holders, local, strict=True)):
-            phi = client.submit(_phi_slice, res, col0[i], col0[i + 1], pure=False, **srv)
-            log.record("server", h["_name"], "phi", None)
-            R = int(loc["offsets"][-1])
-            loc["beta"] = _submit(client, h, client_m_step, loc["gidx"], phi, loc["offsets"], R, kind="mstep")
-        alpha = update_alpha(alpha, summary["n_rows"], summary["ss"])
-    betas = []
-    for i, (h, loc) in enumerate(zip(holders, local, strict=True)):
-        b = loc["beta"].result() if hasattr(loc["beta"], "result") else loc["beta"]
-        log.record(h["_name"], COORDINATOR, "beta_final", b)
-        for j in range(ncols[i]):
-            betas.append(b[:, loc["offsets"][j] : loc["offsets"][j + 1]].copy())
-    return FederatedBCEResult(
-        alpha_=alpha,
-        beta_=betas,
-        categories_=categories,
-        lower_bound_=trace[-1],
-        lower_bound_trace_=np.asarray(trace),
-        n_iter_=len(trace),
-        converged_=converged,
-        mode="column",
-        site_names=names,
-        site_gamma={"server": gamma},
-        log=log,
-    )

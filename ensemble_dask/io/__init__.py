@@ -5,8 +5,9 @@
 * :mod:`.store` - the run store (a zarr group with a record per stage).
 """
 
-from .readers import infer_format, iter_table_chunks, source_fingerprint, strip_file_scheme, zarr_has_labels
-from .store import RunStore, make_zarr_store, stage_hash
+from .readers import iter_table_chunks, zarr_has_labels
+from .store import RunStore, stage_hash
+from .urls import infer_format, make_zarr_store, source_fingerprint, strip_file_scheme
 
 __all__ = [
     "RunStore",

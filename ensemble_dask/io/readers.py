@@ -9,81 +9,19 @@ slices). Formats: CSV (plain or compressed, inferred from the suffix), Parquet, 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Iterator
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 import fsspec
 import numpy as np
 import pandas as pd
 
 from .._validation import InputError
+from .urls import FORMATS, _check_exists, infer_format, make_zarr_store, strip_file_scheme
 
-__all__ = [
-    "infer_format",
-    "iter_table_chunks",
-    "zarr_has_labels",
-    "source_fingerprint",
-    "strip_file_scheme",
-]
-
-FORMATS = ("csv", "parquet", "zarr", "npy", "synthetic")
-
-
-def strip_file_scheme(url: str) -> str:
-    """``file:///a/b`` -> ``/a/b``; other URLs are returned unchanged."""
-    return url[len("file://") :] if url.startswith("file://") else url
-
-
-def infer_format(url: str) -> str:
-    """Guess the format of ``url`` from its scheme and suffix."""
-    if url.startswith("synthetic:"):
-        return "synthetic"
-    path = urlsplit(url).path if "://" in url else url
-    path = path.rstrip("/").lower()
-    for comp in (".gz", ".bz2", ".xz", ".zst", ".zip"):
-        if path.endswith(comp):
-            path = path[: -len(comp)]
-    if path.endswith((".csv", ".txt", ".data", ".tsv")):
-        return "csv"
-    if path.endswith((".parquet", ".pq")):
-        return "parquet"
-    if path.endswith(".zarr"):
-        return "zarr"
-    if path.endswith(".npy"):
-        return "npy"
-    raise InputError(f"cannot tell the format of {url!r} from its name; pass format= one of {list(FORMATS)}")
-
-
-def _check_exists(url, storage_options):
-    try:
-        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
-        exists = fs.exists(path)
-    except FileNotFoundError:
-        exists = False
-    except Exception as exc:  # bad bucket, credentials, unreachable endpoint ...
-        raise InputError(f"cannot open {url!r}: {exc}") from exc
-    if not exists:
-        raise InputError(f"input file {url!r} does not exist")
-    return fs, path
-
-
-def source_fingerprint(url, storage_options=None) -> dict:
-    """Size and modification marker of the source, to tell a changed input from a re-run."""
-    if url.startswith("synthetic:"):
-        return {"url": url}
-    fs, path = _check_exists(url, storage_options)
-    keys = ("size", "mtime", "ETag", "LastModified", "last_modified")
-    if fs.isdir(path):  # a zarr directory: its files change, not the directory entry
-        listing = sorted(
-            (name, *(str(info.get(k)) for k in keys)) for name, info in fs.find(path, detail=True).items()
-        )
-        return {"url": url, "files": hashlib.sha256(repr(listing).encode()).hexdigest()}
-    info = fs.info(path)
-    return {"url": url, **{k: str(info[k]) for k in keys if info.get(k) is not None}}
-
+__all__ = ["iter_table_chunks", "zarr_has_labels"]
 
 def iter_table_chunks(
     url: str,
@@ -196,7 +134,6 @@ def zarr_has_labels(url, storage_options=None):
     """Whether the zarr input at ``url`` is a group holding reference labels ``y``."""
     import zarr
 
-    from .store import make_zarr_store
 
     try:
         node = zarr.open(
@@ -210,7 +147,6 @@ def zarr_has_labels(url, storage_options=None):
 def _iter_zarr(url, storage_options, chunk_rows):
     import zarr
 
-    from .store import make_zarr_store
 
     try:
         node = zarr.open(store=make_zarr_store(url, storage_options, read_only=True), mode="r")

@@ -20,22 +20,13 @@ import time
 import fsspec
 import zarr
 import zarr.errors
-from zarr.storage import FsspecStore, LocalStore
 
 from .._validation import EnsembleDaskError, InputError
-from .readers import strip_file_scheme
+from .urls import make_zarr_store, strip_file_scheme
 
 __all__ = ["RunStore", "make_zarr_store", "stage_hash"]
 
 logger = logging.getLogger(__name__)
-
-
-def make_zarr_store(url, storage_options=None, *, read_only=False):
-    """A zarr store for ``url``: a :class:`LocalStore` for paths and ``file://``, else fsspec."""
-    url = strip_file_scheme(str(url))
-    if "://" not in url:
-        return LocalStore(url, read_only=read_only)
-    return FsspecStore.from_url(url, storage_options=storage_options or {}, read_only=read_only)
 
 
 def _jsonable(obj):

@@ -73,7 +73,7 @@ def _fit(store, method, kwargs, client):
     """The fitted estimator of ``method`` with parameters ``kwargs`` on the store's data."""
     est = _estimator(method, kwargs)
     if METHODS[method] == "pairs":
-        from ..coassoc.build import read_pairs
+        from ..coassoc import read_pairs
 
         # pairs never co-present in a clustering (possible with subsamples) carry no evidence
         return est.fit(read_pairs(store.group).observed())

@@ -44,7 +44,7 @@ def split_sites(store, out, names, *, storage_options=None):
     """
     import zarr
 
-    from ..io.store import make_zarr_store
+    from ..io.urls import make_zarr_store
 
     if not names:
         raise InputError("split_sites needs at least one site name")

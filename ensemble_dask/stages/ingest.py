@@ -34,7 +34,8 @@ import pandas as pd
 
 from .. import datasets
 from .._validation import InputError, check_int, stage_seed
-from ..io.readers import infer_format, iter_table_chunks, source_fingerprint, zarr_has_labels
+from ..io.readers import iter_table_chunks, zarr_has_labels
+from ..io.urls import infer_format, source_fingerprint
 
 __all__ = ["ingest", "ingest_params"]
 

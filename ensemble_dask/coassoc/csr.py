@@ -1,0 +1,344 @@
+"""The ``pairs/`` group of the run store: a symmetric CSR of c_ij and N_ij in zarr.
+
+Both (i, j) and (j, i) are stored, as ``indptr`` (n + 1, int64, chunked by rows), ``indices`` (int64), ``co``
+and ``both`` (int32), the last three chunked along nnz, in shuffled LZ4. The group's attributes record the
+strategy, its parameters, the seed, ``n``, ``n_clusterings`` (the number of ``labels`` columns counted,
+columns ``0 .. n_clusterings - 1``) and ``complete``, written last. Readers: :func:`read_pairs` (all in
+memory, as :class:`~ensemble_dask.coassoc.counting.PairCounts`) and :func:`iter_pair_blocks` (row blocks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import InputError, check_int
+from .counting import PairCounts
+
+__all__ = ["PairBlock", "write_pairs", "read_pairs", "iter_pair_blocks"]
+
+DEFAULT_NNZ_CHUNK = 1 << 20
+PAIRS_GROUP = "pairs"
+TMP_GROUP = "_tmp"
+_READ_BYTES = 32 << 20  # int32 label bytes read at once when compacting a row block
+
+
+def _open_url(url, storage_options=None, mode="a"):
+    """Open the run store at a URL the way :class:`~ensemble_dask.io.store.RunStore` does."""
+    import zarr
+
+    from ..io.urls import make_zarr_store
+
+    try:
+        store = make_zarr_store(url, storage_options, read_only=mode == "r")
+        return zarr.open_group(store=store, mode=mode)
+    except FileNotFoundError as exc:
+        raise InputError(f"no run store at {url!r}") from exc
+
+
+def _open_group(group_or_url, storage_options=None, mode="a"):
+    """A zarr group from a group, a :class:`~ensemble_dask.io.store.RunStore` or a URL."""
+    import zarr
+
+    if isinstance(group_or_url, zarr.Group):
+        return group_or_url
+    if hasattr(group_or_url, "group") and hasattr(group_or_url, "url"):  # a RunStore
+        return group_or_url.group
+    if not isinstance(group_or_url, str):
+        raise InputError(f"expected a zarr group, a RunStore or a store URL; got {group_or_url!r}")
+    return _open_url(group_or_url, storage_options, mode)
+
+
+@dataclass(frozen=True)
+class _Locator:
+    """What a task needs to reopen the run store: a URL (or a store object), a path, fsspec options."""
+
+    store: object
+    path: str
+    storage_options: dict | None
+
+    def __dask_tokenize__(self):
+        where = self.store if isinstance(self.store, str) else f"{type(self.store).__name__}:{self.store}"
+        return ("ensemble_dask.coassoc._Locator", where, self.path, repr(self.storage_options))
+
+    def open(self, mode="r+"):
+        import zarr
+
+        if isinstance(self.store, str):
+            return _open_url(self.store, self.storage_options, mode)
+        return zarr.open_group(store=self.store, mode=mode, path=self.path or None)
+
+    def __str__(self):
+        return self.store if isinstance(self.store, str) else str(self.store)
+
+
+def _locator(group_or_url, storage_options):
+    import zarr
+
+    if isinstance(group_or_url, zarr.Group):
+        return _Locator(group_or_url.store, group_or_url.path, None)
+    if hasattr(group_or_url, "group") and hasattr(group_or_url, "url"):  # a RunStore
+        return _Locator(group_or_url.url, "", dict(group_or_url.storage_options) or None)
+    return _Locator(group_or_url, "", storage_options or None)
+
+
+def _labels_array(group, where):
+    if "labels" not in group or not hasattr(group["labels"], "shape"):
+        raise InputError(f"the run store {where!r} has no 'labels' array (run the generate stage first)")
+    arr = group["labels"]
+    if len(arr.shape) != 2 or arr.shape[0] < 2 or arr.shape[1] < 1:
+        raise InputError(f"'labels' must be an n x N array with n >= 2, N >= 1; got shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise InputError(f"'labels' must hold integer cluster ids; got dtype {arr.dtype}")
+    return arr
+
+
+def _checked_rows(arr, r0, r1, c0=0, c1=None):
+    """Label rows ``r0:r1`` (columns ``c0:c1``) as int32, rejecting values below -1."""
+    block = np.asarray(arr[r0:r1, c0:c1])
+    if block.size and block.min() < -1:
+        r, c = np.argwhere(block < -1)[0]
+        raise InputError(
+            f"labels values must be >= -1 (-1 marks a missing label); got {block[r, c]} "
+            f"at row {r0 + r}, column {c0 + c}"
+        )
+    if block.size and block.max() > np.iinfo(np.int32).max:
+        raise InputError(f"labels values must fit in int32; got {block.max()}")
+    return np.ascontiguousarray(block, dtype=np.int32)
+
+
+def _compact_rows(arr, r0, r1):
+    """Label rows ``r0:r1`` validated and held in the smallest of int8, int16, int32 that fits them.
+
+    Read by groups of columns, so that no more than about ``_READ_BYTES`` of int32 is held
+    besides the result (and reading by whole columns avoids a strided copy of every chunk).
+    """
+    n_cols = int(arr.shape[1])
+    step = int(arr.chunks[1])
+    width = max(step, (_READ_BYTES // (4 * max(1, r1 - r0))) // step * step)
+    out = np.empty((r1 - r0, n_cols), dtype=np.int8)
+    for c0 in range(0, n_cols, width):
+        c1 = min(c0 + width, n_cols)
+        block = _checked_rows(arr, r0, r1, c0, c1)
+        top = int(block.max(initial=-1))
+        if top > np.iinfo(out.dtype).max:
+            out = out.astype(np.int16 if top <= np.iinfo(np.int16).max else np.int32)
+        out[:, c0:c1] = block
+    return out
+
+
+def _common_dtype(a, b):
+    """The two label blocks in one dtype (the wider of theirs), so the kernel sees one signature."""
+    if a.dtype == b.dtype:
+        return a, b
+    wide = np.promote_types(a.dtype, b.dtype)
+    return a.astype(wide), b.astype(wide)
+
+
+def _create_pairs_group(group, n, nnz, *, row_chunk, nnz_chunk, attrs):
+    """(Re)create ``pairs/`` with empty arrays and ``complete=False`` attributes."""
+    return _create_pairs_arrays(
+        _new_pairs_group(group, attrs), n, nnz, row_chunk=row_chunk, nnz_chunk=nnz_chunk
+    )
+
+
+def _new_pairs_group(group, attrs):
+    """(Re)create an empty ``pairs/`` group with ``complete=False`` attributes."""
+    if PAIRS_GROUP in group:
+        del group[PAIRS_GROUP]
+    pg = group.create_group(PAIRS_GROUP)
+    pg.attrs.put({**attrs, "complete": False})
+    return pg
+
+
+def _create_pairs_arrays(pg, n, nnz, *, row_chunk, nnz_chunk):
+    """The empty CSR arrays of ``pairs/``."""
+    codec = _pairs_codec()
+    pg.create_array(
+        "indptr", shape=(n + 1,), chunks=(max(1, row_chunk),), dtype="int64", fill_value=0, compressors=codec
+    )
+    c = max(1, min(nnz_chunk, nnz)) if nnz else 1
+    for name, dtype in (("indices", "int64"), ("co", "int32"), ("both", "int32")):
+        pg.create_array(name, shape=(nnz,), chunks=(c,), dtype=dtype, fill_value=0, compressors=codec)
+    return pg
+
+
+def _pairs_codec():
+    """The codec of the ``pairs/`` arrays: byte-shuffled LZ4 (Blosc).
+
+    On stored pairs it compresses about as well as zarr's default Zstandard (better on
+    ``indices``, a little worse on the small counts) and writes ~10x and reads ~15x faster.
+    """
+    from zarr.codecs import BloscCodec
+
+    return BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")
+
+
+def _finish(pg, summary):
+    pg.attrs.update({**summary, "complete": True})
+
+
+def write_pairs(group_or_url, pair_counts, *, storage_options=None, nnz_chunk=DEFAULT_NNZ_CHUNK, attrs=None):
+    """Write in-memory counts to ``pairs/`` of a run store (replacing what is there).
+
+    Parameters
+    ----------
+    group_or_url : zarr.Group or str
+        The run store.
+    pair_counts : PairCounts
+    storage_options : dict, default=None
+        fsspec options when ``group_or_url`` is a URL.
+    nnz_chunk : int, default=1048576
+        Chunk length of ``indices``, ``co`` and ``both``.
+    attrs : dict, default=None
+        Extra attributes (e.g. the strategy record of :func:`coassociation`).
+
+    Returns
+    -------
+    dict
+        The attributes written.
+
+    Examples
+    --------
+    >>> from ensemble_dask.coassoc import coassociation, read_pairs, write_pairs
+    >>> import zarr
+    >>> g = zarr.open_group(store="memory://doc-write-pairs", mode="w")
+    >>> pc = coassociation([[0, 0], [0, 1], [1, 1]], strategy="full", seed=0)
+    >>> write_pairs(g, pc)["nnz"]
+    6
+    >>> read_pairs(g).co.tolist()
+    [1, 0, 1, 1, 0, 1]
+    """
+    group = _open_group(group_or_url, storage_options)
+    nnz_chunk = check_int(nnz_chunk, "nnz_chunk", min_value=1)
+    pc = pair_counts
+    summary = {**(attrs or {}), **_summary(pc.n, pc.nnz, pc.n_clusterings)}
+    pg = _create_pairs_group(group, pc.n, pc.nnz, row_chunk=1 << 16, nnz_chunk=nnz_chunk, attrs=summary)
+    pg["indptr"][:] = pc.indptr
+    if pc.nnz:
+        pg["indices"][:] = pc.indices
+        pg["co"][:] = pc.co
+        pg["both"][:] = pc.both
+    _finish(pg, summary)
+    return dict(pg.attrs)
+
+
+def _summary(n, nnz, n_clusterings):
+    return {
+        "format": "symmetric-csr",
+        "n": int(n),
+        "nnz": int(nnz),
+        "n_pairs": int(nnz) // 2,
+        "n_clusterings": int(n_clusterings),
+    }
+
+
+def _pairs_group(group_or_url, storage_options):
+    group = _open_group(group_or_url, storage_options, mode="r")
+    if PAIRS_GROUP not in group:
+        raise InputError(f"the run store {group_or_url!r} has no '{PAIRS_GROUP}/' group (run coassoc first)")
+    pg = group[PAIRS_GROUP]
+    if not pg.attrs.get("complete", False):
+        raise InputError(f"'{PAIRS_GROUP}/' in {group_or_url!r} is not complete (an interrupted write?)")
+    return pg
+
+
+def read_pairs(group_or_url, *, storage_options=None):
+    """Read ``pairs/`` of a run store into memory.
+
+    Parameters
+    ----------
+    group_or_url : zarr.Group or str
+    storage_options : dict, default=None
+
+    Returns
+    -------
+    PairCounts
+
+    Examples
+    --------
+    >>> from ensemble_dask.coassoc import coassociation, read_pairs, write_pairs
+    >>> import zarr
+    >>> g = zarr.open_group(store="memory://doc-read-pairs", mode="w")
+    >>> _ = write_pairs(g, coassociation([[0], [0], [1]], strategy="full", seed=0))
+    >>> read_pairs(g).to_dense()[0].tolist()
+    [[0, 1, 0], [1, 0, 0], [0, 0, 0]]
+    """
+    pg = _pairs_group(group_or_url, storage_options)
+    return PairCounts(
+        np.asarray(pg["indptr"][:], dtype=np.int64),
+        np.asarray(pg["indices"][:], dtype=np.int64),
+        np.asarray(pg["co"][:], dtype=np.int32),
+        np.asarray(pg["both"][:], dtype=np.int32),
+        int(pg.attrs["n_clusterings"]),
+    )
+
+
+@dataclass(frozen=True)
+class PairBlock:
+    """Rows ``row_start .. row_stop - 1`` of the stored symmetric CSR.
+
+    Attributes
+    ----------
+    row_start, row_stop : int
+    indptr : ndarray of shape (row_stop - row_start + 1,), int64
+        Offsets into this block's ``indices`` (starting at 0).
+    indices : ndarray, int64
+        Global column of each entry.
+    co, both : ndarray, int32
+    n_clusterings : int
+    """
+
+    row_start: int
+    row_stop: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    co: np.ndarray
+    both: np.ndarray
+    n_clusterings: int
+
+    def rows(self):
+        """Global row of each entry."""
+        return np.repeat(np.arange(self.row_start, self.row_stop, dtype=np.int64), np.diff(self.indptr))
+
+
+def iter_pair_blocks(group_or_url, *, rows_per_block=1 << 16, storage_options=None):
+    """Stream ``pairs/`` by blocks of rows, never holding more than one block.
+
+    Parameters
+    ----------
+    group_or_url : zarr.Group or str
+    rows_per_block : int, default=65536
+    storage_options : dict, default=None
+
+    Yields
+    ------
+    PairBlock
+
+    Examples
+    --------
+    >>> from ensemble_dask.coassoc import coassociation, iter_pair_blocks, write_pairs
+    >>> import zarr
+    >>> g = zarr.open_group(store="memory://doc-iter-pairs", mode="w")
+    >>> _ = write_pairs(g, coassociation([[0], [0], [0]], strategy="full", seed=0))
+    >>> [(b.row_start, b.indices.tolist()) for b in iter_pair_blocks(g, rows_per_block=2)]
+    [(0, [1, 2, 0, 2]), (2, [0, 1])]
+    """
+    rows_per_block = check_int(rows_per_block, "rows_per_block", min_value=1)
+    pg = _pairs_group(group_or_url, storage_options)
+    n = int(pg.attrs["n"])
+    n_clust = int(pg.attrs["n_clusterings"])
+    for r0 in range(0, n, rows_per_block):
+        r1 = min(r0 + rows_per_block, n)
+        ptr = np.asarray(pg["indptr"][r0 : r1 + 1], dtype=np.int64)
+        e0, e1 = int(ptr[0]), int(ptr[-1])
+        yield PairBlock(
+            r0,
+            r1,
+            ptr - e0,
+            np.asarray(pg["indices"][e0:e1], dtype=np.int64),
+            np.asarray(pg["co"][e0:e1], dtype=np.int32),
+            np.asarray(pg["both"][e0:e1], dtype=np.int32),
+            n_clust,
+        )

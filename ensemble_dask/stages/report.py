@@ -1,0 +1,39 @@
+"""The ``report`` stage: ``report/metrics.json`` from what the run store holds."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .consensus import current_results
+from .generate import base_partition_scores
+
+__all__ = ["write_report"]
+
+
+def write_report(store):
+    """Write ``report/metrics.json``: data-set facts, base-partition accuracy, consensus methods.
+
+    The ``methods`` entries are those of the consensus results in the store, so the report always
+    describes what the store holds.
+    """
+    summary = store["X"].attrs.get("summary", {}) if "X" in store else {}
+    ingest_rec = store.record("ingest") or {}
+    dataset = {
+        "source": ingest_rec.get("params", {}).get("url"),
+        "n": summary.get("n", store.n),
+        "d": summary.get("d"),
+        "classes": summary.get("classes"),
+        "class_counts": summary.get("class_counts"),
+    }
+    if "labels" in store:
+        labels = store["labels"]
+        dataset["n_clusterings"] = int(labels.shape[1])
+        rates = [m.get("rate", 1.0) for m in labels.attrs.get("partitions", [])]
+        dataset["missing_fraction"] = round(1.0 - float(np.mean(rates)), 6) if rates else None
+    report = {
+        "dataset": dataset,
+        "base_partitions": base_partition_scores(store),
+        "methods": current_results(store),
+    }
+    store.write_json("report/metrics.json", report)
+    return report
