@@ -4,8 +4,12 @@ Base clusterings of subsamples generated as a Dask graph, a sparse co-associatio
 zarr, and the consensus methods PCC (KL, squared L2), PPC, BCE/GBCE/MM on top.
 """
 
-from ._validation import EnsembleDaskError, InputError
-from .coassoc.counting import PairCounts, dense_coassociation
+from . import _numba_cache
+
+_numba_cache.register()  # before any kernel module is imported: caches go to the user's cache folder
+
+from ._validation import EnsembleDaskError, InputError  # noqa: E402
+from .coassoc.counting import PairCounts, dense_coassociation  # noqa: E402
 
 __version__ = "0.1.0"
 

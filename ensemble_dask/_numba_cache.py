@@ -1,0 +1,55 @@
+"""Where numba caches this package's compiled kernels: a user cache directory, never the package folder.
+
+With ``cache=True`` numba writes ``.nbi``/``.nbc`` files into the ``__pycache__`` folder beside the source.
+In an installed package those files are not in pip's RECORD, so ``pip uninstall`` leaves a
+``site-packages/ensemble_dask/`` folder behind, which then shadows a later (editable) install as a namespace
+package: ``ImportError: cannot import name '__version__' from 'ensemble_dask' (unknown location)``.
+
+:func:`register` puts a numba cache locator first in numba's list that claims only this package's source
+files and keeps their cache under the user's cache directory (``$XDG_CACHE_HOME/ensemble_dask/numba/...``
+on Linux, the platform's equivalent elsewhere). ``NUMBA_CACHE_DIR``, when set, still wins, and other
+packages' functions are not affected.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from numba.core import caching, config
+from numba.misc.appdirs import AppDirs
+
+__all__ = ["PACKAGE_DIR", "cache_dir", "register"]
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def cache_dir() -> Path:
+    """The folder under which this package's kernels are cached (``NUMBA_CACHE_DIR`` aside)."""
+    return Path(AppDirs(appname="ensemble_dask", appauthor=False).user_cache_dir) / "numba"
+
+
+class _PackageCacheLocator(caching.UserWideCacheLocator):
+    """numba's user-wide locator, restricted to this package's files and to its own cache folder."""
+
+    def __init__(self, py_func, py_file):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        self._cache_path = os.path.join(cache_dir(), self.get_suitable_cache_subpath(py_file))
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if config.CACHE_DIR:  # the user asked for a place: numba's own locator honours it
+            return None
+        try:
+            Path(py_file).resolve().relative_to(PACKAGE_DIR)
+        except (ValueError, OSError):
+            return None
+        return super().from_function(py_func, py_file)
+
+
+def register() -> None:
+    """Put the package's locator first in numba's list (once; idempotent)."""
+    classes = caching.CacheImpl._locator_classes
+    if _PackageCacheLocator not in classes:
+        classes.insert(0, _PackageCacheLocator)
