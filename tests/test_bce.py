@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import warnings
 from pathlib import Path
 
@@ -26,7 +27,10 @@ from ensemble_dask.consensus.bce import (
 )
 from ensemble_dask.metrics import micro_precision
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# the shared data sit next to the repository; ENSEMBLE_DASK_SHARED_DATA points elsewhere (e.g. from a worktree)
+DATA = Path(
+    os.environ.get("ENSEMBLE_DASK_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
 
 
 def shared_data():

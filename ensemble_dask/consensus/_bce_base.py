@@ -1,0 +1,257 @@
+"""Estimator base class shared by BCE and GBCE (the E-step kernel handles both)."""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+
+from .._validation import InputError, check_int, check_labels_matrix, check_random_state
+from . import _bce_kernels as kern
+from ._base import normalized_entropy
+from ._bce_common import (
+    ConvergenceWarning,
+    EmptyRowsWarning,
+    Params,
+    StatsLayout,
+    UnseenLabelsWarning,
+    _check_tol,
+    _InMemoryEStep,
+    _offsets,
+    encode_labels,
+    label_categories,
+    run_em,
+)
+
+__all__ = ["_BCEBase"]
+
+
+class _BCEBase:
+    """Shared machinery of BCE and GBCE (the E-step kernel handles both)."""
+
+    _n_features = 0
+
+    def _check_params(self):
+        self._k = check_int(self.n_clusters, "n_clusters", min_value=1)
+        check_int(self.n_init, "n_init", min_value=1)
+        check_int(self.max_iter, "max_iter", min_value=1)
+        check_int(self.e_step_max_iter, "e_step_max_iter", min_value=1)
+        _check_tol(self.tol, "tol")
+        _check_tol(self.e_step_tol, "e_step_tol")
+        if isinstance(self.alpha_init, bool) or not isinstance(self.alpha_init, numbers.Real):
+            raise InputError(f"The 'alpha_init' parameter must be a positive number; got {self.alpha_init!r}")
+        if not self.alpha_init > 0:
+            raise InputError(f"The 'alpha_init' parameter must be > 0; got {self.alpha_init!r}")
+
+    def _random_params(self, rng, categories, X=None):
+        k = self._k
+        offsets = _offsets(categories)
+        beta = np.empty((k, offsets[-1]))
+        for j, cats in enumerate(categories):
+            if cats.size:
+                beta[:, offsets[j] : offsets[j + 1]] = rng.dirichlet(np.ones(cats.size), size=k)
+        D = 0 if X is None else X.shape[1]
+        mu = np.zeros((k, D))
+        var = np.ones((k, D))
+        if D:
+            mean = np.nanmean(X, axis=0)
+            sd = np.sqrt(np.maximum(np.nanvar(X, axis=0), self.reg_covar))
+            rows = rng.choice(X.shape[0], size=k, replace=X.shape[0] < k)
+            mu = np.where(np.isnan(X[rows]), mean, X[rows])
+            var = np.tile(sd**2, (k, 1))
+        return Params(np.full(k, float(self.alpha_init)), beta, mu, var)
+
+    def _params_from_init(self, init, categories, labels, X=None):
+        """Start from a fitted estimator (or a dict of parameters); new columns' beta from its memberships."""
+        k = self._k
+        offsets = _offsets(categories)
+        D = 0 if X is None else X.shape[1]
+        if isinstance(init, dict):
+            alpha = np.asarray(init["alpha"], dtype=np.float64)
+            betas = [np.asarray(b, dtype=np.float64) for b in init["beta"]]
+            if alpha.shape != (k,):
+                raise InputError(f"init['alpha'] must have shape ({k},); got {alpha.shape}")
+            if len(betas) != len(categories):
+                raise InputError(f"init['beta'] must hold {len(categories)} matrices; got {len(betas)}")
+            beta = np.empty((k, offsets[-1]))
+            for j, b in enumerate(betas):
+                if b.shape != (k, categories[j].size):
+                    raise InputError(
+                        f"init['beta'][{j}] must have shape {(k, categories[j].size)}; got {b.shape}"
+                    )
+                beta[:, offsets[j] : offsets[j + 1]] = b
+            mu = np.asarray(init.get("mu", np.zeros((k, D))), dtype=np.float64)
+            var = np.asarray(init.get("var", np.ones((k, D))), dtype=np.float64)
+            return Params(alpha.copy(), beta, mu, var)
+        if not hasattr(init, "alpha_"):
+            raise InputError(
+                f"init must be a fitted {type(self).__name__} or a dict of parameters; got {init!r}"
+            )
+        if init.alpha_.size != k:
+            raise InputError(f"init has n_clusters={init.alpha_.size} but n_clusters={k}")
+        n_old = len(init.beta_)
+        if n_old > len(categories):
+            raise InputError(
+                f"labels have {len(categories)} clusterings, fewer than the {n_old} of the init estimator"
+            )
+        beta = np.empty((k, offsets[-1]))
+        same_rows = getattr(init, "memberships_", None) is not None and init.memberships_.shape[0] == len(
+            labels
+        )
+        for j, cats in enumerate(categories):
+            a, b = offsets[j], offsets[j + 1]
+            if a == b:
+                continue
+            if j < n_old:
+                old_cats = init.categories_[j]
+                blk = np.full((k, cats.size), 1e-3 / max(cats.size, 1))
+                pos = np.searchsorted(cats, old_cats)
+                inside = (pos < cats.size) & (cats[np.minimum(pos, cats.size - 1)] == old_cats)
+                blk[:, pos[inside]] += init.beta_[j][:, inside]
+                beta[:, a:b] = blk / blk.sum(axis=1, keepdims=True)
+            elif same_rows:
+                col = labels[:, j]
+                obs = col >= 0
+                codes = np.searchsorted(cats, col[obs])
+                cnt = np.zeros((k, cats.size))
+                for h in range(k):
+                    cnt[h] = np.bincount(codes, weights=init.memberships_[obs, h], minlength=cats.size)
+                cnt += 1e-3 / cats.size
+                beta[:, a:b] = cnt / cnt.sum(axis=1, keepdims=True)
+            else:
+                beta[:, a:b] = 1.0 / cats.size
+        mu = getattr(init, "means_", np.zeros((k, D)))
+        var = getattr(init, "variances_", np.ones((k, D)))
+        if mu.shape != (k, D):
+            mu, var = np.zeros((k, D)), np.ones((k, D))
+        return Params(init.alpha_.copy(), beta, np.array(mu, dtype=float), np.array(var, dtype=float))
+
+    def _fit_backend(self, estep, categories, layout, *, init_params_list, gammas, empty_rows):
+        """Run EM from each start in ``init_params_list`` and keep the highest final bound."""
+        offsets = _offsets(categories)
+        best = None
+        for start, params0 in enumerate(init_params_list):
+            if start:
+                estep.reset()
+            params, trace, n_iter, converged, _ = run_em(
+                estep,
+                params0,
+                layout,
+                offsets,
+                max_iter=self.max_iter,
+                tol=self.tol,
+                reg_covar=getattr(self, "reg_covar", 1e-6),
+            )
+            if best is None or trace[-1] > best[1][-1]:
+                best = (params, trace, n_iter, converged, np.array(gammas(), dtype=np.float64))
+        params, trace, n_iter, converged, gamma = best
+        self._set_results(params, categories, trace, n_iter, converged, gamma, empty_rows)
+        return self
+
+    def _set_results(self, params, categories, trace, n_iter, converged, gamma, empty_rows):
+        offsets = _offsets(categories)
+        self.categories_ = categories
+        self.n_clusterings_ = len(categories)
+        self.alpha_ = params.alpha
+        self.beta_ = [params.beta[:, offsets[j] : offsets[j + 1]].copy() for j in range(len(categories))]
+        self._params = params
+        gamma = np.array(gamma, dtype=np.float64)
+        self.memberships_ = gamma / gamma.sum(axis=1, keepdims=True)
+        self.labels_ = np.argmax(self.memberships_, axis=1).astype(np.int32)
+        self.uncertainty_ = normalized_entropy(self.memberships_)
+        self.lower_bound_ = float(trace[-1])
+        self.lower_bound_trace_ = np.asarray(trace)
+        self.n_iter_ = n_iter
+        self.converged_ = converged
+        nonempty = np.ones(gamma.shape[0], dtype=bool)
+        nonempty[np.asarray(empty_rows, dtype=np.int64)] = False
+        self.effective_k_ = int(np.unique(self.labels_[nonempty]).size)
+        self.empty_rows_ = np.asarray(empty_rows, dtype=np.int64)
+
+    def _emit_fit_warnings(self, stacklevel=3):
+        """Warn about empty rows and non-convergence (``stacklevel`` 3 = the caller of ``fit``)."""
+        n = self.memberships_.shape[0]
+        if self.empty_rows_.size:
+            warnings.warn(
+                f"{self.empty_rows_.size} of {n} rows have no observed base label "
+                f"(first: row {self.empty_rows_[0]}); they get the prior's memberships "
+                "alpha / sum(alpha) (see empty_rows_)",
+                EmptyRowsWarning,
+                stacklevel=stacklevel,
+            )
+        if not self.converged_:
+            warnings.warn(
+                f"{type(self).__name__} did not converge in max_iter={self.max_iter} EM iterations "
+                f"(last relative bound change above tol={self.tol})",
+                ConvergenceWarning,
+                stacklevel=stacklevel,
+            )
+
+    def _check_fitted(self):
+        if not hasattr(self, "alpha_"):
+            raise InputError(f"This {type(self).__name__} is not fitted yet; call fit first")
+
+    def _transform(self, labels, X=None):
+        self._check_fitted()
+        labels = check_labels_matrix(labels)
+        if labels.shape[1] != self.n_clusterings_:
+            raise InputError(
+                f"labels must have the {self.n_clusterings_} clusterings of the fit; got {labels.shape[1]}"
+            )
+        gidx, n_unseen = encode_labels(labels, self.categories_)
+        if n_unseen:
+            warnings.warn(
+                f"{n_unseen} base labels were not seen in the fit; they are treated as missing",
+                UnseenLabelsWarning,
+                stacklevel=3,
+            )
+        ucol, Xf, ufeat = self._weights_for(labels.shape[1], X, labels.shape[0])
+        gamma = np.full((labels.shape[0], self._k), -1.0)
+        kern.estep_block(
+            gidx,
+            np.ones(gidx.shape[0]),
+            ucol,
+            self._params.logbeta,
+            Xf,
+            ufeat,
+            self._params.mu,
+            self._params.var,
+            self._params.alpha,
+            gamma,
+            float(self.e_step_tol),
+            int(self.e_step_max_iter),
+        )
+        return gamma / gamma.sum(axis=1, keepdims=True)
+
+    def fit_predict(self, *args, **kwargs):
+        """Fit and return ``labels_``."""
+        return self.fit(*args, **kwargs).labels_
+
+    def _fit_arrays(self, labels, X, init):
+        rng = check_random_state(self.random_state)
+        categories = label_categories(labels)
+        gidx, _ = encode_labels(labels, categories)
+        ucol, Xf, ufeat = self._weights_for(labels.shape[1], X, labels.shape[0])
+        observed = ((gidx >= 0) & (ucol > 0)).any(axis=1)
+        if Xf.shape[1]:
+            observed |= (~np.isnan(Xf) & (ufeat > 0)).any(axis=1)
+        empty_rows = np.flatnonzero(~observed)
+        if init is not None:
+            starts = [self._params_from_init(init, categories, labels, Xf)]
+        else:
+            starts = [
+                self._random_params(rng, categories, Xf if Xf.shape[1] else None) for _ in range(self.n_init)
+            ]
+        layout = StatsLayout(self._k, int(_offsets(categories)[-1]), Xf.shape[1])
+        estep = _InMemoryEStep(
+            gidx, ucol, Xf, ufeat, self._k, float(self.e_step_tol), int(self.e_step_max_iter)
+        )
+        return self._fit_backend(
+            estep,
+            categories,
+            layout,
+            init_params_list=starts,
+            gammas=estep.gammas,
+            empty_rows=empty_rows,
+        )

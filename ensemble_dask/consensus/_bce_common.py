@@ -1,0 +1,352 @@
+"""Shared machinery of the BCE family: label coding, packed E-step statistics, M-step and EM driver.
+
+BCE (papers/001 Sect. 4-5) treats the row ``x_i`` of the ``n x N`` base-labels matrix as a
+bag of discrete features drawn from a mixed-membership model; it is fitted by variational EM:
+the E-step runs eqs. 5-6 per row (numba, :mod:`._bce_kernels`), the M-step is eq. 7 for
+``beta`` and the Newton iteration of eq. 8 for ``alpha``.
+
+The E-step of a block of rows returns only its sufficient statistics, packed in one float
+vector (:class:`StatsLayout`): the beta counts, the Gaussian moments, the alpha digamma sums
+``sum_i Psi(gamma_ih) - Psi(sum_h gamma_ih)``, the block's lower bound and its number of rows.
+The EM driver (:func:`run_em`) only ever sees the total of those vectors, so the same driver
+runs in memory, on Dask row blocks (:mod:`ensemble_dask.dask_bce`) and across sites with
+secure aggregation (:mod:`ensemble_dask.federated`); one aggregation per EM iteration suffices
+because alpha's Newton iteration needs only the vector ``ss`` (DESIGN.md).
+
+The estimators live in :mod:`.bce` (BCE), :mod:`.gbce` (GBCE) and :mod:`.mm` (MM); the
+shared estimator base class in :mod:`._bce_base`.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import digamma, gammaln, polygamma
+
+from .._validation import InputError
+from . import _bce_kernels as kern
+
+__all__ = [
+    "BCEWarning",
+    "EmptyRowsWarning",
+    "ConvergenceWarning",
+    "UnseenLabelsWarning",
+    "StatsLayout",
+    "Params",
+    "encode_labels",
+    "compress_rows",
+    "label_categories",
+    "estep_stats",
+    "m_step",
+    "normalise_counts",
+    "run_em",
+    "update_alpha",
+]
+
+_TINY = 1e-300
+
+
+class BCEWarning(UserWarning):
+    """Base class of the warnings of the BCE family."""
+
+
+class EmptyRowsWarning(BCEWarning):
+    """Some rows have no observed base label (nor feature): they get the prior's memberships."""
+
+
+class ConvergenceWarning(BCEWarning):
+    """EM stopped at ``max_iter`` before the lower bound converged."""
+
+
+class UnseenLabelsWarning(BCEWarning):
+    """``transform`` met base labels absent from the fit; they are treated as missing."""
+
+
+# --------------------------------------------------------------------------- label coding
+
+
+def label_categories(labels):
+    """Per column, the sorted distinct non-missing labels (``np.unique`` of the values >= 0)."""
+    return [np.unique(col[col >= 0]).astype(np.int64) for col in np.asarray(labels).T]
+
+
+def _offsets(categories):
+    sizes = np.array([c.size for c in categories], dtype=np.int64)
+    return np.concatenate([[0], np.cumsum(sizes)])
+
+
+def encode_labels(labels, categories):
+    """Map each label to its global category index ``offset_j + position in categories[j]``.
+
+    Missing labels and labels not in ``categories[j]`` give ``-1``. Returns ``(gidx, n_unseen)``.
+    """
+    labels = np.asarray(labels)
+    offsets = _offsets(categories)
+    gidx = np.full(labels.shape, -1, dtype=np.int64)
+    n_unseen = 0
+    for j, cats in enumerate(categories):
+        col = labels[:, j]
+        obs = col >= 0
+        if cats.size == 0:
+            n_unseen += int(obs.sum())
+            continue
+        pos = np.searchsorted(cats, col[obs])
+        pos_c = np.minimum(pos, cats.size - 1)
+        hit = cats[pos_c] == col[obs]
+        n_unseen += int((~hit).sum())
+        vals = np.where(hit, offsets[j] + pos_c, -1)
+        gidx[obs, j] = vals
+    return gidx, n_unseen
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+@dataclass(frozen=True)
+class StatsLayout:
+    """Layout of the packed sufficient-statistics vector of an E-step.
+
+    ``[counts (k*R), wsum (k*D), wy (k*D), wy2 (k*D), ss (k), bound, n_rows]``.
+    """
+
+    k: int
+    R: int
+    D: int = 0
+
+    @property
+    def size(self):
+        return self.k * self.R + 3 * self.k * self.D + self.k + 2
+
+    def pack(self, counts, wsum, wy, wy2, ss, bound, n_rows):
+        return np.concatenate(
+            [counts.ravel(), wsum.ravel(), wy.ravel(), wy2.ravel(), ss, [float(bound), float(n_rows)]]
+        )
+
+    def unpack(self, vec):
+        k, R, D = self.k, self.R, self.D
+        o = 0
+        counts = vec[o : o + k * R].reshape(k, R)
+        o += k * R
+        wsum = vec[o : o + k * D].reshape(k, D)
+        o += k * D
+        wy = vec[o : o + k * D].reshape(k, D)
+        o += k * D
+        wy2 = vec[o : o + k * D].reshape(k, D)
+        o += k * D
+        ss = vec[o : o + k]
+        return {
+            "counts": counts,
+            "wsum": wsum,
+            "wy": wy,
+            "wy2": wy2,
+            "ss": ss,
+            "bound": float(vec[o + k]),
+            "n_rows": float(vec[o + k + 1]),
+        }
+
+
+@dataclass
+class Params:
+    """Model parameters: ``alpha`` (k,), flat ``beta`` (k, R), Gaussian ``mu`` and ``var`` (k, D)."""
+
+    alpha: np.ndarray
+    beta: np.ndarray
+    mu: np.ndarray
+    var: np.ndarray
+
+    @property
+    def logbeta(self):
+        return np.log(np.maximum(self.beta, _TINY))
+
+    def copy(self):
+        return Params(self.alpha.copy(), self.beta.copy(), self.mu.copy(), self.var.copy())
+
+
+def compress_rows(gidx):
+    """Distinct rows of ``gidx``: ``(distinct rows, multiplicities as float64, inverse index)``.
+
+    Identical label rows have identical E-steps (same start, same parameters), so the
+    E-step runs once per distinct row, weighted by its multiplicity.
+    """
+    gidx = np.ascontiguousarray(gidx, dtype=np.int64)
+    if gidx.shape[0] == 0:
+        return gidx, np.zeros(0), np.zeros(0, dtype=np.int64)
+    keys = gidx.view(np.dtype((np.void, gidx.dtype.itemsize * gidx.shape[1]))).ravel()
+    _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
+    return np.ascontiguousarray(gidx[first]), counts.astype(np.float64), inverse.ravel().astype(np.int64)
+
+
+def estep_stats(gidx, ucol, X, ufeat, params, gamma, tol, max_iter, rweight=None):
+    """E-step of a block of rows: returns the packed statistics vector; ``gamma`` is updated in place.
+
+    This NumPy-level function is what the Dask layer maps over row blocks and what a site
+    runs on its own rows. ``rweight`` gives each row's multiplicity (default 1).
+    """
+    k = params.alpha.size
+    if rweight is None:
+        rweight = np.ones(gidx.shape[0])
+    counts, wsum, wy, wy2, ss, bound, n_rows, _ = kern.estep_block(
+        gidx,
+        rweight,
+        ucol,
+        params.logbeta,
+        X,
+        ufeat,
+        params.mu,
+        params.var,
+        params.alpha,
+        gamma,
+        tol,
+        max_iter,
+    )
+    layout = StatsLayout(k, params.beta.shape[1], X.shape[1])
+    return layout.pack(counts, wsum, wy, wy2, ss, bound, n_rows)
+
+
+# --------------------------------------------------------------------------- M-step
+
+
+def _alpha_objective(alpha, n, ss):
+    return n * (gammaln(alpha.sum()) - gammaln(alpha).sum()) + float(((alpha - 1.0) * ss).sum())
+
+
+def update_alpha(alpha, n, ss, *, max_iter=100, tol=1e-12):
+    """Maximise ``n (lgamma(sum a) - sum lgamma(a_h)) + sum (a_h - 1) ss_h`` by eq. 8 (Newton).
+
+    The Newton step of eq. 8 is halved while it leaves the positive orthant or lowers the
+    (concave) objective, so the M-step never decreases the bound.
+    """
+    alpha = np.asarray(alpha, dtype=np.float64).copy()
+    if n <= 0 or alpha.size == 1:  # with k = 1 the bound does not depend on alpha
+        return alpha
+    f = _alpha_objective(alpha, n, ss)
+    for _ in range(max_iter):
+        g = n * (digamma(alpha.sum()) - digamma(alpha)) + ss
+        ell = -n * polygamma(1, alpha)
+        v = n * polygamma(1, alpha.sum())
+        c = (g / ell).sum() / (1.0 / v + (1.0 / ell).sum())
+        step = (g - c) / ell
+        t = 1.0
+        while True:
+            new = alpha - t * step
+            if np.all(new > 0):
+                fn = _alpha_objective(new, n, ss)
+                if fn >= f - 1e-14 * abs(f):
+                    break
+            t *= 0.5
+            if t < 1e-30:
+                return alpha
+        moved = np.max(np.abs(new - alpha)) / max(1.0, np.max(alpha))
+        alpha, f = new, fn
+        if moved < tol:
+            break
+    return alpha
+
+
+def normalise_counts(counts, offsets):
+    """Eq. 7: normalise each (cluster, clustering) block of ``counts`` over its categories.
+
+    A block with zero mass (an empty cluster or a clustering without labels) becomes uniform.
+    """
+    beta = np.empty_like(counts)
+    for j in range(offsets.size - 1):
+        a, b = offsets[j], offsets[j + 1]
+        if a == b:
+            continue
+        block = counts[:, a:b]
+        tot = block.sum(axis=1, keepdims=True)
+        beta[:, a:b] = np.where(tot > 0, block / np.where(tot > 0, tot, 1.0), 1.0 / (b - a))
+    return beta
+
+
+def m_step(stats, params, offsets, *, reg_covar=1e-6, fit_alpha=True):
+    """M-step from total statistics: beta by eq. 7/15, (mu, var) by eqs. 16-17, alpha by eq. 8."""
+    beta = normalise_counts(stats["counts"], offsets)
+    mu, var = params.mu.copy(), params.var.copy()
+    wsum = stats["wsum"]
+    if wsum.size:
+        ok = wsum > 0
+        safe = np.where(ok, wsum, 1.0)
+        new_mu = stats["wy"] / safe
+        new_var = stats["wy2"] / safe - new_mu**2
+        mu = np.where(ok, new_mu, mu)
+        var = np.where(ok, np.maximum(new_var, reg_covar), var)
+    alpha = params.alpha
+    if fit_alpha:
+        alpha = update_alpha(params.alpha, stats["n_rows"], stats["ss"])
+    return Params(alpha, beta, mu, var)
+
+
+def run_em(estep, params, layout, offsets, *, max_iter, tol, reg_covar=1e-6, fit_alpha=True, callback=None):
+    """Variational EM driver shared by the in-memory, Dask and federated fits.
+
+    ``estep(params, iteration)`` must return the TOTAL packed statistics over all rows for
+    ``params`` (and keep the rows' ``gamma`` for the next call). Each iteration records the
+    bound ``L(params_{t-1}, q_t)``; EM stops when its relative change is ``<= tol`` or after
+    ``max_iter`` E-steps. The returned ``params`` are those of the last E-step, so the rows'
+    ``gamma`` and the parameters are consistent.
+
+    Returns ``(params, trace, n_iter, converged, last_stats)``.
+    """
+    trace = []
+    converged = False
+    stats = None
+    for t in range(max_iter):
+        stats = layout.unpack(estep(params, t))
+        trace.append(stats["bound"])
+        if callback is not None:
+            callback(t, params, stats)
+        if t > 0 and abs(trace[-1] - trace[-2]) <= tol * abs(trace[-1]):
+            converged = True
+            break
+        if t == max_iter - 1:
+            break
+        params = m_step(stats, params, offsets, reg_covar=reg_covar, fit_alpha=fit_alpha)
+    return params, trace, len(trace), converged, stats
+
+
+# --------------------------------------------------------------------------- helpers of the estimators
+
+
+def _check_tol(value, name):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+        raise InputError(f"The {name!r} parameter must be a non-negative number; got {value!r}")
+    return float(value)
+
+
+class _InMemoryEStep:
+    """E-step over all rows in memory, keeping each row's gamma between EM iterations.
+
+    Without features, identical rows are merged (:func:`compress_rows`) and processed once.
+    """
+
+    def __init__(self, gidx, ucol, X, ufeat, k, tol, max_iter):
+        if X.shape[1] == 0:
+            gidx, self.rweight, self.inverse = compress_rows(gidx)
+            X = np.empty((gidx.shape[0], 0))
+        else:
+            self.rweight, self.inverse = np.ones(gidx.shape[0]), None
+        self.gidx, self.ucol, self.X, self.ufeat = gidx, ucol, X, ufeat
+        self.gamma = np.full((gidx.shape[0], k), -1.0)
+        self.tol, self.max_iter = tol, max_iter
+
+    def __call__(self, params, t):
+        return estep_stats(
+            self.gidx,
+            self.ucol,
+            self.X,
+            self.ufeat,
+            params,
+            self.gamma,
+            self.tol,
+            self.max_iter,
+            self.rweight,
+        )
+
+    def reset(self):
+        self.gamma.fill(-1.0)
+
+    def gammas(self):
+        return self.gamma if self.inverse is None else self.gamma[self.inverse]

@@ -1,0 +1,184 @@
+"""Mixture-model consensus (MM) of Topchy, Jain and Punch (2004): a finite mixture of multinomials.
+
+MM is fitted by plain EM on the base-labels matrix; missing labels (``-1``) are marginalised out.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from scipy.special import logsumexp
+
+from .._validation import InputError, check_int, check_labels_matrix, check_random_state
+from ._base import normalized_entropy
+from ._bce_common import (
+    _TINY,
+    ConvergenceWarning,
+    EmptyRowsWarning,
+    UnseenLabelsWarning,
+    _check_tol,
+    _offsets,
+    encode_labels,
+    label_categories,
+    normalise_counts,
+)
+
+__all__ = ["MM"]
+
+
+class MM:
+    """Mixture-model consensus (Topchy, Jain and Punch 2004): a finite mixture of multinomials.
+
+    ``p(x_i) = sum_h pi_h prod_{j observed} beta_hj(x_ij)``, fitted by EM; missing labels are
+    skipped (they are marginalised out).
+
+    Parameters
+    ----------
+    n_clusters : int, default=2
+        Number of mixture components.
+    n_init : int, default=1
+        Random starts; the highest log-likelihood is kept.
+    max_iter : int, default=200
+        Maximum EM iterations.
+    tol : float, default=1e-6
+        Stop when the relative change of the log-likelihood is at most ``tol``.
+    random_state : int, Generator or None, default=None
+        Seed of the random starts.
+
+    Attributes
+    ----------
+    memberships_ : ndarray (n, k)
+        Posterior responsibilities.
+    labels_, uncertainty_, beta_, categories_, n_iter_, converged_, effective_k_, empty_rows_
+        As in :class:`BCE`.
+    weights_ : ndarray (k,)
+        Mixing proportions ``pi``.
+    lower_bound_, lower_bound_trace_ : float, ndarray
+        Log-likelihood (exact for MM) at the end and at every iteration.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> labels = np.array([[0, 1], [0, 1], [0, -1], [1, 0], [1, 0], [-1, 0]])
+    >>> mm = MM(n_clusters=2, n_init=3, random_state=0).fit(labels)
+    >>> bool(mm.labels_[0] == mm.labels_[2] != mm.labels_[3] == mm.labels_[5])
+    True
+    """
+
+    def __init__(self, n_clusters=2, *, n_init=1, max_iter=200, tol=1e-6, random_state=None):
+        self.n_clusters = n_clusters
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+
+    def _loglik(self, gidx, logpi, logbeta):
+        ll = np.broadcast_to(logpi, (gidx.shape[0], logpi.size)).copy()
+        for j in range(gidx.shape[1]):
+            g = gidx[:, j]
+            obs = g >= 0
+            ll[obs] += logbeta[:, g[obs]].T
+        return ll
+
+    def fit(self, labels, y=None):
+        """Fit on an ``n x N`` labels matrix (``-1`` = missing); returns ``self``."""
+        k = check_int(self.n_clusters, "n_clusters", min_value=1)
+        check_int(self.n_init, "n_init", min_value=1)
+        check_int(self.max_iter, "max_iter", min_value=1)
+        _check_tol(self.tol, "tol")
+        labels = check_labels_matrix(labels)
+        rng = check_random_state(self.random_state)
+        categories = label_categories(labels)
+        offsets = _offsets(categories)
+        gidx, _ = encode_labels(labels, categories)
+        empty = ~(gidx >= 0).any(axis=1)
+        empty_rows = np.flatnonzero(empty)
+        if empty_rows.size:
+            warnings.warn(
+                f"{empty_rows.size} of {labels.shape[0]} rows have no observed base label; "
+                "they get the mixing proportions as memberships (see empty_rows_)",
+                EmptyRowsWarning,
+                stacklevel=2,
+            )
+        best = None
+        for _ in range(self.n_init):
+            beta = np.empty((k, offsets[-1]))
+            for j, cats in enumerate(categories):
+                if cats.size:
+                    beta[:, offsets[j] : offsets[j + 1]] = rng.dirichlet(np.ones(cats.size), size=k)
+            pi = np.full(k, 1.0 / k)
+            trace = []
+            converged = False
+            for t in range(self.max_iter):
+                ll = self._loglik(gidx, np.log(np.maximum(pi, _TINY)), np.log(np.maximum(beta, _TINY)))
+                norm = logsumexp(ll, axis=1, keepdims=True)
+                trace.append(float(norm[~empty].sum()))
+                resp = np.exp(ll - norm)
+                if t > 0 and abs(trace[-1] - trace[-2]) <= self.tol * abs(trace[-1]):
+                    converged = True
+                    break
+                if t == self.max_iter - 1:
+                    break
+                r = resp[~empty]
+                pi = r.sum(axis=0) / max(r.shape[0], 1) if r.shape[0] else pi
+                counts = np.zeros((k, offsets[-1]))
+                for j in range(gidx.shape[1]):
+                    g = gidx[:, j]
+                    obs = g >= 0
+                    for h in range(k):
+                        counts[h] += np.bincount(g[obs], weights=resp[obs, h], minlength=offsets[-1])
+                beta = normalise_counts(counts, offsets)
+            if best is None or trace[-1] > best[0][-1]:
+                best = (trace, converged, pi, beta, resp)
+        trace, converged, pi, beta, resp = best
+        self.categories_ = categories
+        self.n_clusterings_ = len(categories)
+        self.weights_ = pi
+        self.beta_ = [beta[:, offsets[j] : offsets[j + 1]].copy() for j in range(len(categories))]
+        self._beta = beta
+        self.memberships_ = resp
+        self.labels_ = np.argmax(resp, axis=1).astype(np.int32)
+        self.uncertainty_ = normalized_entropy(resp)
+        self.lower_bound_trace_ = np.asarray(trace)
+        self.lower_bound_ = float(trace[-1])
+        self.n_iter_ = len(trace)
+        self.converged_ = converged
+        self.effective_k_ = int(np.unique(self.labels_[~empty]).size)
+        self.empty_rows_ = empty_rows
+        if not converged:
+            warnings.warn(
+                f"MM did not converge in max_iter={self.max_iter} EM iterations",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        return self
+
+    def transform(self, labels):
+        """Posterior responsibilities of (new) rows under the fitted mixture."""
+        if not hasattr(self, "weights_"):
+            raise InputError("This MM is not fitted yet; call fit first")
+        labels = check_labels_matrix(labels)
+        if labels.shape[1] != self.n_clusterings_:
+            raise InputError(
+                f"labels must have the {self.n_clusterings_} clusterings of the fit; got {labels.shape[1]}"
+            )
+        gidx, n_unseen = encode_labels(labels, self.categories_)
+        if n_unseen:
+            warnings.warn(
+                f"{n_unseen} base labels were not seen in the fit; they are treated as missing",
+                UnseenLabelsWarning,
+                stacklevel=2,
+            )
+        ll = self._loglik(
+            gidx, np.log(np.maximum(self.weights_, _TINY)), np.log(np.maximum(self._beta, _TINY))
+        )
+        return np.exp(ll - logsumexp(ll, axis=1, keepdims=True))
+
+    def predict(self, labels):
+        """Hard labels of (new) rows."""
+        return np.argmax(self.transform(labels), axis=1).astype(np.int32)
+
+    def fit_predict(self, labels, y=None):
+        """Fit and return ``labels_``."""
+        return self.fit(labels).labels_
