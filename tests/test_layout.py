@@ -1,0 +1,110 @@
+"""The package tree shows the data flow: imports point one way, no cycles, no overlong module.
+
+Layers, lowest first (a module may import its own layer and the layers below it, never above):
+leaf helpers (``_validation``, ``metrics``, ``datasets``, ``clusterers``, ``parallel``, ``plots``, ...)
+< ``io`` < ``coassoc`` < ``consensus`` < ``federated`` < ``stages`` < ``pipeline`` < ``cli``.
+The package's own ``__init__`` is the public facade and may import from any layer.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import ensemble_dask
+
+ROOT = Path(ensemble_dask.__file__).resolve().parent
+LAYERS = ["io", "coassoc", "consensus", "federated", "stages", "pipeline", "cli"]  # above the leaf helpers
+MAX_LINES = 650  # "no module over ~600 lines"
+
+
+def _module_name(path):
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _layer(module):
+    parts = module.split(".")
+    if len(parts) == 1:
+        return None  # the package facade
+    top = parts[1]
+    return LAYERS.index(top) + 1 if top in LAYERS else 0
+
+
+def _imports(module, path, *, top_level_only=False):
+    tree = ast.parse(path.read_text())
+    is_pkg = path.name == "__init__.py"
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    out = set()
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_pkg else module.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("ensemble_dask"):
+                continue
+            for alias in node.names:  # "from . import x" names a module
+                sub = f"{target}.{alias.name}"
+                out.add(sub if sub in MODULES else target)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("ensemble_dask"))
+    return out
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_point_down(module):
+    mine = _layer(module)
+    if mine is None:
+        return
+    upward = sorted(t for t in _imports(module, MODULES[module]) if (_layer(t) or 0) > mine)
+    assert not upward, f"{module} (layer {mine}) imports from a layer above it: {upward}"
+
+
+def test_no_import_cycles():
+    graph = {
+        m: {t for t in _imports(m, p, top_level_only=True) if t in MODULES and t != m}
+        for m, p in MODULES.items()
+    }
+    # a package's __init__ re-exporting its submodules is not a cycle with them
+    for m in graph:
+        graph[m] = {t for t in graph[m] if not (MODULES[t].name == "__init__.py" and m.startswith(t + "."))}
+    state = {}
+
+    def visit(m, stack):
+        state[m] = "open"
+        for t in graph[m]:
+            if state.get(t) == "open":
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(t) :] + [t]))
+            if t not in state:
+                visit(t, stack + [t])
+        state[m] = "done"
+
+    for m in graph:
+        if m not in state:
+            visit(m, [m])
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_modules_stay_short(module):
+    n = len(MODULES[module].read_text().splitlines())
+    assert n <= MAX_LINES, f"{module} has {n} lines: split it (the house limit is ~600)"
+
+
+def test_the_checks_can_fail(tmp_path):
+    """The layer rule resolves relative imports: an import of the CLI from a solver would be caught."""
+    fake = tmp_path / "ensemble_dask" / "consensus" / "bad.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("from ..cli import main\nfrom . import pcc\n")
+    assert _imports("ensemble_dask.consensus.bad", fake) == {
+        "ensemble_dask.cli",
+        "ensemble_dask.consensus.pcc",
+    }
+    assert _layer("ensemble_dask.cli") > _layer("ensemble_dask.consensus.bad")
