@@ -16,6 +16,7 @@ from sklearn.cluster import KMeans
 
 from ensemble_dask import InputError
 from ensemble_dask.consensus import _bce_kernels as kern
+from ensemble_dask.consensus._bce_common import seed_partition, seeded_alpha, seeded_beta
 from ensemble_dask.consensus.bce import (
     BCE,
     GBCE,
@@ -23,6 +24,9 @@ from ensemble_dask.consensus.bce import (
     ConvergenceWarning,
     EmptyRowsWarning,
     UnseenLabelsWarning,
+    compress_rows,
+    encode_labels,
+    label_categories,
     update_alpha,
 )
 from ensemble_dask.metrics import micro_precision
@@ -187,12 +191,17 @@ def test_updates_match_direct_transcription_of_eqs_5_to_8(n_iter):
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 10_000), k=st.integers(1, 4), missing=st.sampled_from([0.0, 0.3, 0.6]))
-def test_lower_bound_never_decreases(seed, k, missing):
+@given(
+    seed=st.integers(0, 10_000),
+    k=st.integers(1, 4),
+    missing=st.sampled_from([0.0, 0.3, 0.6]),
+    init=st.sampled_from(["k-means++", "random"]),
+)
+def test_lower_bound_never_decreases(seed, k, missing, init):
     rng = np.random.default_rng(seed)
     L, _ = random_labels(rng, 40, 6, missing=missing)
     with quiet(EmptyRowsWarning, ConvergenceWarning):
-        est = BCE(k, max_iter=60, tol=1e-12, random_state=seed).fit(L)
+        est = BCE(k, max_iter=60, tol=1e-12, init=init, random_state=seed).fit(L)
     trace = est.lower_bound_trace_
     assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
     assert np.all(np.isfinite(est.memberships_))
@@ -360,7 +369,7 @@ def test_refit_with_added_columns_starts_from_previous_fit(iris_labels):
     L, y = iris_labels
     more = kmeans_labels(load_uci("iris")[0], 3, 10, seed0=100)
     first = BCE(3, n_init=2, random_state=0).fit(L)
-    cold = BCE(3, random_state=1).fit(np.hstack([L, more]))
+    cold = BCE(3, init="random", random_state=1).fit(np.hstack([L, more]))
     warm = BCE(3, warm_start=True, n_init=2, random_state=0).fit(L)
     warm.fit(np.hstack([L, more]))
     assert len(warm.beta_) == 30
@@ -432,17 +441,17 @@ def test_mm_matches_direct_em_transcription():
     rng = np.random.default_rng(9)
     L, _ = random_labels(rng, 25, 4, missing=0.2)
     L[(L < 0).all(axis=1), 0] = 11
-    est = MM(3, max_iter=1, random_state=4)
+    est = MM(3, max_iter=1, init="random", random_state=4)
     with pytest.warns(ConvergenceWarning):
         est.fit(L)
-    # replicate the seeded start, then run 6 EM iterations both ways
+    # replicate the random start, then run 6 EM iterations both ways
     start = np.random.default_rng(4)
     betas = [start.dirichlet(np.ones(c.size), size=3) for c in est.categories_]
     codes = np.column_stack([np.searchsorted(c, L[:, j]) for j, c in enumerate(est.categories_)])
     codes[L < 0] = -1
     r, lls = mm_transcription(codes, np.full(3, 1 / 3), betas, 6)
     with pytest.warns(ConvergenceWarning):
-        got = MM(3, max_iter=6, tol=0.0, random_state=4).fit(L)
+        got = MM(3, max_iter=6, tol=0.0, init="random", random_state=4).fit(L)
     np.testing.assert_allclose(got.memberships_, r, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(got.lower_bound_trace_, lls, rtol=1e-12)
 
@@ -461,3 +470,110 @@ def test_identical_rows_are_merged_exactly():
     np.testing.assert_allclose(b.alpha_, a.alpha_, rtol=1e-9)
     np.testing.assert_allclose(b.memberships_[::3], a.memberships_, rtol=1e-9)
     np.testing.assert_allclose(b.lower_bound_, 3 * a.lower_bound_, rtol=1e-12)
+
+
+# --------------------------------------------------------------------------- the seeded start (k-means++ and KCC)
+
+
+def blob_ensemble(n=2000, centers=6, n_clusterings=12, subsample=1.0, seed=0):
+    """k-means labelings (k drawn in 3..12) of well-separated blobs; with ``subsample < 1`` each
+    clustering sees a random share of the points and the others get -1."""
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(n, centers=centers, n_features=5, cluster_std=1.0, random_state=seed)
+    rng = np.random.default_rng(seed)
+    L = np.full((n, n_clusterings), -1, dtype=np.int64)
+    for j in range(n_clusterings):
+        rows = rng.random(n) < subsample
+        k = int(rng.integers(3, 13))
+        L[rows, j] = KMeans(k, n_init=1, init="random", random_state=j).fit_predict(X[rows])
+    return L, y
+
+
+def test_row_distance_counts_jointly_observed_disagreements():
+    a = np.array([0, 1, 2, -1, 4])
+    b = np.array([0, 3, -1, 5, 4])
+    assert kern.row_distance(a, b) == pytest.approx(1 / 3)  # columns 0, 1, 4 observed in both
+    assert kern.row_distance(a, a) == 0.0
+    assert kern.row_distance(np.array([0, -1]), np.array([-1, 1])) == 1.0  # nothing in common
+
+
+def test_kmeanspp_picks_one_row_per_group_of_identical_rows():
+    g = np.repeat(np.array([[0, 3], [1, 4], [2, 5]]), 5, axis=0)
+    u = np.random.default_rng(0).random((3, 3))
+    centers = kern.kmeanspp_rows(g, np.ones(15), 7, u)
+    assert sorted(set(g[centers, 0].tolist())) == [0, 1, 2]
+    # asking for more centres than distinct rows stops at the distinct rows
+    assert kern.kmeanspp_rows(g, np.ones(15), 0, np.random.default_rng(1).random((5, 3))).size == 3
+
+
+@pytest.mark.parametrize("Est", [BCE, MM])
+def test_seeded_start_is_deterministic_for_a_seed(Est):
+    L, _ = blob_ensemble(600, subsample=0.7)
+    a = Est(6, random_state=3).fit(L)
+    b = Est(6, random_state=np.random.default_rng(3)).fit(L)
+    np.testing.assert_array_equal(a.memberships_, b.memberships_)
+    np.testing.assert_array_equal(a.lower_bound_trace_, b.lower_bound_trace_)
+
+
+@pytest.mark.parametrize("subsample", [1.0, 0.5])
+@pytest.mark.parametrize("Est", [BCE, MM])
+def test_one_seeded_start_recovers_separated_blobs(Est, subsample):
+    from sklearn.metrics import adjusted_rand_score
+
+    L, y = blob_ensemble(subsample=subsample)
+    with quiet(EmptyRowsWarning):  # a row or two may miss every clustering at subsample 0.5
+        est = Est(6, random_state=0).fit(L)  # n_init=1
+    assert est.converged_
+    assert adjusted_rand_score(y, est.labels_) > 0.95
+    assert est.n_iter_ <= 20
+    trace = est.lower_bound_trace_
+    assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
+
+
+def test_seeded_start_beats_random_starts_on_the_bound():
+    L, _ = blob_ensemble(1500, centers=8, n_clusterings=10)
+    seeded = BCE(8, random_state=0).fit(L)
+    with quiet(ConvergenceWarning):
+        rnd = BCE(8, init="random", n_init=2, max_iter=100, random_state=0).fit(L)
+    assert seeded.lower_bound_ >= rnd.lower_bound_
+
+
+def test_seeded_alpha_stays_in_its_interval_and_is_small_on_clean_rows():
+    L, _ = blob_ensemble(800)
+    cats = label_categories(L)
+    gidx, _ = encode_labels(L, cats)
+    offsets = np.concatenate([[0], np.cumsum([c.size for c in cats])])
+    counts = seed_partition(gidx, np.ones(len(gidx)), offsets, 6, np.random.default_rng(0))
+    assert counts.sum() == (gidx >= 0).sum()  # every observed label in one cluster
+    beta = seeded_beta(counts, offsets)
+    assert np.all(beta > 0)
+    a = seeded_alpha(gidx, np.ones(len(gidx)), beta, np.random.default_rng(0), lower=1e-3, upper=1.0)
+    assert 1e-3 <= a < 0.05
+    # uniform beta: every row is mixed evenly, the bound prefers a large alpha
+    flat = seeded_beta(np.zeros_like(counts), offsets)
+    assert seeded_alpha(gidx, np.ones(len(gidx)), flat, np.random.default_rng(0), upper=2.0) > 1.0
+
+
+def test_row_hash_compression_equals_the_bytewise_one():
+    rng = np.random.default_rng(4)
+    g = rng.integers(-1, 3, size=(500, 4))
+    u, w, inv = compress_rows(g)
+    np.testing.assert_array_equal(u[inv], g)
+    assert len(u) == len(np.unique(g, axis=0)) and w.sum() == 500
+
+
+def test_encode_labels_with_large_label_values_and_unseen_ones():
+    L = np.array([[10**9, 2], [5, -1], [10**9, 7]])
+    cats = label_categories(L)
+    assert [c.tolist() for c in cats] == [[5, 10**9], [2, 7]]
+    g, unseen = encode_labels(np.array([[5, 7], [6, 2], [10**9, 3]]), cats)
+    assert g.tolist() == [[0, 3], [-1, 2], [1, -1]] and unseen == 2
+
+
+@pytest.mark.parametrize("Est", [BCE, MM])
+def test_bad_init_names_the_parameter(Est):
+    with pytest.raises(
+        InputError, match="'init' parameter must be 'k-means\\+\\+' or 'random'; got 'kmeans'"
+    ):
+        Est(2, init="kmeans").fit(np.array([[0, 1], [1, 0], [0, 0]]))

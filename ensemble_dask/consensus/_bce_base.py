@@ -22,6 +22,9 @@ from ._bce_common import (
     encode_labels,
     label_categories,
     run_em,
+    seed_partition,
+    seeded_alpha,
+    seeded_beta,
 )
 
 __all__ = ["_BCEBase"]
@@ -43,6 +46,8 @@ class _BCEBase:
             raise InputError(f"The 'alpha_init' parameter must be a positive number; got {self.alpha_init!r}")
         if not self.alpha_init > 0:
             raise InputError(f"The 'alpha_init' parameter must be > 0; got {self.alpha_init!r}")
+        if getattr(self, "init", "random") not in ("k-means++", "random"):
+            raise InputError(f"The 'init' parameter must be 'k-means++' or 'random'; got {self.init!r}")
 
     def _random_params(self, rng, categories, X=None):
         k = self._k
@@ -61,6 +66,21 @@ class _BCEBase:
             mu = np.where(np.isnan(X[rows]), mean, X[rows])
             var = np.tile(sd**2, (k, 1))
         return Params(np.full(k, float(self.alpha_init)), beta, mu, var)
+
+    def _seeded_params(self, rng, categories, estep):
+        """Start from the hard partition of :func:`seed_partition` (k-means++ and KCC on the labels).
+
+        ``beta`` from the partition's label counts (:func:`seeded_beta`), a symmetric ``alpha``
+        fitted to the memberships that ``beta`` implies, in ``[1e-3, alpha_init]``
+        (:func:`seeded_alpha`).
+        """
+        offsets = _offsets(categories)
+        counts = seed_partition(estep.gidx, estep.rweight, offsets, self._k, rng)
+        beta = seeded_beta(counts, offsets)
+        upper = float(self.alpha_init)
+        a = seeded_alpha(estep.gidx, estep.rweight, beta, rng, lower=min(1e-3, upper), upper=upper)
+        D = estep.X.shape[1]
+        return Params(np.full(self._k, a), beta, np.zeros((self._k, D)), np.ones((self._k, D)))
 
     def _params_from_init(self, init, categories, labels, X=None):
         """Start from a fitted estimator (or a dict of parameters); new columns' beta from its memberships."""
@@ -237,16 +257,18 @@ class _BCEBase:
         if Xf.shape[1]:
             observed |= (~np.isnan(Xf) & (ufeat > 0)).any(axis=1)
         empty_rows = np.flatnonzero(~observed)
+        estep = _InMemoryEStep(
+            gidx, ucol, Xf, ufeat, self._k, float(self.e_step_tol), int(self.e_step_max_iter)
+        )
         if init is not None:
             starts = [self._params_from_init(init, categories, labels, Xf)]
+        elif getattr(self, "init", "random") == "k-means++":
+            starts = [self._seeded_params(rng, categories, estep) for _ in range(self.n_init)]
         else:
             starts = [
                 self._random_params(rng, categories, Xf if Xf.shape[1] else None) for _ in range(self.n_init)
             ]
         layout = StatsLayout(self._k, int(_offsets(categories)[-1]), Xf.shape[1])
-        estep = _InMemoryEStep(
-            gidx, ucol, Xf, ufeat, self._k, float(self.e_step_tol), int(self.e_step_max_iter)
-        )
         return self._fit_backend(
             estep,
             categories,

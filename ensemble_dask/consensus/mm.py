@@ -19,9 +19,12 @@ from ._bce_common import (
     UnseenLabelsWarning,
     _check_tol,
     _offsets,
+    compress_rows,
     encode_labels,
     label_categories,
     normalise_counts,
+    seed_partition,
+    seeded_beta,
 )
 
 __all__ = ["MM"]
@@ -38,13 +41,20 @@ class MM:
     n_clusters : int, default=2
         Number of mixture components.
     n_init : int, default=1
-        Random starts; the highest log-likelihood is kept.
+        Starts; the highest log-likelihood is kept. With the default ``init="k-means++"`` one
+        start is enough (see :class:`~ensemble_dask.consensus.BCE`: ARI 0.997 in 3-6 EM
+        iterations on the 8-blob ensembles at 50,000 and 500,000 points); use 3-10 with
+        ``init="random"``.
     max_iter : int, default=200
         Maximum EM iterations.
     tol : float, default=1e-6
         Stop when the relative change of the log-likelihood is at most ``tol``.
+    init : {"k-means++", "random"}, default="k-means++"
+        ``"k-means++"``: ``beta`` and ``pi`` from the partition of k-means++ seeding and KCC Lloyd
+        steps on the label rows (:func:`~._bce_common.seed_partition`); ``"random"``: ``beta``
+        drawn from flat Dirichlets, uniform ``pi``.
     random_state : int, Generator or None, default=None
-        Seed of the random starts.
+        Seed of every random draw of the starts.
 
     Attributes
     ----------
@@ -61,14 +71,17 @@ class MM:
     --------
     >>> import numpy as np
     >>> labels = np.array([[0, 1], [0, 1], [0, -1], [1, 0], [1, 0], [-1, 0]])
-    >>> mm = MM(n_clusters=2, n_init=3, random_state=0).fit(labels)
+    >>> mm = MM(n_clusters=2, random_state=0).fit(labels)
     >>> bool(mm.labels_[0] == mm.labels_[2] != mm.labels_[3] == mm.labels_[5])
     True
     """
 
-    def __init__(self, n_clusters=2, *, n_init=1, max_iter=200, tol=1e-6, random_state=None):
+    def __init__(
+        self, n_clusters=2, *, n_init=1, max_iter=200, tol=1e-6, init="k-means++", random_state=None
+    ):
         self.n_clusters = n_clusters
         self.n_init = n_init
+        self.init = init
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state
@@ -87,13 +100,17 @@ class MM:
         check_int(self.n_init, "n_init", min_value=1)
         check_int(self.max_iter, "max_iter", min_value=1)
         _check_tol(self.tol, "tol")
+        if self.init not in ("k-means++", "random"):
+            raise InputError(f"The 'init' parameter must be 'k-means++' or 'random'; got {self.init!r}")
         labels = check_labels_matrix(labels)
         rng = check_random_state(self.random_state)
         categories = label_categories(labels)
         offsets = _offsets(categories)
         gidx, _ = encode_labels(labels, categories)
-        empty = ~(gidx >= 0).any(axis=1)
-        empty_rows = np.flatnonzero(empty)
+        # identical rows have identical responsibilities: EM runs on the distinct rows, weighted
+        rows, weight, inverse = compress_rows(gidx)
+        empty = ~(rows >= 0).any(axis=1)
+        empty_rows = np.flatnonzero(~(gidx >= 0).any(axis=1))
         if empty_rows.size:
             warnings.warn(
                 f"{empty_rows.size} of {labels.shape[0]} rows have no observed base label; "
@@ -101,37 +118,45 @@ class MM:
                 EmptyRowsWarning,
                 stacklevel=2,
             )
+        wfit = np.where(empty, 0.0, weight)
         best = None
         for _ in range(self.n_init):
-            beta = np.empty((k, offsets[-1]))
-            for j, cats in enumerate(categories):
-                if cats.size:
-                    beta[:, offsets[j] : offsets[j + 1]] = rng.dirichlet(np.ones(cats.size), size=k)
-            pi = np.full(k, 1.0 / k)
+            if self.init == "k-means++":
+                counts = seed_partition(rows, wfit, offsets, k, rng)
+                beta = seeded_beta(counts, offsets)
+                size = counts.sum(axis=1) + 1.0
+                pi = size / size.sum()
+            else:
+                beta = np.empty((k, offsets[-1]))
+                for j, cats in enumerate(categories):
+                    if cats.size:
+                        beta[:, offsets[j] : offsets[j + 1]] = rng.dirichlet(np.ones(cats.size), size=k)
+                pi = np.full(k, 1.0 / k)
             trace = []
             converged = False
             for t in range(self.max_iter):
-                ll = self._loglik(gidx, np.log(np.maximum(pi, _TINY)), np.log(np.maximum(beta, _TINY)))
+                ll = self._loglik(rows, np.log(np.maximum(pi, _TINY)), np.log(np.maximum(beta, _TINY)))
                 norm = logsumexp(ll, axis=1, keepdims=True)
-                trace.append(float(norm[~empty].sum()))
+                trace.append(float((wfit * norm[:, 0]).sum()))
                 resp = np.exp(ll - norm)
                 if t > 0 and abs(trace[-1] - trace[-2]) <= self.tol * abs(trace[-1]):
                     converged = True
                     break
                 if t == self.max_iter - 1:
                     break
-                r = resp[~empty]
-                pi = r.sum(axis=0) / max(r.shape[0], 1) if r.shape[0] else pi
+                r = resp * wfit[:, None]
+                pi = r.sum(axis=0) / wfit.sum() if wfit.sum() > 0 else pi
                 counts = np.zeros((k, offsets[-1]))
-                for j in range(gidx.shape[1]):
-                    g = gidx[:, j]
+                for j in range(rows.shape[1]):
+                    g = rows[:, j]
                     obs = g >= 0
                     for h in range(k):
-                        counts[h] += np.bincount(g[obs], weights=resp[obs, h], minlength=offsets[-1])
+                        counts[h] += np.bincount(g[obs], weights=r[obs, h], minlength=offsets[-1])
                 beta = normalise_counts(counts, offsets)
             if best is None or trace[-1] > best[0][-1]:
                 best = (trace, converged, pi, beta, resp)
         trace, converged, pi, beta, resp = best
+        resp = resp[inverse]
         self.categories_ = categories
         self.n_clusterings_ = len(categories)
         self.weights_ = pi
@@ -144,7 +169,9 @@ class MM:
         self.lower_bound_ = float(trace[-1])
         self.n_iter_ = len(trace)
         self.converged_ = converged
-        self.effective_k_ = int(np.unique(self.labels_[~empty]).size)
+        nonempty = np.ones(labels.shape[0], dtype=bool)
+        nonempty[empty_rows] = False
+        self.effective_k_ = int(np.unique(self.labels_[nonempty]).size)
         self.empty_rows_ = empty_rows
         if not converged:
             warnings.warn(
