@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from sklearn.cluster import KMeans
 from sklearn.datasets import make_blobs
 
 from ensemble_dask import InputError
+from ensemble_dask.consensus.gkcc import GKCC
 from ensemble_dask.consensus.kcc import KCC, KCCConvergenceWarning, encode
 from ensemble_dask.dask_kcc import fit_kcc_dask
 
@@ -179,3 +182,80 @@ def test_row_distributed_equals_in_memory(client, tmp_path, init):
 def test_row_distributed_bad_input(client):
     with pytest.raises(InputError, match="column 0 has a single label 3"):
         fit_kcc_dask(np.array([[3, 0], [3, 1], [3, 0], [3, 1]]), 2, client=client, block_rows=2)
+
+
+# --------------------------------------------------------------------------- GKCC
+
+
+@pytest.fixture(scope="module")
+def uci_dir():
+    """../shared/data/uci beside the repository (or beside the worktrees' folder for a git worktree)."""
+    repo = Path(__file__).resolve().parents[1]
+    for base in (repo.parent, repo.parent.parent):
+        if (base / "shared" / "data" / "uci").is_dir():
+            return base / "shared" / "data" / "uci"
+    pytest.fail(f"no shared/data/uci beside {repo}")
+
+
+def _uci_ensemble(uci_dir, name, n_labelings=20):
+    from sklearn.preprocessing import StandardScaler
+
+    from ensemble_dask.datasets import load_uci
+
+    X, y = load_uci(name, uci_dir)
+    X = StandardScaler().fit_transform(X)
+    K = np.unique(y).size
+    ks = np.random.default_rng(0).integers(2, 2 * K + 1, n_labelings)
+    labels = np.column_stack(
+        [KMeans(int(k), n_init=1, random_state=s).fit_predict(X) for s, k in enumerate(ks)]
+    )
+    return labels, y, K
+
+
+@pytest.mark.parametrize("name", ["iris", "wine", "glass"])
+def test_gkcc_deterministic_and_not_worse_than_kcc(uci_dir, name):
+    labels, _, K = _uci_ensemble(uci_dir, name)
+    g = GKCC(K, random_state=0).fit(labels)
+    np.testing.assert_array_equal(GKCC(K, random_state=0).fit(labels).labels_, g.labels_)
+    assert g.partitions_.shape == (labels.shape[0], 59 * (K - 1))
+    assert g.step_objectives_.shape == (K - 1, 59)
+    # papers/004's protocol: KCC and KCC++ on the same (GKCC-generated) basic partitions, 20 starts
+    P = g.partitions_
+    kcc = np.mean([KCC(K, init="random", random_state=s).fit(P).objective_ for s in range(20)])
+    kpp = np.mean([KCC(K, random_state=s).fit(P).objective_ for s in range(20)])
+    assert g.objective_ <= min(kcc, kpp) * (1 + 1e-12)
+    # the final objective is KCC's on those partitions from GKCC's own centres
+    assert KCC(K, init=np.hstack(g.cluster_centers_), tol=0).fit(P).objective_ <= g.objective_ * (1 + 1e-12)
+
+
+def test_gkcc_mapper_and_missing_labels():
+    labels, y = _ensemble(n=200, seed=4)
+    labels[np.random.default_rng(1).random(labels.shape) < 0.2] = -1
+    calls = []
+
+    def mapper(func, args):
+        calls.append(len(args))
+        return [func(*a) for a in reversed(args)][::-1]
+
+    a = GKCC(4, n_candidates=10, random_state=5).fit(labels, mapper=mapper)
+    b = GKCC(4, n_candidates=10, random_state=5).fit(labels)
+    assert calls == [10, 10, 10]
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_allclose(a.memberships_.sum(1), 1.0)
+    from sklearn.metrics import adjusted_rand_score
+
+    assert adjusted_rand_score(y, a.labels_) > 0.9
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"n_clusters": 1}, "'n_clusters'.*got 1"),
+        ({"n_clusters": 9}, "n_samples=6; got 9"),
+        ({"n_candidates": 0}, "'n_candidates'"),
+    ],
+)
+def test_gkcc_bad_input(params, match):
+    labels = np.array([[0, 1], [0, 1], [1, 0], [1, 0], [2, 0], [2, 0]])
+    with pytest.raises(InputError, match=match):
+        GKCC(**params).fit(labels)
