@@ -2,6 +2,8 @@
 BCE, GBCE and MM on a labels matrix with missing entries."""
 
 from .bce import BCE, GBCE, MM
+from .gkcc import GKCC
+from .kcc import KCC
 from .pcc import PCC, PPC
 
-__all__ = ["PCC", "PPC", "BCE", "GBCE", "MM"]
+__all__ = ["PCC", "PPC", "BCE", "GBCE", "MM", "KCC", "GKCC"]

@@ -1,0 +1,193 @@
+"""Numba kernels of KCC: k-means on the 1-of-K binary matrix B, never built densely.
+
+A row of the labels matrix is encoded as ``gidx`` (``n x N`` int64): ``gidx[x, i]`` is the global
+category index ``offset_i + position of x's label in clustering i``, or ``-1`` when ``x`` is absent
+from clustering ``i``. Centroids are stored transposed as ``MT`` (``sum_i K_i x K``): ``MT[g, k]`` is
+the share of cluster ``k``'s members (present in that clustering) whose label is category ``g``.
+``sq[k, i]`` is ``||m_{k,i}||^2``, the squared norm of block ``i`` of centroid ``k``.
+
+The squared distance of ``x`` to centroid ``k`` over the clusterings where ``x`` is present is
+``sum_i (1 + sq[k, i] - 2 MT[gidx[x, i], k])`` (``||b - m||^2 = 1 - 2 m_l + ||m||^2`` for a one-hot
+``b`` with its 1 at ``l``). All kernels take plain arrays only.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["assign_stats", "distances", "point_distances", "memberships"]
+
+
+@numba.njit(cache=True, nogil=True)
+def _row_dist(gidx, x, MT, sq, k, d):
+    """Fill ``d[:k]`` with the squared distances of row ``x`` to the ``k`` centroids."""
+    N = gidx.shape[1]
+    for c in range(k):
+        d[c] = 0.0
+    for i in range(N):
+        g = gidx[x, i]
+        if g < 0:
+            continue
+        for c in range(k):
+            d[c] += 1.0 + sq[c, i] - 2.0 * MT[g, c]
+
+
+@numba.njit(cache=True, nogil=True)
+def assign_stats(gidx, weight, MT, sq, labels, counts, sizes, far_d, far_row):
+    """Assign each row to its nearest centroid and accumulate the sufficient statistics.
+
+    Parameters
+    ----------
+    gidx : int64 (n, N)
+    weight : float64 (n,)
+        Multiplicity of each row.
+    MT : float64 (G, K)
+    sq : float64 (K, N)
+    labels : int64 (n,)
+        Previous assignment (``-1`` if none); overwritten with the new one.
+    counts : float64 (K, G)
+        Zeroed on entry; receives the weighted label counts of each cluster.
+    sizes : float64 (K,)
+        Zeroed on entry; receives the weighted cluster sizes (rows with every label missing included).
+    far_d, far_row : float64 (m,), int64 (m,)
+        Receive the ``m`` largest distances of a row to its centroid and those rows (``-1`` if fewer),
+        in decreasing order: the candidates to reseed empty clusters.
+
+    Returns
+    -------
+    sse : float
+        Weighted sum of the squared distances to the assigned centroids.
+    n_changed : float
+        Weighted number of rows whose assignment changed.
+    """
+    n, N = gidx.shape
+    K = MT.shape[1]
+    m = far_d.shape[0]
+    for j in range(m):
+        far_d[j] = -1.0
+        far_row[j] = -1
+    d = np.empty(K)
+    sse = 0.0
+    n_changed = 0.0
+    for x in range(n):
+        _row_dist(gidx, x, MT, sq, K, d)
+        best = 0
+        bd = d[0]
+        for c in range(1, K):
+            if d[c] < bd:
+                bd = d[c]
+                best = c
+        if bd < 0.0:
+            bd = 0.0
+        w = weight[x]
+        if labels[x] != best:
+            n_changed += w
+            labels[x] = best
+        sse += w * bd
+        sizes[best] += w
+        for i in range(N):
+            g = gidx[x, i]
+            if g >= 0:
+                counts[best, g] += w
+        if m > 0 and bd > far_d[m - 1]:
+            j = m - 1
+            while j > 0 and far_d[j - 1] < bd:
+                far_d[j] = far_d[j - 1]
+                far_row[j] = far_row[j - 1]
+                j -= 1
+            far_d[j] = bd
+            far_row[j] = x
+    return sse, n_changed
+
+
+@numba.njit(cache=True, nogil=True)
+def distances(gidx, MT, sq):
+    """Squared distances (n, K) of every row to every centroid."""
+    n = gidx.shape[0]
+    K = MT.shape[1]
+    out = np.empty((n, K))
+    d = np.empty(K)
+    for x in range(n):
+        _row_dist(gidx, x, MT, sq, K, d)
+        for c in range(K):
+            out[x, c] = max(d[c], 0.0)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def point_distances(gidx, center, csq, closest, out):
+    """Squared distances of every row to one centre; ``closest`` is lowered to them in place if given.
+
+    ``center`` is a length-``G`` vector (the centre over all categories), ``csq[i]`` its block norms.
+    When ``closest`` has length ``n`` it becomes ``min(closest, distance)``; ``out`` (length ``n``)
+    receives the distances. Returns the sum of ``min(closest, distance)`` (or of the distances).
+    """
+    n, N = gidx.shape
+    update = closest.shape[0] == n
+    tot = 0.0
+    for x in range(n):
+        s = 0.0
+        for i in range(N):
+            g = gidx[x, i]
+            if g >= 0:
+                s += 1.0 + csq[i] - 2.0 * center[g]
+        if s < 0.0:
+            s = 0.0
+        out[x] = s
+        if update:
+            if s < closest[x]:
+                closest[x] = s
+            tot += closest[x]
+        else:
+            tot += s
+    return tot
+
+
+@numba.njit(cache=True, nogil=True)
+def memberships(gidx, MT, sq, labels, Y):
+    """Hard labels and Gibbs memberships ``Y[x, k] ~ exp(-(d(x, k) - min_k d(x, k)) / 2)``."""
+    n = gidx.shape[0]
+    K = MT.shape[1]
+    d = np.empty(K)
+    for x in range(n):
+        _row_dist(gidx, x, MT, sq, K, d)
+        best = 0
+        for c in range(1, K):
+            if d[c] < d[best]:
+                best = c
+        labels[x] = best
+        tot = 0.0
+        for c in range(K):
+            e = np.exp(-0.5 * (d[c] - d[best]))
+            Y[x, c] = e
+            tot += e
+        for c in range(K):
+            Y[x, c] /= tot
+
+
+@numba.njit(cache=True, nogil=True)
+def category_counts(gidx, weight, n_categories):
+    """Weighted number of rows with each global category, shape (G,)."""
+    out = np.zeros(n_categories)
+    n, N = gidx.shape
+    for x in range(n):
+        for i in range(N):
+            g = gidx[x, i]
+            if g >= 0:
+                out[g] += weight[x]
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def encode_lut(labels, lut, lut_offsets, out):
+    """``out[x, i] = lut[lut_offsets[i] + labels[x, i]]`` (``-1`` for missing or out-of-table labels)."""
+    n, N = labels.shape
+    for x in range(n):
+        for i in range(N):
+            v = labels[x, i]
+            a = lut_offsets[i]
+            if v < 0 or a + v >= lut_offsets[i + 1]:
+                out[x, i] = -1
+            else:
+                out[x, i] = lut[a + v]

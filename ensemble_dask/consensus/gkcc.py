@@ -1,0 +1,197 @@
+"""GKCC: greedy K-means-based consensus clustering (papers/004 Sect. 4, Algorithm 1).
+
+The data of Algorithm 1 is here the input labels matrix, taken as its 1-of-K matrix ``B`` (eq. 3), so
+GKCC is a consensus method like the others. Starting from the centre of the data, for
+``k = 2 .. K``: 59 points are sampled (Lemma 1: the best of 59 draws is in the top 5% with
+probability 0.95), a k-means runs from the previous ``k - 1`` centres plus each sampled point, the
+59 partitions are kept as basic partitions and appended one-hot to the data, and a k-means from the
+winner's partition (lowest objective) in the augmented space gives the next step's centres. The
+consensus is a final KCC on the ``59 (K - 1)`` generated partitions, started from the last winner's
+partition, so the result is deterministic for a seed.
+
+Identical input rows get identical labels in every partition generated (each is a Lloyd fixed
+point with deterministic ties), so the whole run works on the distinct rows weighted by their
+multiplicity; the 59 candidate runs of a step are independent (:func:`run_candidate`), and ``fit``
+takes a ``mapper`` so that a Dask layer can run them as 59 tasks.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from .._validation import InputError, check_int, check_labels_matrix, check_random_state
+from ._base import normalized_entropy
+from .bce import compress_rows
+from .kcc import (
+    Encoding,
+    KCCConvergenceWarning,
+    LocalBlocks,
+    _proportions,
+    _row_center,
+    block_norms,
+    block_sizes,
+    centers_from_partition,
+    check_encoding,
+    encode,
+    lloyd,
+)
+
+__all__ = ["GKCC", "run_candidate"]
+
+
+def _prior_tol(gidx, weight, enc, tol):
+    """Per-clustering label proportions and the absolute tolerance (``tol`` x mean column variance)."""
+    counts, total = block_sizes(gidx, weight, enc.n_categories)
+    p = counts / total
+    return _proportions(counts[None, :], enc)[0], tol * float(np.mean(p * (1 - p)))
+
+
+def run_candidate(gidx, weight, enc, prior, MT_prev, row, max_iter, tol):
+    """One candidate of a GKCC step: k-means from the previous centres plus the point ``row``.
+
+    All inputs are plain arrays (``gidx`` rows of the current augmented data, their weights, the
+    :class:`~ensemble_dask.consensus.kcc.Encoding`, the per-clustering proportions ``prior``, the
+    previous centres ``MT_prev`` as ``G x (k - 1)``, the candidate's ``gidx`` row) and ``tol`` is
+    absolute. Returns ``(labels, sse, converged)``.
+    """
+    MT0 = np.ascontiguousarray(np.column_stack([MT_prev, _row_center(row, enc, prior)]))
+    backend = LocalBlocks([gidx], [weight])
+    MT, sse, _, converged = lloyd(backend, MT0, enc, prior, max_iter, tol)
+    return backend.labels[0], sse, converged
+
+
+def _append(gidx, enc, parts):
+    """``gidx`` and encoding of the data with the partitions ``parts`` (u x 59) appended one-hot."""
+    g2, e2 = encode(parts)
+    new = Encoding.from_categories(list(enc.categories) + list(e2.categories))
+    return np.ascontiguousarray(np.hstack([gidx, g2 + np.int32(enc.n_categories)]).astype(np.int32)), new
+
+
+def _serial_map(func, args):
+    return [func(*a) for a in args]
+
+
+class GKCC:
+    """Greedy K-means-based consensus clustering (papers/004 Algorithm 1).
+
+    Parameters
+    ----------
+    n_clusters : int, default=2
+        ``K`` (``2 <= K <= n``).
+    n_candidates : int, default=59
+        Points sampled per greedy step (59 from Lemma 1 with p = 0.05, delta = 0.95).
+    max_iter : int, default=300
+        Lloyd iterations per k-means.
+    tol : float, default=1e-4
+        Relative tolerance of every k-means (see :class:`~ensemble_dask.consensus.kcc.KCC`).
+    random_state : int, Generator or None, default=None
+        Seeds the candidate draws; the result is deterministic for a seed.
+
+    Attributes
+    ----------
+    labels_, memberships_, uncertainty_, effective_k_, cluster_centers_, objective_, inertia_,
+    n_iter_, converged_
+        As :class:`~ensemble_dask.consensus.kcc.KCC`'s, for the final KCC on ``partitions_``.
+    partitions_ : ndarray of int32, shape (n, n_candidates * (K - 1))
+        The generated basic partitions (step ``k`` = 2 .. K, 59 columns each).
+    step_objectives_ : ndarray, shape (K - 1, n_candidates)
+        Each candidate's objective (squared error / n^2) in its step's augmented space.
+    candidates_ : ndarray of int64, shape (K - 1, n_candidates)
+        The sampled points of each step.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> labels = np.array([[0, 1], [0, 1], [1, 0], [1, 0], [2, 0], [2, 0]])
+    >>> GKCC(2, n_candidates=4, random_state=0).fit(labels).partitions_.shape
+    (6, 4)
+    """
+
+    def __init__(self, n_clusters=2, *, n_candidates=59, max_iter=300, tol=1e-4, random_state=None):
+        self.n_clusters = n_clusters
+        self.n_candidates = n_candidates
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+
+    def fit(self, labels, y=None, *, mapper=None):
+        """Fit on an ``n x N`` labels matrix (``-1`` = missing).
+
+        ``mapper(func, list_of_argument_tuples)`` runs the candidate k-means of a step (default: a
+        loop here); each call is :func:`run_candidate` on plain arrays.
+        """
+        labels = check_labels_matrix(labels)
+        n = labels.shape[0]
+        K = check_int(self.n_clusters, "n_clusters", min_value=2)
+        if K > n:
+            raise InputError(f"The 'n_clusters' parameter must be <= n_samples={n}; got {K}")
+        n_cand = check_int(self.n_candidates, "n_candidates", min_value=1)
+        max_iter = check_int(self.max_iter, "max_iter", min_value=1)
+        if isinstance(self.tol, bool) or not isinstance(self.tol, int | float) or not (self.tol >= 0):
+            raise InputError(f"The 'tol' parameter must be a number >= 0; got {self.tol!r}")
+        gidx_full, enc = encode(labels)
+        check_encoding(enc, labels.shape)
+        mapper = mapper or _serial_map
+        rng = check_random_state(self.random_state)
+
+        gidx, weight, inverse = compress_rows(gidx_full)
+        gidx = gidx.astype(np.int32)
+        prior, tol = _prior_tol(gidx, weight, enc, self.tol)
+        MT_prev = prior[:, None].copy()
+        parts_all, objs, cands = [], [], []
+        winner = None
+        for k in range(2, K + 1):
+            ids = rng.choice(n, size=min(n_cand, n), replace=False)
+            if ids.size < n_cand:  # fewer points than candidates: draw again with replacement
+                ids = np.concatenate([ids, rng.choice(n, size=n_cand - ids.size)])
+            args = [(gidx, weight, enc, prior, MT_prev, gidx[inverse[i]], max_iter, tol) for i in ids]
+            res = mapper(run_candidate, args)
+            parts = np.column_stack([r[0] for r in res]).astype(np.int32)
+            sse = np.array([r[1] for r in res])
+            winner = parts[:, int(np.argmin(sse))]
+            parts_all.append(parts)
+            objs.append(sse / n**2)
+            cands.append(ids)
+            if k == K:
+                break
+            gidx, enc = _append(gidx, enc, parts)
+            prior, tol = _prior_tol(gidx, weight, enc, self.tol)
+            MT0 = centers_from_partition(gidx, weight, winner, k, enc, prior)
+            MT_prev = lloyd(LocalBlocks([gidx], [weight]), MT0, enc, prior, max_iter, tol)[0]
+
+        # final KCC on the generated partitions, from the last winner's partition
+        P = np.hstack(parts_all)
+        gP, encP = encode(P)
+        priorP, tolP = _prior_tol(gP, weight, encP, self.tol)
+        MT0 = centers_from_partition(gP, weight, winner, K, encP, priorP)
+        backend = LocalBlocks([gP], [weight])
+        MT, sse, n_iter, converged = lloyd(backend, MT0, encP, priorP, max_iter, tolP)
+        lab, Y = backend.memberships(MT, block_norms(MT, encP.offsets))
+        self.partitions_ = P[inverse]
+        self.step_objectives_ = np.array(objs)
+        self.candidates_ = np.array(cands, dtype=np.int64)
+        self.encoding_ = encP
+        off = encP.offsets
+        self.cluster_centers_ = [
+            np.ascontiguousarray(MT[a:b].T) for a, b in zip(off[:-1], off[1:], strict=True)
+        ]
+        self.inertia_ = sse
+        self.objective_ = sse / n**2
+        self.n_iter_ = n_iter
+        self.converged_ = converged
+        self.memberships_ = Y[inverse]
+        self.labels_ = lab[inverse]
+        self.uncertainty_ = normalized_entropy(self.memberships_)
+        self.effective_k_ = int(np.unique(self.labels_).size)
+        if not converged:
+            warnings.warn(
+                f"GKCC's final KCC did not converge in max_iter={self.max_iter} Lloyd iterations",
+                KCCConvergenceWarning,
+                stacklevel=2,
+            )
+        return self
+
+    def fit_predict(self, labels, y=None):
+        return self.fit(labels).labels_

@@ -1,0 +1,548 @@
+"""KCC: K-means-based consensus clustering on the 1-of-K binary matrix (papers/004 Sect. 3.1, eq. 3).
+
+K-means on the binary matrix ``B`` of eq. 3 maximises the category-utility consensus function
+(Wu et al., *K-means-based consensus clustering: a unified view*, TKDE 2015). ``B`` is never built:
+a point's squared distance to a centroid is a sum, over its clusterings, of a lookup in that
+clustering's centroid block (see :mod:`._kcc_kernels`), so memory is ``O(n N)`` for the labels and
+``O(K sum_i K_i)`` for the centroids.
+
+Missing labels (``-1``) follow KCC for incomplete basic partitions (Wu et al., Sect. 5): the
+distance of ``x`` runs over the clusterings ``i`` where ``x`` is present, and block ``i`` of centroid
+``k`` is the mean of the one-hot vectors of the members of cluster ``k`` present in clustering ``i``.
+The total squared error then equals ``sum_i n_i (1 - sum_j P_ij^2) - n sum_i p_i U_c(H*, H_i)``
+with ``U_c`` (eq. 2) computed on the ``n_i`` points present in clustering ``i`` and weighted by
+their share ``p_i = n_i / n``: minimising it maximises that normalised utility.
+
+The fit is written against a *backend* of row blocks (:class:`LocalBlocks` here, a Dask one in
+:mod:`ensemble_dask.dask_kcc`): per Lloyd iteration each block returns its sufficient statistics
+(:func:`block_step`), they are combined (:func:`combine_stats`) and the centroids are derived from
+the total (:func:`centers_from_stats`), so a row-distributed fit is the same code.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import InputError, check_choice, check_int, check_labels_matrix, check_random_state
+from . import _kcc_kernels as kern
+from ._base import normalized_entropy
+
+__all__ = [
+    "KCC",
+    "KCCConvergenceWarning",
+    "Encoding",
+    "encode",
+    "block_step",
+    "combine_stats",
+    "centers_from_stats",
+    "centers_from_partition",
+    "block_sizes",
+    "LocalBlocks",
+    "fit_kcc",
+]
+
+
+class KCCConvergenceWarning(UserWarning):
+    """Lloyd's iterations stopped at ``max_iter`` before the centroids settled."""
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """Global category indices of a labels matrix.
+
+    Attributes
+    ----------
+    categories : list of ndarray
+        Sorted distinct labels of each clustering.
+    offsets : ndarray of int64, shape (N + 1,)
+        Category ``j`` of clustering ``i`` has global index ``offsets[i] + j``.
+    """
+
+    categories: list
+    offsets: np.ndarray
+
+    @classmethod
+    def from_categories(cls, categories):
+        cats = [np.asarray(c, dtype=np.int64) for c in categories]
+        sizes = np.array([c.size for c in cats], dtype=np.int64)
+        return cls(cats, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
+
+    @property
+    def n_clusterings(self):
+        return len(self.categories)
+
+    @property
+    def n_categories(self):
+        return int(self.offsets[-1])
+
+    @property
+    def column(self):
+        """Clustering of each global category, shape (G,)."""
+        return np.repeat(np.arange(self.n_clusterings), np.diff(self.offsets))
+
+    def transform(self, labels):
+        """``gidx`` (int32, ``-1`` where missing or unseen) of a labels block."""
+        labels = np.ascontiguousarray(labels)
+        tops = [int(c[-1]) + 1 if c.size else 0 for c in self.categories]
+        if sum(tops) <= 4 * labels.size + 1024:  # small label values: one lookup table per clustering
+            lut_off = np.concatenate([[0], np.cumsum(tops)]).astype(np.int64)
+            lut = np.full(lut_off[-1], -1, dtype=np.int32)
+            for i, cats in enumerate(self.categories):
+                lut[lut_off[i] + cats] = self.offsets[i] + np.arange(cats.size)
+            gidx = np.empty(labels.shape, dtype=np.int32)
+            kern.encode_lut(labels.astype(np.int64, copy=False), lut, lut_off, gidx)
+            return gidx
+        gidx = np.full(labels.shape, -1, dtype=np.int32)
+        for i, cats in enumerate(self.categories):
+            col = labels[:, i]
+            obs = col >= 0
+            if cats.size == 0 or not obs.any():
+                continue
+            pos = np.minimum(np.searchsorted(cats, col[obs]), cats.size - 1)
+            gidx[obs, i] = np.where(cats[pos] == col[obs], self.offsets[i] + pos, -1)
+        return gidx
+
+
+def column_categories(labels):
+    """Sorted distinct non-missing labels of each column."""
+    out = []
+    for col in np.asarray(labels).T:
+        obs = col[col >= 0]
+        if obs.size and int(obs.max()) <= 4 * col.size + 1024:
+            out.append(np.flatnonzero(np.bincount(obs)).astype(np.int64))
+        else:
+            out.append(np.unique(obs).astype(np.int64))
+    return out
+
+
+def encode(labels):
+    """Validated ``(gidx, Encoding)`` of an in-memory labels matrix (no checks on its content)."""
+    labels = np.asarray(labels)
+    enc = Encoding.from_categories(column_categories(labels))
+    return enc.transform(labels), enc
+
+
+def check_encoding(enc, shape, name="labels"):
+    """Reject a labels matrix of ``shape`` all missing, or with a clustering of fewer than 2 labels."""
+    if all(c.size == 0 for c in enc.categories):
+        raise InputError(f"{name} are all missing (-1) in shape {tuple(shape)}; nothing to fit")
+    for i, u in enumerate(enc.categories):
+        if u.size < 2:
+            what = "no label (all missing)" if u.size == 0 else f"a single label {int(u[0])}"
+            raise InputError(f"{name} column {i} has {what}; each basic partition needs at least 2 clusters")
+
+
+# --------------------------------------------------------------------------- block functions
+
+
+def block_sizes(gidx, weight, n_categories):
+    """Weighted count of each global category and total weight of a block: ``(counts (G,), total)``."""
+    return kern.category_counts(gidx, weight, n_categories), float(weight.sum())
+
+
+def block_step(gidx, weight, labels, MT, sq, n_far):
+    """One Lloyd assignment of a row block: ``(stats, new labels)``; ``labels`` is not modified.
+
+    ``stats`` is a dict of the block's sufficient statistics for centroids ``MT`` (``G x K``) with
+    block norms ``sq`` (``K x N``): ``counts`` (``K x G`` weighted label counts per cluster),
+    ``sizes`` (``K``), ``sse`` (squared error to ``MT``), ``changed`` (weighted rows whose cluster
+    changed) and the ``n_far`` rows farthest from their centroid (``far_d``, ``far_rows`` as
+    ``gidx`` rows), the only row-level data a block gives out, used to reseed empty clusters.
+    """
+    K = MT.shape[1]
+    labels = np.array(labels, dtype=np.int64, copy=True)
+    counts = np.zeros((K, MT.shape[0]))
+    sizes = np.zeros(K)
+    far_d = np.empty(n_far)
+    far_i = np.empty(n_far, dtype=np.int64)
+    sse, changed = kern.assign_stats(gidx, weight, MT, sq, labels, counts, sizes, far_d, far_i)
+    keep = far_i >= 0
+    stats = {
+        "counts": counts,
+        "sizes": sizes,
+        "sse": sse,
+        "changed": changed,
+        "far_d": far_d[keep],
+        "far_rows": np.asarray(gidx[far_i[keep]]),
+    }
+    return stats, labels
+
+
+def combine_stats(*parts):
+    """Sum of block statistics (the far rows merged, largest distances first)."""
+    out = {
+        k: (np.array(parts[0][k], copy=True) if k != "sse" and k != "changed" else parts[0][k])
+        for k in parts[0]
+    }
+    for p in parts[1:]:
+        out["counts"] = out["counts"] + p["counts"]
+        out["sizes"] = out["sizes"] + p["sizes"]
+        out["sse"] = out["sse"] + p["sse"]
+        out["changed"] = out["changed"] + p["changed"]
+        out["far_d"] = np.concatenate([out["far_d"], p["far_d"]])
+        out["far_rows"] = np.concatenate([out["far_rows"], p["far_rows"]])
+    m = out["sizes"].shape[0]
+    order = np.argsort(-out["far_d"], kind="stable")[:m]
+    out["far_d"], out["far_rows"] = out["far_d"][order], out["far_rows"][order]
+    return out
+
+
+def block_norms(MT, offsets):
+    """``sq[k, i] = ||m_{k,i}||^2`` of centroids ``MT`` (``G x K``)."""
+    return (
+        np.add.reduceat(MT * MT, offsets[:-1], axis=0).T.copy() if MT.shape[0] else np.zeros((MT.shape[1], 0))
+    )
+
+
+def _row_center(row, enc, prior):
+    """Centre (length G) at a ``gidx`` row; blocks of clusterings where it is missing take ``prior``."""
+    c = prior.copy()
+    for i, g in enumerate(row):
+        if g >= 0:
+            a, b = enc.offsets[i], enc.offsets[i + 1]
+            c[a:b] = 0.0
+            c[g] = 1.0
+    return c
+
+
+def _proportions(counts, enc):
+    """Per clustering, counts divided by their block total (0 where the block is empty)."""
+    tot = np.add.reduceat(counts, enc.offsets[:-1], axis=-1) if counts.shape[-1] else counts
+    tot = np.repeat(tot, np.diff(enc.offsets), axis=-1)
+    return np.divide(counts, tot, out=np.zeros_like(counts, dtype=np.float64), where=tot > 0)
+
+
+def centers_from_stats(stats, enc, prior):
+    """Centroids ``MT`` (``G x K``) of the combined ``stats``.
+
+    Block ``i`` of centroid ``k`` is the label distribution of the members of ``k`` present in
+    clustering ``i``; where there are none it is ``prior`` (clustering ``i``'s overall distribution).
+    An empty cluster is reseeded at the farthest rows of ``stats`` (as scikit-learn does).
+    """
+    counts = stats["counts"]
+    M = _proportions(counts, enc)
+    tot = np.add.reduceat(counts, enc.offsets[:-1], axis=1)
+    missing = np.repeat(tot <= 0, np.diff(enc.offsets), axis=1)
+    M = np.where(missing, prior[None, :], M)
+    empty = np.flatnonzero(stats["sizes"] <= 0)
+    for j, k in enumerate(empty):
+        if j < stats["far_rows"].shape[0]:
+            M[k] = _row_center(stats["far_rows"][j], enc, prior)
+    return np.ascontiguousarray(M.T)
+
+
+def centers_from_partition(gidx, weight, part, K, enc, prior):
+    """Centroids ``MT`` of a given partition ``part`` (int, ``0..K-1``) of the rows."""
+    counts = np.zeros((K, enc.n_categories))
+    for i in range(gidx.shape[1]):
+        ok = gidx[:, i] >= 0
+        np.add.at(counts, (part[ok], gidx[ok, i]), weight[ok])
+    sizes = np.bincount(part, weights=weight, minlength=K)
+    st = {"counts": counts, "sizes": sizes, "far_rows": np.zeros((0, gidx.shape[1]), dtype=np.int32)}
+    return centers_from_stats(st, enc, prior)
+
+
+def block_closest(gidx, weight, closest, center, csq):
+    """``(min(closest, d(., center)), its weighted sum)`` over a block; ``closest=None`` starts fresh."""
+    out = np.empty(gidx.shape[0])
+    cl = np.empty(0) if closest is None else np.array(closest, copy=True)
+    kern.point_distances(gidx, center, csq, cl, out)
+    cl = out if closest is None else cl
+    return cl, float(np.dot(weight, cl))
+
+
+def block_trials(gidx, weight, closest, centers, csqs):
+    """Weighted potential ``sum w min(closest, d(., c))`` of each candidate centre ``c``."""
+    out = np.empty(gidx.shape[0])
+    res = np.empty(len(centers))
+    for t, (c, s) in enumerate(zip(centers, csqs, strict=True)):
+        kern.point_distances(gidx, c, s, np.empty(0), out)
+        res[t] = float(np.dot(weight, np.minimum(closest, out)))
+    return res
+
+
+def block_pick(gidx, weight, closest, r):
+    """The ``gidx`` row where the block's cumulative ``weight * closest`` reaches ``r``."""
+    cs = np.cumsum(weight * closest)
+    j = min(int(np.searchsorted(cs, r)), gidx.shape[0] - 1)
+    return np.asarray(gidx[j])
+
+
+def block_row(gidx, j):
+    return np.asarray(gidx[j])
+
+
+def block_memberships(gidx, MT, sq):
+    """``(labels, memberships)`` of a block for final centroids ``MT``."""
+    labels = np.empty(gidx.shape[0], dtype=np.int64)
+    Y = np.empty((gidx.shape[0], MT.shape[1]))
+    kern.memberships(gidx, MT, sq, labels, Y)
+    return labels, Y
+
+
+# --------------------------------------------------------------------------- backends and driver
+
+
+class LocalBlocks:
+    """In-memory backend: row blocks of ``gidx`` with their weights, processed in this process."""
+
+    def __init__(self, gidx_blocks, weight_blocks=None):
+        self.gidx = [np.ascontiguousarray(g) for g in gidx_blocks]
+        self.weight = weight_blocks or [np.ones(g.shape[0]) for g in self.gidx]
+        self.n_rows = [g.shape[0] for g in self.gidx]
+        self.reset()
+
+    def reset(self):
+        self.labels = [np.full(n, -1, dtype=np.int64) for n in self.n_rows]
+        self.closest = [None] * len(self.gidx)
+
+    def sizes(self, n_categories):
+        parts = [block_sizes(g, w, n_categories) for g, w in zip(self.gidx, self.weight, strict=True)]
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
+
+    def step(self, MT, sq, n_far):
+        res = [
+            block_step(g, w, lab, MT, sq, n_far)
+            for g, w, lab in zip(self.gidx, self.weight, self.labels, strict=True)
+        ]
+        self.labels = [r[1] for r in res]
+        return combine_stats(*[r[0] for r in res])
+
+    def row(self, b, j):
+        return block_row(self.gidx[b], j)
+
+    def set_closest(self, center, csq):
+        res = [
+            block_closest(g, w, c, center, csq)
+            for g, w, c in zip(self.gidx, self.weight, self.closest, strict=True)
+        ]
+        self.closest = [r[0] for r in res]
+        return np.array([r[1] for r in res])
+
+    def trials(self, centers, csqs):
+        return sum(
+            block_trials(g, w, c, centers, csqs)
+            for g, w, c in zip(self.gidx, self.weight, self.closest, strict=True)
+        )
+
+    def pick(self, b, r):
+        return block_pick(self.gidx[b], self.weight[b], self.closest[b], r)
+
+    def memberships(self, MT, sq):
+        res = [block_memberships(g, MT, sq) for g in self.gidx]
+        return np.concatenate([r[0] for r in res]), np.concatenate([r[1] for r in res])
+
+
+def _locate(totals, r):
+    """Block index and residual where the cumulative ``totals`` reach ``r``."""
+    cs = np.cumsum(totals)
+    b = min(int(np.searchsorted(cs, r)), len(totals) - 1)
+    return b, r - (cs[b - 1] if b > 0 else 0.0)
+
+
+def _uniform_row(backend, rng):
+    n = sum(backend.n_rows)
+    j = int(rng.integers(n))
+    b, j = _locate(np.asarray(backend.n_rows, dtype=np.float64), j + 0.5)
+    return backend.row(b, int(j))
+
+
+def _kmeanspp(backend, K, enc, prior, rng):
+    """Greedy k-means++ (Arthur & Vassilvitskii; ``2 + log K`` local trials as scikit-learn)."""
+    n_trials = 2 + int(np.log(K))
+    centers = [_row_center(_uniform_row(backend, rng), enc, prior)]
+    totals = backend.set_closest(centers[0], _csq(centers[0], enc))
+    for _ in range(1, K):
+        pot = float(totals.sum())
+        cands = []
+        for r in rng.uniform(size=n_trials) * pot:
+            b, rr = _locate(totals, r)
+            cands.append(_row_center(backend.pick(b, rr), enc, prior))
+        csqs = [_csq(c, enc) for c in cands]
+        best = int(np.argmin(backend.trials(cands, csqs)))
+        centers.append(cands[best])
+        totals = backend.set_closest(cands[best], csqs[best])
+    return np.ascontiguousarray(np.array(centers).T)
+
+
+def _random_init(backend, K, enc, prior, rng):
+    n = sum(backend.n_rows)
+    ids = np.sort(rng.choice(n, size=K, replace=False))
+    bounds = np.concatenate([[0], np.cumsum(backend.n_rows)])
+    rows = []
+    for j in ids:
+        b = int(np.searchsorted(bounds, j, side="right") - 1)
+        rows.append(_row_center(backend.row(b, int(j - bounds[b])), enc, prior))
+    return np.ascontiguousarray(np.array(rows).T)
+
+
+def _csq(center, enc):
+    return np.add.reduceat(center * center, enc.offsets[:-1])
+
+
+def lloyd(backend, MT, enc, prior, max_iter, tol):
+    """Lloyd's iterations from centroids ``MT``: ``(MT, sse, n_iter, converged)``.
+
+    Stops when no row changes cluster or when the squared centroid shift is at most ``tol``
+    (absolute), as scikit-learn's ``KMeans``; a final assignment pass then makes the labels
+    consistent with the returned centroids, whose squared error is ``sse``.
+    """
+    backend.reset()
+    K = MT.shape[1]
+    strict = converged = False
+    it = 0
+    for it in range(max_iter):
+        st = backend.step(MT, block_norms(MT, enc.offsets), K)
+        new = centers_from_stats(st, enc, prior)
+        shift = float(((new - MT) ** 2).sum())
+        MT = new
+        if it > 0 and st["changed"] == 0:
+            strict = converged = True
+            break
+        if shift <= tol:
+            converged = True
+            break
+    if strict:
+        sse = st["sse"]
+    else:
+        sse = backend.step(MT, block_norms(MT, enc.offsets), 0)["sse"]
+    return MT, float(sse), it + 1, converged
+
+
+def fit_kcc(est, backend, enc, rng):
+    """Run ``est``'s starts on ``backend`` and set its fitted attributes (the shared driver)."""
+    K = est._k
+    counts, n_weight = backend.sizes(enc.n_categories)
+    prior = _proportions(counts[None, :], enc)[0]
+    p = counts / n_weight  # column means of the dense B (missing entries as 0), for the tolerance
+    tol = est.tol * float(np.mean(p * (1 - p)))
+    best = None
+    init = est.init
+    n_init = 1 if isinstance(init, np.ndarray) or not isinstance(init, str) else est.n_init
+    for _ in range(n_init):
+        if isinstance(init, str) and init == "k-means++":
+            MT0 = _kmeanspp(backend, K, enc, prior, rng)
+        elif isinstance(init, str):
+            MT0 = _random_init(backend, K, enc, prior, rng)
+        else:
+            MT0 = np.ascontiguousarray(np.asarray(init, dtype=np.float64).T)
+        res = lloyd(backend, MT0, enc, prior, est.max_iter, tol)
+        if best is None or res[1] < best[1]:
+            best = res
+    MT, sse, n_iter, converged = best
+    labels, Y = backend.memberships(MT, block_norms(MT, enc.offsets))
+    est.encoding_ = enc
+    est.cluster_centers_ = [
+        np.ascontiguousarray(MT[a:b].T) for a, b in zip(enc.offsets[:-1], enc.offsets[1:], strict=True)
+    ]
+    est.inertia_ = sse
+    est.objective_ = sse / n_weight**2
+    est.n_iter_ = n_iter
+    est.converged_ = converged
+    est.memberships_ = Y
+    est.labels_ = labels
+    est.uncertainty_ = normalized_entropy(Y)
+    est.effective_k_ = int(np.unique(labels).size)
+    if not converged:
+        warnings.warn(
+            f"KCC did not converge in max_iter={est.max_iter} Lloyd iterations (centroid shift above tol)",
+            KCCConvergenceWarning,
+            stacklevel=3,
+        )
+    return est
+
+
+class KCC:
+    """K-means-based consensus clustering (KCC, KCC++) on a labels matrix with missing entries.
+
+    Parameters
+    ----------
+    n_clusters : int, default=2
+        Number of consensus clusters ``K`` (``2 <= K <= n``).
+    init : {'k-means++', 'random'} or array of shape (K, G), default='k-means++'
+        Start: greedy k-means++ on ``B`` (KCC++ of papers/004), ``K`` distinct random points (KCC),
+        or explicit centroids over the ``G = sum_i K_i`` categories (the sorted distinct labels of
+        each clustering, clustering by clustering, as :func:`encode` orders them).
+    n_init : int, default=1
+        Number of random starts; the lowest objective is kept (ignored for an explicit ``init``).
+    max_iter : int, default=300
+    tol : float, default=1e-4
+        Relative tolerance on the squared centroid shift, scaled by the mean variance of the
+        columns of ``B`` (scikit-learn's convention); 0 runs until no point changes cluster.
+    random_state : int, Generator or None, default=None
+
+    Attributes
+    ----------
+    labels_ : ndarray of int64, shape (n,)
+    cluster_centers_ : list of ndarray
+        One ``K x K_i`` block per clustering: the label distribution of each cluster's members.
+    objective_ : float
+        ``sum_x ||b(x) - m_{k(x)}||^2 / n^2`` (papers/004 Sect. 5.2's condensed form), over the
+        clusterings where each point is present.
+    inertia_ : float
+        The same sum, not divided by ``n^2``.
+    n_iter_ : int
+    converged_ : bool
+        False when the best start stopped at ``max_iter`` (a :class:`KCCConvergenceWarning` is issued).
+    memberships_ : ndarray, shape (n, K)
+        Soft memberships ``exp(-d(x, k) / 2)`` normalised over ``k``, with ``d`` the squared distance
+        to centroid ``k``: a point gains a factor ``e`` toward a pure centroid per clustering on
+        which it agrees with it; rows with every label missing are uniform.
+    uncertainty_ : ndarray, shape (n,)
+        Normalised entropy of ``memberships_``.
+    effective_k_ : int
+    encoding_ : Encoding
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> labels = np.array([[0, 1], [0, 1], [1, 0], [1, 0]])
+    >>> KCC(2, random_state=0).fit(labels).labels_.tolist() in ([0, 0, 1, 1], [1, 1, 0, 0])
+    True
+    """
+
+    def __init__(
+        self, n_clusters=2, *, init="k-means++", n_init=1, max_iter=300, tol=1e-4, random_state=None
+    ):
+        self.n_clusters = n_clusters
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+
+    def _check_params(self, n=None, n_categories=None):
+        self._k = check_int(self.n_clusters, "n_clusters", min_value=2)
+        if n is not None and self._k > n:
+            raise InputError(f"The 'n_clusters' parameter must be <= n_samples={n}; got {self._k}")
+        check_int(self.n_init, "n_init", min_value=1)
+        check_int(self.max_iter, "max_iter", min_value=1)
+        if isinstance(self.tol, bool) or not isinstance(self.tol, int | float) or not (self.tol >= 0):
+            raise InputError(f"The 'tol' parameter must be a number >= 0; got {self.tol!r}")
+        if isinstance(self.init, str):
+            check_choice(self.init, "init", {"k-means++", "random"})
+        elif n_categories is not None:
+            a = np.asarray(self.init, dtype=np.float64)
+            if a.shape != (self._k, n_categories):
+                raise InputError(
+                    f"The 'init' array must have shape (n_clusters, n_categories)=({self._k}, {n_categories}); "
+                    f"got {a.shape}"
+                )
+
+    def fit(self, labels, y=None):
+        """Fit on an ``n x N`` labels matrix (``-1`` = missing)."""
+        labels = check_labels_matrix(labels)
+        gidx, enc = encode(labels)
+        check_encoding(enc, labels.shape)
+        self._check_params(labels.shape[0], enc.n_categories)
+        rng = check_random_state(self.random_state)
+        return fit_kcc(self, LocalBlocks([gidx]), enc, rng)
+
+    def fit_predict(self, labels, y=None):
+        return self.fit(labels).labels_

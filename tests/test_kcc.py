@@ -1,0 +1,261 @@
+"""KCC (papers/004 Sect. 3.1) against scikit-learn's KMeans and a NumPy transcription; its Dask layer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.cluster import KMeans
+from sklearn.datasets import make_blobs
+
+from ensemble_dask import InputError
+from ensemble_dask.consensus.gkcc import GKCC
+from ensemble_dask.consensus.kcc import KCC, KCCConvergenceWarning, encode
+from ensemble_dask.dask_kcc import fit_kcc_dask
+
+
+def _ensemble(n=240, seed=0, ks=(3, 4, 5, 6, 4, 3)):
+    X, y = make_blobs(n, centers=4, random_state=seed)
+    labels = np.column_stack([KMeans(k, n_init=1, random_state=s).fit_predict(X) for s, k in enumerate(ks)])
+    return labels, y
+
+
+def _onehot(labels):
+    gidx, enc = encode(labels)
+    B = np.zeros((labels.shape[0], enc.n_categories))
+    for i in range(labels.shape[1]):
+        ok = gidx[:, i] >= 0
+        B[np.flatnonzero(ok), gidx[ok, i]] = 1.0
+    return B, gidx >= 0
+
+
+@pytest.mark.parametrize("tol", [0.0, 1e-4])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_equals_sklearn_kmeans_on_dense_onehot(seed, tol):
+    labels, _ = _ensemble(seed=seed)
+    B, _ = _onehot(labels)
+    init = B[np.random.default_rng(seed).choice(B.shape[0], 4, replace=False)]
+    km = KMeans(4, init=init, n_init=1, tol=tol).fit(B)
+    kc = KCC(4, init=init, tol=tol).fit(labels)
+    np.testing.assert_array_equal(kc.labels_, km.labels_)
+    np.testing.assert_allclose(kc.inertia_, km.inertia_, rtol=1e-12)
+    np.testing.assert_allclose(np.hstack(kc.cluster_centers_), km.cluster_centers_, atol=1e-12)
+    assert kc.objective_ == pytest.approx(km.inertia_ / B.shape[0] ** 2)
+    assert kc.converged_
+
+
+def _numpy_incomplete_kmeans(B, mask, offsets, C, max_iter=100):
+    """Lloyd on B where point x's distance and the centroid blocks use only the clusterings x is in."""
+    n, N = mask.shape
+    cols = np.repeat(np.arange(N), np.diff(offsets))
+    M = mask[:, cols].astype(float)  # n x G: 1 where the column's clustering is present
+    prior = (B * M).sum(0) / M.sum(0)  # block of a cluster with no member present in that clustering
+    labels = None
+    for _ in range(max_iter):
+        D = np.stack([(M * (B - C[k]) ** 2).sum(1) for k in range(C.shape[0])], axis=1)
+        new = D.argmin(1)
+        if labels is not None and np.array_equal(new, labels):
+            break
+        labels = new
+        num = np.stack([(B * M)[labels == k].sum(0) for k in range(C.shape[0])])
+        den = np.stack([M[labels == k].sum(0) for k in range(C.shape[0])])
+        C = np.where(den > 0, num / np.maximum(den, 1), prior)
+    return labels, D[np.arange(n), labels].sum()
+
+
+def _utility(labels, consensus):
+    """sum_i p_i U_c(consensus, H_i), eq. 2 on the n_i points present in clustering i, p_i = n_i / n."""
+    n = labels.shape[0]
+    total = 0.0
+    for i in range(labels.shape[1]):
+        ok = labels[:, i] >= 0
+        ni = ok.sum()
+        _, a = np.unique(consensus[ok], return_inverse=True)
+        _, b = np.unique(labels[ok, i], return_inverse=True)
+        P = np.zeros((a.max() + 1, b.max() + 1))
+        np.add.at(P, (a, b), 1.0 / ni)
+        pk = P.sum(1)
+        total += ni / n * ((pk * ((P / pk[:, None]) ** 2).sum(1)).sum() - (P.sum(0) ** 2).sum())
+    return total
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_missing_labels_equal_numpy_transcription(seed):
+    labels, y = _ensemble(seed=seed)
+    rng = np.random.default_rng(seed)
+    labels[rng.random(labels.shape) < 0.3] = -1
+    B, mask = _onehot(labels)
+    gidx, enc = encode(labels)
+    # one complete row of each blob as the starts: one-hot centroids in every block
+    starts = [np.flatnonzero(mask.all(1) & (y == c))[0] for c in range(4)]
+    C0 = B[starts]
+    ref_labels, ref_sse = _numpy_incomplete_kmeans(B, mask, enc.offsets, C0)
+    kc = KCC(4, init=C0, tol=0).fit(labels)
+    np.testing.assert_array_equal(kc.labels_, ref_labels)
+    assert kc.inertia_ == pytest.approx(ref_sse, rel=1e-10)
+    # the squared error is a constant minus n times the normalised utility KCC maximises
+    n = labels.shape[0]
+    const = 0.0
+    for i in range(labels.shape[1]):
+        col = labels[:, i][labels[:, i] >= 0]
+        p = np.bincount(col) / col.size
+        const += col.size * (1 - (p**2).sum())
+    assert kc.inertia_ == pytest.approx(const - n * _utility(labels, kc.labels_), rel=1e-10)
+
+
+def test_outputs_and_seeds():
+    labels, y = _ensemble(n=300)
+    a = KCC(4, n_init=3, random_state=7).fit(labels)
+    b = KCC(4, n_init=3, random_state=7).fit(labels)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    assert a.memberships_.shape == (300, 4)
+    np.testing.assert_allclose(a.memberships_.sum(1), 1.0)
+    np.testing.assert_array_equal(a.memberships_.argmax(1), a.labels_)
+    assert ((a.uncertainty_ >= 0) & (a.uncertainty_ <= 1)).all()
+    assert [c.shape for c in a.cluster_centers_] == [(4, k) for k in (3, 4, 5, 6, 4, 3)]
+    r = KCC(4, init="random", n_init=10, random_state=0).fit(labels)
+    # more restarts never give a worse objective than one of them
+    assert r.objective_ <= KCC(4, init="random", n_init=1, random_state=0).fit(labels).objective_ + 1e-15
+
+
+def test_hand_checked_case():
+    labels = np.array([[0, 1, 0], [0, 1, 0], [0, 1, 1], [1, 0, 1], [1, 0, 1], [1, 0, 0]])
+    kc = KCC(2, random_state=0).fit(labels)
+    assert set(map(tuple, [kc.labels_[:3], kc.labels_[3:]])) == {(0, 0, 0), (1, 1, 1)}
+    # each cluster: two blocks pure, the third 2/3 - 1/3: squared error 2 * 3 * (2 * (1/3)^2 + ... )
+    # per cluster, block 3 contributes 3 * (1 - (4/9 + 1/9)) = 4/3; clusters: 8/3 in all
+    assert kc.inertia_ == pytest.approx(8 / 3)
+    assert kc.objective_ == pytest.approx(8 / 3 / 36)
+
+
+def test_rows_all_missing_get_uniform_memberships():
+    labels, _ = _ensemble(n=120)
+    labels[5] = -1
+    kc = KCC(4, random_state=0).fit(labels)
+    np.testing.assert_allclose(kc.memberships_[5], 0.25)
+    assert kc.uncertainty_[5] == pytest.approx(1.0)
+
+
+def test_convergence_warning():
+    labels, _ = _ensemble(n=300)
+    with pytest.warns(KCCConvergenceWarning, match="max_iter=1"):
+        kc = KCC(4, init="random", max_iter=1, tol=0, random_state=3).fit(labels)
+    assert not kc.converged_ and kc.n_iter_ == 1
+
+
+@pytest.mark.parametrize(
+    ("labels", "params", "match"),
+    [
+        (np.array([[0, 1], [1, 0], [0, 1]]), {"n_clusters": 1}, "'n_clusters' parameter must be >= 2; got 1"),
+        (np.array([[0, 1], [1, 0], [0, 1]]), {"n_clusters": 4}, "n_samples=3; got 4"),
+        (np.full((4, 2), -1), {"n_clusters": 2}, "all missing"),
+        (np.array([[0, 1], [0, 0], [0, 1]]), {"n_clusters": 2}, "column 0 has a single label 0"),
+        (np.array([[0, -1], [1, -1], [0, -1]]), {"n_clusters": 2}, "column 1 has no label"),
+        (np.array([[0, 1], [1, 0], [0, 1]]), {"n_clusters": 2, "init": "kmeans"}, "'init' parameter"),
+        (np.array([[0, 1], [1, 0], [0, 1]]), {"n_clusters": 2, "init": np.zeros((2, 3))}, r"got \(2, 3\)"),
+        (np.array([[0, 1], [1, 0], [0, 1]]), {"n_clusters": 2, "tol": -1}, "'tol'"),
+    ],
+)
+def test_bad_input(labels, params, match):
+    with pytest.raises(InputError, match=match):
+        KCC(**params).fit(labels)
+
+
+@pytest.mark.parametrize("init", ["k-means++", "random"])
+def test_row_distributed_equals_in_memory(client, tmp_path, init):
+    labels, _ = _ensemble(n=400, seed=3)
+    labels[np.random.default_rng(0).random(labels.shape) < 0.1] = -1
+    ref = KCC(4, init=init, n_init=2, random_state=11).fit(labels)
+    for rows in (400, 200, 100):  # 1, 2 and 4 row blocks
+        d = fit_kcc_dask(labels, 4, client=client, block_rows=rows, init=init, n_init=2, random_state=11)
+        np.testing.assert_array_equal(d.labels_, ref.labels_)
+        np.testing.assert_allclose(d.memberships_, ref.memberships_, atol=1e-12)
+        assert d.objective_ == pytest.approx(ref.objective_, rel=1e-12)
+        assert d.n_iter_ == ref.n_iter_
+    path = str(tmp_path / "labels.npy")
+    np.save(path, labels)
+    d = fit_kcc_dask(path, 4, client=client, block_rows=150, init=init, n_init=2, random_state=11)
+    np.testing.assert_array_equal(d.labels_, ref.labels_)
+
+
+def test_row_distributed_bad_input(client):
+    with pytest.raises(InputError, match="column 0 has a single label 3"):
+        fit_kcc_dask(np.array([[3, 0], [3, 1], [3, 0], [3, 1]]), 2, client=client, block_rows=2)
+
+
+# --------------------------------------------------------------------------- GKCC
+
+
+@pytest.fixture(scope="module")
+def uci_dir():
+    """../shared/data/uci beside the repository (or beside the worktrees' folder for a git worktree)."""
+    repo = Path(__file__).resolve().parents[1]
+    for base in (repo.parent, repo.parent.parent):
+        if (base / "shared" / "data" / "uci").is_dir():
+            return base / "shared" / "data" / "uci"
+    pytest.fail(f"no shared/data/uci beside {repo}")
+
+
+def _uci_ensemble(uci_dir, name, n_labelings=20):
+    from sklearn.preprocessing import StandardScaler
+
+    from ensemble_dask.datasets import load_uci
+
+    X, y = load_uci(name, uci_dir)
+    X = StandardScaler().fit_transform(X)
+    K = np.unique(y).size
+    ks = np.random.default_rng(0).integers(2, 2 * K + 1, n_labelings)
+    labels = np.column_stack(
+        [KMeans(int(k), n_init=1, random_state=s).fit_predict(X) for s, k in enumerate(ks)]
+    )
+    return labels, y, K
+
+
+@pytest.mark.parametrize("name", ["iris", "wine", "glass"])
+def test_gkcc_deterministic_and_not_worse_than_kcc(uci_dir, name):
+    labels, _, K = _uci_ensemble(uci_dir, name)
+    g = GKCC(K, random_state=0).fit(labels)
+    np.testing.assert_array_equal(GKCC(K, random_state=0).fit(labels).labels_, g.labels_)
+    assert g.partitions_.shape == (labels.shape[0], 59 * (K - 1))
+    assert g.step_objectives_.shape == (K - 1, 59)
+    # papers/004's protocol: KCC and KCC++ on the same (GKCC-generated) basic partitions, 20 starts
+    P = g.partitions_
+    kcc = np.mean([KCC(K, init="random", random_state=s).fit(P).objective_ for s in range(20)])
+    kpp = np.mean([KCC(K, random_state=s).fit(P).objective_ for s in range(20)])
+    assert g.objective_ <= min(kcc, kpp) * (1 + 1e-12)
+    # the final objective is KCC's on those partitions from GKCC's own centres
+    assert KCC(K, init=np.hstack(g.cluster_centers_), tol=0).fit(P).objective_ <= g.objective_ * (1 + 1e-12)
+
+
+def test_gkcc_mapper_and_missing_labels():
+    labels, y = _ensemble(n=200, seed=4)
+    labels[np.random.default_rng(1).random(labels.shape) < 0.2] = -1
+    calls = []
+
+    def mapper(func, args):
+        calls.append(len(args))
+        return [func(*a) for a in reversed(args)][::-1]
+
+    a = GKCC(4, n_candidates=10, random_state=5).fit(labels, mapper=mapper)
+    b = GKCC(4, n_candidates=10, random_state=5).fit(labels)
+    assert calls == [10, 10, 10]
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_allclose(a.memberships_.sum(1), 1.0)
+    from sklearn.metrics import adjusted_rand_score
+
+    assert adjusted_rand_score(y, a.labels_) > 0.9
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"n_clusters": 1}, "'n_clusters'.*got 1"),
+        ({"n_clusters": 9}, "n_samples=6; got 9"),
+        ({"n_candidates": 0}, "'n_candidates'"),
+    ],
+)
+def test_gkcc_bad_input(params, match):
+    labels = np.array([[0, 1], [0, 1], [1, 0], [1, 0], [2, 0], [2, 0]])
+    with pytest.raises(InputError, match=match):
+        GKCC(**params).fit(labels)
