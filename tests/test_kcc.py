@@ -12,7 +12,7 @@ from sklearn.datasets import make_blobs
 from ensemble_dask import InputError
 from ensemble_dask.consensus.gkcc import GKCC
 from ensemble_dask.consensus.kcc import KCC, KCCConvergenceWarning, encode
-from ensemble_dask.dask_kcc import fit_kcc_dask
+from ensemble_dask.federated.dask_kcc import fit_kcc_dask
 
 
 def _ensemble(n=240, seed=0, ks=(3, 4, 5, 6, 4, 3)):

@@ -23,8 +23,8 @@ import uuid
 
 import numpy as np
 
-from ._validation import InputError, check_labels_matrix, check_random_state
-from .consensus.kcc import (
+from .._validation import InputError, check_labels_matrix, check_random_state
+from ..consensus.kcc import (
     KCC,
     Encoding,
     block_closest,
@@ -39,7 +39,7 @@ from .consensus.kcc import (
     combine_stats,
     fit_kcc,
 )
-from .dask_bce import DEFAULT_BLOCK_ROWS, _row_blocks, labels_shape, read_labels
+from .dask import DEFAULT_BLOCK_ROWS, _row_blocks, labels_shape, read_labels
 
 __all__ = ["fit_kcc_dask", "DaskBlocks"]
 
