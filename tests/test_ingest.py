@@ -139,8 +139,8 @@ def _bad_cases(kdd_sample, tmp_path):
     inf = good[:7] + [",".join(fields)] + good[8:]
     cases = {}
     for name, lines, match in [
-        ("wrong_cols", wrong_cols, "line 11: 43 columns, expected 42"),
-        ("short", short, "line 11: missing value in label column"),
+        ("wrong_cols", wrong_cols, "line 11 has 43 fields, expected 42"),
+        ("short", short, "line 11 has 30 fields, expected 42"),
         ("nonnum", nonnum, r"line 6: non-numeric value '12x' in numeric column 'src_bytes'"),
         ("inf", inf, r"line 8: .*column 'dst_bytes'"),
     ]:
