@@ -44,7 +44,9 @@ def _keywords(func, skip=()):
 def _check_keys(section, given, known):
     unknown = sorted(set(given) - set(known), key=str)
     if unknown:
-        raise InputError(f"workflow section {section!r}: unknown key(s) {unknown}; known keys: {sorted(known)}")
+        raise InputError(
+            f"workflow section {section!r}: unknown key(s) {unknown}; known keys: {sorted(known)}"
+        )
 
 
 def _mapping(spec, section):
@@ -97,7 +99,9 @@ def _check_generate(spec, seed):
     k_max = _in_section("generate", check_int, p["k_max"], "k_max", min_value=2)
     algorithms = p["algorithms"]
     if algorithms is not None and not all(isinstance(a, str) for a in algorithms):
-        raise InputError(f"workflow section 'generate': 'algorithms' must be a list of names; got {algorithms!r}")
+        raise InputError(
+            f"workflow section 'generate': 'algorithms' must be a list of names; got {algorithms!r}"
+        )
     n = max(2, math.ceil(k_max / rate))
     _in_section("generate", plan_ensemble, n, 1, **{k: v for k, v in p.items() if k != "n_clusterings"})
 
@@ -112,7 +116,9 @@ def _check_coassoc(spec, seed):
     params = {k: co.pop(k) for k in list(co) if k not in stage_keys}
     if set(params) - set(STRATEGY_PARAMS[strategy]):
         others = sorted(
-            k for k in set(params) - set(STRATEGY_PARAMS[strategy]) if any(k in v for v in STRATEGY_PARAMS.values())
+            k
+            for k in set(params) - set(STRATEGY_PARAMS[strategy])
+            if any(k in v for v in STRATEGY_PARAMS.values())
         )
         hint = (
             f"; {others} belong(s) to another strategy (a --set coassoc.strategy=... override drops them)"
@@ -136,7 +142,9 @@ def _check_coassoc(spec, seed):
         if co.get(key) is not None:
             _in_section("coassoc", check_int, co[key], key, min_value=1)
     if co.get("spill", "auto") not in ("auto", True, False):
-        raise InputError(f"workflow section 'coassoc': 'spill' must be 'auto', true or false; got {co['spill']!r}")
+        raise InputError(
+            f"workflow section 'coassoc': 'spill' must be 'auto', true or false; got {co['spill']!r}"
+        )
 
 
 def _check_consensus(spec, seed):
@@ -144,7 +152,9 @@ def _check_consensus(spec, seed):
     if consensus is None:
         return
     if not isinstance(consensus, dict):
-        raise InputError(f"workflow section 'consensus' must map method names to parameters; got {consensus!r}")
+        raise InputError(
+            f"workflow section 'consensus' must map method names to parameters; got {consensus!r}"
+        )
     for name, params in consensus.items():
         check_consensus_params(name, params, seed=seed)
 
@@ -167,7 +177,9 @@ def validate_workflow(spec):
         check_int(dask["threads_per_worker"], "dask.threads_per_worker", min_value=1)
     for key in ("store", "scheduler"):
         if spec.get(key) is not None and not isinstance(spec[key], str):
-            raise InputError(f"workflow key {key!r} must be a string (a URL or an address); got {spec[key]!r}")
+            raise InputError(
+                f"workflow key {key!r} must be a string (a URL or an address); got {spec[key]!r}"
+            )
     if spec.get("storage_options") is not None and not isinstance(spec["storage_options"], dict):
         raise InputError(f"workflow key 'storage_options' must be a mapping; got {spec['storage_options']!r}")
     _check_data(spec)

@@ -139,7 +139,9 @@ def _drop_other_strategy_params(section, strategy):
     old = section.get("strategy", "uniform")
     if strategy == old or strategy not in STRATEGY_PARAMS:
         return
-    dropped = sorted(k for k in section if k in STRATEGY_PARAMS.get(old, ()) and k not in STRATEGY_PARAMS[strategy])
+    dropped = sorted(
+        k for k in section if k in STRATEGY_PARAMS.get(old, ()) and k not in STRATEGY_PARAMS[strategy]
+    )
     for key in dropped:
         del section[key]
     if dropped:

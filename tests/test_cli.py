@@ -165,7 +165,14 @@ def test_unreachable_object_store_is_one_line(tmp_path):
         "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{_free_port()}"},
         "config_kwargs": {"retries": {"max_attempts": 1}},
     }
-    r = cli("ingest", "synthetic:blobs?n=50", "--store", "s3://bucket/run.zarr", "--storage-options", json.dumps(opts))
+    r = cli(
+        "ingest",
+        "synthetic:blobs?n=50",
+        "--store",
+        "s3://bucket/run.zarr",
+        "--storage-options",
+        json.dumps(opts),
+    )
     assert r.returncode == 2
     assert r.stderr.startswith("ensemble-dask: error: cannot reach run store 's3://bucket/run.zarr': ")
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -226,14 +233,32 @@ def test_table_of_constant_columns(tmp_path, capsys):
 @pytest.mark.parametrize(
     "override, message",
     [
-        ("generate.bogus=1", "workflow section 'generate': unknown key(s) ['bogus']; known keys: ['algorithms', "),
-        ("consensus.pcc-kl.bogus=1", "consensus method 'pcc-kl' (pcc): unknown parameter(s) ['bogus']; PCC takes"),
-        ("consensus.mine={method: bce, bogus: 1}", "consensus method 'mine' (bce): unknown parameter(s) ['bogus']"),
-        ("consensus.mine={method: nosuch}", "consensus method 'mine': unknown method 'nosuch'; known: ['bce', "),
-        ("consensus.pcc-kl.n_clusters=0", "consensus method 'pcc-kl': The 'n_clusters' parameter must be >= 1; got 0"),
+        (
+            "generate.bogus=1",
+            "workflow section 'generate': unknown key(s) ['bogus']; known keys: ['algorithms', ",
+        ),
+        (
+            "consensus.pcc-kl.bogus=1",
+            "consensus method 'pcc-kl' (pcc): unknown parameter(s) ['bogus']; PCC takes",
+        ),
+        (
+            "consensus.mine={method: bce, bogus: 1}",
+            "consensus method 'mine' (bce): unknown parameter(s) ['bogus']",
+        ),
+        (
+            "consensus.mine={method: nosuch}",
+            "consensus method 'mine': unknown method 'nosuch'; known: ['bce', ",
+        ),
+        (
+            "consensus.pcc-kl.n_clusters=0",
+            "consensus method 'pcc-kl': The 'n_clusters' parameter must be >= 1; got 0",
+        ),
         ("consensus.pcc-kl.divergence=hellinger", "'divergence' parameter must be one of ['kl', 'l2']"),
         ("consensus.bce={alpha_init: -1}", "consensus method 'bce': The 'alpha_init' parameter must be"),
-        ("generate.rate=abc", "workflow section 'generate': The 'rate' parameter must be a number in (0, 1]; got 'abc'"),
+        (
+            "generate.rate=abc",
+            "workflow section 'generate': The 'rate' parameter must be a number in (0, 1]; got 'abc'",
+        ),
         ("generate.k_max=1", "workflow section 'generate': The 'k_max' parameter must be >= 2; got 1"),
         ("generate.algorithms=[kmeans, optics]", "got 'optics'"),
         ("coassoc.l=0", "workflow section 'coassoc': The 'l' parameter must be >= 1; got 0"),
@@ -260,7 +285,9 @@ def test_federated_takes_no_progress(tmp_path, capsys):
 
 def test_short_csv_row_is_named_by_line(tmp_path, capsys):
     (tmp_path / "s.csv").write_text("1,2,3\n4,5,6\n7,8,9\n1,2\n3,4,5\n")
-    rc, _, err = main(capsys, "ingest", tmp_path / "s.csv", "--store", tmp_path / "run.zarr", "--impute", "mean")
+    rc, _, err = main(
+        capsys, "ingest", tmp_path / "s.csv", "--store", tmp_path / "run.zarr", "--impute", "mean"
+    )
     assert rc == 2 and err.strip().endswith("s.csv, line 4 has 2 fields, expected 3")
     assert _records(tmp_path / "run.zarr") == {}
 

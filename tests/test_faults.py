@@ -58,7 +58,16 @@ def cluster(tmp_path_factory):
         _wait_port(port, sched)
         address = f"tcp://127.0.0.1:{port}"
         for _ in range(2):
-            cmd = [_exe("dask"), "worker", address, "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard"]
+            cmd = [
+                _exe("dask"),
+                "worker",
+                address,
+                "--nthreads",
+                "1",
+                "--host",
+                "127.0.0.1",
+                "--no-dashboard",
+            ]
             procs.append(subprocess.Popen(cmd, **quiet))
         with Client(address, timeout="30s") as client:
             client.wait_for_workers(2, timeout=60)

@@ -271,7 +271,9 @@ def test_every_column_constant(tmp_path):
     path.write_text("a,b\n1,5\n1,5\n1,5\n")
     store = RunStore(tmp_path / "run.zarr")
     for drop_constant in (False, True):
-        with pytest.raises(InputError, match=r"every feature column is constant over the 3 rows kept \(a, b\)"):
+        with pytest.raises(
+            InputError, match=r"every feature column is constant over the 3 rows kept \(a, b\)"
+        ):
             ingest(store, str(path), header=True, drop_constant=drop_constant)
     assert store.records() == {}
 
@@ -283,12 +285,22 @@ def test_another_source_with_the_same_n(tmp_path):
     np.save(tmp_path / "b.npy", rng.normal(size=(30, 3)))
     store = RunStore(tmp_path / "run.zarr")
     ingest(store, str(tmp_path / "a.npy"))
-    with pytest.raises(InputError, match=r"holds the data set read from '.*a.npy', not from '.*b.npy'; use another"):
+    with pytest.raises(
+        InputError, match=r"holds the data set read from '.*a.npy', not from '.*b.npy'; use another"
+    ):
         ingest(store, str(tmp_path / "b.npy"))
     assert store.record("ingest")["complete"] and store["X"].shape == (30, 2)
     # the same file under another name is the same source; a changed file is read again
     (tmp_path / "sub").mkdir()
-    assert ingest(store, str(tmp_path / "sub" / ".." / "a.npy"))["skipped"] is False  # another url: another record
+    other_name = str(tmp_path / "sub" / ".." / "a.npy")  # another url: another record, same source
+    assert ingest(store, other_name)["skipped"] is False
     np.save(tmp_path / "a.npy", rng.normal(size=(30, 4)))
     assert ingest(store, str(tmp_path / "a.npy"))["d"] == 4
     assert ingest(store, str(tmp_path / "b.npy"), overwrite=True)["d"] == 3
+
+
+def test_missing_parquet_column_names_the_columns(tmp_path):
+    pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 1.0]}).to_parquet(tmp_path / "t.parquet")
+    store = RunStore(tmp_path / "run.zarr")
+    with pytest.raises(InputError, match=r"t.parquet: no column 'nosuch'; columns are \['a', 'b'\]"):
+        ingest(store, str(tmp_path / "t.parquet"), label_column="nosuch")

@@ -153,22 +153,36 @@ def test_strategy_override_replaces_the_strategy_parameters(caplog):
     out = apply_overrides({"data": "a.csv", "coassoc": {"p": 0.1}}, ["coassoc.strategy=full"])
     assert out["coassoc"] == {"strategy": "full"}
     # the same keys in the workflow file itself: the error says how to switch
-    with pytest.raises(InputError, match=r"unknown key\(s\) \['p'\] for strategy 'per-point'.*override drops them"):
+    with pytest.raises(
+        InputError, match=r"unknown key\(s\) \['p'\] for strategy 'per-point'.*override drops them"
+    ):
         validate_workflow({"data": {"url": "a.csv"}, "coassoc": {"strategy": "per-point", "p": 0.1}})
 
 
 @pytest.mark.parametrize(
     "section, value, match",
     [
-        ("generate", {"rate": "abc"}, r"'generate': The 'rate' parameter must be a number in \(0, 1\]; got 'abc'"),
+        (
+            "generate",
+            {"rate": "abc"},
+            r"'generate': The 'rate' parameter must be a number in \(0, 1\]; got 'abc'",
+        ),
         ("generate", {"k_min": 5, "k_max": 3}, r"'generate': k_min=5 must be <= k_max=3"),
         ("generate", {"ensemble": "type3"}, r"'generate': The 'ensemble' parameter must be one of"),
         ("generate", {"n_clusterings": 0}, r"'generate': The 'n_clusterings' parameter must be >= 1"),
         ("coassoc", {"strategy": "ring"}, r"'coassoc': The 'strategy' parameter must be one of"),
         ("coassoc", {"strategy": "full", "max_n": 1}, r"'max_n' parameter must be >= 2"),
         ("coassoc", {"count_mode": "fast"}, r"'count_mode' parameter must be one of"),
-        ("consensus", {"pcc-kl": {"n_clusters": 0}}, r"consensus method 'pcc-kl': The 'n_clusters' parameter"),
-        ("consensus", {"ppc": {"tol": -1}}, r"consensus method 'ppc': The 'tol' parameter must be a positive"),
+        (
+            "consensus",
+            {"pcc-kl": {"n_clusters": 0}},
+            r"consensus method 'pcc-kl': The 'n_clusters' parameter",
+        ),
+        (
+            "consensus",
+            {"ppc": {"tol": -1}},
+            r"consensus method 'ppc': The 'tol' parameter must be a positive",
+        ),
         ("consensus", {"mm": {"n_init": 0}}, r"consensus method 'mm': The 'n_init' parameter must be >= 1"),
         ("consensus", {"bce": {"e_step_max_iter": 0}}, r"'e_step_max_iter' parameter must be >= 1"),
         ("consensus", {"pcc": "n_clusters=3"}, r"consensus method 'pcc': its parameters must be a mapping"),

@@ -168,7 +168,9 @@ class _FieldCountingReader:
             self.expected = int(fields[first])
         for k in np.flatnonzero(fields != self.expected):
             if not blank(k):
-                raise InputError(f"{self.url}, line {lines[k]} has {fields[k]} fields, expected {self.expected}")
+                raise InputError(
+                    f"{self.url}, line {lines[k]} has {fields[k]} fields, expected {self.expected}"
+                )
         return int(ends[-1]) + 1
 
 
@@ -234,6 +236,9 @@ def _iter_parquet(url, storage_options, usecols):
     _check_exists(url, storage_options)
     with fsspec.open(url, "rb", **(storage_options or {})) as fh:
         pf = pq.ParquetFile(fh)
+        missing = [c for c in usecols or () if c not in pf.schema_arrow.names]
+        if missing:
+            raise InputError(f"{url}: no column {missing[0]!r}; columns are {pf.schema_arrow.names}")
         offset = 0
         for g in range(pf.num_row_groups):
             frame = pf.read_row_group(g, columns=usecols).to_pandas()

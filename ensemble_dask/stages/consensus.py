@@ -66,7 +66,11 @@ def _estimator(method, params, name=None):
     ]
     unknown = sorted(set(params) - set(known))
     if unknown:
-        where = f"consensus method {name!r} ({method})" if name and name != method else f"consensus method {method!r}"
+        where = (
+            f"consensus method {name!r} ({method})"
+            if name and name != method
+            else f"consensus method {method!r}"
+        )
         raise InputError(
             f"{where}: unknown parameter(s) {unknown}; {cls.__name__} takes {known}"
             + (" (and 'method')" if name else "")
@@ -76,7 +80,12 @@ def _estimator(method, params, name=None):
 
 def _positive(name):
     def check(value):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value <= 0:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Real)
+            or not np.isfinite(value)
+            or value <= 0
+        ):
             raise InputError(f"The {name!r} parameter must be a positive number; got {value!r}")
 
     return check
