@@ -63,6 +63,7 @@ def _parser():
     store_args(p, required=False)
     p.add_argument("--scheduler", help="a cluster whose workers offer the sites' resources (default: local)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a workflow key")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (as the other commands)")
 
     p = sub.add_parser(
         "split-sites",
@@ -163,7 +164,6 @@ def _dask_options(args):
 
 def _run(args):
     from . import pipeline
-    from .io.store import RunStore
 
     progress = not getattr(args, "no_progress", True)
     if args.command == "run":
@@ -195,7 +195,7 @@ def _run(args):
 
     # only ingest creates a store; the other stages need one that exists
     mode = "a" if args.command == "ingest" else "r+"
-    store = RunStore(args.store, _storage_options(args.storage_options), mode=mode)
+    store = pipeline.open_store(args.store, _storage_options(args.storage_options), mode=mode)
     if args.command == "split-sites":
         import yaml
 
@@ -263,8 +263,8 @@ def _run(args):
         metrics = consensus_stage(
             store, args.name, seed=args.seed, **dict(map(pipeline.parse_assignment, args.set))
         )
-        pipeline.write_report(store)
-        _print_summary({"dataset": {}, "methods": {args.name: metrics}})
+        report = pipeline.write_report(store)
+        _print_summary({"dataset": report["dataset"], "methods": {args.name: metrics}})
     elif args.command == "import-labels":
         from .stages.generate import import_labels
 

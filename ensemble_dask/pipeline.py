@@ -28,6 +28,7 @@ from pathlib import Path
 import yaml
 
 from ._validation import InputError
+from ._workflow_checks import STRATEGY_PARAMS, validate_workflow
 from .io.store import RunStore
 from .parallel import dask_client
 from .stages.coassoc import coassoc_stage
@@ -36,7 +37,15 @@ from .stages.generate import generate
 from .stages.ingest import ingest
 from .stages.report import write_report
 
-__all__ = ["load_workflow", "apply_overrides", "run_workflow", "write_report", "client_for_store"]
+__all__ = [
+    "load_workflow",
+    "apply_overrides",
+    "validate_workflow",
+    "run_workflow",
+    "write_report",
+    "client_for_store",
+    "open_store",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +116,8 @@ def apply_overrides(spec, sets=(), *, data=None, store=None, scheduler=None):
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise InputError(f"--set {item!r}: {part!r} is not a section")
+        if parts == ["coassoc", "strategy"]:
+            _drop_other_strategy_params(node, value)
         node[parts[-1]] = value
     if data is not None:
         spec.setdefault("data", {})
@@ -119,6 +130,51 @@ def apply_overrides(spec, sets=(), *, data=None, store=None, scheduler=None):
         spec["scheduler"] = scheduler
     check_workflow(spec)
     return spec
+
+
+def _drop_other_strategy_params(section, strategy):
+    """An override of ``coassoc.strategy`` replaces that section's strategy parameters: the keys
+    that only the previous strategy takes (``p`` of ``uniform`` when switching to ``per-point``)
+    are dropped, with a log line saying so."""
+    old = section.get("strategy", "uniform")
+    if strategy == old or strategy not in STRATEGY_PARAMS:
+        return
+    dropped = sorted(
+        k for k in section if k in STRATEGY_PARAMS.get(old, ()) and k not in STRATEGY_PARAMS[strategy]
+    )
+    for key in dropped:
+        del section[key]
+    if dropped:
+        logger.warning(
+            "--set coassoc.strategy=%s: dropped %s, the parameter(s) of strategy %r; %r takes %s",
+            strategy,
+            dropped,
+            old,
+            strategy,
+            sorted(STRATEGY_PARAMS[strategy]),
+        )
+
+
+def open_store(url, storage_options=None, *, mode="a"):
+    """The :class:`RunStore` at ``url``, after checking that its object store can be reached.
+
+    fsspec's network file systems (``s3://`` ...) raise their own exceptions, not ``OSError``,
+    when the endpoint cannot be reached (and zarr then leaves coroutines behind that print more
+    tracebacks at exit); one metadata request first turns that into one clear error.
+    """
+    url = str(url)
+    if "://" in url and not url.startswith(("file://", "memory://")):
+        import fsspec
+
+        try:
+            fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+            fs.exists(path)
+        except FileNotFoundError:
+            pass
+        except Exception as exc:  # unreachable endpoint, missing bucket, credentials ...
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"cannot reach run store {url!r}: {msg}") from exc
+    return RunStore(url, storage_options, mode=mode)
 
 
 def client_for_store(store, scheduler=None, dask_options=None):
@@ -154,18 +210,15 @@ def run_workflow(spec, *, progress=False):
         from .stages.federated import run_federated_workflow
 
         return {"federated": run_federated_workflow(spec)}
+    validate_workflow(spec)
     seed = int(spec.get("seed", 0))
     store_url = spec.get("store") or f"runs/{spec.get('name', 'run')}.zarr"
-    store = RunStore(store_url, spec.get("storage_options"))
+    store = open_store(store_url, spec.get("storage_options"))
     data = dict(spec["data"])
     url = data.pop("url")
     info = _call(ingest, "data", store, url, seed=seed, **data)
     logger.info("ingest: %s", info)
     consensus = spec.get("consensus") or {}
-    if not isinstance(consensus, dict):
-        raise InputError(
-            f"workflow section 'consensus' must map method names to parameters; got {consensus!r}"
-        )
     if not any(spec.get(k) is not None for k in ("generate", "coassoc", "consensus")):
         return write_report(store)
     with client_for_store(store, spec.get("scheduler"), spec.get("dask")) as client:

@@ -131,3 +131,190 @@ def test_stage_commands_do_not_create_stores(tmp_path):
     r = cli("report", "--store", tmp_path / "typo.zarr")
     assert r.returncode == 2 and "does not exist" in r.stderr
     assert not (tmp_path / "typo.zarr").exists()
+
+
+# --- bad input of issue 9's list: one line naming the file, parameter or value; exit 2; nothing marked
+
+
+def main(capsys, *args):
+    """``ensemble-dask ARGS`` in this process: (exit status, stdout, stderr)."""
+    from ensemble_dask.cli import main as cli_main
+
+    rc = cli_main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _records(path):
+    return RunStore(path, mode="r").records() if Path(path).exists() else {}
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_object_store_is_one_line(tmp_path):
+    """Before: six tracebacks ending in a ContextVar ValueError, exit 1."""
+    opts = {
+        "key": "k",
+        "secret": "s",
+        "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{_free_port()}"},
+        "config_kwargs": {"retries": {"max_attempts": 1}},
+    }
+    r = cli(
+        "ingest",
+        "synthetic:blobs?n=50",
+        "--store",
+        "s3://bucket/run.zarr",
+        "--storage-options",
+        json.dumps(opts),
+    )
+    assert r.returncode == 2
+    assert r.stderr.startswith("ensemble-dask: error: cannot reach run store 's3://bucket/run.zarr': ")
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_missing_label_column_names_the_columns(tmp_path, capsys):
+    table = tmp_path / "t.csv"
+    table.write_text("a,b,c\n1,2,x\n3,4,y\n5,6,x\n")
+    store = tmp_path / "run.zarr"
+    rc, _, err = main(capsys, "ingest", table, "--store", store, "--header", "--label-column", "nosuch")
+    assert rc == 2
+    assert err == f"ensemble-dask: error: {table}: no column 'nosuch'; columns are ['a', 'b', 'c']\n"
+    assert _records(store) == {}
+    # without a header the columns are numbered, and a number picks one
+    rc, _, err = main(capsys, "ingest", table, "--store", store, "--label-column", "5")
+    assert rc == 2 and "no column 5; the file has no header" in err and "numbered 0..2" in err
+    rc, out, err = main(capsys, "ingest", table, "--store", store, "--header", "--label-column", "c")
+    assert rc == 0 and "n=3 d=2" in out, err
+    bare = tmp_path / "bare.csv"
+    bare.write_text("1,2,x\n3,4,y\n5,7,x\n")
+    rc, out, err = main(capsys, "ingest", bare, "--store", tmp_path / "bare.zarr", "--label-column", "2")
+    assert rc == 0 and "n=3 d=2" in out, err
+    assert RunStore(tmp_path / "bare.zarr")["y_true"][:].tolist() == [0, 1, 0]
+
+
+def test_labels_table_without_labels(tmp_path, capsys):
+    store = tmp_path / "run.zarr"
+    assert main(capsys, "ingest", "synthetic:blobs?n=40&d=2&centers=2", "--store", store)[0] == 0
+    np.save(tmp_path / "none.npy", np.full((40, 4), -1))
+    rc, _, err = main(capsys, "import-labels", tmp_path / "none.npy", "--store", store)
+    assert rc == 2 and "labels no point: every entry is -1" in err and "none.npy" in err
+    lab = np.zeros((40, 3), dtype=int)
+    lab[:, 1] = -1
+    np.save(tmp_path / "col.npy", lab)
+    rc, _, err = main(capsys, "import-labels", tmp_path / "col.npy", "--store", store)
+    assert rc == 2 and "column 1 labels no point" in err
+    assert set(_records(store)) == {"ingest"}
+    # so the later stages have nothing to count: they say which stage to run first
+    rc, _, err = main(capsys, "consensus", "bce", "--store", store, "--set", "n_clusters=2")
+    assert rc == 2 and "stage 'generate' has not completed" in err
+
+
+def test_report_on_an_empty_store(tmp_path, capsys):
+    zarr.open_group(str(tmp_path / "empty.zarr"), mode="w")
+    rc, out, err = main(capsys, "report", "--store", tmp_path / "empty.zarr")
+    assert rc == 2 and out == ""
+    assert "holds no data set (no 'X' and no 'labels'); run ingest or import-labels first" in err
+    assert not (tmp_path / "empty.zarr" / "report").exists()
+
+
+def test_table_of_constant_columns(tmp_path, capsys):
+    (tmp_path / "c.csv").write_text("1,2,3\n1,2,3\n1,2,3\n")
+    rc, _, err = main(capsys, "ingest", tmp_path / "c.csv", "--store", tmp_path / "run.zarr")
+    assert rc == 2 and "c.csv: every feature column is constant over the 3 rows kept (0, 1, 2)" in err
+    assert _records(tmp_path / "run.zarr") == {}
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "generate.bogus=1",
+            "workflow section 'generate': unknown key(s) ['bogus']; known keys: ['algorithms', ",
+        ),
+        (
+            "consensus.pcc-kl.bogus=1",
+            "consensus method 'pcc-kl' (pcc): unknown parameter(s) ['bogus']; PCC takes",
+        ),
+        (
+            "consensus.mine={method: bce, bogus: 1}",
+            "consensus method 'mine' (bce): unknown parameter(s) ['bogus']",
+        ),
+        (
+            "consensus.mine={method: nosuch}",
+            "consensus method 'mine': unknown method 'nosuch'; known: ['bce', ",
+        ),
+        (
+            "consensus.pcc-kl.n_clusters=0",
+            "consensus method 'pcc-kl': The 'n_clusters' parameter must be >= 1; got 0",
+        ),
+        ("consensus.pcc-kl.divergence=hellinger", "'divergence' parameter must be one of ['kl', 'l2']"),
+        ("consensus.bce={alpha_init: -1}", "consensus method 'bce': The 'alpha_init' parameter must be"),
+        (
+            "generate.rate=abc",
+            "workflow section 'generate': The 'rate' parameter must be a number in (0, 1]; got 'abc'",
+        ),
+        ("generate.k_max=1", "workflow section 'generate': The 'k_max' parameter must be >= 2; got 1"),
+        ("generate.algorithms=[kmeans, optics]", "got 'optics'"),
+        ("coassoc.l=0", "workflow section 'coassoc': The 'l' parameter must be >= 1; got 0"),
+        ("coassoc.p=0.1", "unknown key(s) ['p'] for strategy 'per-point'"),
+        ("data.subset=0", "workflow section 'data': The 'subset' parameter must be >= 1; got 0"),
+        ("data.bogus=1", "workflow section 'data': unknown key(s) ['bogus']"),
+    ],
+)
+def test_workflow_is_validated_before_the_first_stage(override, message, tmp_path, capsys):
+    """Before: these failed after ingest, generate and coassoc had run (or with Python's TypeError)."""
+    store = tmp_path / "run.zarr"
+    rc, _, err = main(capsys, "run", REPO / "workflows" / "demo.yaml", "--store", store, "--set", override)
+    assert rc == 2 and message in err, err
+    assert len(err.strip().splitlines()) == 1 and "unexpected keyword" not in err
+    assert not store.exists()
+
+
+def test_federated_takes_no_progress(tmp_path, capsys):
+    wf = tmp_path / "wf.yaml"
+    wf.write_text("data: synthetic:blobs?n=20\n")
+    rc, _, err = main(capsys, "federated", wf, "--no-progress")
+    assert rc == 2 and "has no 'federated' section" in err  # parsed; refused for the workflow only
+
+
+def test_short_csv_row_is_named_by_line(tmp_path, capsys):
+    (tmp_path / "s.csv").write_text("1,2,3\n4,5,6\n7,8,9\n1,2\n3,4,5\n")
+    rc, _, err = main(
+        capsys, "ingest", tmp_path / "s.csv", "--store", tmp_path / "run.zarr", "--impute", "mean"
+    )
+    assert rc == 2 and err.strip().endswith("s.csv, line 4 has 2 fields, expected 3")
+    assert _records(tmp_path / "run.zarr") == {}
+
+
+def test_another_data_set_into_a_store_stops(tmp_path, capsys):
+    store = tmp_path / "run.zarr"
+    a, b = "synthetic:blobs?n=60&d=2&seed=1", "synthetic:blobs?n=60&d=2&seed=2"
+    assert main(capsys, "ingest", a, "--store", store)[0] == 0
+    rc, _, err = main(capsys, "ingest", b, "--store", store)
+    assert rc == 2
+    assert f"run store '{store}' holds the data set read from '{a}', not from '{b}'" in err
+    assert "--overwrite" in err
+    assert RunStore(store).record("ingest")["params"]["url"] == a
+    # the same source again is up to date; --overwrite replaces the data set
+    assert "up to date" in main(capsys, "ingest", a, "--store", store)[1]
+    rc, out, _ = main(capsys, "ingest", b, "--store", store, "--overwrite")
+    assert rc == 0 and RunStore(store).record("ingest")["params"]["url"] == b
+
+
+def test_demo_asks_for_the_classes_it_has():
+    from ensemble_dask.datasets import iter_synthetic_chunks
+    from ensemble_dask.pipeline import load_workflow
+
+    spec = load_workflow(REPO / "workflows" / "demo.yaml")
+    query = dict(kv.split("=") for kv in spec["data"]["url"].split("?")[1].split("&"))
+    labels = set()
+    for _, frame in iter_synthetic_chunks("kdd99", **query):
+        labels |= set(frame["label"])
+    assert len(labels) == 4
+    assert {p["n_clusters"] for p in spec["consensus"].values()} == {len(labels)}

@@ -139,8 +139,8 @@ def _bad_cases(kdd_sample, tmp_path):
     inf = good[:7] + [",".join(fields)] + good[8:]
     cases = {}
     for name, lines, match in [
-        ("wrong_cols", wrong_cols, "line 11: 43 columns, expected 42"),
-        ("short", short, "line 11: missing value in label column"),
+        ("wrong_cols", wrong_cols, "line 11 has 43 fields, expected 42"),
+        ("short", short, "line 11 has 30 fields, expected 42"),
         ("nonnum", nonnum, r"line 6: non-numeric value '12x' in numeric column 'src_bytes'"),
         ("inf", inf, r"line 8: .*column 'dst_bytes'"),
     ]:
@@ -230,3 +230,77 @@ def test_a_changed_zarr_input_is_read_again(tmp_path):
     g["X"][:5] = -1.0  # rewrites chunk files inside the directory
     assert not ingest(store, str(tmp_path / "in.zarr"))["skipped"]
     assert store["X"][0, 0] == -1.0
+
+
+@pytest.mark.parametrize(
+    "text, line, fields",
+    [
+        ("1,2,3\n4,5,6\n7,8,9\n1,2\n3,4,5\n", 4, 2),  # before: "value nan in column 2 ... set impute: mean"
+        ("1,2,3\n4,5,6,7\n", 2, 4),
+        ('1,"a,b",3\n"x\ny",5,6\n7,8\n', 4, 2),  # quoted separators and line breaks are not counted
+        ("\n\n1,2,3\r\n\r\n4,5,6\r\n7,8", 6, 2),  # blank lines, CRLF, no final line break
+    ],
+)
+def test_rows_with_another_number_of_fields(text, line, fields, tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes(text.encode())
+    store = RunStore(tmp_path / "run.zarr")
+    with pytest.raises(InputError, match=rf"t.csv, line {line} has {fields} fields, expected 3$"):
+        ingest(store, str(path), impute="mean", categorical=[1])
+    assert store.records() == {} and "X" not in store
+
+
+def test_field_counts_across_read_blocks(tmp_path):
+    rng = np.random.default_rng(0)
+    x = np.round(rng.normal(size=(40_000, 3)), 6)  # ~1 MB: several of pandas' 256 kB reads
+    lines = ['"a,1",b,"c\nd"'] + [",".join(map(str, row)) for row in x]
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join(lines) + "\n")
+    store = RunStore(tmp_path / "run.zarr")
+    ingest(store, str(path), header=True, chunk_rows=7_000)
+    np.testing.assert_allclose(store["X"][:], x.astype(np.float32))
+    assert store["X"].attrs["feature_names"] == ["a,1", "b", "c\nd"]
+    lines[31_234] = lines[31_234].rsplit(",", 1)[0]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"line 31236 has 2 fields, expected 3"):  # the header spans 2 lines
+        ingest(store, str(path), header=True, chunk_rows=7_000)
+
+
+def test_every_column_constant(tmp_path):
+    path = tmp_path / "c.csv"
+    path.write_text("a,b\n1,5\n1,5\n1,5\n")
+    store = RunStore(tmp_path / "run.zarr")
+    for drop_constant in (False, True):
+        with pytest.raises(
+            InputError, match=r"every feature column is constant over the 3 rows kept \(a, b\)"
+        ):
+            ingest(store, str(path), header=True, drop_constant=drop_constant)
+    assert store.records() == {}
+
+
+def test_another_source_with_the_same_n(tmp_path):
+    """Before: silently re-ingested, and every later stage recomputed, where the README says it stops."""
+    rng = np.random.default_rng(1)
+    np.save(tmp_path / "a.npy", rng.normal(size=(30, 2)))
+    np.save(tmp_path / "b.npy", rng.normal(size=(30, 3)))
+    store = RunStore(tmp_path / "run.zarr")
+    ingest(store, str(tmp_path / "a.npy"))
+    with pytest.raises(
+        InputError, match=r"holds the data set read from '.*a.npy', not from '.*b.npy'; use another"
+    ):
+        ingest(store, str(tmp_path / "b.npy"))
+    assert store.record("ingest")["complete"] and store["X"].shape == (30, 2)
+    # the same file under another name is the same source; a changed file is read again
+    (tmp_path / "sub").mkdir()
+    other_name = str(tmp_path / "sub" / ".." / "a.npy")  # another url: another record, same source
+    assert ingest(store, other_name)["skipped"] is False
+    np.save(tmp_path / "a.npy", rng.normal(size=(30, 4)))
+    assert ingest(store, str(tmp_path / "a.npy"))["d"] == 4
+    assert ingest(store, str(tmp_path / "b.npy"), overwrite=True)["d"] == 3
+
+
+def test_missing_parquet_column_names_the_columns(tmp_path):
+    pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 1.0]}).to_parquet(tmp_path / "t.parquet")
+    store = RunStore(tmp_path / "run.zarr")
+    with pytest.raises(InputError, match=r"t.parquet: no column 'nosuch'; columns are \['a', 'b'\]"):
+        ingest(store, str(tmp_path / "t.parquet"), label_column="nosuch")

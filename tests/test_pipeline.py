@@ -5,7 +5,7 @@ import pytest
 
 from ensemble_dask import InputError
 from ensemble_dask.io.store import RunStore
-from ensemble_dask.pipeline import apply_overrides, run_workflow
+from ensemble_dask.pipeline import apply_overrides, run_workflow, validate_workflow
 
 
 def test_memory_store_runs_on_an_embedded_cluster_of_threads():
@@ -138,3 +138,73 @@ def test_bad_consensus_parameters_keep_the_previous_result():
     store = RunStore(store_url)
     assert store.record("consensus/pcc-kl")["complete"]
     assert store["consensus/pcc-kl/Y"].shape == (800, 3)
+
+
+def test_strategy_override_replaces_the_strategy_parameters(caplog):
+    """Before: --set coassoc.strategy=per-point on a workflow with p failed with "Unknown parameter(s) ['p']"."""
+    spec = {"data": {"url": "a.csv"}, "coassoc": {"strategy": "uniform", "p": 0.01, "block_size": 512}}
+    with caplog.at_level("WARNING", logger="ensemble_dask.pipeline"):
+        out = apply_overrides(spec, ["coassoc.strategy=per-point"])
+    assert out["coassoc"] == {"strategy": "per-point", "block_size": 512}
+    assert "dropped ['p'], the parameter(s) of strategy 'uniform'; 'per-point' takes ['l']" in caplog.text
+    # a parameter given with the new strategy stays, whatever the order; a section without strategy is uniform
+    out = apply_overrides(spec, ["coassoc.l=7", "coassoc.strategy=cocluster", "coassoc.fraction=0.25"])
+    assert out["coassoc"] == {"strategy": "cocluster", "l": 7, "fraction": 0.25, "block_size": 512}
+    out = apply_overrides({"data": "a.csv", "coassoc": {"p": 0.1}}, ["coassoc.strategy=full"])
+    assert out["coassoc"] == {"strategy": "full"}
+    # the same keys in the workflow file itself: the error says how to switch
+    with pytest.raises(
+        InputError, match=r"unknown key\(s\) \['p'\] for strategy 'per-point'.*override drops them"
+    ):
+        validate_workflow({"data": {"url": "a.csv"}, "coassoc": {"strategy": "per-point", "p": 0.1}})
+
+
+@pytest.mark.parametrize(
+    "section, value, match",
+    [
+        (
+            "generate",
+            {"rate": "abc"},
+            r"'generate': The 'rate' parameter must be a number in \(0, 1\]; got 'abc'",
+        ),
+        ("generate", {"k_min": 5, "k_max": 3}, r"'generate': k_min=5 must be <= k_max=3"),
+        ("generate", {"ensemble": "type3"}, r"'generate': The 'ensemble' parameter must be one of"),
+        ("generate", {"n_clusterings": 0}, r"'generate': The 'n_clusterings' parameter must be >= 1"),
+        ("coassoc", {"strategy": "ring"}, r"'coassoc': The 'strategy' parameter must be one of"),
+        ("coassoc", {"strategy": "full", "max_n": 1}, r"'max_n' parameter must be >= 2"),
+        ("coassoc", {"count_mode": "fast"}, r"'count_mode' parameter must be one of"),
+        (
+            "consensus",
+            {"pcc-kl": {"n_clusters": 0}},
+            r"consensus method 'pcc-kl': The 'n_clusters' parameter",
+        ),
+        (
+            "consensus",
+            {"ppc": {"tol": -1}},
+            r"consensus method 'ppc': The 'tol' parameter must be a positive",
+        ),
+        ("consensus", {"mm": {"n_init": 0}}, r"consensus method 'mm': The 'n_init' parameter must be >= 1"),
+        ("consensus", {"bce": {"e_step_max_iter": 0}}, r"'e_step_max_iter' parameter must be >= 1"),
+        ("consensus", {"pcc": "n_clusters=3"}, r"consensus method 'pcc': its parameters must be a mapping"),
+        ("consensus", ["pcc-kl"], r"'consensus' must map method names to parameters"),
+        ("dask", {"n_workers": 0}, r"'dask.n_workers' parameter must be >= 1"),
+    ],
+)
+def test_bad_parameters_fail_before_any_stage(section, value, match, tmp_path):
+    spec = _spec(str(tmp_path / "run.zarr"), **{"pcc-kl": {"n_clusters": 3}})
+    spec[section] = value
+    with pytest.raises(InputError, match=match):
+        run_workflow(spec)
+    assert not (tmp_path / "run.zarr").exists()
+
+
+def test_valid_workflows_pass_validation():
+    from pathlib import Path
+
+    from ensemble_dask.pipeline import load_workflow
+
+    for path in sorted((Path(__file__).resolve().parents[1] / "workflows").glob("*.yaml")):
+        spec = load_workflow(path)
+        if "federated" not in spec:
+            validate_workflow(spec)
+    validate_workflow(_spec("memory://x", **{"pcc-k8": {"method": "pcc", "n_clusters": 8, "n_init": 3}}))

@@ -75,6 +75,116 @@ def iter_table_chunks(
         yield from _iter_npy(url, storage_options, chunk_rows)
 
 
+class _FieldCountingReader:
+    """A binary file wrapper that checks, as pandas reads through it, that every line has as many
+    fields as the first (or as ``expected``), so a short row is reported as such instead of as
+    the NaN pandas fills it with.
+
+    Fields are counted per line with NumPy on the raw bytes: separators outside double quotes,
+    one more than their number (quoted separators and line breaks do not count; ``""`` inside a
+    quoted field toggles the quote state twice). Blank lines are skipped, as pandas skips them.
+    """
+
+    def __init__(self, raw, url, sep, expected=None):
+        self.raw = raw
+        self.url = url
+        self.sep = ord(sep)
+        self.expected = expected
+        self.pending = b""
+        self.line = 0  # line breaks before carry
+        self.carry = b""  # the current, unfinished line
+        self.quoted = 0  # the quote state at the start of carry (1: inside a quoted field)
+
+    def first_fields(self):
+        """The fields of the first non-blank line, as text (the header or the first row)."""
+        import csv
+
+        buf = b""
+        while True:
+            lines = buf.split(b"\n")
+            for line in lines[:-1]:
+                if line.strip():
+                    self.pending = buf
+                    text = line.decode("utf-8", errors="replace").rstrip("\r")
+                    return next(csv.reader([text], delimiter=chr(self.sep), skipinitialspace=True))
+            more = self.raw.read(1 << 16)
+            if not more:
+                self.pending = buf
+                text = buf.decode("utf-8", errors="replace").strip()
+                if not text:
+                    return None
+                return next(csv.reader([text], delimiter=chr(self.sep), skipinitialspace=True))
+            buf += more
+
+    def read(self, size=-1):
+        if self.pending:
+            data, self.pending = self.pending, b""
+        else:
+            data = self.raw.read(size)
+        self._check(data, final=not data)
+        return data
+
+    def _check(self, data, final=False):
+        if final:  # a last line without a line break
+            if self.carry.strip():
+                self._check_lines(self.carry + b"\n")
+            self.carry = b""
+            return
+        data = self.carry + data if self.carry else data
+        self.carry = data[self._check_lines(data) :]
+
+    def _check_lines(self, data):
+        """Check the complete lines of ``data`` (which starts a line); return where the rest begins."""
+        buf = np.frombuffer(data, dtype=np.uint8)
+        newline = buf == ord("\n")
+        is_sep = buf == self.sep
+        if self.quoted or b'"' in data:
+            # quote state along buf: a separator or line break counts only outside quotes
+            outside = ((np.cumsum(buf == ord('"'), dtype=np.int64) + self.quoted) & 1) == 0
+            ends = np.flatnonzero(newline & outside)
+            seps = np.flatnonzero(is_sep & outside)
+        else:
+            ends = np.flatnonzero(newline)
+            seps = np.flatnonzero(is_sep)
+        if ends.size == 0:
+            return 0  # no complete line yet: the quote state at the start of buf stays
+        self.quoted = 0  # a counted line break is outside quotes
+        fields = np.diff(np.searchsorted(seps, ends), prepend=0) + 1
+        starts = np.concatenate([[0], ends[:-1] + 1])
+        # physical line number (1-based) of each record's last line
+        if ends.size == np.count_nonzero(newline[: ends[-1] + 1]):
+            lines = self.line + np.arange(1, ends.size + 1)
+        else:
+            lines = self.line + np.cumsum(newline[: ends[-1] + 1], dtype=np.int64)[ends]
+        self.line = int(lines[-1])
+
+        def blank(k):  # pandas skips blank lines
+            return not buf[starts[k] : ends[k]].tobytes().strip()
+
+        if self.expected is None:
+            first = next((k for k in range(len(ends)) if not blank(k)), None)
+            if first is None:
+                return int(ends[-1]) + 1
+            self.expected = int(fields[first])
+        for k in np.flatnonzero(fields != self.expected):
+            if not blank(k):
+                raise InputError(
+                    f"{self.url}, line {lines[k]} has {fields[k]} fields, expected {self.expected}"
+                )
+        return int(ends[-1]) + 1
+
+
+def _csv_columns(url, first, columns, header):
+    """The column labels pandas will give a CSV whose first line holds ``first``."""
+    if columns is not None:
+        return list(columns)
+    if first is None:
+        return []
+    if header:
+        return [f.strip() for f in first]
+    return list(range(len(first)))
+
+
 def _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep):
     _check_exists(url, storage_options)
     kwargs = dict(
@@ -86,9 +196,25 @@ def _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep):
         skipinitialspace=True,
         low_memory=False,
     )
-    if sep == ",":
+    single = len(sep) == 1 and sep != '"' and sep.isascii()
+    if single:
         kwargs["engine"] = "c"
-    with fsspec.open(url, "rt", compression="infer", **(storage_options or {})) as fh:
+    with fsspec.open(url, "rb", compression="infer", **(storage_options or {})) as raw:
+        fh = raw
+        if single:
+            fh = _FieldCountingReader(raw, url, sep, expected=len(columns) if columns is not None else None)
+            first = fh.first_fields()
+            if usecols is not None and first is not None:
+                known = _csv_columns(url, first, columns, header)
+                missing = [c for c in usecols if c not in known]
+                if missing:
+                    if not header and columns is None:
+                        raise InputError(
+                            f"{url}: no column {missing[0]!r}; the file has no header (pass header=True / "
+                            f"--header if its first line names the columns), so its columns are "
+                            f"numbered 0..{len(known) - 1}"
+                        )
+                    raise InputError(f"{url}: no column {missing[0]!r}; columns are {known}")
         offset = 0
         try:
             for frame in pd.read_csv(fh, **kwargs):
@@ -98,7 +224,7 @@ def _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep):
             m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(exc))
             if m:
                 want, line, saw = m.groups()
-                raise InputError(f"{url}, line {line}: {saw} columns, expected {want}") from exc
+                raise InputError(f"{url}, line {line} has {saw} fields, expected {want}") from exc
             raise InputError(f"{url}: malformed CSV: {exc}") from exc
         except pd.errors.EmptyDataError as exc:
             raise InputError(f"{url}: the table is empty") from exc
@@ -110,6 +236,9 @@ def _iter_parquet(url, storage_options, usecols):
     _check_exists(url, storage_options)
     with fsspec.open(url, "rb", **(storage_options or {})) as fh:
         pf = pq.ParquetFile(fh)
+        missing = [c for c in usecols or () if c not in pf.schema_arrow.names]
+        if missing:
+            raise InputError(f"{url}: no column {missing[0]!r}; columns are {pf.schema_arrow.names}")
         offset = 0
         for g in range(pf.num_row_groups):
             frame = pf.read_row_group(g, columns=usecols).to_pandas()

@@ -13,16 +13,18 @@ method (``ppc``, ``bce``, ...) or carries ``method:`` in its section, e.g.
 
 from __future__ import annotations
 
+import inspect
 import logging
+import numbers
 import time
 
 import numpy as np
 
-from .._validation import InputError, stage_seed
+from .._validation import InputError, check_choice, check_int, check_random_state, stage_seed
 from ..io.store import RunStore
 from ..metrics import partition_scores
 
-__all__ = ["METHODS", "resolve_method", "consensus_stage", "current_results"]
+__all__ = ["METHODS", "resolve_method", "check_consensus_params", "consensus_stage", "current_results"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,19 +47,115 @@ def resolve_method(name, params):
     return method, params
 
 
-def _estimator(method, params):
+def _estimator_class(method):
     if method in ("pcc", "ppc"):
         from ..consensus.pcc import PCC, PPC
 
-        cls = PCC if method == "pcc" else PPC
-    else:
-        from ..consensus import bce
+        return PCC if method == "pcc" else PPC
+    from ..consensus import bce
 
-        cls = {"bce": bce.BCE, "mm": bce.MM, "gbce": bce.GBCE}[method]
-    try:
-        return cls(**params)
-    except TypeError as exc:
-        raise InputError(f"consensus method {method!r}: {exc}") from exc
+    return {"bce": bce.BCE, "mm": bce.MM, "gbce": bce.GBCE}[method]
+
+
+def _estimator(method, params, name=None):
+    cls = _estimator_class(method)
+    known = [
+        k
+        for k, prm in inspect.signature(cls.__init__).parameters.items()
+        if k != "self" and prm.kind in (prm.POSITIONAL_OR_KEYWORD, prm.KEYWORD_ONLY)
+    ]
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        where = (
+            f"consensus method {name!r} ({method})"
+            if name and name != method
+            else f"consensus method {method!r}"
+        )
+        raise InputError(
+            f"{where}: unknown parameter(s) {unknown}; {cls.__name__} takes {known}"
+            + (" (and 'method')" if name else "")
+        )
+    return cls(**params)
+
+
+def _positive(name):
+    def check(value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Real)
+            or not np.isfinite(value)
+            or value <= 0
+        ):
+            raise InputError(f"The {name!r} parameter must be a positive number; got {value!r}")
+
+    return check
+
+
+def _integer(name, min_value, none_ok=False):
+    def check(value):
+        if not (none_ok and value is None):
+            check_int(value, name, min_value=min_value)
+
+    return check
+
+
+def _choice(name, choices):
+    def check(value):
+        check_choice(value, name, choices() if callable(choices) else choices)
+
+    return check
+
+
+def _pcc_divergences():
+    from ..consensus.pcc import DIVERGENCES
+
+    return DIVERGENCES
+
+
+#: data-independent checks of parameters that several estimators share; each estimator checks
+#: them again (with the data-dependent ones, e.g. n_clusters <= n) when it is fitted
+_PARAM_CHECKS = {
+    "n_clusters": _integer("n_clusters", 1),
+    "n_init": _integer("n_init", 1),
+    "max_iter": _integer("max_iter", 0, none_ok=True),
+    "e_step_max_iter": _integer("e_step_max_iter", 1),
+    "tol": _positive("tol"),
+    "e_step_tol": _positive("e_step_tol"),
+    "reg_covar": _positive("reg_covar"),
+    "alpha_init": _positive("alpha_init"),
+    "solver": _choice("solver", {"auto", "dense", "sparse"}),
+    "divergence": _choice("divergence", _pcc_divergences),
+    "random_state": check_random_state,
+}
+
+
+def check_consensus_params(name, params, *, seed=0):
+    """Validate the workflow entry ``name: params`` without fitting; return ``(method, kwargs)``.
+
+    Unknown methods and parameters are errors naming the entry and listing the known ones;
+    parameter values are checked as far as they do not depend on the data, so that a workflow
+    fails before its first stage runs rather than after the stages the consensus needs.
+    """
+    if not isinstance(name, str):
+        raise InputError(f"consensus method names must be strings; got {name!r}")
+    if params is not None and not isinstance(params, dict):
+        raise InputError(f"consensus method {name!r}: its parameters must be a mapping; got {params!r}")
+    method, kwargs = resolve_method(name, params)
+    kwargs.setdefault("random_state", int(stage_seed(seed, "consensus").generate_state(1)[0]))
+    est = _estimator(method, kwargs, name)
+    for key, value in kwargs.items():
+        if key in _PARAM_CHECKS:
+            try:
+                _PARAM_CHECKS[key](value)
+            except InputError as exc:
+                raise InputError(f"consensus method {name!r}: {exc}") from None
+    validate = getattr(est, "_check_params", None) or getattr(est, "_validate_params", None)
+    if callable(validate):
+        try:
+            validate()
+        except InputError as exc:
+            raise InputError(f"consensus method {name!r}: {exc}") from None
+    return method, kwargs
 
 
 def _inputs(store, method):
@@ -102,8 +200,7 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
         The method's entry of ``report/metrics.json``: ``H``, ``ARI``, ``NMI`` (when the store
         has ``y_true``), ``effective_k``, ``seconds``, ``objective``.
     """
-    method, kwargs = resolve_method(name, params)
-    kwargs.setdefault("random_state", int(stage_seed(seed, "consensus").generate_state(1)[0]))
+    method, kwargs = check_consensus_params(name, params, seed=seed)
     stage = f"consensus/{name}"
     inputs = _inputs(store, method)
     record = {"method": method, **kwargs}

@@ -151,6 +151,7 @@ def import_labels(store, url, *, storage_options=None, fmt=None):
         raise InputError(f"{url}: the labels table is empty")
     lab = check_labels_matrix(np.concatenate(blocks), name=f"labels in {url!r}")
     n, n_clust = lab.shape
+    _check_imported_labels(lab, url)
     store.check_n(n, f"labels table {url!r}")
     params = {
         "imported": url,
@@ -176,6 +177,22 @@ def import_labels(store, url, *, storage_options=None, fmt=None):
             for u in range(n_clust)
         ]
     return {"n_clusterings": n_clust, "computed": n_clust, "skipped": False}
+
+
+def _check_imported_labels(lab, url):
+    """Refuse a table that labels nothing, or a clustering (column) that labels no point."""
+    present = (lab >= 0).any(axis=0)
+    if not present.any():
+        raise InputError(
+            f"labels table {url!r} labels no point: every entry is -1 (absent); "
+            "a partition gives each point its cluster id (>= 0)"
+        )
+    if not present.all():
+        empty = np.flatnonzero(~present)
+        raise InputError(
+            f"labels table {url!r}: column {int(empty[0])} labels no point (every entry is -1); "
+            f"drop it ({empty.size} such column(s): {empty[:10].tolist()})"
+        )
 
 
 def base_partition_scores(store):

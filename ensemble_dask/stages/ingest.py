@@ -28,6 +28,7 @@ Preprocessing
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 import pandas as pd
@@ -117,6 +118,15 @@ class _Reader:
     """The three passes over one source, sharing the row selection and the encodings."""
 
     def __init__(self, p, storage_options):
+        if p["format"] == "csv" and not p["header"] and p["columns"] is None:
+            # a CSV without header has columns 0, 1, ...: "3" (from the command line) means column 3
+            def position(c):
+                return int(c) if isinstance(c, str) and c.isdigit() else c
+
+            p = dict(p)
+            p["label_column"] = position(p["label_column"])
+            p["categorical"] = [position(c) for c in p["categorical"]]
+            p["drop"] = [position(c) for c in p["drop"]]
         self.p = p
         self.storage_options = storage_options
         self.fmt = p["format"]
@@ -247,6 +257,39 @@ class _Reader:
         return out
 
 
+def _shorten(names, k=8):
+    names = [str(n) for n in names]
+    return ", ".join(names[:k]) + (f", ... ({len(names)} columns)" if len(names) > k else "")
+
+
+def _same_location(a, b):
+    if "://" in a or "://" in b or a.startswith("synthetic:") or b.startswith("synthetic:"):
+        return a == b
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _check_same_source(store, p, source):
+    """Stop when ``store`` holds a data set ingested from another source (README: "a store holding
+    another data set stops"); the same source with other options or new content is re-read."""
+    rec = store.record("ingest")
+    if not rec or not rec.get("complete"):
+        return
+    old = rec.get("params") or {}
+    old_url, old_source = old.get("url"), old.get("source") or {}
+    if old_url is None or _same_location(str(old_url), p["url"]):
+        return
+    # the same file under another name (a relative path seen from elsewhere, a copy): same identity
+    marks = {k: v for k, v in source.items() if k not in ("url", "files")}
+    old_marks = {k: v for k, v in old_source.items() if k not in ("url", "files")}
+    if (marks and marks == old_marks) or (source.get("files") and source["files"] == old_source.get("files")):
+        return
+    raise InputError(
+        f"run store {store.url!r} holds the data set read from {old_url!r}, not from {p['url']!r}; "
+        "use another store, or overwrite it (ingest --overwrite, or 'overwrite: true' under 'data' in a "
+        "workflow), which deletes every stage's results in it"
+    )
+
+
 def _merge_moments(cnt, mean, m2, block):
     """Merge a block's per-column count, mean and sum of squared deviations (Chan et al.).
 
@@ -276,7 +319,8 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
     storage_options : dict, default=None
         fsspec options for reading ``url``.
     overwrite : bool, default=False
-        Allow replacing a store that holds a data set with a different number of points.
+        Allow replacing a store that holds another data set (read from another source, or with
+        another number of points); otherwise that is an error.
     **options
         See :func:`ingest_params` (``schema="kdd99"``, ``classes``, ``subset``, ``label_column``,
         ``categorical``, ``standardize``, ``impute``, ...).
@@ -296,6 +340,8 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
         logger.info("ingest: up to date, skipped")
         return {**store["X"].attrs.asdict().get("summary", {}), "skipped": True}
 
+    if not overwrite:
+        _check_same_source(store, p, params["source"])
     reader = _Reader(p, storage_options)
     reader.scan(int(seed))
     if not overwrite:
@@ -312,9 +358,14 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
     std = np.sqrt(m2 / np.maximum(cnt, 1))
     names = reader.feature_names
     constant = std <= 1e-12 * np.maximum(1.0, np.abs(mean))
+    if len(names) == 0:
+        raise InputError(f"{p['url']}: no feature column is left (label and dropped columns removed)")
+    if constant.all():
+        raise InputError(
+            f"{p['url']}: every feature column is constant over the {reader.n} rows kept "
+            f"({_shorten(names)}); nothing to cluster"
+        )
     keep_cols = ~constant if p["drop_constant"] else np.ones(len(names), bool)
-    if not keep_cols.any():
-        raise InputError(f"{p['url']}: every feature column is constant; nothing to cluster")
     scale = np.where(constant, 1.0, std) if p["standardize"] else np.ones_like(std)
     center = mean if p["standardize"] else np.zeros_like(mean)
     d = int(keep_cols.sum())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validation import InputError
 from .consensus import current_results
 from .generate import base_partition_scores
 
@@ -16,6 +17,11 @@ def write_report(store):
     The ``methods`` entries are those of the consensus results in the store, so the report always
     describes what the store holds.
     """
+    if "X" not in store and "labels" not in store:
+        raise InputError(
+            f"run store {store.url!r} holds no data set (no 'X' and no 'labels'); "
+            "run ingest or import-labels first"
+        )
     summary = store["X"].attrs.get("summary", {}) if "X" in store else {}
     ingest_rec = store.record("ingest") or {}
     dataset = {

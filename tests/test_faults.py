@@ -1,0 +1,200 @@
+"""Faults the resumable stages hold, with real processes: a `dask scheduler`, `dask worker`
+processes (each under its nanny, which replaces a worker that dies) and the `ensemble-dask` command.
+
+Every faulty run must end with the labels, the co-association store and the consensus result of an
+uninterrupted run, byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from ensemble_dask.io.store import RunStore
+
+from .conftest import _exe, _free_port, _stop, _wait_port
+from .test_cli import EXE
+
+WORKFLOW = """\
+seed: 3
+data: {url: "synthetic:kdd99?n=2000&seed=1"}
+generate: {n_clusterings: 24, k_min: 2, k_max: 8, rate: 0.5}
+coassoc: {strategy: per-point, l: 10, block_size: 256, row_block: 512}
+consensus:
+  pcc-kl: {n_clusters: 4}
+"""
+ARRAYS = (
+    "labels",
+    "pairs/indptr",
+    "pairs/indices",
+    "pairs/co",
+    "pairs/both",
+    "consensus/pcc-kl/labels",
+    "consensus/pcc-kl/Y",
+)
+TIMEOUT = 180
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A `dask scheduler` and two nanny-managed `dask worker` processes on 127.0.0.1 (this module's own:
+    its tests kill workers); yields (address, client)."""
+    from distributed import Client
+
+    port = _free_port()
+    workdir = tmp_path_factory.mktemp("faults-dask")
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    quiet = dict(cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sched = subprocess.Popen(
+        [_exe("dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"],
+        **quiet,
+    )
+    procs = [sched]
+    try:
+        _wait_port(port, sched)
+        address = f"tcp://127.0.0.1:{port}"
+        for _ in range(2):
+            cmd = [
+                _exe("dask"),
+                "worker",
+                address,
+                "--nthreads",
+                "1",
+                "--host",
+                "127.0.0.1",
+                "--no-dashboard",
+            ]
+            procs.append(subprocess.Popen(cmd, **quiet))
+        with Client(address, timeout="30s") as client:
+            client.wait_for_workers(2, timeout=60)
+            yield address, client
+    finally:
+        for p in procs:  # all at once: each may take seconds to close
+            p.terminate()
+        for p in procs:
+            _stop(p)
+
+
+@pytest.fixture(scope="module")
+def workflow(tmp_path_factory):
+    path = tmp_path_factory.mktemp("faults") / "wf.yaml"
+    path.write_text(WORKFLOW)
+    return path
+
+
+def _start(workflow, store, address, *sets):
+    args = [EXE, "run", str(workflow), "--store", str(store), "--scheduler", address, "--no-progress"]
+    for s in sets:
+        args += ["--set", s]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc):
+    out, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, err
+    return out
+
+
+def _results(store):
+    s = RunStore(store, mode="r")
+    assert all(rec["complete"] for rec in s.records().values())
+    return {name: s[name][:] for name in ARRAYS}
+
+
+def _assert_same(a, b):
+    for name in ARRAYS:
+        assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape, name
+        assert a[name].tobytes() == b[name].tobytes(), name
+
+
+def _wait_for(condition, proc, what):
+    """Poll ``condition()`` every 10 ms until it returns something true; return that."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended ({proc.returncode}) before {what}: {proc.stderr.read()}")
+        time.sleep(0.01)
+    pytest.fail(f"no {what} within {TIMEOUT} s")
+
+
+def _busy_worker(client, prefix=""):
+    """Address of a worker processing a task whose key starts with ``prefix``, or None."""
+    for worker, keys in client.processing().items():
+        if any(str(k).startswith(prefix) for k in keys):
+            return worker
+    return None
+
+
+def _stage_complete(store, name):
+    try:
+        return bool((RunStore(store, mode="r").record(name) or {}).get("complete"))
+    except Exception:  # the store is being created or rewritten by the run
+        return False
+
+
+def _kill_worker(client, worker):
+    """SIGKILL the worker process at ``worker`` (its nanny starts a new one); return the pid."""
+    pid = client.run(os.getpid, workers=[worker])[worker]
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+@pytest.fixture(scope="module")
+def reference(cluster, workflow, tmp_path_factory):
+    """The results of an uninterrupted run (in this process: the same code path, less start-up)."""
+    from ensemble_dask.pipeline import apply_overrides, load_workflow, run_workflow
+
+    address, _ = cluster
+    store = tmp_path_factory.mktemp("reference") / "run.zarr"
+    run_workflow(apply_overrides(load_workflow(workflow), store=str(store), scheduler=address))
+    return _results(store)
+
+
+def test_run_killed_mid_generate_resumes_to_the_same_results(cluster, workflow, reference, tmp_path):
+    address, client = cluster
+    store = tmp_path / "run.zarr"
+    proc = _start(workflow, store, address)
+    _wait_for(lambda: _busy_worker(client, "_cluster_task"), proc, "a clustering task")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    records = RunStore(store, mode="r").records()
+    assert records["ingest"]["complete"] and "generate" not in records  # killed mid-generate
+    out = _finish(_start(workflow, store, address))
+    assert "pcc-kl" in out
+    _assert_same(_results(store), reference)
+
+
+def test_workers_killed_mid_generate_and_mid_coassoc_are_replaced(cluster, workflow, reference, tmp_path):
+    address, client = cluster
+    store = tmp_path / "run.zarr"
+    proc = _start(workflow, store, address)
+    worker = _wait_for(lambda: _busy_worker(client, "_cluster_task"), proc, "a clustering task")
+    killed = [_kill_worker(client, worker)]
+    assert not _stage_complete(store, "generate")
+    worker = _wait_for(
+        lambda: _stage_complete(store, "generate") and _busy_worker(client), proc, "a coassoc task"
+    )
+    killed.append(_kill_worker(client, worker))
+    assert not _stage_complete(store, "coassoc")
+    _finish(proc)
+    _assert_same(_results(store), reference)
+    client.wait_for_workers(2, timeout=60)  # each nanny started a new worker process
+    assert not set(killed) & set(client.run(os.getpid).values())
+
+
+def test_two_workflows_on_one_scheduler(cluster, workflow, reference, tmp_path):
+    address, _ = cluster
+    a = _start(workflow, tmp_path / "a.zarr", address)
+    b = _start(workflow, tmp_path / "b.zarr", address, "consensus.pcc-l2={n_clusters: 4}")
+    _finish(a)
+    assert "pcc-l2" in _finish(b)
+    _assert_same(_results(tmp_path / "a.zarr"), reference)
+    _assert_same(_results(tmp_path / "b.zarr"), reference)
+    assert RunStore(tmp_path / "b.zarr")["consensus/pcc-l2/labels"].shape == (2000,)
