@@ -21,15 +21,19 @@ Workflow keys (all but ``data`` optional)::
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import logging
+import os
+import tempfile
 from pathlib import Path
 
 import yaml
 
 from ._validation import InputError
 from .io.store import RunStore
-from .parallel import dask_client
+from .parallel import LazyClient, dask_client
 from .stages.coassoc import coassoc_stage
 from .stages.consensus import consensus_stage
 from .stages.generate import generate
@@ -121,8 +125,18 @@ def apply_overrides(spec, sets=(), *, data=None, store=None, scheduler=None):
     return spec
 
 
+PERFORMANCE_REPORT = "report/dask-performance.html"
+
+
+@contextlib.contextmanager
 def client_for_store(store, scheduler=None, dask_options=None):
-    """A client context fit for ``store``: worker processes unless the store lives in memory."""
+    """A client context fit for ``store``: worker processes unless the store lives in memory.
+
+    It yields a :class:`~ensemble_dask.parallel.LazyClient`: the cluster (embedded or remote)
+    is started only when a stage has work to do, so a re-run of a finished workflow starts none.
+    When it was started, a Dask performance report of the work is written to
+    ``report/dask-performance.html`` in the store.
+    """
     in_memory = store.url.startswith("memory://")
     if in_memory and scheduler:
         raise InputError(
@@ -130,7 +144,13 @@ def client_for_store(store, scheduler=None, dask_options=None):
             f"{scheduler!r} cannot see; use a file or object-store URL"
         )
     opts = dict(dask_options or {})
-    return dask_client(scheduler, processes=not in_memory, **opts)
+    with tempfile.TemporaryDirectory(prefix="ensemble-dask-") as tmp:
+        report = os.path.join(tmp, "dask-performance.html")
+        lazy = LazyClient(functools.partial(dask_client, scheduler, processes=not in_memory, **opts), report)
+        with lazy:
+            yield lazy
+        if lazy.started and os.path.exists(report):
+            store.write_file(PERFORMANCE_REPORT, report)
 
 
 def _call(func, section, *args, **kwargs):

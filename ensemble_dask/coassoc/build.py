@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from .._validation import InputError, check_choice, check_int
+from ..parallel import resolve_client
 from ._tasks import (
     _assemble_range,
     _check_label_block,
@@ -69,6 +70,7 @@ _CHECK_BYTES = 64 << 20  # label bytes per validation task of update_coassociati
 
 def _resolve_scheduler(client_or_scheduler):
     """A value for ``dask.compute(scheduler=...)``; a ``tcp://`` address connects a Client."""
+    client_or_scheduler = resolve_client(client_or_scheduler)
     if isinstance(client_or_scheduler, str) and "://" in client_or_scheduler:
         from distributed import Client
 

@@ -223,3 +223,11 @@ class RunStore:
             opts["auto_mkdir"] = True
         with fsspec.open(url, "w", **opts) as fh:
             json.dump(obj, fh, indent=2, sort_keys=False, default=float)
+
+    def write_file(self, path, local_path):
+        """Copy the local file ``local_path`` to ``path`` in the store (e.g. ``report/x.html``)."""
+        url = self._file_url(path)
+        if "://" not in url:
+            os.makedirs(os.path.dirname(url), exist_ok=True)
+        fs, target = fsspec.core.url_to_fs(url, **self.storage_options)
+        fs.put_file(local_path, target)
