@@ -74,7 +74,7 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
             yield client
         return
     n_workers = n_workers or max(1, os.cpu_count() or 1)
-    network = {"host": "127.0.0.1"} if processes else {}
+    network = {"host": "127.0.0.1", "worker_class": _patient_nanny()} if processes else {}
     with (
         dask.config.set(_worker_environ()),
         LocalCluster(
@@ -89,14 +89,34 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
         yield client
 
 
+_NANNY_CLOSE_SECONDS = 30
+
+
+def _patient_nanny():
+    """A Nanny that gives its worker process time to exit before killing it.
+
+    distributed's Nanny kills a worker process still alive 4 s after it was asked to close. A
+    worker that has imported zarr, pandas, numba and scikit-learn takes about that long to shut
+    down on a loaded machine, so the embedded cluster ended with "Worker process still alive
+    after 4.0 seconds, killing". The process exits by itself; this nanny waits up to 30 s for it.
+    """
+    from distributed import Nanny
+
+    class PatientNanny(Nanny):
+        async def close(self, timeout=_NANNY_CLOSE_SECONDS, reason="nanny-close"):
+            return await super().close(timeout=timeout, reason=reason)
+
+    return PatientNanny
+
+
 @contextlib.contextmanager
 def _resource_cluster(resources, threads_per_worker):
     import dask
-    from distributed import Nanny, Scheduler, SpecCluster
+    from distributed import Scheduler, SpecCluster
 
     workers = {
         f"worker-{i}": {
-            "cls": Nanny,
+            "cls": _patient_nanny(),
             "options": {"nthreads": threads_per_worker, "resources": dict(res), "host": "127.0.0.1"},
         }
         for i, res in enumerate(resources)

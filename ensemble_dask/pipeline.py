@@ -34,11 +34,6 @@ import yaml
 from ._validation import InputError
 from .io.store import RunStore
 from .parallel import LazyClient, dask_client
-from .stages.coassoc import coassoc_stage
-from .stages.consensus import consensus_stage
-from .stages.generate import generate
-from .stages.ingest import ingest
-from .stages.report import write_report
 
 __all__ = ["load_workflow", "apply_overrides", "run_workflow", "write_report", "client_for_store"]
 
@@ -59,6 +54,13 @@ TOP_KEYS = {
     "site_storage_options",
 }
 DASK_KEYS = {"n_workers", "threads_per_worker"}
+
+
+def write_report(store):
+    """Write ``report/metrics.json`` (see :func:`ensemble_dask.stages.report.write_report`)."""
+    from .stages.report import write_report as _write_report  # the stages import scikit-learn: only when used
+
+    return _write_report(store)
 
 
 def load_workflow(path):
@@ -170,6 +172,11 @@ def run_workflow(spec, *, progress=False):
     (:func:`~ensemble_dask.stages.federated.run_federated_workflow`).
     """
     check_workflow(spec)
+    from .stages.coassoc import coassoc_stage
+    from .stages.consensus import consensus_stage
+    from .stages.generate import generate
+    from .stages.ingest import ingest
+
     if "federated" in spec:
         from .stages.federated import run_federated_workflow
 

@@ -21,7 +21,6 @@ from .._validation import InputError, check_int, check_labels_matrix
 from ..clusterers import plan_ensemble, run_clustering, subsample_of
 from ..io.readers import iter_table_chunks
 from ..io.store import RunStore
-from ..metrics import partition_scores
 
 __all__ = [
     "generate",
@@ -250,6 +249,8 @@ def base_partition_scores(store):
     """Mean/min/max of H, ARI and NMI of the base partitions against ``y_true`` (own subsample each)."""
     if "y_true" not in store or "labels" not in store:
         return None
+    from ..metrics import partition_scores  # scikit-learn: imported only when needed
+
     y = store["y_true"][:]
     labels = store["labels"]
     scores = {"H": [], "ARI": [], "NMI": []}
