@@ -12,7 +12,7 @@ import os
 
 from ._validation import InputError
 
-__all__ = ["dask_client", "gather_with_progress"]
+__all__ = ["dask_client", "gather_with_progress", "LazyClient", "resolve_client"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,8 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
     """
     from distributed import Client, LocalCluster
 
+    if isinstance(scheduler, LazyClient):
+        scheduler = scheduler.resolve()
     if isinstance(scheduler, Client):
         yield scheduler
         return
@@ -72,7 +74,7 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
             yield client
         return
     n_workers = n_workers or max(1, os.cpu_count() or 1)
-    network = {"host": "127.0.0.1"} if processes else {}
+    network = {"host": "127.0.0.1", "worker_class": _patient_nanny()} if processes else {}
     with (
         dask.config.set(_worker_environ()),
         LocalCluster(
@@ -87,14 +89,34 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
         yield client
 
 
+_NANNY_CLOSE_SECONDS = 30
+
+
+def _patient_nanny():
+    """A Nanny that gives its worker process time to exit before killing it.
+
+    distributed's Nanny kills a worker process still alive 4 s after it was asked to close. A
+    worker that has imported zarr, pandas, numba and scikit-learn takes about that long to shut
+    down on a loaded machine, so the embedded cluster ended with "Worker process still alive
+    after 4.0 seconds, killing". The process exits by itself; this nanny waits up to 30 s for it.
+    """
+    from distributed import Nanny
+
+    class PatientNanny(Nanny):
+        async def close(self, timeout=_NANNY_CLOSE_SECONDS, reason="nanny-close"):
+            return await super().close(timeout=timeout, reason=reason)
+
+    return PatientNanny
+
+
 @contextlib.contextmanager
 def _resource_cluster(resources, threads_per_worker):
     import dask
-    from distributed import Nanny, Scheduler, SpecCluster
+    from distributed import Scheduler, SpecCluster
 
     workers = {
         f"worker-{i}": {
-            "cls": Nanny,
+            "cls": _patient_nanny(),
             "options": {"nthreads": threads_per_worker, "resources": dict(res), "host": "127.0.0.1"},
         }
         for i, res in enumerate(resources)
@@ -119,3 +141,80 @@ def gather_with_progress(client, futures, *, desc, progress=True):
     except BaseException:
         client.cancel(futures)  # no task of a failed stage keeps writing
         raise
+
+
+class LazyClient:
+    """A stand-in for a ``distributed.Client`` whose cluster starts on first use.
+
+    Stages receive it like a client; one that is up to date never touches it, so a re-run of a
+    finished workflow starts no cluster. Any attribute (``submit``, ``gather`` ...) starts the
+    cluster and is looked up on the real client; :meth:`resolve` returns that client (for
+    ``dask.compute(scheduler=...)``).
+
+    Parameters
+    ----------
+    open_client : callable
+        Returns a context manager yielding a Client (e.g. ``functools.partial(dask_client, ...)``).
+    report : str, default=None
+        Local path of a Dask performance report (``distributed.performance_report``) of
+        everything run on the cluster, written when the context closes (if the cluster started).
+    """
+
+    def __init__(self, open_client, report=None):
+        self._open_client = open_client
+        self._report = report
+        self._stack = None
+        self._client = None
+
+    @property
+    def started(self):
+        """Whether the cluster has been started."""
+        return self._client is not None
+
+    def resolve(self):
+        """The real Client (started now if need be)."""
+        if self._client is None:
+            from distributed import performance_report
+
+            logger.info("starting the Dask client (a stage has work to do)")
+            stack = contextlib.ExitStack()
+            try:
+                client = stack.enter_context(self._open_client())
+                if self._report is not None and _has_bokeh():
+                    stack.enter_context(performance_report(filename=self._report))
+            except BaseException:
+                stack.close()
+                raise
+            self._stack, self._client = stack, client
+        return self._client
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ("_open_client", "_report", "_stack", "_client"):
+            raise AttributeError(name)
+        return getattr(self.resolve(), name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Write the performance report (if any) and close the cluster, when it was started."""
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.close()
+
+
+def resolve_client(client):
+    """``client`` itself, or the real Client behind a :class:`LazyClient`."""
+    return client.resolve() if isinstance(client, LazyClient) else client
+
+
+def _has_bokeh():
+    import importlib.util
+
+    if importlib.util.find_spec("bokeh") is None:
+        logger.warning("bokeh is not installed: no Dask performance report is written")
+        return False
+    return True

@@ -21,8 +21,12 @@ Workflow keys (all but ``data`` optional)::
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import logging
+import os
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -30,12 +34,7 @@ import yaml
 from ._validation import InputError
 from ._workflow_checks import STRATEGY_PARAMS, validate_workflow
 from .io.store import RunStore
-from .parallel import dask_client
-from .stages.coassoc import coassoc_stage
-from .stages.consensus import consensus_stage
-from .stages.generate import generate
-from .stages.ingest import ingest
-from .stages.report import write_report
+from .parallel import LazyClient, dask_client
 
 __all__ = [
     "load_workflow",
@@ -64,6 +63,13 @@ TOP_KEYS = {
     "site_storage_options",
 }
 DASK_KEYS = {"n_workers", "threads_per_worker"}
+
+
+def write_report(store):
+    """Write ``report/metrics.json`` (see :func:`ensemble_dask.stages.report.write_report`)."""
+    from .stages.report import write_report as _write_report  # the stages import scikit-learn: only when used
+
+    return _write_report(store)
 
 
 def load_workflow(path):
@@ -177,8 +183,18 @@ def open_store(url, storage_options=None, *, mode="a"):
     return RunStore(url, storage_options, mode=mode)
 
 
+PERFORMANCE_REPORT = "report/dask-performance.html"
+
+
+@contextlib.contextmanager
 def client_for_store(store, scheduler=None, dask_options=None):
-    """A client context fit for ``store``: worker processes unless the store lives in memory."""
+    """A client context fit for ``store``: worker processes unless the store lives in memory.
+
+    It yields a :class:`~ensemble_dask.parallel.LazyClient`: the cluster (embedded or remote)
+    is started only when a stage has work to do, so a re-run of a finished workflow starts none.
+    When it was started, a Dask performance report of the work is written to
+    ``report/dask-performance.html`` in the store.
+    """
     in_memory = store.url.startswith("memory://")
     if in_memory and scheduler:
         raise InputError(
@@ -186,7 +202,13 @@ def client_for_store(store, scheduler=None, dask_options=None):
             f"{scheduler!r} cannot see; use a file or object-store URL"
         )
     opts = dict(dask_options or {})
-    return dask_client(scheduler, processes=not in_memory, **opts)
+    with tempfile.TemporaryDirectory(prefix="ensemble-dask-") as tmp:
+        report = os.path.join(tmp, "dask-performance.html")
+        lazy = LazyClient(functools.partial(dask_client, scheduler, processes=not in_memory, **opts), report)
+        with lazy:
+            yield lazy
+        if lazy.started and os.path.exists(report):
+            store.write_file(PERFORMANCE_REPORT, report)
 
 
 def _call(func, section, *args, **kwargs):
@@ -206,6 +228,11 @@ def run_workflow(spec, *, progress=False):
     (:func:`~ensemble_dask.stages.federated.run_federated_workflow`).
     """
     check_workflow(spec)
+    from .stages.coassoc import coassoc_stage
+    from .stages.consensus import consensus_stage
+    from .stages.generate import generate
+    from .stages.ingest import ingest
+
     if "federated" in spec:
         from .stages.federated import run_federated_workflow
 

@@ -305,10 +305,14 @@ def _check_label_block(locator, r0, r1, c0, c1):
     return r1 - r0
 
 
-def _update_range(locator, e0, e1, row0, indptr, c0, c1):
-    """Add the counts of label columns ``c0:c1`` to stored entries ``e0:e1`` (whole nnz chunks)."""
+def _update_range(locator, e0, e1, row0, row1, c0, c1):
+    """Add the counts of label columns ``c0:c1`` to stored entries ``e0:e1`` (whole nnz chunks).
+
+    The entries lie in rows ``row0:row1``; the task reads their ``indptr`` from the store itself.
+    """
     group = locator.open("r+")
     pg = group[PAIRS_GROUP]
+    indptr = np.asarray(pg["indptr"][row0 : row1 + 1], dtype=np.int64)
     cols = np.asarray(pg["indices"][e0:e1], dtype=np.int64)
     rows = row0 + np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
     rows = rows[e0 - indptr[0] : e1 - indptr[0]]

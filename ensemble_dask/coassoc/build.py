@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from .._validation import InputError, check_choice, check_int
+from ..parallel import resolve_client
 from ._tasks import (
     _assemble_range,
     _check_label_block,
@@ -69,6 +70,7 @@ _CHECK_BYTES = 64 << 20  # label bytes per validation task of update_coassociati
 
 def _resolve_scheduler(client_or_scheduler):
     """A value for ``dask.compute(scheduler=...)``; a ``tcp://`` address connects a Client."""
+    client_or_scheduler = resolve_client(client_or_scheduler)
     if isinstance(client_or_scheduler, str) and "://" in client_or_scheduler:
         from distributed import Client
 
@@ -408,17 +410,20 @@ def update_coassociation(group_or_url, *, client_or_scheduler=None, storage_opti
         ]
         dask.compute(*checks, scheduler=scheduler)
         pg.attrs.update({"complete": False, "updating": [old, new]})
+        # only the row range of each task is computed here; the tasks read their indptr themselves
+        # (shipping indptr slices in the graph sends all of it through the scheduler)
         indptr = np.asarray(pg["indptr"][:], dtype=np.int64)
         nnz = int(indptr[-1])
         step = pg["indices"].chunks[0] * chunks_per_task
-        tasks = []
-        for e0 in range(0, nnz, step):
-            e1 = min(e0 + step, nnz)
-            ra = int(np.searchsorted(indptr, e0, side="right")) - 1
-            rb = int(np.searchsorted(indptr, e1, side="left"))
-            tasks.append(
-                dask.delayed(_update_range, pure=True)(locator, e0, e1, ra, indptr[ra : rb + 1], old, new)
-            )
+        starts = np.arange(0, nnz, step, dtype=np.int64)
+        ends = np.minimum(starts + step, nnz)
+        ras = np.searchsorted(indptr, starts, side="right") - 1
+        rbs = np.searchsorted(indptr, ends, side="left")
+        del indptr
+        tasks = [
+            dask.delayed(_update_range, pure=True)(locator, int(e0), int(e1), int(ra), int(rb), old, new)
+            for e0, e1, ra, rb in zip(starts, ends, ras, rbs, strict=True)
+        ]
         dask.compute(*tasks, scheduler=scheduler)
     finally:
         if owned:

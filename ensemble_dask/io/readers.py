@@ -294,7 +294,36 @@ def _iter_npy(url, storage_options, chunk_rows):
     fs, path = _check_exists(url, storage_options)
     if "://" not in url and os.path.exists(url):
         x = np.load(url, mmap_mode="r")
-    else:
+    else:  # remote: read the header, then one row block at a time (never the whole file)
         with fs.open(path, "rb") as fh:
-            x = np.load(fh)
+            x = _NpyRows(fh)
+            yield from _numeric_frames(x, None, chunk_rows)
+            return
     yield from _numeric_frames(x, None, chunk_rows)
+
+
+class _NpyRows:
+    """Row slices of a C-ordered ``.npy`` file opened for reading, read as they are asked for."""
+
+    def __init__(self, fh):
+        fmt = np.lib.format
+        version = fmt.read_magic(fh)
+        readers = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
+        shape, fortran, dtype = readers[version](fh) if version in readers else ((), True, None)
+        if fortran or dtype is None or dtype.hasobject or len(shape) != 2:
+            fh.seek(0)
+            self._whole = np.load(fh)
+            self.shape, self.ndim = self._whole.shape, self._whole.ndim
+            return
+        self._whole = None
+        self._fh, self._offset, self.dtype = fh, fh.tell(), dtype
+        self.shape, self.ndim = tuple(shape), 2
+        self._row_bytes = dtype.itemsize * shape[1]
+
+    def __getitem__(self, rows):
+        if self._whole is not None:
+            return self._whole[rows]
+        start, stop, _ = rows.indices(self.shape[0])
+        self._fh.seek(self._offset + start * self._row_bytes)
+        data = self._fh.read((stop - start) * self._row_bytes)
+        return np.frombuffer(data, dtype=self.dtype).reshape(stop - start, self.shape[1])

@@ -1,8 +1,9 @@
 """The run store: one zarr v3 group at a URL holding every stage's output.
 
 Layout (see DESIGN.md): ``X``, ``y_true``, ``labels``, ``pairs/...``, ``consensus/<method>/...``,
-``report/metrics.json``. The group's attribute ``stages`` maps a stage name to its record
-``{"params", "inputs", "hash", "complete", "finished", "seconds"}``. A stage is marked complete
+``report/metrics.json``. Each stage's record is one JSON document ``_stages/<name>.json``
+``{"params", "inputs", "hash", "output", "meta", "complete", "finished", "seconds"}``; ``inputs``
+are the content identities of the stage's inputs (see :meth:`RunStore.stage_hash`). A stage is marked complete
 only after all its data is written; a stage whose record matches the requested parameters and
 inputs is skipped on re-run.
 """
@@ -24,7 +25,9 @@ import zarr.errors
 from .._validation import EnsembleDaskError, InputError
 from .urls import make_zarr_store, strip_file_scheme
 
-__all__ = ["RunStore", "make_zarr_store", "stage_hash"]
+__all__ = ["RunStore", "make_zarr_store", "stage_hash", "RECORDS_DIR"]
+
+RECORDS_DIR = "_stages"
 
 logger = logging.getLogger(__name__)
 
@@ -99,43 +102,100 @@ class RunStore:
             )
 
     # -- stage records ----------------------------------------------------------------------
+    # One small JSON document per stage under ``_stages/`` (``_stages/consensus/pcc-kl.json``):
+    # writers of different stages never rewrite each other's records (one shared attribute
+    # would be read, modified and written back by each, losing concurrent updates).
+    def _record_url(self, name):
+        return self._file_url(f"{RECORDS_DIR}/{name}.json")
+
+    def _fs(self):
+        fs, root = fsspec.core.url_to_fs(strip_file_scheme(self.url), **self.storage_options)
+        return fs, root.rstrip("/")
+
     def records(self):
-        return dict(self.group.attrs.get("stages", {}))
+        """``{stage name: record}`` of every stage recorded in the store."""
+        fs, root = self._fs()
+        base = f"{root}/{RECORDS_DIR}"
+        out = {}
+        try:
+            names = fs.find(base)
+        except FileNotFoundError:
+            names = []
+        for path in sorted(names):
+            if path.endswith(".json") and not path.endswith("/zarr.json"):
+                rel = path[len(fs._strip_protocol(base)) :].strip("/")
+                rec = self.record(rel[: -len(".json")])
+                if rec is not None:
+                    out[rel[: -len(".json")]] = rec
+        return out
 
     def record(self, name):
-        return self.records().get(name)
+        """The record of stage ``name``, or None."""
+        try:
+            with fsspec.open(self._record_url(name), "r", **self.storage_options) as fh:
+                return json.load(fh)
+        except FileNotFoundError:
+            return None
 
     def stage_hash(self, name):
-        """Hash of a complete stage (its output's identity), or raise if it is not complete."""
+        """Content identity of a complete stage's output, or raise if it is not complete.
+
+        It is the hash of the output's content when the stage recorded one (``output``: ingest's
+        ``X``, generate's ``labels``), else the hash of its parameters and its inputs' identities.
+        Either way it depends on content only: a stage recomputed with the same result keeps it, so
+        the stages after it are still up to date.
+        """
         rec = self.record(name)
         if not rec or not rec.get("complete"):
             raise InputError(f"stage {name!r} has not completed in run store {self.url!r}; run it first")
-        return rec["hash"]
+        return rec.get("output") or rec["hash"]
 
     def is_complete(self, name, params, inputs):
         rec = self.record(name)
         return bool(rec and rec.get("complete") and rec.get("hash") == stage_hash(_jsonable(params), inputs))
 
     def _set_record(self, name, rec):
-        stages = self.records()
+        url = self._record_url(name)
+        if rec is not None and RECORDS_DIR not in self.group:
+            # a (childless) zarr group: zarr then knows the folder of records is part of the store
+            self.group.require_group(RECORDS_DIR).attrs["about"] = "one JSON record per stage"
         if rec is None:
-            stages.pop(name, None)
-        else:
-            stages[name] = rec
-        self.group.attrs["stages"] = stages
+            fs, path = fsspec.core.url_to_fs(url, **self.storage_options)
+            with contextlib.suppress(FileNotFoundError):
+                fs.rm(path)
+            return
+        if "://" not in url:  # local: write beside and rename, so a reader never sees half a record
+            os.makedirs(os.path.dirname(url), exist_ok=True)
+            tmp = f"{url}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+            with open(tmp, "w") as fh:
+                json.dump(rec, fh, sort_keys=True, default=str)
+            os.replace(tmp, url)
+            return
+        with fsspec.open(url, "w", **self.storage_options) as fh:  # one object PUT
+            json.dump(rec, fh, sort_keys=True, default=str)
+
+    def clear_records(self):
+        """Forget every stage record (the data they describe is being replaced)."""
+        fs, root = self._fs()
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(f"{root}/{RECORDS_DIR}", recursive=True)
 
     @contextlib.contextmanager
-    def stage(self, name, params, inputs):
+    def stage(self, name, params, inputs, *, meta=None):
         """Context for running stage ``name``: unmark it, yield, then mark it complete.
 
-        If the body raises, the stage stays unmarked (its partial output is never trusted).
+        If the body raises, the stage stays unmarked (its partial output is never trusted). The
+        body may set ``output`` in the yielded dict: a hash of the stage's output content, which
+        the stages after it then key on (see :meth:`stage_hash`). ``meta`` is stored in the record
+        but is not part of the stage's identity (e.g. the URL the input was read from).
         """
         if self.mode == "r":
             raise EnsembleDaskError(f"run store {self.url!r} is open read-only")
         params = _jsonable(params)
         self._set_record(name, None)
         t0 = time.perf_counter()
-        yield
+        result = {}
+        yield result
         seconds = time.perf_counter() - t0
         self._set_record(
             name,
@@ -143,6 +203,8 @@ class RunStore:
                 "params": params,
                 "inputs": inputs,
                 "hash": stage_hash(params, inputs),
+                "output": result.get("output"),
+                "meta": _jsonable(meta or {}),
                 "complete": True,
                 "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                 "seconds": round(seconds, 3),
@@ -161,3 +223,11 @@ class RunStore:
             opts["auto_mkdir"] = True
         with fsspec.open(url, "w", **opts) as fh:
             json.dump(obj, fh, indent=2, sort_keys=False, default=float)
+
+    def write_file(self, path, local_path):
+        """Copy the local file ``local_path`` to ``path`` in the store (e.g. ``report/x.html``)."""
+        url = self._file_url(path)
+        if "://" not in url:
+            os.makedirs(os.path.dirname(url), exist_ok=True)
+        fs, target = fsspec.core.url_to_fs(url, **self.storage_options)
+        fs.put_file(local_path, target)

@@ -53,19 +53,66 @@ def _check_exists(url, storage_options):
     return fs, path
 
 
+# Inputs up to this size are hashed whole; larger ones by size plus evenly spaced sample blocks.
+_FULL_HASH_BYTES = 256 << 20
+_SAMPLE_BLOCK = 1 << 20
+_N_SAMPLES = 16
+_READ_BLOCK = 8 << 20
+
+
+def _file_identity(fs, path, info, budget, sample=_SAMPLE_BLOCK, n_samples=_N_SAMPLES):
+    """Content identity of one file: the object store's version or ETag, else a hash of its bytes.
+
+    Files up to ``budget`` bytes are hashed whole; larger ones by ``n_samples`` blocks of ``sample`` bytes
+    at evenly spaced offsets (first and last included). The size is part of the identity either way.
+    """
+    size = int(info.get("size") or 0)
+    for key in ("VersionId", "version_id", "ETag", "etag", "md5Hash", "md5"):
+        value = info.get(key)
+        if value:
+            return f"{size}:{key}:{str(value).strip(chr(34))}"
+    h = hashlib.sha256()
+    with fs.open(path, "rb") as fh:
+        if size <= budget:
+            while block := fh.read(_READ_BLOCK):
+                h.update(block)
+            return f"{size}:sha256:{h.hexdigest()}"
+        last = max(0, size - sample)
+        for k in range(n_samples):
+            fh.seek(last * k // (n_samples - 1))
+            h.update(fh.read(sample))
+    return f"{size}:sampled-sha256:{h.hexdigest()}"
+
+
 def source_fingerprint(url, storage_options=None) -> dict:
-    """Size and modification marker of the source, to tell a changed input from a re-run."""
+    """The content identity of the input at ``url``, independent of how its URL is spelt.
+
+    A file's identity is its size plus its object-store version/ETag when the store reports one,
+    else a SHA-256 of its bytes (whole up to 256 MiB, else of 16 evenly spaced 1 MiB blocks). A
+    directory (zarr) is identified by its files' relative names and identities (each hashed whole while
+    the directory holds at most 256 MiB). ``./x.csv`` and
+    ``/abs/x.csv`` (or a copy of the file elsewhere) have the same fingerprint; changing one byte
+    (of a file hashed whole) changes it. ``synthetic:`` URLs are their own content.
+    """
     if url.startswith("synthetic:"):
-        return {"url": url}
+        return {"synthetic": url}
     fs, path = _check_exists(url, storage_options)
-    keys = ("size", "mtime", "ETag", "LastModified", "last_modified")
-    if fs.isdir(path):  # a zarr directory: its files change, not the directory entry
+    if fs.isdir(path):  # a zarr directory: the names (relative to it) and contents of its files
+        root = fs._strip_protocol(path).rstrip("/")
+        found = fs.find(path, detail=True)
+        total = sum(int(info.get("size") or 0) for info in found.values())
+        # a large directory: each file by its size, first and last 64 KiB
+        small = total <= _FULL_HASH_BYTES
+        kw = {} if small else {"sample": 1 << 16, "n_samples": 2}
+        budget = _FULL_HASH_BYTES if small else 1 << 17
         listing = sorted(
-            (name, *(str(info.get(k)) for k in keys)) for name, info in fs.find(path, detail=True).items()
+            (name[len(root) :].lstrip("/"), _file_identity(fs, name, info, budget, **kw))
+            for name, info in found.items()
         )
-        return {"url": url, "files": hashlib.sha256(repr(listing).encode()).hexdigest()}
+        digest = hashlib.sha256(repr(listing).encode()).hexdigest()
+        return {"size": total, "files": len(listing), "content": digest}
     info = fs.info(path)
-    return {"url": url, **{k: str(info[k]) for k in keys if info.get(k) is not None}}
+    return {"size": int(info.get("size") or 0), "content": _file_identity(fs, path, info, _FULL_HASH_BYTES)}
 
 
 def make_zarr_store(url, storage_options=None, *, read_only=False):

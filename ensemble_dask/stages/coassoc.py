@@ -9,6 +9,12 @@ from .._validation import stage_seed
 from ..coassoc import build_coassociation, update_coassociation
 from ..coassoc.csr import DEFAULT_NNZ_CHUNK
 from ..coassoc.sampling import DEFAULT_BLOCK_SIZE, _make_sampler
+from ..parallel import LazyClient
+
+# A build this small runs on threads in this process when no cluster is up yet: starting one
+# (and loading the numba kernels in each worker) costs more than the build itself.
+IN_PROCESS_LABEL_BYTES = 256 << 20
+IN_PROCESS_PAIRS = 1 << 24
 
 __all__ = ["coassoc_stage"]
 
@@ -73,6 +79,8 @@ def coassoc_stage(
         if old_gen and gen_params and "n_clusterings" in gen_params:
             same = {**old_gen, "n_clusterings": gen_params["n_clusterings"]} == gen_params
             appendable = same and old_gen["n_clusterings"] < gen_params["n_clusterings"]
+    labels = store["labels"]
+    client = _where(client, labels.shape[0] * labels.shape[1] * 4, sampler)
     with store.stage("coassoc", p, inputs):
         if appendable:
             attrs = update_coassociation(store, client_or_scheduler=client)
@@ -91,6 +99,17 @@ def coassoc_stage(
             )
         store["pairs"].attrs["generate_params"] = gen_params
     return {**_stage_result(attrs), "skipped": False, "updated": appendable}
+
+
+def _where(client, label_bytes, sampler):
+    """``"threads"`` for a small build while the cluster is not started, else ``client``."""
+    from ..coassoc.build import _expected_pairs
+
+    small = label_bytes <= IN_PROCESS_LABEL_BYTES and _expected_pairs(sampler) <= IN_PROCESS_PAIRS
+    if small and (client is None or (isinstance(client, LazyClient) and not client.started)):
+        logger.info("coassoc: a small build, run on threads in this process")
+        return "threads"
+    return client
 
 
 def _json_round_trip(obj):

@@ -1,15 +1,17 @@
 """The ``generate`` stage: N base clusterings as a Dask graph, written to ``labels``.
 
-One task per clustering. A task receives only small arguments (the store URL, its spec); it
-reads its own subsample rows of ``X`` from the store, clusters them with the in-memory
-function of :mod:`ensemble_dask.clusterers`, and writes its column of ``labels`` itself.
-``labels`` is chunked ``(rows, 1)``, so no two tasks ever write the same chunk. Only the
-per-clustering metadata travels back to the client.
-"""
+One task per column chunk of ``labels`` (a few clusterings). A task receives only small arguments
+(the store URL, its specs); it reads each clustering's subsample rows of ``X`` from the store,
+clusters them with the in-memory function of :mod:`ensemble_dask.clusterers`, and writes its
+columns of ``labels`` itself. ``labels`` is chunked ``(rows, columns)`` along the task's columns
+(:func:`label_chunks`), so no two tasks ever write the same chunk, and readers by rows read a
+handful of chunks per row block. Only the per-clustering metadata (with each column's hash)
+travels back to the client."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 
@@ -19,13 +21,46 @@ from .._validation import InputError, check_int, check_labels_matrix
 from ..clusterers import plan_ensemble, run_clustering, subsample_of
 from ..io.readers import iter_table_chunks
 from ..io.store import RunStore
-from ..metrics import partition_scores
 
-__all__ = ["generate", "generate_params", "import_labels", "base_partition_scores", "LABEL_ROW_CHUNK"]
+__all__ = [
+    "generate",
+    "generate_params",
+    "import_labels",
+    "base_partition_scores",
+    "label_chunks",
+    "LABEL_ROW_CHUNK",
+]
 
 logger = logging.getLogger(__name__)
 
-LABEL_ROW_CHUNK = 1 << 20
+# The labels layout, chosen for its readers: coassoc and BCE read row blocks of every column,
+# reports and updates read columns. Chunks of 131072 rows x up to 16 columns (at most 8 MiB
+# of int32) serve both; each generate task computes the clusterings of one column chunk, so no
+# two tasks ever write the same chunk.
+LABEL_ROW_CHUNK = 1 << 17
+LABEL_COL_CHUNK = 16
+
+
+def label_chunks(n, n_clusterings):
+    """Chunk shape of an ``n x n_clusterings`` labels array: whole row blocks, a few columns each.
+
+    About 8 column chunks (of at most :data:`LABEL_COL_CHUNK` columns), so that the generate stage
+    has that many tasks to spread over the workers.
+    """
+    cols = max(1, min(LABEL_COL_CHUNK, n_clusterings // 8))
+    return (max(1, min(n, LABEL_ROW_CHUNK)), cols)
+
+
+def column_hash(col):
+    """SHA-256 (hex) of one labels column as int32: the unit of the labels' content identity."""
+    return hashlib.sha256(np.ascontiguousarray(col, dtype=np.int32).tobytes()).hexdigest()
+
+
+def labels_identity(n, column_hashes):
+    """The content identity of a labels matrix from its columns' hashes (generated or imported)."""
+    blob = json.dumps([int(n), list(column_hashes)])
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
 
 # Each worker process keeps the last X it read (keyed by store URL and the ingest stage's hash, so
 # a changed X is never served stale) when it is small enough: the clusterings a worker runs then
@@ -63,29 +98,51 @@ def generate_params(
     )
 
 
-def _cluster_task(store_url, storage_options, ingest_hash, spec):
-    """Worker side: read this clustering's rows of X, cluster them, write its labels column."""
+def _cluster_task(store_url, storage_options, ingest_hash, specs):
+    """Worker side: run the clusterings ``specs`` (one chunk of columns), write their columns.
+
+    Each clustering reads its subsample rows of X; the columns are written together, so this task
+    is the only writer of their chunks.
+    """
     store = RunStore(store_url, storage_options, mode="r+")
     labels = store["labels"]
     n = labels.shape[0]
-    idx = subsample_of(spec, n)
-    t0 = time.perf_counter()
-    lab = run_clustering(_rows_of_x(store, ingest_hash, idx), spec)
-    col = np.full(n, -1, dtype=np.int32)
-    col[idx] = lab
-    labels[:, spec["index"]] = col
-    return {
-        **spec,
-        "n_clusters_found": int(lab.max()) + 1,
-        "seconds": round(time.perf_counter() - t0, 4),
-    }
+    block = np.full((n, len(specs)), -1, dtype=np.int32)
+    meta = []
+    for j, spec in enumerate(specs):
+        idx = subsample_of(spec, n)
+        t0 = time.perf_counter()
+        lab = run_clustering(_rows_of_x(store, ingest_hash, idx), spec)
+        block[idx, j] = lab
+        meta.append(
+            {
+                **spec,
+                "n_clusters_found": int(lab.max()) + 1,
+                "seconds": round(time.perf_counter() - t0, 4),
+                "sha256": column_hash(block[:, j]),
+            }
+        )
+    first = specs[0]["index"]
+    labels[:, first : first + len(specs)] = block
+    return meta
+
+
+def _column_groups(specs, col_chunk):
+    """``specs`` (consecutive columns) cut at the labels' column-chunk boundaries."""
+    groups = {}
+    for spec in specs:
+        groups.setdefault(spec["index"] // col_chunk, []).append(spec)
+    return list(groups.values())
 
 
 def generate(store, client, *, progress=False, **params):
     """Run the ``generate`` stage on ``client`` (a ``distributed.Client``).
 
-    If ``labels`` already holds the first clusterings of the same ensemble (same parameters but
-    a smaller ``n_clusterings``), only the new columns are computed and appended.
+    One task per column chunk of ``labels`` (see :func:`label_chunks`), each running that
+    chunk's clusterings. If ``labels`` already holds the first clusterings of the same ensemble
+    (same parameters but a smaller ``n_clusterings``), only the new columns are computed and
+    appended. The stage's output identity is the hash of its columns' contents, so the stages
+    after it are keyed on the labels, not on how they were obtained.
 
     Returns
     -------
@@ -106,17 +163,22 @@ def generate(store, client, *, progress=False, **params):
     prev = store.record("generate")
     if prev and prev.get("complete") and prev["inputs"] == inputs and "labels" in store:
         old = dict(prev["params"])
-        if {**old, "n_clusterings": p["n_clusterings"]} == p and old["n_clusterings"] < p["n_clusterings"]:
+        have = store["labels"].attrs.get("partitions", [])
+        if (
+            {**old, "n_clusterings": p["n_clusterings"]} == p
+            and old["n_clusterings"] < p["n_clusterings"]
+            and all("sha256" in m for m in have)
+        ):
             start = old["n_clusterings"]
 
-    with store.stage("generate", p, inputs):
+    with store.stage("generate", p, inputs) as record:
         if start == 0:
             if "labels" in store:
                 del store.group["labels"]
             labels = store.group.create_array(
                 "labels",
                 shape=(n, p["n_clusterings"]),
-                chunks=(min(n, LABEL_ROW_CHUNK), 1),
+                chunks=label_chunks(n, p["n_clusterings"]),
                 dtype="int32",
                 fill_value=-1,
             )
@@ -127,13 +189,15 @@ def generate(store, client, *, progress=False, **params):
             meta = list(labels.attrs.get("partitions", []))[:start]
         todo = plans[start:]
         futures = [
-            client.submit(_cluster_task, store.url, store.storage_options, inputs[0], spec, pure=False)
-            for spec in todo
+            client.submit(_cluster_task, store.url, store.storage_options, inputs[0], group, pure=False)
+            for group in _column_groups(todo, int(labels.chunks[1]))
         ]
         from ..parallel import gather_with_progress
 
-        meta += gather_with_progress(client, futures, desc="generate", progress=progress)
+        for part in gather_with_progress(client, futures, desc="generate", progress=progress):
+            meta += part
         labels.attrs["partitions"] = meta
+        record["output"] = labels_identity(n, [m["sha256"] for m in meta])
     return {"n_clusterings": p["n_clusterings"], "computed": len(todo), "skipped": False}
 
 
@@ -142,7 +206,8 @@ def import_labels(store, url, *, storage_options=None, fmt=None):
 
     The table (CSV, Parquet, zarr, npy) holds one column per clustering with integer cluster
     ids, ``-1`` (or an empty CSV field) for a point absent from that clustering. Its number of
-    rows must match the store's data set, if it has one.
+    rows must match the store's data set, if it has one. The stage is identified by the labels'
+    content (not the table's URL): the same labels imported again, from any path, are skipped.
     """
     blocks = []
     for _, frame in iter_table_chunks(url, format=fmt, storage_options=storage_options):
@@ -150,21 +215,21 @@ def import_labels(store, url, *, storage_options=None, fmt=None):
     if not blocks:
         raise InputError(f"{url}: the labels table is empty")
     lab = check_labels_matrix(np.concatenate(blocks), name=f"labels in {url!r}")
+    lab = np.asarray(lab, dtype=np.int32)
     n, n_clust = lab.shape
     _check_imported_labels(lab, url)
     store.check_n(n, f"labels table {url!r}")
-    params = {
-        "imported": url,
-        "n": n,
-        "n_clusterings": n_clust,
-        "sha256": hashlib.sha256(lab.tobytes()).hexdigest(),
-    }
+    hashes = [column_hash(lab[:, u]) for u in range(n_clust)]
+    params = {"imported": labels_identity(n, hashes), "n": n, "n_clusterings": n_clust}
     inputs = [store.stage_hash("ingest")] if store.record("ingest") else []
-    with store.stage("generate", params, inputs):
+    if store.is_complete("generate", params, inputs):
+        logger.info("import-labels: up to date, skipped")
+        return {"n_clusterings": n_clust, "computed": 0, "skipped": True}
+    with store.stage("generate", params, inputs, meta={"url": str(url)}) as record:
         if "labels" in store:
             del store.group["labels"]
         arr = store.group.create_array(
-            "labels", shape=lab.shape, chunks=(min(n, LABEL_ROW_CHUNK), 1), dtype="int32", fill_value=-1
+            "labels", shape=lab.shape, chunks=label_chunks(n, n_clust), dtype="int32", fill_value=-1
         )
         arr[:] = lab
         arr.attrs["partitions"] = [
@@ -173,9 +238,11 @@ def import_labels(store, url, *, storage_options=None, fmt=None):
                 "algorithm": "imported",
                 "k": int(lab[:, u].max()) + 1,
                 "rate": float((lab[:, u] >= 0).mean()),
+                "sha256": hashes[u],
             }
             for u in range(n_clust)
         ]
+        record["output"] = labels_identity(n, hashes)
     return {"n_clusterings": n_clust, "computed": n_clust, "skipped": False}
 
 
@@ -199,13 +266,18 @@ def base_partition_scores(store):
     """Mean/min/max of H, ARI and NMI of the base partitions against ``y_true`` (own subsample each)."""
     if "y_true" not in store or "labels" not in store:
         return None
+    from ..metrics import partition_scores  # scikit-learn: imported only when needed
+
     y = store["y_true"][:]
     labels = store["labels"]
     scores = {"H": [], "ARI": [], "NMI": []}
-    for u in range(labels.shape[1]):
-        s = partition_scores(labels[:, u], y)
-        for key in scores:
-            scores[key].append(s[key])
+    step = int(labels.chunks[1])
+    for c0 in range(0, labels.shape[1], step):  # whole column chunks: each chunk is read once
+        block = labels[:, c0 : c0 + step]
+        for u in range(block.shape[1]):
+            s = partition_scores(block[:, u], y)
+            for key in scores:
+                scores[key].append(s[key])
     return {
         key: {"mean": float(np.mean(v)), "min": float(np.min(v)), "max": float(np.max(v))}
         for key, v in scores.items()

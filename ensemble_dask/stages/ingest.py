@@ -27,6 +27,8 @@ Preprocessing
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 
@@ -36,6 +38,7 @@ import pandas as pd
 from .. import datasets
 from .._validation import InputError, check_int, stage_seed
 from ..io.readers import iter_table_chunks, zarr_has_labels
+from ..io.store import RECORDS_DIR
 from ..io.urls import infer_format, source_fingerprint
 
 __all__ = ["ingest", "ingest_params"]
@@ -333,8 +336,9 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
     p = ingest_params(url, **options)
     if p["format"] == "zarr" and p["label_column"] is None and zarr_has_labels(p["url"], storage_options):
         p["label_column"] = "label"  # a group's ``y`` holds reference labels: never a feature
-    # the stage's identity: everything that changes X (not the block size it is read in)
-    params = {k: v for k, v in p.items() if k != "chunk_rows"}
+    # the stage's identity: everything that changes X, the input by its content (not how its URL
+    # is spelt, nor the block size it is read in)
+    params = {k: v for k, v in p.items() if k not in ("chunk_rows", "url")}
     params.update(seed=int(seed), source=source_fingerprint(p["url"], storage_options))
     if store.is_complete("ingest", params, []):
         logger.info("ingest: up to date, skipped")
@@ -370,10 +374,12 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
     center = mean if p["standardize"] else np.zeros_like(mean)
     d = int(keep_cols.sum())
 
-    with store.stage("ingest", params, []):
-        for name in list(store.group.keys()):
-            del store.group[name]
-        store.group.attrs["stages"] = {}
+    before = (store.record("ingest") or {}).get("output")
+    with store.stage("ingest", params, [], meta={"url": p["url"]}) as record:
+        for name in ("X", "y_true"):
+            if name in store:
+                del store.group[name]
+        content = hashlib.sha256()  # the identity of what is written: the later stages key on it
         row_chunk = max(1, min(reader.n, 2**22 // max(d, 1)))
         X = store.group.create_array("X", shape=(reader.n, d), chunks=(row_chunk, d), dtype="float32")
         pos = 0
@@ -382,7 +388,9 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
             if p["impute"] == "mean":
                 block = np.where(np.isnan(block), mean, block)
             block = ((block - center) / scale)[:, keep_cols]
-            X[pos : pos + len(block)] = block.astype(np.float32)
+            block = np.ascontiguousarray(block, dtype=np.float32)
+            X[pos : pos + len(block)] = block
+            content.update(block.tobytes())
             pos += len(block)
         summary = {
             "n": reader.n,
@@ -401,6 +409,15 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
                     reader.classes, np.bincount(reader.y, minlength=len(reader.classes)).tolist(), strict=True
                 )
             )
+        content.update(json.dumps([X.shape, summary["feature_names"], reader.classes]).encode())
+        if reader.y is not None:
+            content.update(reader.y.tobytes())
+        record["output"] = content.hexdigest()[:32]
+        if record["output"] != before:  # other data: what was computed from the old X goes
+            for name in list(store.group.keys()):
+                if name not in ("X", "y_true", RECORDS_DIR):
+                    del store.group[name]
+            store.clear_records()
         X.attrs.update(
             {
                 "feature_names": summary["feature_names"],

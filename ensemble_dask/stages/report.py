@@ -25,7 +25,7 @@ def write_report(store):
     summary = store["X"].attrs.get("summary", {}) if "X" in store else {}
     ingest_rec = store.record("ingest") or {}
     dataset = {
-        "source": ingest_rec.get("params", {}).get("url"),
+        "source": (ingest_rec.get("meta") or ingest_rec.get("params") or {}).get("url"),
         "n": summary.get("n", store.n),
         "d": summary.get("d"),
         "classes": summary.get("classes"),

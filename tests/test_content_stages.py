@@ -1,0 +1,148 @@
+"""Stages keyed on content: inputs by their bytes (not their URL), stages by their inputs' content."""
+
+import gzip
+import os
+import shutil
+import threading
+
+import numpy as np
+import pytest
+
+from ensemble_dask.io.store import RunStore
+from ensemble_dask.io.urls import source_fingerprint
+from ensemble_dask.stages.coassoc import coassoc_stage
+from ensemble_dask.stages.generate import generate, import_labels
+from ensemble_dask.stages.ingest import ingest
+
+
+def _small_csv(path, n=200, seed=0):
+    rng = np.random.default_rng(seed)
+    x = np.vstack([rng.normal(0, 1, (n // 2, 3)), rng.normal(6, 1, (n - n // 2, 3))])
+    y = np.repeat(["a", "b"], [n // 2, n - n // 2])
+    with gzip.open(path, "wt") as fh:
+        for row, lab in zip(x, y, strict=True):
+            fh.write(",".join(f"{v:.6f}" for v in row) + f",{lab}\n")
+    return path
+
+
+def test_two_spellings_of_one_input_run_once(tmp_path, monkeypatch):
+    os.makedirs(tmp_path / "data")
+    src = _small_csv(tmp_path / "data" / "x.csv.gz")
+    store = RunStore(tmp_path / "run.zarr")
+    monkeypatch.chdir(tmp_path)
+    assert ingest(store, "./data/x.csv.gz", label_column=3)["skipped"] is False
+    assert ingest(store, str(src), label_column=3)["skipped"] is True
+    assert ingest(store, f"file://{src}", label_column=3)["skipped"] is True
+    # a copy elsewhere is the same data
+    copy = tmp_path / "elsewhere.csv.gz"
+    shutil.copy(src, copy)
+    assert ingest(store, str(copy), label_column=3)["skipped"] is True
+    # the report names the URL the data was last read from, which is not part of the identity
+    assert store.record("ingest")["meta"]["url"] == "./data/x.csv.gz"
+
+
+def test_one_changed_byte_runs_again(tmp_path):
+    src = _small_csv(tmp_path / "x.csv.gz")
+    store = RunStore(tmp_path / "run.zarr")
+    assert ingest(store, str(src), label_column=3)["skipped"] is False
+    before = store.stage_hash("ingest")
+    raw = bytearray(gzip.decompress(src.read_bytes()))
+    i = raw.index(b".") + 1  # first decimal digit of the first value: same size, other data
+    raw[i] = ord("9") if raw[i] != ord("9") else ord("1")
+    src.write_bytes(gzip.compress(bytes(raw)))
+    assert ingest(store, str(src), label_column=3)["skipped"] is False
+    assert store.stage_hash("ingest") != before
+
+
+def test_fingerprint_is_content_not_name(tmp_path):
+    a = tmp_path / "a.bin"
+    a.write_bytes(b"x" * 1000)
+    b = tmp_path / "sub" / "b.bin"
+    b.parent.mkdir()
+    b.write_bytes(b"x" * 1000)
+    assert source_fingerprint(str(a)) == source_fingerprint(str(b))
+    b.write_bytes(b"x" * 999 + b"y")
+    assert source_fingerprint(str(a)) != source_fingerprint(str(b))
+    # a directory: relative names and contents, not where it lives
+    for root in ("d1", "d2"):
+        (tmp_path / root / "c").mkdir(parents=True)
+        (tmp_path / root / "c" / "0").write_bytes(b"abc")
+    assert source_fingerprint(str(tmp_path / "d1")) == source_fingerprint(str(tmp_path / "d2"))
+    (tmp_path / "d2" / "c" / "0").write_bytes(b"abd")
+    assert source_fingerprint(str(tmp_path / "d1")) != source_fingerprint(str(tmp_path / "d2"))
+
+
+def test_fingerprint_of_an_object_store_uses_its_etag(s3_bucket):
+    import s3fs
+
+    bucket, opts = s3_bucket
+    fs = s3fs.S3FileSystem(**opts)
+    fs.pipe(f"{bucket}/a/x.csv", b"1,2\n3,4\n")
+    fs.pipe(f"{bucket}/b/y.csv", b"1,2\n3,4\n")
+    fa = source_fingerprint(f"s3://{bucket}/a/x.csv", opts)
+    assert "ETag" in fa["content"]
+    assert fa == source_fingerprint(f"s3://{bucket}/b/y.csv", opts)
+    fs.pipe(f"{bucket}/b/y.csv", b"1,2\n3,5\n")
+    assert fa != source_fingerprint(f"s3://{bucket}/b/y.csv", opts)
+
+
+def test_unchanged_upstream_recomputed_keeps_the_later_stages(tmp_path, client):
+    src = _small_csv(tmp_path / "x.csv.gz")
+    store = RunStore(tmp_path / "run.zarr")
+    ingest(store, str(src), label_column=3)
+    assert generate(store, client, n_clusterings=4, k_min=2, k_max=3, seed=0)["skipped"] is False
+    first = coassoc_stage(store, client, strategy="full", seed=0)
+    assert first["skipped"] is False
+    # ingest runs again with other parameters that give the same X: generate keeps its labels
+    info = ingest(store, str(src), label_column=3, classes=["b", "a"])
+    assert info["skipped"] is False
+    assert generate(store, client, n_clusterings=4, k_min=2, k_max=3, seed=0)["skipped"] is True
+    assert coassoc_stage(store, client, strategy="full", seed=0)["skipped"] is True
+
+
+def test_imported_labels_are_keyed_on_their_content(tmp_path, client):
+    src = _small_csv(tmp_path / "x.csv.gz")
+    store = RunStore(tmp_path / "run.zarr")
+    ingest(store, str(src), label_column=3)
+    lab = np.random.default_rng(0).integers(-1, 3, size=(200, 5)).astype(np.int32)
+    np.save(tmp_path / "l1.npy", lab)
+    (tmp_path / "other").mkdir()
+    np.save(tmp_path / "other" / "l2.npy", lab)
+    assert import_labels(store, str(tmp_path / "l1.npy"))["skipped"] is False
+    assert coassoc_stage(store, client, strategy="full", seed=0)["skipped"] is False
+    assert import_labels(store, str(tmp_path / "other" / "l2.npy"))["skipped"] is True
+    assert coassoc_stage(store, client, strategy="full", seed=0)["skipped"] is True
+    lab[7, 2] = (lab[7, 2] + 1) % 3
+    np.save(tmp_path / "l1.npy", lab)
+    assert import_labels(store, str(tmp_path / "l1.npy"))["skipped"] is False
+    assert coassoc_stage(store, client, strategy="full", seed=0)["skipped"] is False
+
+
+def test_stage_records_survive_concurrent_writers(tmp_path):
+    url = tmp_path / "run.zarr"
+    RunStore(url)
+
+    def writer(w):
+        store = RunStore(url, mode="r+")  # each writer its own handle, as worker processes have
+        for i in range(15):
+            with store.stage(f"w{w}/s{i}", {"i": i}, []):
+                pass
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    records = RunStore(url, mode="r").records()
+    assert sorted(records) == sorted(f"w{w}/s{i}" for w in range(3) for i in range(15))
+    assert all(rec["complete"] for rec in records.values())
+
+
+@pytest.mark.parametrize("url", ["memory://records-test", None])
+def test_records_are_cleared_by_a_new_ingest(url, tmp_path):
+    store = RunStore(url or tmp_path / "run.zarr")
+    with store.stage("x", {}, []):
+        pass
+    assert set(store.records()) == {"x"}
+    store.clear_records()
+    assert store.records() == {} and store.record("x") is None
