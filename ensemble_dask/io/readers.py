@@ -33,6 +33,7 @@ def iter_table_chunks(
     usecols: list | None = None,
     header: bool = False,
     sep: str = ",",
+    check_fields: bool = True,
 ) -> Iterator[tuple[int, pd.DataFrame]]:
     """Yield ``(first_row, frame)`` blocks of the table at ``url``.
 
@@ -54,6 +55,9 @@ def iter_table_chunks(
         Whether the CSV's first line holds column names.
     sep : str, default=","
         CSV field separator (``r"\\s+"`` for whitespace-separated files).
+    check_fields : bool, default=True
+        Check that every CSV line has as many fields as the first (single-character separators);
+        a caller that reads the same file again may leave it to its first pass.
     """
     fmt = format or infer_format(url)
     if fmt not in FORMATS:
@@ -66,7 +70,7 @@ def iter_table_chunks(
         return
     url = strip_file_scheme(url)
     if fmt == "csv":
-        yield from _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep)
+        yield from _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep, check_fields)
     elif fmt == "parquet":
         yield from _iter_parquet(url, storage_options, usecols)
     elif fmt == "zarr":
@@ -94,6 +98,7 @@ class _FieldCountingReader:
         self.line = 0  # line breaks before carry
         self.carry = b""  # the current, unfinished line
         self.quoted = 0  # the quote state at the start of carry (1: inside a quoted field)
+        self.active = True
 
     def first_fields(self):
         """The fields of the first non-blank line, as text (the header or the first row)."""
@@ -121,7 +126,8 @@ class _FieldCountingReader:
             data, self.pending = self.pending, b""
         else:
             data = self.raw.read(size)
-        self._check(data, final=not data)
+        if self.active:
+            self._check(data, final=not data)
         return data
 
     def _check(self, data, final=False):
@@ -185,7 +191,7 @@ def _csv_columns(url, first, columns, header):
     return list(range(len(first)))
 
 
-def _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep):
+def _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep, check_fields=True):
     _check_exists(url, storage_options)
     kwargs = dict(
         header=0 if header else None,
@@ -203,6 +209,7 @@ def _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep):
         fh = raw
         if single:
             fh = _FieldCountingReader(raw, url, sep, expected=len(columns) if columns is not None else None)
+            fh.active = check_fields
             first = fh.first_fields()
             if usecols is not None and first is not None:
                 known = _csv_columns(url, first, columns, header)
