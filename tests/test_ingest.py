@@ -304,3 +304,11 @@ def test_missing_parquet_column_names_the_columns(tmp_path):
     store = RunStore(tmp_path / "run.zarr")
     with pytest.raises(InputError, match=r"t.parquet: no column 'nosuch'; columns are \['a', 'b'\]"):
         ingest(store, str(tmp_path / "t.parquet"), label_column="nosuch")
+
+
+def test_quotes_inside_unquoted_fields_are_not_miscounted(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text('h,size,w\n1,5\'11",3\n2,"6\'1""",4\n3,7,5\n')  # a literal quote; an escaped one
+    store = RunStore(tmp_path / "run.zarr")
+    info = ingest(store, str(path), header=True, categorical=["size"])
+    assert info["n"] == 3 and store["X"].attrs["vocabularies"]["size"] == ["5'11\"", "6'1\"", "7"]

@@ -9,6 +9,7 @@ slices). Formats: CSV (plain or compressed, inferred from the suffix), Parquet, 
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ def iter_table_chunks(
     usecols: list | None = None,
     header: bool = False,
     sep: str = ",",
+    check_fields: bool = True,
 ) -> Iterator[tuple[int, pd.DataFrame]]:
     """Yield ``(first_row, frame)`` blocks of the table at ``url``.
 
@@ -54,6 +56,9 @@ def iter_table_chunks(
         Whether the CSV's first line holds column names.
     sep : str, default=","
         CSV field separator (``r"\\s+"`` for whitespace-separated files).
+    check_fields : bool, default=True
+        Check that every CSV line has as many fields as the first (single-character separators);
+        a caller that reads the same file again may leave it to its first pass.
     """
     fmt = format or infer_format(url)
     if fmt not in FORMATS:
@@ -66,7 +71,7 @@ def iter_table_chunks(
         return
     url = strip_file_scheme(url)
     if fmt == "csv":
-        yield from _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep)
+        yield from _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep, check_fields)
     elif fmt == "parquet":
         yield from _iter_parquet(url, storage_options, usecols)
     elif fmt == "zarr":
@@ -80,98 +85,109 @@ class _FieldCountingReader:
     fields as the first (or as ``expected``), so a short row is reported as such instead of as
     the NaN pandas fills it with.
 
-    Fields are counted per line with NumPy on the raw bytes: separators outside double quotes,
-    one more than their number (quoted separators and line breaks do not count; ``""`` inside a
-    quoted field toggles the quote state twice). Blank lines are skipped, as pandas skips them.
+    Blocks without a double quote are counted with NumPy on the raw bytes (separators per line);
+    blocks with quotes go through the :mod:`csv` module, which knows quoted separators and line
+    breaks. Blank lines are skipped, as pandas skips them. Input the csv module finds malformed
+    (text after a closing quote) is left to pandas: the check stops there.
     """
 
     def __init__(self, raw, url, sep, expected=None):
         self.raw = raw
         self.url = url
-        self.sep = ord(sep)
+        self.sep = sep
         self.expected = expected
         self.pending = b""
-        self.line = 0  # line breaks before carry
-        self.carry = b""  # the current, unfinished line
-        self.quoted = 0  # the quote state at the start of carry (1: inside a quoted field)
+        self.line = 0  # lines before carry
+        self.carry = b""  # the current, unfinished record
+        self.active = True
 
     def first_fields(self):
         """The fields of the first non-blank line, as text (the header or the first row)."""
-        import csv
-
         buf = b""
         while True:
             lines = buf.split(b"\n")
             for line in lines[:-1]:
                 if line.strip():
                     self.pending = buf
-                    text = line.decode("utf-8", errors="replace").rstrip("\r")
-                    return next(csv.reader([text], delimiter=chr(self.sep), skipinitialspace=True))
+                    return self._fields(line)
             more = self.raw.read(1 << 16)
             if not more:
                 self.pending = buf
-                text = buf.decode("utf-8", errors="replace").strip()
-                if not text:
-                    return None
-                return next(csv.reader([text], delimiter=chr(self.sep), skipinitialspace=True))
+                return self._fields(buf) if buf.strip() else None
             buf += more
+
+    def _fields(self, line):
+        text = line.decode("utf-8", errors="replace").rstrip("\r\n")
+        return next(csv.reader([text], delimiter=self.sep, skipinitialspace=True))
 
     def read(self, size=-1):
         if self.pending:
             data, self.pending = self.pending, b""
         else:
             data = self.raw.read(size)
-        self._check(data, final=not data)
+        if self.active:
+            if data:
+                data_all = self.carry + data if self.carry else data
+                self.carry = data_all[self._check(data_all) :]
+            elif self.carry.strip():  # a last line without a line break
+                self._check(self.carry + b"\n")
+                self.carry = b""
         return data
 
-    def _check(self, data, final=False):
-        if final:  # a last line without a line break
-            if self.carry.strip():
-                self._check_lines(self.carry + b"\n")
-            self.carry = b""
-            return
-        data = self.carry + data if self.carry else data
-        self.carry = data[self._check_lines(data) :]
-
-    def _check_lines(self, data):
-        """Check the complete lines of ``data`` (which starts a line); return where the rest begins."""
+    def _check(self, data):
+        """Check the complete records of ``data`` (which starts one); return where the rest begins."""
+        if b'"' in data:
+            return self._check_quoted(data)
         buf = np.frombuffer(data, dtype=np.uint8)
-        newline = buf == ord("\n")
-        is_sep = buf == self.sep
-        if self.quoted or b'"' in data:
-            # quote state along buf: a separator or line break counts only outside quotes
-            outside = ((np.cumsum(buf == ord('"'), dtype=np.int64) + self.quoted) & 1) == 0
-            ends = np.flatnonzero(newline & outside)
-            seps = np.flatnonzero(is_sep & outside)
-        else:
-            ends = np.flatnonzero(newline)
-            seps = np.flatnonzero(is_sep)
+        ends = np.flatnonzero(buf == ord("\n"))
         if ends.size == 0:
-            return 0  # no complete line yet: the quote state at the start of buf stays
-        self.quoted = 0  # a counted line break is outside quotes
+            return 0
+        seps = np.flatnonzero(buf[: ends[-1]] == ord(self.sep))
         fields = np.diff(np.searchsorted(seps, ends), prepend=0) + 1
         starts = np.concatenate([[0], ends[:-1] + 1])
-        # physical line number (1-based) of each record's last line
-        if ends.size == np.count_nonzero(newline[: ends[-1] + 1]):
-            lines = self.line + np.arange(1, ends.size + 1)
-        else:
-            lines = self.line + np.cumsum(newline[: ends[-1] + 1], dtype=np.int64)[ends]
-        self.line = int(lines[-1])
-
-        def blank(k):  # pandas skips blank lines
-            return not buf[starts[k] : ends[k]].tobytes().strip()
-
+        lines = self.line + np.arange(1, ends.size + 1)
+        self.line += ends.size
         if self.expected is None:
-            first = next((k for k in range(len(ends)) if not blank(k)), None)
+            first = next((k for k in range(ends.size) if data[starts[k] : ends[k]].strip()), None)
             if first is None:
                 return int(ends[-1]) + 1
             self.expected = int(fields[first])
         for k in np.flatnonzero(fields != self.expected):
-            if not blank(k):
-                raise InputError(
-                    f"{self.url}, line {lines[k]} has {fields[k]} fields, expected {self.expected}"
-                )
+            if data[starts[k] : ends[k]].strip():  # pandas skips blank lines
+                self._fail(lines[k], fields[k])
         return int(ends[-1]) + 1
+
+    def _check_quoted(self, data):
+        lines = data.split(b"\n")[:-1]  # complete lines (the tail has no line break yet)
+        reader = csv.reader(
+            (line.decode("utf-8", errors="replace") + "\n" for line in lines),
+            delimiter=self.sep,
+            skipinitialspace=True,
+            strict=True,
+        )
+        done = 0  # lines of the records checked so far
+        while True:
+            try:
+                record = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:
+                if "unexpected end of data" not in str(exc):
+                    self.active = False  # malformed quoting: pandas will say what it makes of it
+                    return len(data)
+                break  # a quoted field goes on in the next block
+            done = reader.line_num
+            if not record or (len(record) == 1 and not record[0].strip()):
+                continue
+            if self.expected is None:
+                self.expected = len(record)
+            elif len(record) != self.expected:
+                self._fail(self.line + done, len(record))
+        self.line += done
+        return sum(len(line) + 1 for line in lines[:done])
+
+    def _fail(self, line, fields):
+        raise InputError(f"{self.url}, line {line} has {fields} fields, expected {self.expected}")
 
 
 def _csv_columns(url, first, columns, header):
@@ -185,7 +201,7 @@ def _csv_columns(url, first, columns, header):
     return list(range(len(first)))
 
 
-def _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep):
+def _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep, check_fields=True):
     _check_exists(url, storage_options)
     kwargs = dict(
         header=0 if header else None,
@@ -203,6 +219,7 @@ def _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep):
         fh = raw
         if single:
             fh = _FieldCountingReader(raw, url, sep, expected=len(columns) if columns is not None else None)
+            fh.active = check_fields
             first = fh.first_fields()
             if usecols is not None and first is not None:
                 known = _csv_columns(url, first, columns, header)

@@ -135,9 +135,11 @@ class _Reader:
         self.fmt = p["format"]
         self.row_base = 2 if p["header"] else 1  # line number of row 0 in a text file
 
-    def chunks(self, usecols=None):
+    def chunks(self, usecols=None, check_fields=False):
+        """The source's blocks; only the first pass checks the CSV lines' field counts."""
         p = self.p
         kw = dict(
+            check_fields=check_fields,
             format=self.fmt,
             storage_options=self.storage_options,
             chunk_rows=p["chunk_rows"],
@@ -167,7 +169,7 @@ class _Reader:
         if self.fmt == "csv" and p["columns"] is None and not p["header"] and not keys:
             first = [0]
         labels, cats, n_total = [], {c: [] for c in p["categorical"]}, 0
-        for offset, frame in self.chunks(usecols=keys or first):
+        for offset, frame in self.chunks(usecols=keys or first, check_fields=True):
             n_total = offset + len(frame)
             if p["label_column"] is not None:
                 lab = self._column(frame, p["label_column"])
