@@ -259,3 +259,13 @@ def test_gkcc_bad_input(params, match):
     labels = np.array([[0, 1], [0, 1], [1, 0], [1, 0], [2, 0], [2, 0]])
     with pytest.raises(InputError, match=match):
         GKCC(**params).fit(labels)
+
+
+def test_gkcc_candidates_as_dask_tasks(client):
+    from ensemble_dask.dask_kcc import fit_gkcc_dask
+
+    labels, _ = _ensemble(n=150, seed=2)
+    ref = GKCC(3, n_candidates=8, random_state=1).fit(labels)
+    d = fit_gkcc_dask(labels, 3, client=client, n_candidates=8, random_state=1)
+    np.testing.assert_array_equal(d.labels_, ref.labels_)
+    np.testing.assert_array_equal(d.partitions_, ref.partitions_)
