@@ -90,3 +90,56 @@ def mutual_best_matching(indptr, indices, data, sizes, best_sim, match):
                 count += 1
                 break
     return count
+
+
+@numba.njit(cache=True, nogil=True)
+def contract(indptr, indices, data, mapping, group_ptr, group, m):
+    """Sum a symmetric CSR graph over groups of rows: ``P^T S P`` without the diagonal.
+
+    ``group[group_ptr[u]:group_ptr[u + 1]]`` are the old rows of new row ``u``; ``mapping`` maps old
+    to new indices. Each unordered pair is summed once (upper triangle) and mirrored, so the
+    result is exactly symmetric; rows are not sorted. Returns ``(indptr, indices, data)``.
+    """
+    nnz = indptr[-1]
+    up_ptr = np.empty(m + 1, dtype=np.int64)
+    up_idx = np.empty(nnz, dtype=np.int64)
+    up_val = np.empty(nnz)
+    mark = np.full(m, -1, dtype=np.int64)
+    slot = np.empty(m, dtype=np.int64)
+    pos = 0
+    for u in range(m):
+        up_ptr[u] = pos
+        for t in range(group_ptr[u], group_ptr[u + 1]):
+            r = group[t]
+            for e in range(indptr[r], indptr[r + 1]):
+                c = mapping[indices[e]]
+                if c <= u:
+                    continue
+                if mark[c] != u:
+                    mark[c] = u
+                    slot[c] = pos
+                    up_idx[pos] = c
+                    up_val[pos] = data[e]
+                    pos += 1
+                else:
+                    up_val[slot[c]] += data[e]
+    up_ptr[m] = pos
+    deg = np.zeros(m + 1, dtype=np.int64)
+    for u in range(m):
+        deg[u + 1] += up_ptr[u + 1] - up_ptr[u]
+        for e in range(up_ptr[u], up_ptr[u + 1]):
+            deg[up_idx[e] + 1] += 1
+    out_ptr = np.cumsum(deg)
+    fill = out_ptr[:-1].copy()
+    out_idx = np.empty(2 * pos, dtype=np.int64)
+    out_val = np.empty(2 * pos)
+    for u in range(m):
+        for e in range(up_ptr[u], up_ptr[u + 1]):
+            c = up_idx[e]
+            out_idx[fill[u]] = c
+            out_val[fill[u]] = up_val[e]
+            fill[u] += 1
+            out_idx[fill[c]] = u
+            out_val[fill[c]] = up_val[e]
+            fill[c] += 1
+    return out_ptr, out_idx, out_val

@@ -178,18 +178,18 @@ class EACAverageLink(_PairBaseline):
         pd = self._prepare(pairs)
         n = pd.n
         S = _contract(_similarity_graph(pd), np.arange(n), n)  # exactly symmetric
+        ip, ix, val = S.indptr.astype(np.int64), S.indices.astype(np.int64), S.data.astype(np.float64)
         rep = np.arange(n, dtype=np.int64)  # a point of each current cluster
         sizes = np.ones(n)
         ma, mb, ms, mr = [], [], [], []
         rnd = 0
-        while S.nnz:
-            m = S.shape[0]
+        while ix.size:
+            m = ip.size - 1
             best = np.empty(m, dtype=np.int64)
             bsim = np.empty(m)
-            ip, ix = S.indptr.astype(np.int64), S.indices.astype(np.int64)
-            kern.best_neighbours(ip, ix, S.data, sizes, best, bsim)
+            kern.best_neighbours(ip, ix, val, sizes, best, bsim)
             match = np.empty(m, dtype=np.int64)
-            if kern.mutual_best_matching(ip, ix, S.data, sizes, bsim, match) == 0:
+            if kern.mutual_best_matching(ip, ix, val, sizes, bsim, match) == 0:
                 raise RuntimeError("average link found no mutually best pair on a non-empty graph")
             idx = np.arange(m)
             a = np.flatnonzero(match > idx)
@@ -199,13 +199,20 @@ class EACAverageLink(_PairBaseline):
             ms.append(bsim[a])
             mr.append(np.full(a.size, rnd))
             rnd += 1
-            mapping = idx.copy()
-            mapping[b] = a
-            uniq, mapping = np.unique(mapping, return_inverse=True)
-            new_sizes = np.bincount(mapping, weights=sizes)
-            rep = rep[uniq]
-            sizes = new_sizes
-            S = _contract(S, mapping, uniq.size)
+            keep = match < 0
+            keep[a] = True  # new clusters: unmatched rows and the smaller end of each matched pair
+            new_id = np.cumsum(keep) - 1
+            mapping = np.where(
+                match > idx, new_id, np.where(match >= 0, new_id[np.maximum(match, 0)], new_id)
+            )
+            mnew = int(keep.sum())
+            group = np.argsort(mapping, kind="stable")
+            group_ptr = np.concatenate([[0], np.cumsum(np.bincount(mapping, minlength=mnew))]).astype(
+                np.int64
+            )
+            sizes = np.bincount(mapping, weights=sizes, minlength=mnew)
+            rep = rep[keep]
+            ip, ix, val = kern.contract(ip, ix, val, mapping, group_ptr, group, mnew)
         if ma:
             a, b, s, r = (np.concatenate(v) for v in (ma, mb, ms, mr))
         else:
