@@ -166,16 +166,16 @@ def test_bad_input(labels, params, match):
 def test_row_distributed_equals_in_memory(client, tmp_path, init):
     labels, _ = _ensemble(n=400, seed=3)
     labels[np.random.default_rng(0).random(labels.shape) < 0.1] = -1
-    ref = KCC(4, init=init, n_init=2, random_state=11).fit(labels)
+    ref = KCC(4, init=init, random_state=11).fit(labels)
     for rows in (400, 200, 100):  # 1, 2 and 4 row blocks
-        d = fit_kcc_dask(labels, 4, client=client, block_rows=rows, init=init, n_init=2, random_state=11)
+        d = fit_kcc_dask(labels, 4, client=client, block_rows=rows, init=init, random_state=11)
         np.testing.assert_array_equal(d.labels_, ref.labels_)
         np.testing.assert_allclose(d.memberships_, ref.memberships_, atol=1e-12)
         assert d.objective_ == pytest.approx(ref.objective_, rel=1e-12)
         assert d.n_iter_ == ref.n_iter_
     path = str(tmp_path / "labels.npy")
     np.save(path, labels)
-    d = fit_kcc_dask(path, 4, client=client, block_rows=150, init=init, n_init=2, random_state=11)
+    d = fit_kcc_dask(path, 4, client=client, block_rows=150, init=init, random_state=11)
     np.testing.assert_array_equal(d.labels_, ref.labels_)
 
 
@@ -259,3 +259,13 @@ def test_gkcc_bad_input(params, match):
     labels = np.array([[0, 1], [0, 1], [1, 0], [1, 0], [2, 0], [2, 0]])
     with pytest.raises(InputError, match=match):
         GKCC(**params).fit(labels)
+
+
+def test_gkcc_candidates_as_dask_tasks(client):
+    from ensemble_dask.dask_kcc import fit_gkcc_dask
+
+    labels, _ = _ensemble(n=150, seed=2)
+    ref = GKCC(3, n_candidates=8, random_state=1).fit(labels)
+    d = fit_gkcc_dask(labels, 3, client=client, n_candidates=8, random_state=1)
+    np.testing.assert_array_equal(d.labels_, ref.labels_)
+    np.testing.assert_array_equal(d.partitions_, ref.partitions_)

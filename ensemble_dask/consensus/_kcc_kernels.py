@@ -34,6 +34,23 @@ def _row_dist(gidx, x, MT, sq, k, d):
 
 
 @numba.njit(cache=True, nogil=True)
+def _row_dist_fast(gidx, x, MT, sq, tot, k, d):
+    """As :func:`_row_dist`, from the precomputed ``tot[c] = sum_i (1 + sq[c, i])``: only the
+    lookups ``-2 MT[g, c]`` run per present label (the missing ones give their term back)."""
+    N = gidx.shape[1]
+    for c in range(k):
+        d[c] = tot[c]
+    for i in range(N):
+        g = gidx[x, i]
+        if g < 0:
+            for c in range(k):
+                d[c] -= 1.0 + sq[c, i]
+        else:
+            for c in range(k):
+                d[c] -= 2.0 * MT[g, c]
+
+
+@numba.njit(cache=True, nogil=True)
 def assign_stats(gidx, weight, MT, sq, labels, counts, sizes, far_d, far_row):
     """Assign each row to its nearest centroid and accumulate the sufficient statistics.
 
@@ -68,10 +85,15 @@ def assign_stats(gidx, weight, MT, sq, labels, counts, sizes, far_d, far_row):
         far_d[j] = -1.0
         far_row[j] = -1
     d = np.empty(K)
+    tot = np.empty(K)
+    for c in range(K):
+        tot[c] = 0.0
+        for i in range(N):
+            tot[c] += 1.0 + sq[c, i]
     sse = 0.0
     n_changed = 0.0
     for x in range(n):
-        _row_dist(gidx, x, MT, sq, K, d)
+        _row_dist_fast(gidx, x, MT, sq, tot, K, d)
         best = 0
         bd = d[0]
         for c in range(1, K):

@@ -41,7 +41,7 @@ from ..consensus.kcc import (
 )
 from .dask import DEFAULT_BLOCK_ROWS, _row_blocks, labels_shape, read_labels
 
-__all__ = ["fit_kcc_dask", "DaskBlocks"]
+__all__ = ["fit_kcc_dask", "fit_gkcc_dask", "DaskBlocks"]
 
 
 def _block_categories(block):
@@ -194,3 +194,29 @@ def fit_kcc_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
     del data
     backend = DaskBlocks(client, gidx, [b - a for a, b in blocks])
     return fit_kcc(est, backend, enc, check_random_state(est.random_state))
+
+
+def _candidate_mapper(client):
+    """``mapper`` for :meth:`GKCC.fit`: a step's candidates as tasks, the shared arrays sent once."""
+
+    def mapper(func, args):
+        shared = [client.scatter(x, broadcast=True) for x in args[0][:5]]
+        per = list(zip(*[a[5:] for a in args], strict=True))
+        futures = client.map(func, *[[f] * len(args) for f in shared], *per, pure=False)
+        return client.gather(futures)
+
+    return mapper
+
+
+def fit_gkcc_dask(labels, n_clusters=2, *, client=None, **gkcc_params):
+    """Fit :class:`~ensemble_dask.consensus.gkcc.GKCC` with each step's candidate k-means as Dask tasks.
+
+    The candidates' results are gathered in their order, so the fit equals the in-memory one.
+    """
+    from .consensus.gkcc import GKCC
+
+    if client is None:
+        from distributed import get_client
+
+        client = get_client()
+    return GKCC(n_clusters, **gkcc_params).fit(labels, mapper=_candidate_mapper(client))

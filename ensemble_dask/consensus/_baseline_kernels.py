@@ -1,0 +1,145 @@
+"""Numba kernels of the baseline consensus methods (plain arrays only)."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["best_neighbours", "find_roots", "union_merges"]
+
+
+@numba.njit(cache=True, nogil=True)
+def best_neighbours(indptr, indices, data, sizes, best, best_sim):
+    """Each row's neighbour of highest average similarity ``data / (size_i size_j)``.
+
+    Ties go to the smaller neighbour index; ``best[i] = -1`` for a row without neighbours.
+    """
+    n = indptr.shape[0] - 1
+    for i in range(n):
+        b = -1
+        bs = -1.0
+        for e in range(indptr[i], indptr[i + 1]):
+            j = indices[e]
+            if j == i:
+                continue
+            s = data[e] / (sizes[i] * sizes[j])
+            if s > bs or (s == bs and j < b):
+                bs = s
+                b = j
+        best[i] = b
+        best_sim[i] = bs
+
+
+@numba.njit(cache=True, nogil=True)
+def _find(parent, x):
+    r = x
+    while parent[r] != r:
+        r = parent[r]
+    while parent[x] != r:
+        nxt = parent[x]
+        parent[x] = r
+        x = nxt
+    return r
+
+
+@numba.njit(cache=True, nogil=True)
+def union_merges(parent, a, b, n_merges):
+    """Apply the first ``n_merges`` unions ``(a[t], b[t])`` to the union-find ``parent``."""
+    for t in range(n_merges):
+        ra = _find(parent, a[t])
+        rb = _find(parent, b[t])
+        if ra != rb:
+            if ra < rb:
+                parent[rb] = ra
+            else:
+                parent[ra] = rb
+
+
+@numba.njit(cache=True, nogil=True)
+def find_roots(parent):
+    """Root of every element (compresses the paths)."""
+    out = np.empty(parent.shape[0], dtype=np.int64)
+    for x in range(parent.shape[0]):
+        out[x] = _find(parent, x)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def mutual_best_matching(indptr, indices, data, sizes, best_sim, match):
+    """Greedy matching on the edges ``(i, j)`` whose average similarity is the best of both ends.
+
+    Every such pair is a valid next merge of a reducible linkage (ties included), and a maximal
+    matching merges many at once even when whole groups tie. ``match[i]`` receives the partner
+    or ``-1``. Returns the number of matched pairs.
+    """
+    n = indptr.shape[0] - 1
+    for i in range(n):
+        match[i] = -1
+    count = 0
+    for i in range(n):
+        if match[i] >= 0 or best_sim[i] <= 0.0:
+            continue
+        for e in range(indptr[i], indptr[i + 1]):
+            j = indices[e]
+            if j == i or match[j] >= 0:
+                continue
+            s = data[e] / (sizes[i] * sizes[j])
+            if s == best_sim[i] and s == best_sim[j]:
+                match[i] = j
+                match[j] = i
+                count += 1
+                break
+    return count
+
+
+@numba.njit(cache=True, nogil=True)
+def contract(indptr, indices, data, mapping, group_ptr, group, m):
+    """Sum a symmetric CSR graph over groups of rows: ``P^T S P`` without the diagonal.
+
+    ``group[group_ptr[u]:group_ptr[u + 1]]`` are the old rows of new row ``u``; ``mapping`` maps old
+    to new indices. Each unordered pair is summed once (upper triangle) and mirrored, so the
+    result is exactly symmetric; rows are not sorted. Returns ``(indptr, indices, data)``.
+    """
+    nnz = indptr[-1]
+    up_ptr = np.empty(m + 1, dtype=np.int64)
+    up_idx = np.empty(nnz, dtype=np.int64)
+    up_val = np.empty(nnz)
+    mark = np.full(m, -1, dtype=np.int64)
+    slot = np.empty(m, dtype=np.int64)
+    pos = 0
+    for u in range(m):
+        up_ptr[u] = pos
+        for t in range(group_ptr[u], group_ptr[u + 1]):
+            r = group[t]
+            for e in range(indptr[r], indptr[r + 1]):
+                c = mapping[indices[e]]
+                if c <= u:
+                    continue
+                if mark[c] != u:
+                    mark[c] = u
+                    slot[c] = pos
+                    up_idx[pos] = c
+                    up_val[pos] = data[e]
+                    pos += 1
+                else:
+                    up_val[slot[c]] += data[e]
+    up_ptr[m] = pos
+    deg = np.zeros(m + 1, dtype=np.int64)
+    for u in range(m):
+        deg[u + 1] += up_ptr[u + 1] - up_ptr[u]
+        for e in range(up_ptr[u], up_ptr[u + 1]):
+            deg[up_idx[e] + 1] += 1
+    out_ptr = np.cumsum(deg)
+    fill = out_ptr[:-1].copy()
+    out_idx = np.empty(2 * pos, dtype=np.int64)
+    out_val = np.empty(2 * pos)
+    for u in range(m):
+        for e in range(up_ptr[u], up_ptr[u + 1]):
+            c = up_idx[e]
+            out_idx[fill[u]] = c
+            out_val[fill[u]] = up_val[e]
+            fill[u] += 1
+            out_idx[fill[c]] = u
+            out_val[fill[c]] = up_val[e]
+            fill[c] += 1
+    return out_ptr, out_idx, out_val

@@ -1,0 +1,263 @@
+"""Baselines on the labels matrix: HGPA, MCLA (Strehl & Ghosh 2002) and HBGF (Fern & Brodley 2004).
+
+Each ``fit`` takes an ``n x N`` labels matrix (``-1`` = missing; a missing label simply leaves
+the point out of that clustering's clusters). Points with identical label rows are identical for
+all three methods, so each works on the distinct rows weighted by their multiplicity.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._validation import InputError, check_labels_matrix, check_random_state
+from ._base import SoftConsensusMixin
+from .baselines_pairs import check_k, metis_parts, one_hot, relabel
+from .bce import compress_rows
+from .kcc import check_encoding, encode
+
+__all__ = ["HGPA", "MCLA", "HBGF", "KAHYPAR_CONFIG"]
+
+
+def _incidence(labels):
+    """Validated ``(B_u (distinct rows x G) sparse 0/1, multiplicity, inverse, n, gidx_u, encoding)``."""
+    labels = check_labels_matrix(labels)
+    gidx, enc = encode(labels)
+    check_encoding(enc, labels.shape)
+    g, w, inv = compress_rows(gidx)
+    rows = np.repeat(np.arange(g.shape[0]), g.shape[1])
+    cols = g.ravel()
+    ok = cols >= 0
+    B = sp.csr_array((np.ones(int(ok.sum())), (rows[ok], cols[ok])), shape=(g.shape[0], enc.n_categories))
+    return B, w, inv, labels.shape[0], g, enc
+
+
+class _LabelBaseline(SoftConsensusMixin):
+    def _finish(self, labels_u, inv):
+        labels = relabel(labels_u[inv])
+        self._set_memberships(one_hot(labels, max(self._k, int(labels.max()) + 1)))
+        return self
+
+    def fit_predict(self, labels, y=None):
+        return self.fit(labels).labels_
+
+
+# KaHyPar's Python wheel ships no preset; this is a lean direct k-way preset (connectivity
+# objective, multilevel coarsening, pool initial partitioning, k-way FM refinement, no flows).
+KAHYPAR_CONFIG = """\
+mode=direct
+objective=km1
+seed=-1
+cmaxnet=-1
+vcycles=0
+p-use-sparsifier=false
+p-detect-communities=false
+p-detect-communities-in-ip=false
+p-reuse-communities=false
+p-max-louvain-pass-iterations=100
+p-min-eps-improvement=0.0001
+p-louvain-edge-weight=hybrid
+p-large-he-threshold=1000
+p-smallest-maxnet-threshold=50000
+p-maxnet-removal-factor=0.01
+c-type=ml_style
+c-s=1
+c-t=160
+c-rating-score=heavy_edge
+c-rating-use-communities=false
+c-rating-heavy_node_penalty=no_penalty
+c-rating-acceptance-criterion=best_prefer_unmatched
+c-fixed-vertex-acceptance-criterion=fixed_vertex_allowed
+i-mode=recursive
+i-technique=multi
+i-c-type=ml_style
+i-c-s=1
+i-c-t=150
+i-c-rating-score=heavy_edge
+i-c-rating-use-communities=false
+i-c-rating-heavy_node_penalty=no_penalty
+i-c-rating-acceptance-criterion=best_prefer_unmatched
+i-c-fixed-vertex-acceptance-criterion=fixed_vertex_allowed
+i-algo=pool
+i-runs=20
+i-bp-algorithm=worst_fit
+i-bp-heuristic-prepacking=false
+i-bp-early-restart=true
+i-bp-late-restart=true
+i-r-type=twoway_fm
+i-r-runs=-1
+i-r-fm-stop=simple
+i-r-fm-stop-i=50
+r-type=kway_fm_km1
+r-runs=-1
+r-fm-stop=adaptive_opt
+r-fm-stop-alpha=1
+r-fm-stop-i=350
+"""
+
+
+class HGPA(_LabelBaseline):
+    """Hypergraph partitioning (Strehl & Ghosh 2002) with KaHyPar.
+
+    Every base cluster is a hyperedge over its members; KaHyPar (the ``kahypar`` wheel) cuts the
+    hypergraph into ``K`` parts of balanced weight (``epsilon`` imbalance) minimising the
+    connectivity of the cut hyperedges. Points with identical label rows form one node weighted
+    by their count.
+
+    Parameters
+    ----------
+    n_clusters : int, default=2
+    epsilon : float, default=0.05
+        Allowed imbalance of the parts.
+    random_state : int, Generator or None, default=None
+        Seeds KaHyPar.
+
+    Attributes
+    ----------
+    labels_, memberships_ (one-hot), uncertainty_, effective_k_
+    """
+
+    def __init__(self, n_clusters=2, *, epsilon=0.05, random_state=None):
+        self.n_clusters = n_clusters
+        self.epsilon = epsilon
+        self.random_state = random_state
+
+    def fit(self, labels, y=None):
+        import kahypar
+
+        B, w, inv, n, g, enc = _incidence(labels)
+        self._k = check_k(self.n_clusters, n)
+        seed = int(check_random_state(self.random_state).integers(2**31 - 1))
+        H = B.T.tocsr()  # hyperedges x nodes
+        H.sort_indices()
+        hg = kahypar.Hypergraph(
+            B.shape[0],
+            H.shape[0],
+            H.indptr.astype(np.int64).tolist(),
+            H.indices.astype(np.int64).tolist(),
+            self._k,
+            [],
+            w.astype(np.int64).tolist(),
+        )
+        ctx = kahypar.Context()
+        fd, path = tempfile.mkstemp(suffix=".ini")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(KAHYPAR_CONFIG)
+            ctx.loadINIconfiguration(path)
+        finally:
+            os.unlink(path)
+        ctx.setK(self._k)
+        ctx.setEpsilon(float(self.epsilon))
+        ctx.setSeed(seed)
+        ctx.suppressOutput(True)
+        kahypar.partition(hg, ctx)
+        parts = np.array([hg.blockID(i) for i in range(B.shape[0])], dtype=np.int64)
+        return self._finish(parts, inv)
+
+
+class MCLA(_LabelBaseline):
+    """Meta-clustering (Strehl & Ghosh 2002): clusters grouped by METIS on their Jaccard graph.
+
+    The meta-graph has one node per base cluster and edges weighted ``round(1000 J)`` with ``J``
+    the Jaccard similarity of the two clusters' members; METIS cuts it into ``K`` meta-clusters.
+    A point's association with a meta-cluster is the share of that meta-cluster's clusters that
+    hold it, among those of the clusterings where the point is present; the association rows, normalised, are ``memberships_`` (uniform for a point in none)
+    and a point goes to its most associated meta-cluster (ties: the first).
+
+    Parameters
+    ----------
+    n_clusters : int, default=2
+    random_state : int, Generator or None, default=None
+        Seeds METIS.
+
+    Attributes
+    ----------
+    labels_, memberships_, uncertainty_, effective_k_
+    meta_labels_ : ndarray of int64, shape (G,)
+        Meta-cluster of each base cluster (clusterings in column order, labels sorted).
+    """
+
+    def __init__(self, n_clusters=2, *, random_state=None):
+        self.n_clusters = n_clusters
+        self.random_state = random_state
+
+    def fit(self, labels, y=None):
+        B, w, inv, n, g, enc = _incidence(labels)
+        self._k = check_k(self.n_clusters, n)
+        G = B.shape[1]
+        if self._k > G:
+            raise InputError(f"MCLA needs n_clusters <= the number of base clusters {G}; got {self._k}")
+        seed = int(check_random_state(self.random_state).integers(2**31 - 1))
+        Bw = B.multiply(w[:, None]).tocsr()
+        inter = (B.T @ Bw).toarray()
+        size = np.diag(inter).copy()
+        J = inter / np.maximum(size[:, None] + size[None, :] - inter, 1e-300)
+        np.fill_diagonal(J, 0.0)
+        W = sp.csr_array(np.rint(1000 * J))
+        W.eliminate_zeros()
+        meta = metis_parts(W.indptr, W.indices, W.data, self._k, seed)
+        self.meta_labels_ = meta
+        P = sp.csr_array((np.ones(G), (np.arange(G), meta)), shape=(G, self._k))
+        # share of the meta-cluster's clusters holding the point, over the clusterings it is in
+        Q = np.zeros((enc.n_clusterings, self._k))
+        np.add.at(Q, (enc.column, meta), 1.0)
+        A = (B @ P).toarray() / np.maximum((g >= 0).astype(np.float64) @ Q, 1.0)
+        tot = A.sum(1, keepdims=True)
+        Y = np.where(tot > 0, A / np.where(tot > 0, tot, 1), 1.0 / self._k)
+        self._set_memberships(Y[inv])
+        return self
+
+
+class HBGF(_LabelBaseline):
+    """Hybrid bipartite graph formulation (Fern & Brodley 2004), solved spectrally.
+
+    Points and base clusters are the two sides of a bipartite graph with an edge from each point
+    to each of its clusters. The spectral relaxation of its normalised cut uses the top ``K``
+    singular vectors of ``D_x^{-1/2} B D_c^{-1/2}``, found from the small ``G x G`` eigenproblem
+    (``scipy.linalg.eigh``); the points' rows of the embedding, normalised, are clustered with
+    k-means (weighted by multiplicity).
+
+    Parameters
+    ----------
+    n_clusters : int, default=2
+    n_init : int, default=10
+        Starts of the final k-means.
+    random_state : int, Generator or None, default=None
+
+    Attributes
+    ----------
+    labels_, memberships_ (one-hot), uncertainty_, effective_k_
+    embedding_ : ndarray, shape (n, K)
+    """
+
+    def __init__(self, n_clusters=2, *, n_init=10, random_state=None):
+        self.n_clusters = n_clusters
+        self.n_init = n_init
+        self.random_state = random_state
+
+    def fit(self, labels, y=None):
+        from scipy.linalg import eigh
+        from sklearn.cluster import KMeans
+
+        B, w, inv, n, g, enc = _incidence(labels)
+        self._k = check_k(self.n_clusters, n)
+        rng = check_random_state(self.random_state)
+        dx = np.asarray(B.sum(1)).ravel()
+        dx = np.where(dx > 0, dx, 1.0)
+        dc = np.asarray(B.T @ w).ravel()
+        dc = np.where(dc > 0, dc, 1.0)
+        A = sp.diags_array(1 / np.sqrt(dx)) @ B @ sp.diags_array(1 / np.sqrt(dc))
+        M = (A.T @ sp.diags_array(w) @ A).toarray()
+        k = min(self._k, M.shape[0])
+        vals, V = eigh(M, subset_by_index=[M.shape[0] - k, M.shape[0] - 1])
+        sig = np.sqrt(np.maximum(vals, 1e-300))
+        U = (A @ V) / sig[None, :]
+        U /= np.maximum(np.linalg.norm(U, axis=1, keepdims=True), 1e-300)
+        km = KMeans(self._k, n_init=self.n_init, random_state=int(rng.integers(2**31 - 1)))
+        parts = km.fit_predict(U, sample_weight=w)
+        self.embedding_ = U[inv]
+        return self._finish(parts, inv)

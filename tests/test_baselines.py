@@ -1,0 +1,147 @@
+"""The classic baselines (EAC-SL, EAC-AL, CSPA on pairs; HGPA, MCLA, HBGF on labels)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.spatial.distance import squareform
+from sklearn.cluster import KMeans
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
+
+from ensemble_dask import InputError
+from ensemble_dask.coassoc import coassociation
+from ensemble_dask.consensus.baselines import INPUT, METHODS
+from ensemble_dask.consensus.baselines_pairs import CSPA, EACAverageLink, EACSingleLink
+from ensemble_dask.pairs import dense_coassociation
+
+PAIR_METHODS = [m for m in METHODS if INPUT[m] == "pairs"]
+LABEL_METHODS = ["hgpa", "mcla", "hbgf"]
+
+# two groups {0,1,2} and {3,4,5}: every clustering agrees except for one swap per clustering
+SMALL = np.array(
+    [
+        [0, 0, 1, 2],
+        [0, 0, 1, 2],
+        [0, 1, 1, 2],
+        [1, 2, 0, 0],
+        [1, 2, 0, 1],
+        [1, 2, 2, 1],
+    ]
+)
+
+
+def _make(name, k, seed=0):
+    cls = METHODS[name]
+    return cls(k, random_state=seed) if "random_state" in cls.__init__.__code__.co_varnames else cls(k)
+
+
+def _same_partition(a, b):
+    return adjusted_rand_score(a, b) == 1.0
+
+
+@pytest.mark.parametrize("name", PAIR_METHODS + LABEL_METHODS)
+def test_small_hand_checked(name):
+    est = _make(name, 2)
+    data = dense_coassociation(SMALL) if INPUT[name] == "pairs" else SMALL
+    est.fit(data)
+    assert _same_partition(est.labels_, [0, 0, 0, 1, 1, 1])
+    assert est.memberships_.shape == (6, 2)
+    np.testing.assert_allclose(est.memberships_.sum(1), 1.0)
+    np.testing.assert_array_equal(est.memberships_.argmax(1), est.labels_)
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    X, y = make_blobs(3000, centers=6, n_features=5, cluster_std=1.0, center_box=(-20, 20), random_state=1)
+    ks = np.random.default_rng(0).integers(4, 12, 15)
+    labels = np.column_stack(
+        [KMeans(int(k), n_init=1, random_state=s).fit_predict(X) for s, k in enumerate(ks)]
+    )
+    return labels, y
+
+
+@pytest.mark.parametrize("name", PAIR_METHODS + LABEL_METHODS)
+def test_blobs(blobs, name):
+    labels, y = blobs
+    if INPUT[name] == "pairs":
+        data = coassociation(labels, strategy="cocluster", seed=0, l=30)
+    else:
+        data = labels
+    est = _make(name, 6).fit(data)
+    assert adjusted_rand_score(y, est.labels_) >= 0.95
+
+
+@pytest.mark.parametrize("name", LABEL_METHODS)
+def test_missing_labels(blobs, name):
+    labels, y = blobs
+    labels = labels.copy()
+    labels[np.random.default_rng(2).random(labels.shape) < 0.1] = -1  # missing labels are skipped
+    assert adjusted_rand_score(y, _make(name, 6).fit(labels).labels_) >= 0.9
+
+
+@pytest.mark.parametrize(("method", "cls"), [("single", EACSingleLink), ("average", EACAverageLink)])
+def test_linkages_equal_scipy_on_full_pairs(method, cls):
+    # random counts out of ~10^6 clusterings: no ties of heights, so the dendrogram is unique
+    rng = np.random.default_rng(0)
+    n = 120
+    both = rng.integers(10**6, 2 * 10**6, (n, n))
+    co = (rng.random((n, n)) ** 3 * both).astype(np.int64)
+    co, both = np.triu(co, 1), np.triu(both, 1)
+    co, both = co + co.T, both + both.T
+    D = 1 - co / np.where(both > 0, both, 1)
+    np.fill_diagonal(D, 0)
+    Z = linkage(squareform(D, checks=False), method)
+    for k in (2, 3, 5, 8, 13):
+        ref = fcluster(Z, k, "maxclust")
+        assert _same_partition(cls(k).fit((co, both)).labels_, ref), k
+
+
+def test_unstored_pairs_and_components():
+    # two pairs of points never stored together: 2 components; K=3 cuts inside the larger one
+    co = np.array([[0, 2, 1, 0, 0], [2, 0, 1, 0, 0], [1, 1, 0, 0, 0], [0, 0, 0, 0, 2], [0, 0, 0, 2, 0]])
+    both = np.where(co > 0, 2, 0)
+    for cls in (EACSingleLink, EACAverageLink):
+        assert _same_partition(cls(2).fit((co, both)).labels_, [0, 0, 0, 1, 1])
+        assert _same_partition(cls(3).fit((co, both)).labels_, [0, 0, 1, 2, 2])
+    # one cluster asked for fewer than the components: the largest stays apart, the rest join
+    co3 = np.zeros((6, 6), dtype=int)
+    for a, b in ((0, 1), (0, 2), (1, 2), (3, 4)):
+        co3[a, b] = co3[b, a] = 1
+    sl = EACSingleLink(2).fit((co3, co3.copy()))
+    assert sl.n_components_ == 3
+    assert _same_partition(sl.labels_, [0, 0, 0, 1, 1, 1])
+
+
+def test_cspa_deterministic(blobs):
+    pc = coassociation(blobs[0], strategy="cocluster", seed=0, l=10)
+    np.testing.assert_array_equal(
+        CSPA(6, random_state=3).fit(pc).labels_, CSPA(6, random_state=3).fit(pc).labels_
+    )
+
+
+@pytest.mark.parametrize("name", LABEL_METHODS)
+@pytest.mark.parametrize(
+    ("labels", "k", "match"),
+    [
+        (SMALL, 1, "'n_clusters' parameter must be >= 2; got 1"),
+        (SMALL, 7, "n_samples=6; got 7"),
+        (np.full((4, 2), -1), 2, "all missing"),
+        (np.array([[0, 1], [0, 0], [0, 1]]), 2, "column 0 has a single label 0"),
+    ],
+)
+def test_label_methods_bad_input(name, labels, k, match):
+    with pytest.raises(InputError, match=match):
+        _make(name, k).fit(labels)
+
+
+@pytest.mark.parametrize("name", PAIR_METHODS)
+def test_pair_methods_bad_input(name):
+    pairs = dense_coassociation(SMALL)
+    with pytest.raises(InputError, match="'n_clusters' parameter must be >= 2; got 1"):
+        _make(name, 1).fit(pairs)
+    with pytest.raises(InputError, match="n_samples=6; got 9"):
+        _make(name, 9).fit(pairs)
+    with pytest.raises(InputError, match="PairCounts"):
+        _make(name, 2).fit(SMALL)
