@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ensemble_dask.pairs import dense_coassociation
 from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import squareform
 from sklearn.cluster import KMeans
@@ -14,7 +15,6 @@ from ensemble_dask import InputError
 from ensemble_dask.coassoc import coassociation
 from ensemble_dask.consensus.baselines import INPUT, METHODS
 from ensemble_dask.consensus.baselines_pairs import CSPA, EACAverageLink, EACSingleLink
-from ensemble_dask.pairs import dense_coassociation
 
 PAIR_METHODS = [m for m in METHODS if INPUT[m] == "pairs"]
 LABEL_METHODS = ["hgpa", "mcla", "hbgf"]

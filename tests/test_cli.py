@@ -300,11 +300,11 @@ def test_another_data_set_into_a_store_stops(tmp_path, capsys):
     assert rc == 2
     assert f"run store '{store}' holds the data set read from '{a}', not from '{b}'" in err
     assert "--overwrite" in err
-    assert RunStore(store).record("ingest")["params"]["url"] == a
+    assert RunStore(store).record("ingest")["meta"]["url"] == a
     # the same source again is up to date; --overwrite replaces the data set
     assert "up to date" in main(capsys, "ingest", a, "--store", store)[1]
     rc, out, _ = main(capsys, "ingest", b, "--store", store, "--overwrite")
-    assert rc == 0 and RunStore(store).record("ingest")["params"]["url"] == b
+    assert rc == 0 and RunStore(store).record("ingest")["meta"]["url"] == b
 
 
 def test_demo_asks_for_the_classes_it_has():

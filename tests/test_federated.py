@@ -65,7 +65,7 @@ def client():
 def reference(iris):
     L, _ = iris
     with pytest.warns(ConvergenceWarning):
-        return BCE(3, random_state=0, max_iter=ITERS, tol=0.0).fit(L)
+        return BCE(3, init="random", random_state=0, max_iter=ITERS, tol=0.0).fit(L)
 
 
 def make_sites(L, P, root, seed=0, fmt="npy"):

@@ -292,8 +292,8 @@ def test_another_source_with_the_same_n(tmp_path):
     assert store.record("ingest")["complete"] and store["X"].shape == (30, 2)
     # the same file under another name is the same source; a changed file is read again
     (tmp_path / "sub").mkdir()
-    other_name = str(tmp_path / "sub" / ".." / "a.npy")  # another url: another record, same source
-    assert ingest(store, other_name)["skipped"] is False
+    other_name = str(tmp_path / "sub" / ".." / "a.npy")  # another spelling of the same source: skipped
+    assert ingest(store, other_name)["skipped"] is True
     np.save(tmp_path / "a.npy", rng.normal(size=(30, 4)))
     assert ingest(store, str(tmp_path / "a.npy"))["d"] == 4
     assert ingest(store, str(tmp_path / "b.npy"), overwrite=True)["d"] == 3

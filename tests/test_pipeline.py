@@ -118,14 +118,34 @@ def test_bayesian_methods_end_to_end():
     beta = store["consensus/bce/beta"]
     assert beta.shape[0] == 3 and beta.attrs["offsets"][-1] == beta.shape[1]
     assert store["consensus/bce/alpha"].shape == (3,)
-    # BCE on the cluster (E-step on the workers' row blocks) equals BCE in this process
+    # labels that fit in memory: BCE runs in this process, from its seeded k-means++ start
     from ensemble_dask.consensus.bce import BCE
 
+    params = store["consensus/bce"].attrs["params"]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)  # recorded with the stage's result too
-        local = BCE(3, random_state=store["consensus/bce"].attrs["params"]["random_state"]).fit(
-            store["labels"][:]
-        )
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        local = BCE(3, random_state=params["random_state"]).fit(store["labels"][:])
+    assert store["consensus/bce"].attrs["converged"] == local.converged_
+    assert store["consensus/bce"].attrs["metrics"]["converged"] == local.converged_
+    np.testing.assert_allclose(store["consensus/bce/Y"][:], local.memberships_, atol=1e-5)
+
+
+def test_large_labels_run_bce_on_the_cluster(monkeypatch):
+    """Above DASK_BCE_BYTES the E-step runs on the workers' row blocks: the same fit as in memory
+    from the same random starts (at least 5 of them)."""
+    from ensemble_dask.consensus.bce import BCE, ConvergenceWarning
+    from ensemble_dask.stages import consensus as stage
+
+    monkeypatch.setattr(stage, "DASK_BCE_BYTES", 0)
+    store_url = "memory://pipeline-bce-dask"
+    spec = _spec(store_url, bce={"n_clusters": 3})
+    del spec["coassoc"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        run_workflow(spec)
+        store = RunStore(store_url)
+        params = store["consensus/bce"].attrs["params"]
+        local = BCE(3, init="random", n_init=5, random_state=params["random_state"]).fit(store["labels"][:])
     assert store["consensus/bce"].attrs["converged"] == local.converged_
     np.testing.assert_allclose(store["consensus/bce/Y"][:], local.memberships_, atol=1e-5)
 
@@ -208,3 +228,22 @@ def test_valid_workflows_pass_validation():
         if "federated" not in spec:
             validate_workflow(spec)
     validate_workflow(_spec("memory://x", **{"pcc-k8": {"method": "pcc", "n_clusters": 8, "n_init": 3}}))
+
+
+def test_kcc_and_the_baselines_as_workflow_entries():
+    """Every method name of the KCC issue runs from a workflow's consensus section, on labels or pairs."""
+    names = ["kcc", "gkcc", "eac-sl", "eac-al", "cspa", "hgpa", "mcla", "hbgf"]
+    params = {"gkcc": {"n_clusters": 3, "n_candidates": 5}}
+    spec = _spec("memory://pipeline-baselines", **{n: params.get(n, {"n_clusters": 3}) for n in names})
+    spec["coassoc"] = {"strategy": "cocluster", "l": 15}
+    report = run_workflow(spec)
+    store = RunStore("memory://pipeline-baselines")
+    assert set(report["methods"]) == set(names)
+    base = report["base_partitions"]["ARI"]["mean"]
+    for name, m in report["methods"].items():
+        Y = store[f"consensus/{name}/Y"][:]
+        assert Y.shape == (800, 3) and np.allclose(Y.sum(1), 1, atol=1e-5), name
+        if name != "eac-sl":  # single link chains (see the KCC issue's figures)
+            assert m["ARI"] >= base, (name, m["ARI"], base)
+    assert store["consensus/kcc"].attrs["converged"] in (True, False)
+    assert store["consensus/hbgf"].attrs["converged"] is None  # no iterations to converge

@@ -212,17 +212,25 @@ def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
         fsspec options of ``labels``'s URL.
     **bce_params
         Other :class:`BCE` parameters (``n_init``, ``max_iter``, ``tol``, ``random_state``, ...).
+        The starts are random draws (``init="random"``, the only one accepted here): use
+        ``n_init`` of 3-10.
 
     Returns
     -------
     BCE
-        A fitted estimator, the same as ``BCE(n_clusters, **bce_params).fit(labels)`` up to
-        floating-point summation order.
+        A fitted estimator, the same as ``BCE(n_clusters, init="random", **bce_params).fit(labels)``
+        up to floating-point summation order.
     """
     if client is None:
         from distributed import get_client
 
         client = get_client()
+    bce_params.setdefault("init", "random")
+    if bce_params["init"] != "random":
+        raise InputError(
+            f"fit_bce_dask starts from random draws (init='random'; use n_init=3-10); got "
+            f"init={bce_params['init']!r}, which needs the whole labels matrix in one process: use BCE.fit"
+        )
     est = BCE(n_clusters, **bce_params)
     est._check_params()
     fit_id = uuid.uuid4().hex  # task keys unique to this fit

@@ -28,8 +28,26 @@ __all__ = ["METHODS", "resolve_method", "check_consensus_params", "consensus_sta
 
 logger = logging.getLogger(__name__)
 
-#: method -> what it fits on
-METHODS = {"pcc": "pairs", "ppc": "pairs", "bce": "labels", "mm": "labels", "gbce": "labels+X"}
+#: method -> what it fits on (the baselines' entries mirror ``consensus.baselines.INPUT``)
+METHODS = {
+    "pcc": "pairs",
+    "ppc": "pairs",
+    "bce": "labels",
+    "mm": "labels",
+    "gbce": "labels+X",
+    "kcc": "labels",
+    "gkcc": "labels",
+    "eac-sl": "pairs",
+    "eac-al": "pairs",
+    "cspa": "pairs",
+    "hgpa": "labels",
+    "mcla": "labels",
+    "hbgf": "labels",
+}
+
+#: labels larger than this run BCE's E-step on the cluster's row blocks; smaller ones fit in this
+#: process, which is faster and starts from the seeded k-means++ partition
+DASK_BCE_BYTES = 1 << 30
 
 _TRACE_MAX = 2000  # objective trace points kept in the attributes
 
@@ -39,7 +57,7 @@ def resolve_method(name, params):
     params = dict(params or {})
     method = params.pop("method", None)
     if method is None:
-        method = name.split("-")[0]
+        method = name if name in METHODS else name.split("-")[0]
         if method == "pcc" and name in ("pcc-kl", "pcc-l2"):
             params.setdefault("divergence", name[4:])
     if method not in METHODS:
@@ -52,9 +70,13 @@ def _estimator_class(method):
         from ..consensus.pcc import PCC, PPC
 
         return PCC if method == "pcc" else PPC
-    from ..consensus import bce
+    if method in ("bce", "mm", "gbce"):
+        from ..consensus import bce
 
-    return {"bce": bce.BCE, "mm": bce.MM, "gbce": bce.GBCE}[method]
+        return {"bce": bce.BCE, "mm": bce.MM, "gbce": bce.GBCE}[method]
+    from ..consensus import baselines
+
+    return baselines.METHODS[method]
 
 
 def _estimator(method, params, name=None):
@@ -141,7 +163,8 @@ def check_consensus_params(name, params, *, seed=0):
     if params is not None and not isinstance(params, dict):
         raise InputError(f"consensus method {name!r}: its parameters must be a mapping; got {params!r}")
     method, kwargs = resolve_method(name, params)
-    kwargs.setdefault("random_state", int(stage_seed(seed, "consensus").generate_state(1)[0]))
+    if "random_state" in inspect.signature(_estimator_class(method).__init__).parameters:
+        kwargs.setdefault("random_state", int(stage_seed(seed, "consensus").generate_state(1)[0]))
     est = _estimator(method, kwargs, name)
     for key, value in kwargs.items():
         if key in _PARAM_CHECKS:
@@ -175,13 +198,15 @@ def _fit(store, method, kwargs, client):
 
         # pairs never co-present in a clustering (possible with subsamples) carry no evidence
         return est.fit(read_pairs(store.group).observed())
-    if method == "bce" and client is not None:
-        # the E-step runs on the workers, each reading its own row blocks of labels from the store
+    labels_bytes = 4 * int(np.prod(store["labels"].shape))
+    if method == "bce" and client is not None and labels_bytes > DASK_BCE_BYTES:
+        # labels too large for this process: the E-step runs on the workers, each reading its own
+        # row blocks of labels from the store
         from ..federated.dask import fit_bce_dask
 
-        return fit_bce_dask(
-            f"{store.url}/labels", client=client, storage_options=store.storage_options or None, **kwargs
-        )
+        kw = {**kwargs, "init": "random", "n_init": max(int(kwargs.get("n_init", 1)), 5)}
+        logger.info("bce: labels of %d bytes, E-step on the cluster's row blocks, %d random starts", labels_bytes, kw["n_init"])
+        return fit_bce_dask(f"{store.url}/labels", client=client, storage_options=store.storage_options or None, **kw)
     labels = store["labels"][:]
     if method == "gbce":
         return est.fit(labels, store["X"][:])
@@ -191,8 +216,9 @@ def _fit(store, method, kwargs, client):
 def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
     """Run consensus method ``name`` on ``store`` unless its record is up to date.
 
-    With a ``client``, BCE's E-step runs on the cluster's workers on row blocks of ``labels``
-    (:func:`~ensemble_dask.federated.dask.fit_bce_dask`); the other methods run in this process.
+    With a ``client`` and labels larger than :data:`DASK_BCE_BYTES`, BCE's E-step runs on the cluster's
+    workers on row blocks of ``labels`` (:func:`~ensemble_dask.federated.dask.fit_bce_dask`, random starts,
+    at least 5); everything else runs in this process.
 
     Returns
     -------
@@ -231,7 +257,9 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
             out.create_array("beta", data=np.concatenate(beta, axis=1))
             out["beta"].attrs["offsets"] = np.cumsum([0] + [b.shape[1] for b in beta]).tolist()
         objective = getattr(est, "objective_", getattr(est, "lower_bound_", None))
-        metrics = {"effective_k": int(est.effective_k_), "seconds": round(seconds, 3)}
+        converged = getattr(est, "converged_", None)  # None: a method that does not iterate
+        converged = None if converged is None else bool(converged)
+        metrics = {"effective_k": int(est.effective_k_), "seconds": round(seconds, 3), "converged": converged}
         if objective is not None:
             metrics["objective"] = float(objective)
         if "y_true" in store:
@@ -245,7 +273,7 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
                 "n_iter": int(getattr(est, "n_iter_", 0)),
                 "objective_trace": trace,
                 "metrics": metrics,
-                "converged": bool(getattr(est, "converged_", True)),
+                "converged": converged,
             }
         )
     return metrics

@@ -280,7 +280,9 @@ def _check_same_source(store, p, source):
     if not rec or not rec.get("complete"):
         return
     old = rec.get("params") or {}
-    old_url, old_source = old.get("url"), old.get("source") or {}
+    # the stage's identity leaves the URL out (content-addressed); the record's meta keeps it
+    old_url = (rec.get("meta") or {}).get("url", old.get("url"))
+    old_source = old.get("source") or {}
     if old_url is None or _same_location(str(old_url), p["url"]):
         return
     # the same file under another name (a relative path seen from elsewhere, a copy): same identity
