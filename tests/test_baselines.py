@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ensemble_dask.pairs import dense_coassociation
+from ensemble_dask.coassoc import dense_coassociation
 from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import squareform
 from sklearn.cluster import KMeans

@@ -262,7 +262,7 @@ def test_gkcc_bad_input(params, match):
 
 
 def test_gkcc_candidates_as_dask_tasks(client):
-    from ensemble_dask.dask_kcc import fit_gkcc_dask
+    from ensemble_dask.federated.dask_kcc import fit_gkcc_dask
 
     labels, _ = _ensemble(n=150, seed=2)
     ref = GKCC(3, n_candidates=8, random_state=1).fit(labels)

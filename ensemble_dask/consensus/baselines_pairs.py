@@ -98,7 +98,7 @@ class EACSingleLink(_PairBaseline):
     Examples
     --------
     >>> import numpy as np
-    >>> from ensemble_dask.pairs import dense_coassociation
+    >>> from ensemble_dask.coassoc import dense_coassociation
     >>> labels = np.array([[0, 0], [0, 0], [1, 1], [1, 2]])
     >>> EACSingleLink(2).fit(dense_coassociation(labels)).labels_.tolist()
     [0, 0, 1, 1]
@@ -165,7 +165,7 @@ class EACAverageLink(_PairBaseline):
     Examples
     --------
     >>> import numpy as np
-    >>> from ensemble_dask.pairs import dense_coassociation
+    >>> from ensemble_dask.coassoc import dense_coassociation
     >>> labels = np.array([[0, 0], [0, 0], [1, 1], [1, 2]])
     >>> EACAverageLink(2).fit(dense_coassociation(labels)).labels_.tolist()
     [0, 0, 1, 1]
@@ -263,7 +263,7 @@ class CSPA(_PairBaseline):
     Examples
     --------
     >>> import numpy as np
-    >>> from ensemble_dask.pairs import dense_coassociation
+    >>> from ensemble_dask.coassoc import dense_coassociation
     >>> labels = np.array([[0, 0], [0, 0], [1, 1], [1, 2]])
     >>> CSPA(2, random_state=0).fit(dense_coassociation(labels)).labels_.tolist()
     [0, 0, 1, 1]
