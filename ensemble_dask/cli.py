@@ -1,7 +1,7 @@
 """``ensemble-dask``: a thin command-line shell over :mod:`ensemble_dask.pipeline`.
 
 Subcommands: ``run WORKFLOW`` (every stage of a workflow), and one per stage: ``ingest``,
-``generate``, ``import-labels``, ``coassoc``, ``report``. Errors on bad input print one line naming the
+``generate``, ``import-labels``, ``coassoc``, ``report``; ``federated`` and ``certs`` (keys of a federation). Errors on bad input print one line naming the
 file, parameter or value, and exit with status 2.
 """
 
@@ -63,6 +63,15 @@ def _parser():
     store_args(p, required=False)
     p.add_argument("--scheduler", help="a cluster whose workers offer the sites' resources (default: local)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a workflow key")
+
+    p = sub.add_parser(
+        "certs",
+        parents=[common],
+        help="make a CA, a TLS certificate per party and a masking key pair per site",
+    )
+    p.add_argument("--out", required=True, help="directory for ca.pem, NAME.pem, NAME-key.pem, NAME-mask.*")
+    p.add_argument("--names", type=_csv_list, required=True, help="parties, e.g. coordinator,site-a,site-b")
+    p.add_argument("--overwrite", action="store_true", help="replace existing files (and the CA)")
 
     p = sub.add_parser(
         "split-sites",
@@ -193,6 +202,9 @@ def _run(args):
         )
         return 0
 
+    if args.command == "certs":
+        return _certs(args)
+
     # only ingest creates a store; the other stages need one that exists
     mode = "a" if args.command == "ingest" else "r+"
     store = RunStore(args.store, _storage_options(args.storage_options), mode=mode)
@@ -272,6 +284,18 @@ def _run(args):
         print(f"import-labels: {info['n_clusterings']} clusterings")
     elif args.command == "report":
         _print_summary(pipeline.write_report(store))
+    return 0
+
+
+def _certs(args):
+    from .federated.certs import make_certs
+
+    info = make_certs(args.out, args.names, overwrite=args.overwrite)
+    for name in info["created"]:
+        print(f"certs: {name}: {args.out}/{name}.pem, {name}-key.pem, {name}-mask.key, {name}-mask.pub")
+    for name in info["kept"]:
+        print(f"certs: {name}: kept (files exist; --overwrite replaces them)")
+    print(f"certs: CA {info['ca']} (keep {args.out}/ca-key.pem offline)")
     return 0
 
 
