@@ -32,7 +32,7 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -185,12 +185,6 @@ def bce_finish(st, output, storage_options):
     return None
 
 
-def bce_memberships(st):
-    """The site's memberships (for tests and the site's owner; the workflow never asks for them)."""
-    gamma = expand_gamma(st.data["best"], st.data["prepared"])
-    return gamma / gamma.sum(axis=1, keepdims=True)
-
-
 def bce_contingency(st, n_classes):
     """``k x n_classes`` counts of (consensus label, reference class) over the site's labelled rows."""
     ref = st.data["reference"]
@@ -232,7 +226,6 @@ class FederatedBCEResult:
     seconds_per_iteration: float
     scores: dict | None = None
     resumed_from: int | None = None
-    memberships: dict = field(default_factory=dict, repr=False)
 
 
 def _fingerprint(obj):
@@ -279,7 +272,6 @@ def run_federated_bce(
     storage_options=None,
     checkpoint=None,
     progress=None,
-    return_memberships=False,
 ):
     """Row-distributed BCE across sites (papers/001 Sect. 5.2.1) on a Dask cluster.
 
@@ -310,9 +302,6 @@ def run_federated_bce(
         With ``load() -> dict | None`` and ``save(dict)``: the coordinator's checkpoint.
     progress : callable, default=None
         Called as ``progress(iteration, bound)`` after every EM iteration.
-    return_memberships : bool, default=False
-        Fetch every site's memberships into ``result.memberships`` (tests only: it moves rows'
-        results to the coordinator).
 
     Returns
     -------
@@ -427,9 +416,6 @@ def run_federated_bce(
         agg.call(
             bce_finish, [(s.get("output"), storage_options) for s in sites], what="writing memberships"
         )
-        memberships = {}
-        if return_memberships:
-            memberships = dict(zip(names, agg.call(bce_memberships, what="memberships"), strict=True))
         scores = None
         if all(s.get("reference") for s in sites):
             onehot = agg.sum(bce_reference_bits, what="the reference-range round")
@@ -452,7 +438,6 @@ def run_federated_bce(
         seconds_per_iteration=t_em / n_em if n_em else float("nan"),
         scores=scores,
         resumed_from=resumed_from,
-        memberships=memberships,
     )
 
 
