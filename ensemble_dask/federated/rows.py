@@ -32,13 +32,14 @@ import hashlib
 import json
 import logging
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .._validation import InputError, check_int, check_labels_matrix, check_random_state
-from ..consensus.bce import BCE, Params, StatsLayout, _offsets, m_step
+from ..consensus.bce import BCE, ConvergenceWarning, Params, StatsLayout, _offsets, m_step
 from ..metrics import partition_scores
 from .aggregate import SecureAggregator
 from .dask import estep_task, expand_gamma, fresh_gamma_like, prepare_block, read_labels
@@ -423,6 +424,13 @@ def run_federated_bce(
             table = agg.sum(bce_contingency, [(n_classes,)] * P, what="the contingency round")
             scores = scores_from_contingency(table.reshape(k, n_classes))
     seconds = time.perf_counter() - t_start
+    if not best["converged"]:
+        warnings.warn(
+            f"federated BCE did not converge in max_iter={est.max_iter} EM iterations "
+            f"(last relative bound change above tol={est.tol})",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
     return FederatedBCEResult(
         alpha_=params.alpha,
         beta_=[params.beta[:, offsets[j] : offsets[j + 1]].copy() for j in range(len(categories))],
