@@ -272,6 +272,9 @@ def _local_sites_cluster(sites, certs, tls):
         client.wait_for_workers(len(sites), timeout=120)
         yield client
         _quiet_close(client)
+        # the nanny logs a WARNING whenever a closed worker process takes over 4 s to exit (it is then
+        # killed); here that is the normal end of a local simulation, not something to act on
+        logging.getLogger("distributed.nanny").setLevel(logging.ERROR)
 
 
 def _quiet_close(client):
@@ -280,16 +283,21 @@ def _quiet_close(client):
         client.close(timeout=10)
 
 
-@contextlib.contextmanager
-def _remote_client(address, certs, insecure):
-    from distributed import Client
-
-    tls = address.startswith("tls://")
+def _check_tls_address(address, insecure):
+    tls = str(address).startswith("tls://")
     if not tls and not insecure:
         raise InputError(
             f"scheduler {address!r} is not a tls:// address; the federated workflow refuses plain TCP "
             "unless federated.insecure is true"
         )
+    return tls
+
+
+@contextlib.contextmanager
+def _remote_client(address, certs, insecure):
+    from distributed import Client
+
+    tls = _check_tls_address(address, insecure)
     security = _security(certs, "coordinator") if tls else None
     try:
         client = Client(address, security=security, timeout="20s")
@@ -340,6 +348,8 @@ def run_federated_workflow(spec, *, client=None, progress=False):
     store_url = spec.get("store") or f"runs/{spec.get('name', 'federated')}.zarr"
     store = RunStore(store_url, spec.get("storage_options"))
     scheduler = spec.get("scheduler")
+    if scheduler and client is None:
+        _check_tls_address(scheduler, insecure)
     sites = _site_defaults(raw_sites, certs)
     names = [s["name"] for s in sites]
     if demo and certs and not (Path(certs) / "ca.pem").exists():
@@ -351,6 +361,7 @@ def run_federated_workflow(spec, *, client=None, progress=False):
             "`ensemble-dask certs` (or federated.insecure: true for plain TCP)"
         )
     mode = fed.get("mode", "secure")
+    _check_bce_params(n_clusters, fed)  # before any cluster starts
     pins = None
     if mode == "secure" and len(sites) > 1:
         pins = {}
@@ -390,6 +401,15 @@ def run_federated_workflow(spec, *, client=None, progress=False):
         summary = _write_results(store, result, n_clusters, tls)
         checkpoint.clear()
     return summary
+
+
+def _check_bce_params(n_clusters, fed):
+    from ..consensus.bce import BCE
+
+    if fed.get("mode", "secure") not in ("secure", "plain"):
+        raise InputError(f"The 'federated.mode' parameter must be 'secure' or 'plain'; got {fed['mode']!r}")
+    keys = ("n_init", "max_iter", "tol", "e_step_tol", "e_step_max_iter", "random_state")
+    BCE(n_clusters, **{k: fed[k] for k in keys if k in fed})._check_params()
 
 
 def _progress_bar(progress, total):
