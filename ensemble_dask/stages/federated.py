@@ -260,6 +260,7 @@ def _local_sites_cluster(sites, certs, tls):
         workers[s["name"]] = {"cls": Nanny, "options": opts}
     security = _security(certs, "coordinator") if tls else None
     with (
+        _nanny_log_restored() as nanny_log,
         dask.config.set(_worker_environ()),
         SpecCluster(
             workers=workers,
@@ -269,12 +270,24 @@ def _local_sites_cluster(sites, certs, tls):
         ) as cluster,
         Client(cluster, security=security) as client,
     ):
-        client.wait_for_workers(len(sites), timeout=120)
-        yield client
-        _quiet_close(client)
-        # the nanny logs a WARNING whenever a closed worker process takes over 4 s to exit (it is then
-        # killed); here that is the normal end of a local simulation, not something to act on
-        logging.getLogger("distributed.nanny").setLevel(logging.ERROR)
+        try:
+            client.wait_for_workers(len(sites), timeout=120)
+            yield client
+        finally:
+            _quiet_close(client)
+            # the nanny logs a WARNING whenever a closed worker process takes over 4 s to exit (it is
+            # then killed); at the end of a local simulation that is nothing to act on
+            nanny_log.setLevel(logging.ERROR)
+
+
+@contextlib.contextmanager
+def _nanny_log_restored():
+    log = logging.getLogger("distributed.nanny")
+    level = log.level
+    try:
+        yield log
+    finally:
+        log.setLevel(level)
 
 
 def _quiet_close(client):
@@ -413,18 +426,21 @@ def _check_bce_params(n_clusters, fed):
 
 
 def _progress_bar(progress, total):
+    """A ``progress(t, bound)`` callback drawing a tqdm bar from the first EM iteration (or None)."""
     if not progress:
         return None
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=total, desc="federated EM", unit="it")
+    bars = []
 
     def update(t, bound):
-        bar.n = t + 1
-        bar.set_postfix(bound=f"{bound:.6g}", refresh=False)
-        bar.refresh()
+        if not bars:
+            bars.append(tqdm(total=total, initial=t, desc="federated EM", unit="it"))
+        bars[0].n = t + 1
+        bars[0].set_postfix(bound=f"{bound:.6g}", refresh=False)
+        bars[0].refresh()
 
-    update.close = bar.close
+    update.close = lambda: bars and bars[0].close()
     return update
 
 
