@@ -240,7 +240,7 @@ def leaks(arrays, per_site):
 
 
 def fit(cluster, sites, **kw):
-    kw = {"random_state": 0, "max_iter": ITERS, "tol": 0.0, "pins": cluster.pins(), "timeout": 30, **kw}
+    kw = {"random_state": 0, "max_iter": ITERS, "tol": 0.0, "pins": cluster.pins(), "timeout": 180, **kw}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return run_federated_bce(sites, 3, cluster.client, **kw)

@@ -259,25 +259,28 @@ def _local_sites_cluster(sites, certs, tls):
             opts["protocol"] = "tls://"
         workers[s["name"]] = {"cls": Nanny, "options": opts}
     security = _security(certs, "coordinator") if tls else None
-    with (
-        _nanny_log_restored() as nanny_log,
-        dask.config.set(_worker_environ()),
-        SpecCluster(
+    with _nanny_log_restored() as nanny_log, dask.config.set(_worker_environ()):
+        cluster = SpecCluster(
             workers=workers,
             scheduler={"cls": Scheduler, "options": sched_opts},
             security=security,
             silence_logs=logging.ERROR,
-        ) as cluster,
-        Client(cluster, security=security) as client,
-    ):
+        )
         try:
-            client.wait_for_workers(len(sites), timeout=120)
-            yield client
+            with Client(cluster, security=security) as client:
+                try:
+                    client.wait_for_workers(len(sites), timeout=300)
+                    yield client
+                finally:
+                    _quiet_close(client)
         finally:
-            _quiet_close(client)
             # the nanny logs a WARNING whenever a closed worker process takes over 4 s to exit (it is
             # then killed); at the end of a local simulation that is nothing to act on
             nanny_log.setLevel(logging.ERROR)
+            try:
+                cluster.close(timeout=120)
+            except (TimeoutError, OSError) as exc:  # a loaded machine: the processes are killed anyway
+                logger.warning("the local site workers did not close cleanly: %r", exc)
 
 
 @contextlib.contextmanager
