@@ -249,7 +249,9 @@ def _local_sites_cluster(sites, certs, tls):
         sched_opts.update(security=_security(certs, "coordinator"), protocol="tls://")
     workers = {}
     for s in sites:
-        opts = {"nthreads": 1, "resources": {s["resource"]: 1}, **host}
+        # the simulated sites' own logs: a task's error reaches the coordinator as its exception anyway,
+        # and on a loaded machine the workers log heartbeat failures while the cluster closes
+        opts = {"nthreads": 1, "resources": {s["resource"]: 1}, "silence_logs": logging.CRITICAL, **host}
         key = Path(certs) / f"{s['name']}-mask.key" if certs else None
         if key is not None and key.exists():
             opts["preload"] = ["ensemble_dask.federated.site"]
@@ -283,14 +285,25 @@ def _local_sites_cluster(sites, certs, tls):
                 logger.warning("the local site workers did not close cleanly: %r", exc)
 
 
+class _Loggers:
+    def __init__(self, names):
+        self.logs = [logging.getLogger(n) for n in names]
+
+    def setLevel(self, level):  # noqa: N802 - mirrors logging.Logger
+        for log in self.logs:
+            log.setLevel(level)
+
+
 @contextlib.contextmanager
 def _nanny_log_restored():
-    log = logging.getLogger("distributed.nanny")
-    level = log.level
+    """The loggers that report a slow close (distributed's nanny, tornado's callbacks), restored on exit."""
+    group = _Loggers(["distributed.nanny", "tornado.application"])
+    levels = [log.level for log in group.logs]
     try:
-        yield log
+        yield group
     finally:
-        log.setLevel(level)
+        for log, level in zip(group.logs, levels, strict=True):
+            log.setLevel(level)
 
 
 def _quiet_close(client):
