@@ -1,7 +1,7 @@
 """``ensemble-dask``: a thin command-line shell over :mod:`ensemble_dask.pipeline`.
 
 Subcommands: ``run WORKFLOW`` (every stage of a workflow), and one per stage: ``ingest``,
-``generate``, ``import-labels``, ``coassoc``, ``report``. Errors on bad input print one line naming the
+``generate``, ``import-labels``, ``coassoc``, ``report``; ``federated`` and ``certs`` (keys of a federation). Errors on bad input print one line naming the
 file, parameter or value, and exit with status 2.
 """
 
@@ -61,9 +61,21 @@ def _parser():
     p = sub.add_parser("federated", parents=[common], help="row-distributed BCE over the sites of a workflow")
     p.add_argument("workflow")
     store_args(p, required=False)
-    p.add_argument("--scheduler", help="a cluster whose workers offer the sites' resources (default: local)")
+    p.add_argument(
+        "--scheduler", help="tls:// address of a cluster whose workers offer the sites' resources (default: local)"
+    )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a workflow key")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars (as the other commands)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--restart", action="store_true", help="discard the checkpoint instead of resuming from it")
+
+    p = sub.add_parser(
+        "certs",
+        parents=[common],
+        help="make a CA, a TLS certificate per party and a masking key pair per site",
+    )
+    p.add_argument("--out", required=True, help="directory for ca.pem, NAME.pem, NAME-key.pem, NAME-mask.*")
+    p.add_argument("--names", type=_csv_list, required=True, help="parties, e.g. coordinator,site-a,site-b")
+    p.add_argument("--overwrite", action="store_true", help="replace existing files (and the CA)")
 
     p = sub.add_parser(
         "split-sites",
@@ -186,12 +198,10 @@ def _run(args):
             raise EnsembleDaskError(f"workflow {args.workflow!r} has no 'federated' section")
         if args.storage_options is not None:
             spec["storage_options"] = _storage_options(args.storage_options)
-        summary = pipeline.run_workflow(spec)["federated"]
-        print(
-            f"federated BCE ({summary['mode']}) over {len(summary['sites'])} sites: "
-            f"{summary['n_iter']} EM iterations, lower bound {summary['lower_bound']:.4f}"
-        )
-        return 0
+        return _federated(spec, args, progress)
+
+    if args.command == "certs":
+        return _certs(args)
 
     # only ingest creates a store; the other stages need one that exists
     mode = "a" if args.command == "ingest" else "r+"
@@ -272,6 +282,51 @@ def _run(args):
         print(f"import-labels: {info['n_clusterings']} clusterings")
     elif args.command == "report":
         _print_summary(pipeline.write_report(store))
+    return 0
+
+
+def _federated(spec, args, progress):
+    from . import pipeline
+    from .federated import SiteLostError
+    from .stages.federated import StoreCheckpoint, run_federated_workflow
+
+    pipeline.check_workflow(spec)
+    if args.restart:
+        from .io.store import RunStore
+
+        store = spec.get("store") or f"runs/{spec.get('name', 'federated')}.zarr"
+        StoreCheckpoint(RunStore(store, spec.get("storage_options"))).clear()
+    try:
+        summary = run_federated_workflow(spec, progress=progress)
+    except SiteLostError as exc:
+        print(f"ensemble-dask: error: {exc}", file=sys.stderr)
+        print(
+            "ensemble-dask: (alpha, beta) of the last complete iteration are checkpointed; bring the site "
+            "back and run the same command to resume",
+            file=sys.stderr,
+        )
+        return 3
+    tls = "TLS" if summary["tls"] else "no TLS"
+    print(
+        f"federated BCE ({summary['mode']}, {tls}) over {len(summary['sites'])} sites "
+        f"({summary['n_rows']} rows): {summary['iterations']} EM iterations, lower bound "
+        f"{summary['lower_bound']:.4f}, {summary['seconds']:.1f} s"
+        + (f", resumed at iteration {summary['resumed_from_iteration']}" if summary["resumed_from_iteration"] else "")
+    )
+    if "H" in summary:
+        print(f"whole federation vs reference: H={summary['H']:.4f} ARI={summary['ARI']:.4f} NMI={summary['NMI']:.4f}")
+    return 0
+
+
+def _certs(args):
+    from .federated.certs import make_certs
+
+    info = make_certs(args.out, args.names, overwrite=args.overwrite)
+    for name in info["created"]:
+        print(f"certs: {name}: {args.out}/{name}.pem, {name}-key.pem, {name}-mask.key, {name}-mask.pub")
+    for name in info["kept"]:
+        print(f"certs: {name}: kept (files exist; --overwrite replaces them)")
+    print(f"certs: CA {info['ca']} (keep {args.out}/ca-key.pem offline)")
     return 0
 
 

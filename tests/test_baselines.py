@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ensemble_dask.coassoc import dense_coassociation
 from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import squareform
 from sklearn.cluster import KMeans
@@ -12,7 +11,7 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 
 from ensemble_dask import InputError
-from ensemble_dask.coassoc import coassociation
+from ensemble_dask.coassoc import coassociation, dense_coassociation
 from ensemble_dask.consensus.baselines import INPUT, METHODS
 from ensemble_dask.consensus.baselines_pairs import CSPA, EACAverageLink, EACSingleLink
 
