@@ -1,0 +1,133 @@
+"""Small helpers of cluster.sh and demo.sh (only the standard library, distributed and s3fs).
+
+    python _helpers.py free-port                  print a free TCP port on 127.0.0.1
+    python _helpers.py wait-port HOST PORT SECS   wait until something listens there
+    python _helpers.py make-buckets NAME...       create the buckets (S3 settings from AWS_* variables)
+    python _helpers.py put LOCAL s3://B/KEY       upload a file
+    python _helpers.py synthetic-kdd N OUT        write synthetic:kdd99?n=N as a headerless .csv.gz
+                                                  in the layout of the KDD Cup 99 file
+    python _helpers.py wait-workers FILE N SECS   wait for N workers of the scheduler in FILE (a
+                                                  --scheduler-file) and check scheduler, worker and
+                                                  client versions agree; print them
+    python _helpers.py federated-accuracy STORE SITES_URL NAMES   ARI/NMI of the sites' memberships
+                                                  against y_true of STORE (the demo knows both)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(host, port, secs):
+    deadline = time.monotonic() + float(secs)
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, int(port)), timeout=0.5):
+                return 0
+        except OSError:
+            time.sleep(0.2)
+    print(f"nothing listens on {host}:{port} after {secs} s", file=sys.stderr)
+    return 1
+
+
+def _s3():
+    import s3fs
+
+    # key, secret and endpoint come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL
+    return s3fs.S3FileSystem()
+
+
+def make_buckets(*names):
+    fs = _s3()
+    for name in names:
+        if not fs.exists(name):
+            fs.mkdir(name)
+    return 0
+
+
+def put(local, url):
+    _s3().put(local, url)
+    return 0
+
+
+def synthetic_kdd(n, out):
+    from ensemble_dask.datasets import iter_synthetic_chunks
+
+    with open(out, "wb") as f:
+        for _start, frame in iter_synthetic_chunks("kdd99", n=int(n)):
+            frame.to_csv(f, header=False, index=False, compression={"method": "gzip", "mtime": 0})
+    return 0
+
+
+def wait_workers(scheduler_file, n, secs):
+    from distributed import Client
+
+    deadline = time.monotonic() + float(secs)
+    while not os.path.exists(scheduler_file):
+        if time.monotonic() > deadline:
+            print(f"no scheduler file {scheduler_file} after {secs} s", file=sys.stderr)
+            return 1
+        time.sleep(0.2)
+    with Client(scheduler_file=scheduler_file, timeout=f"{secs}s") as client:
+        client.wait_for_workers(int(n), timeout=float(secs))
+        versions = client.get_versions(check=True)  # raises if scheduler/worker/client disagree
+        info = client.scheduler_info()
+    packages = versions["scheduler"]["packages"]
+    resources = sorted({k for w in info["workers"].values() for k in (w.get("resources") or {})})
+    print(
+        f"cluster at {info['address']}: {len(info['workers'])} workers, resources {resources}; "
+        f"dask {packages['dask']}, distributed {packages['distributed']} on scheduler, workers and client"
+    )
+    return 0
+
+
+def federated_accuracy(store_url, sites_url, names):
+    """The demo holds every site's output, so it can score the federation like a centralised run."""
+    import numpy as np
+    import zarr
+
+    from ensemble_dask.io.store import RunStore
+    from ensemble_dask.io.urls import make_zarr_store
+    from ensemble_dask.metrics import partition_scores
+
+    opts = json.loads(os.environ.get("STORAGE_OPTIONS") or "{}") or None
+    y = RunStore(store_url, opts, mode="r")["y_true"][:]
+    labels = []
+    for name in names.split(","):
+        z = zarr.open_array(make_zarr_store(f"{sites_url.rstrip('/')}/{name}/memberships.zarr", opts), mode="r")
+        labels.append(np.asarray(z[:]).argmax(axis=1))
+    pred = np.concatenate(labels)
+    scores = partition_scores(pred, y)
+    print(f"{'':26s} {'H':>7s} {'ARI':>7s} {'NMI':>7s}")
+    print(f"{'federated BCE':26s} {scores['H']:7.4f} {scores['ARI']:7.4f} {scores['NMI']:7.4f}")
+    return 0
+
+
+def main(argv):
+    cmd, *args = argv
+    if cmd == "free-port":
+        print(free_port())
+        return 0
+    funcs = {
+        "wait-port": wait_port,
+        "make-buckets": make_buckets,
+        "put": put,
+        "synthetic-kdd": synthetic_kdd,
+        "wait-workers": wait_workers,
+        "federated-accuracy": federated_accuracy,
+    }
+    return funcs[cmd](*args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
