@@ -20,7 +20,7 @@
 #   SCHEDULER_PORT default: 0 (a free port; the address is in $RUN_DIR/scheduler.json and env.sh)
 #   S3             1: start moto's S3 server                   default: 1
 #   S3_PORT        default: a free port
-#   BUCKETS        buckets to create                           default: data runs sites
+#   BUCKETS        buckets to create                           default: ensemble-dask
 #   TIMEOUT        seconds to wait for each process            default: 60
 #
 # After `start`, `source $RUN_DIR/env.sh` gives: SCHEDULER (the address for --scheduler), the
@@ -40,7 +40,7 @@ NTHREADS="${NTHREADS:-1}"
 MEMORY_LIMIT="${MEMORY_LIMIT:-auto}"
 SCHEDULER_PORT="${SCHEDULER_PORT:-0}"
 S3="${S3:-1}"
-BUCKETS="${BUCKETS:-data runs sites}"
+BUCKETS="${BUCKETS:-ensemble-dask}"
 TIMEOUT="${TIMEOUT:-60}"
 PYTHON="${PYTHON:-python}"
 S3_KEY="${S3_KEY:-testing}"
@@ -137,13 +137,13 @@ cmd_start() {
     local env_file="$RUN_DIR/env.sh"
     : >"$env_file"
     if [[ "$S3" == 1 ]]; then
-        S3_PORT="${S3_PORT:-$("$PYTHON" "$HERE/_helpers.py" free-port)}"
+        S3_PORT="${S3_PORT:-$("$PYTHON" "$HERE/../_helpers.py" free-port)}"
         launch s3 moto_server -H "$HOST" -p "$S3_PORT"
-        "$PYTHON" "$HERE/_helpers.py" wait-port "$HOST" "$S3_PORT" "$TIMEOUT"
+        "$PYTHON" "$HERE/../_helpers.py" wait-port "$HOST" "$S3_PORT" "$TIMEOUT"
         export AWS_ACCESS_KEY_ID="$S3_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET"
         export AWS_ENDPOINT_URL="http://$HOST:$S3_PORT" AWS_DEFAULT_REGION=us-east-1
         # shellcheck disable=SC2086
-        "$PYTHON" "$HERE/_helpers.py" make-buckets $BUCKETS
+        "$PYTHON" "$HERE/../_helpers.py" make-buckets $BUCKETS
         cat >>"$env_file" <<EOF
 # S3 (moto) at $AWS_ENDPOINT_URL; s3fs reads these in every process
 export AWS_ACCESS_KEY_ID=$S3_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET
@@ -203,7 +203,7 @@ EOF
     (
         # shellcheck disable=SC1090
         source "$env_file"
-        "$PYTHON" "$HERE/_helpers.py" wait-workers "$RUN_DIR/scheduler.json" "$n_total" "$TIMEOUT"
+        "$PYTHON" "$HERE/../_helpers.py" wait-workers "$RUN_DIR/scheduler.json" "$n_total" "$TIMEOUT"
     )
     trap - ERR
     log "scheduler at $address; source $env_file"

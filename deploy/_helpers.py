@@ -1,16 +1,17 @@
 """Small helpers of cluster.sh and demo.sh (only the standard library, distributed and s3fs).
 
-    python _helpers.py free-port                  print a free TCP port on 127.0.0.1
-    python _helpers.py wait-port HOST PORT SECS   wait until something listens there
-    python _helpers.py make-buckets NAME...       create the buckets (S3 settings from AWS_* variables)
-    python _helpers.py put LOCAL s3://B/KEY       upload a file
-    python _helpers.py synthetic-kdd N OUT        write synthetic:kdd99?n=N as a headerless .csv.gz
-                                                  in the layout of the KDD Cup 99 file
-    python _helpers.py wait-workers FILE N SECS   wait for N workers of the scheduler in FILE (a
-                                                  --scheduler-file) and check scheduler, worker and
-                                                  client versions agree; print them
-    python _helpers.py federated-accuracy STORE SITES_URL NAMES   ARI/NMI of the sites' memberships
-                                                  against y_true of STORE (the demo knows both)
+python _helpers.py storage-options            the S3 settings of the AWS_* variables as JSON
+python _helpers.py free-port                  print a free TCP port on 127.0.0.1
+python _helpers.py wait-port HOST PORT SECS   wait until something listens there
+python _helpers.py make-buckets NAME...       create the buckets (S3 settings from AWS_* variables)
+python _helpers.py put LOCAL s3://B/KEY       upload a file
+python _helpers.py synthetic-kdd N OUT        write synthetic:kdd99?n=N as a headerless .csv.gz
+                                              in the layout of the KDD Cup 99 file
+python _helpers.py wait-workers SCHED N SECS  wait for N workers of the scheduler SCHED (an
+                                              address or a --scheduler-file) and check scheduler,
+                                              worker and client versions agree; print them
+python _helpers.py federated-accuracy STORE SITES_URL NAMES   ARI/NMI of the sites' memberships
+                                              against y_true of STORE (the demo knows both)
 """
 
 from __future__ import annotations
@@ -69,16 +70,20 @@ def synthetic_kdd(n, out):
     return 0
 
 
-def wait_workers(scheduler_file, n, secs):
+def wait_workers(scheduler, n, secs):
     from distributed import Client
 
     deadline = time.monotonic() + float(secs)
-    while not os.path.exists(scheduler_file):
-        if time.monotonic() > deadline:
-            print(f"no scheduler file {scheduler_file} after {secs} s", file=sys.stderr)
-            return 1
-        time.sleep(0.2)
-    with Client(scheduler_file=scheduler_file, timeout=f"{secs}s") as client:
+    if "://" in scheduler:
+        where = {"address": scheduler}
+    else:
+        where = {"scheduler_file": scheduler}
+        while not os.path.exists(scheduler):
+            if time.monotonic() > deadline:
+                print(f"no scheduler file {scheduler} after {secs} s", file=sys.stderr)
+                return 1
+            time.sleep(0.2)
+    with Client(**where, timeout=f"{secs}s") as client:
         client.wait_for_workers(int(n), timeout=float(secs))
         versions = client.get_versions(check=True)  # raises if scheduler/worker/client disagree
         info = client.scheduler_info()
@@ -100,11 +105,13 @@ def federated_accuracy(store_url, sites_url, names):
     from ensemble_dask.io.urls import make_zarr_store
     from ensemble_dask.metrics import partition_scores
 
-    opts = json.loads(os.environ.get("STORAGE_OPTIONS") or "{}") or None
+    opts = json.loads(os.environ.get("STORAGE_OPTIONS") or "{}") or None  # else AWS_* variables
     y = RunStore(store_url, opts, mode="r")["y_true"][:]
     labels = []
     for name in names.split(","):
-        z = zarr.open_array(make_zarr_store(f"{sites_url.rstrip('/')}/{name}/memberships.zarr", opts), mode="r")
+        z = zarr.open_array(
+            make_zarr_store(f"{sites_url.rstrip('/')}/{name}/memberships.zarr", opts), mode="r"
+        )
         labels.append(np.asarray(z[:]).argmax(axis=1))
     pred = np.concatenate(labels)
     scores = partition_scores(pred, y)
@@ -113,10 +120,29 @@ def federated_accuracy(store_url, sites_url, names):
     return 0
 
 
+def storage_options():
+    """fsspec options for --storage-options, from the variables s3fs itself would read."""
+    opts = {}
+    if os.environ.get("AWS_ACCESS_KEY_ID"):
+        opts["key"] = os.environ["AWS_ACCESS_KEY_ID"]
+        opts["secret"] = os.environ.get("AWS_SECRET_ACCESS_KEY", "")
+    client = {}
+    if os.environ.get("AWS_ENDPOINT_URL"):
+        client["endpoint_url"] = os.environ["AWS_ENDPOINT_URL"]
+    if os.environ.get("AWS_DEFAULT_REGION"):
+        client["region_name"] = os.environ["AWS_DEFAULT_REGION"]
+    if client:
+        opts["client_kwargs"] = client
+    return opts
+
+
 def main(argv):
     cmd, *args = argv
     if cmd == "free-port":
         print(free_port())
+        return 0
+    if cmd == "storage-options":
+        print(json.dumps(storage_options()))
         return 0
     funcs = {
         "wait-port": wait_port,
