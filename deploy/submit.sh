@@ -45,6 +45,9 @@ step() { echo; echo "=== [${SECONDS} s] $*"; }
 step "cluster at $SCHEDULER"
 "$PYTHON" "$HELPERS" wait-workers "$SCHEDULER" "$MIN_WORKERS" "${TIMEOUT:-120}"
 
+bucket="${S3_BASE#s3://}"
+"$PYTHON" "$HELPERS" make-buckets "${bucket%%/*}" # if missing
+
 declare -a small=()
 if [[ -n "${DATA_URL:-}" ]]; then
     data="$DATA_URL"
