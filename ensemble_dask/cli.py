@@ -61,8 +61,12 @@ def _parser():
     p = sub.add_parser("federated", parents=[common], help="row-distributed BCE over the sites of a workflow")
     p.add_argument("workflow")
     store_args(p, required=False)
-    p.add_argument("--scheduler", help="a cluster whose workers offer the sites' resources (default: local)")
+    p.add_argument(
+        "--scheduler", help="tls:// address of a cluster whose workers offer the sites' resources (default: local)"
+    )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a workflow key")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--restart", action="store_true", help="discard the checkpoint instead of resuming from it")
 
     p = sub.add_parser(
         "certs",
@@ -195,12 +199,7 @@ def _run(args):
             raise EnsembleDaskError(f"workflow {args.workflow!r} has no 'federated' section")
         if args.storage_options is not None:
             spec["storage_options"] = _storage_options(args.storage_options)
-        summary = pipeline.run_workflow(spec)["federated"]
-        print(
-            f"federated BCE ({summary['mode']}) over {len(summary['sites'])} sites: "
-            f"{summary['n_iter']} EM iterations, lower bound {summary['lower_bound']:.4f}"
-        )
-        return 0
+        return _federated(spec, args, progress)
 
     if args.command == "certs":
         return _certs(args)
@@ -284,6 +283,39 @@ def _run(args):
         print(f"import-labels: {info['n_clusterings']} clusterings")
     elif args.command == "report":
         _print_summary(pipeline.write_report(store))
+    return 0
+
+
+def _federated(spec, args, progress):
+    from . import pipeline
+    from .federated import SiteLostError
+    from .stages.federated import StoreCheckpoint, run_federated_workflow
+
+    pipeline.check_workflow(spec)
+    if args.restart:
+        from .io.store import RunStore
+
+        store = spec.get("store") or f"runs/{spec.get('name', 'federated')}.zarr"
+        StoreCheckpoint(RunStore(store, spec.get("storage_options"))).clear()
+    try:
+        summary = run_federated_workflow(spec, progress=progress)
+    except SiteLostError as exc:
+        print(f"ensemble-dask: error: {exc}", file=sys.stderr)
+        print(
+            "ensemble-dask: (alpha, beta) of the last complete iteration are checkpointed; bring the site "
+            "back and run the same command to resume",
+            file=sys.stderr,
+        )
+        return 3
+    tls = "TLS" if summary["tls"] else "no TLS"
+    print(
+        f"federated BCE ({summary['mode']}, {tls}) over {len(summary['sites'])} sites "
+        f"({summary['n_rows']} rows): {summary['iterations']} EM iterations, lower bound "
+        f"{summary['lower_bound']:.4f}, {summary['seconds']:.1f} s"
+        + (f", resumed at iteration {summary['resumed_from_iteration']}" if summary["resumed_from_iteration"] else "")
+    )
+    if "H" in summary:
+        print(f"whole federation vs reference: H={summary['H']:.4f} ARI={summary['ARI']:.4f} NMI={summary['NMI']:.4f}")
     return 0
 
 

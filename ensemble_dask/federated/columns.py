@@ -10,6 +10,9 @@ share a base cluster (not the label values); that is inherent to the paper's pro
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
+
 import numpy as np
 
 from .._validation import InputError, check_random_state
@@ -24,11 +27,73 @@ from .dask import (
     block_meta,
     encode_block,
     fresh_gamma,
+    read_labels,
 )
-from .rows import FederatedBCEResult, _check_sites, _get, _nrows, _submit, site_load
 from .secure import COORDINATOR, MessageLog
 
-__all__ = ["run_column_distributed_bce"]
+__all__ = ["ColumnBCEResult", "run_column_distributed_bce"]
+
+
+@dataclass
+class ColumnBCEResult:
+    """Outcome of a column-distributed fit; ``site_gamma["server"]`` is a future of the server's gamma."""
+
+    alpha_: np.ndarray
+    beta_: list
+    categories_: list
+    lower_bound_: float
+    lower_bound_trace_: np.ndarray
+    n_iter_: int
+    converged_: bool
+    mode: str
+    site_names: list
+    site_gamma: dict
+    log: MessageLog
+
+
+def site_load(url, storage_options=None):
+    return read_labels(url, storage_options=storage_options)
+
+
+def _get(d, key):
+    return d[key]
+
+
+def _nrows(gidx):
+    return gidx.shape[0]
+
+
+def _check_sites(sites, client):
+    if not isinstance(sites, (list, tuple)) or not sites:
+        raise InputError(f"holders must be a non-empty list of dicts (name, url, resource); got {sites!r}")
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    offered = set()
+    for w in workers.values():
+        offered.update(k for k, v in (w.get("resources") or {}).items() if v > 0)
+    names = []
+    for i, s in enumerate(sites):
+        if not isinstance(s, dict):
+            raise InputError(f"holders[{i}] must be a dict with name, url and resource; got {s!r}")
+        name = s.get("name", f"site-{i}")
+        for key in ("url", "resource"):
+            if not s.get(key):
+                raise InputError(f"client {name!r} has no {key!r}")
+        if s["resource"] not in offered:
+            raise InputError(f"client {name!r} is unreachable: no worker offers resource {s['resource']!r}")
+        names.append(name)
+    if len(set(names)) != len(names):
+        raise InputError(f"client names must be distinct; got {names}")
+    return names
+
+
+def _submit(client, site, fn, *args, kind):
+    return client.submit(
+        fn,
+        *args,
+        resources={site["resource"]: 1},
+        pure=False,
+        key=f"site-{site['_name']}-{kind}-{uuid.uuid4().hex[:12]}",
+    )
 
 def client_loglik(gidx, beta, offsets):
     """``log beta_hj(x_ij)`` for the client's columns: ``(n, N_g, k)``, ``nan`` where missing."""
@@ -105,7 +170,7 @@ def run_column_distributed_bce(
 
     Returns
     -------
-    FederatedBCEResult
+    ColumnBCEResult
         With ``site_gamma`` holding the server's gamma under the key ``"server"``. The
         clients' final ``beta`` is sent to the coordinator once, at the end, to export the
         model (message kind ``"beta_final"``).
@@ -186,7 +251,7 @@ def run_column_distributed_bce(
         log.record(h["_name"], COORDINATOR, "beta_final", b)
         for j in range(ncols[i]):
             betas.append(b[:, loc["offsets"][j] : loc["offsets"][j + 1]].copy())
-    return FederatedBCEResult(
+    return ColumnBCEResult(
         alpha_=alpha,
         beta_=betas,
         categories_=categories,

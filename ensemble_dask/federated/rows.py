@@ -1,127 +1,222 @@
-"""Row-distributed BCE across sites (papers/001 Sect. 5.2.1), with secure aggregation (:mod:`.secure`).
+"""Row-distributed BCE across sites (papers/001 Sect. 5.2.1) with secure aggregation.
 
-Each *site* owns some rows of the labels matrix at its own URL and a set of Dask workers
-tagged with a worker resource (e.g. ``resources={"site-a": 1}``). Every task that touches a
-site's rows is submitted with that resource, so it runs on the site's workers; the rows, the
-rows' variational parameters and the site's statistics stay there. Per EM iteration the
-coordinator sends ``(alpha, beta)`` to every site; each site runs its E-step and returns
+Each *site* owns some rows of the labels matrix (at a URL its workers read) and offers a Dask worker
+resource. The run is one session of a :class:`~.aggregate.SecureAggregator`:
 
-* ``mode="secure"`` (exact, the default): its statistics vector in fixed point, modulo
-  ``2**64``, plus a mask. The masks are pairwise: sites ``p < q`` agree on a seed by a
-  Diffie-Hellman exchange (RFC 3526 2048-bit group; only public keys pass through the
-  coordinator), and per round ``p`` adds and ``q`` subtracts the same pseudo-random vector,
-  so the masks cancel in the sum. The coordinator learns only the total (with one site, the
-  total *is* that site's statistics: there is nothing to hide it among). The EM driver is
-  the in-memory one, so the fit equals centralised BCE up to the fixed-point rounding
-  (``2**-frac_bits`` per entry and site);
-* ``mode="plain"``: the statistics in clear (the baseline to measure the cost of masking);
-* ``mode="sequential"``: the paper's heuristic variant. Parameters travel from site to site
-  (worker to worker, not through the coordinator); each site runs its E-step and an M-step
-  on its own rows and passes the new parameters on. It needs no aggregation but is not the
-  centralised EM, and each site sees its predecessor's parameters.
+1. each site reads its rows into its session state (only its row and clustering counts come back);
+2. the category space of each clustering is fixed by secure sums: with ``n_labels`` declared, one
+   sum of per-label counts; otherwise first a sum of one-hot bit lengths of each clustering's
+   largest label (bounding the label range), then the counts. The coordinator learns the pooled
+   counts, never which site holds which label; the categories are those with a positive pooled
+   count, exactly ``np.unique`` of the pooled rows;
+3. per EM iteration the coordinator sends ``(alpha, beta)``; each site runs its E-step on its rows
+   (warm-started from its rows' ``gamma``, kept in its session) and returns its statistics masked
+   (:func:`~.site.site_masked`); the coordinator decodes the total and runs the M-step of
+   :mod:`ensemble_dask.consensus.bce`. The fit therefore equals centralised BCE (the secure sum is
+   exact to ``2**-64`` per entry);
+4. at the end each site writes its rows' memberships to its own ``output`` URL and, when it holds
+   reference labels, the contingency table of its consensus labels against them joins one more
+   secure sum, giving H, ARI and NMI of the whole federation.
 
-All statistics a site returns are the sufficient statistics of
-:func:`ensemble_dask.consensus.bce.estep_stats`: one aggregation per EM iteration suffices
-because alpha's Newton iteration needs only the summed digamma vector (DESIGN.md).
+``mode="plain"`` sends the statistics in clear (the baseline that measures the cost of masking).
 
-Every message is recorded in a :class:`MessageLog` (sender, receiver, kind, payload) so
-tests can check what each party received.
+Checkpoints: after every M-step the driver hands ``(alpha, beta)``, the bound trace and the best
+start so far to ``checkpoint.save``; each site with a ``checkpoint`` directory saves its rows'
+``gamma`` there after every E-step (the last two), so a run resumed from the coordinator's
+checkpoint continues exactly where it stopped.
 """
 
 from __future__ import annotations
 
-import operator
-import uuid
-from dataclasses import dataclass
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-from .._validation import InputError, check_int, check_random_state
-from ..consensus.bce import (
-    BCE,
-    StatsLayout,
-    _offsets,
-    m_step,
-    run_em,
-)
-from .dask import (
-    block_meta,
-    estep_task,
-    expand_gamma,
-    fresh_gamma_like,
-    merge_categories,
-    prepare_block,
-    read_labels,
-)
-from .secure import (
-    COORDINATOR,
-    MessageLog,
-    decode_fixed,
-    public_part,
-    site_keygen,
-    site_masked_stats,
-    site_pair_seeds,
-    sum_words,
-)
+from .._validation import InputError, check_int, check_labels_matrix, check_random_state
+from ..consensus.bce import BCE, Params, StatsLayout, _offsets, m_step
+from ..metrics import partition_scores
+from .aggregate import SecureAggregator
+from .dask import estep_task, expand_gamma, fresh_gamma_like, prepare_block, read_labels
 
-__all__ = ["FederatedBCEResult", "run_federated_bce"]
+__all__ = ["FederatedBCEResult", "run_federated_bce", "scores_from_contingency"]
 
-# --------------------------------------------------------------------------- site side
+logger = logging.getLogger(__name__)
+
+_MAX_LABEL_SPACE = 1 << 24  # entries of the label-count vector without a declared n_labels
 
 
-def site_load(url, storage_options=None):
-    return read_labels(url, storage_options=storage_options)
+# --------------------------------------------------------------------------- site side (run in sessions)
 
 
-def site_write_output(gamma, url, storage_options=None):
-    """Write the site's memberships (n_site x k, float32) to its own ``output`` URL."""
-    memb = (gamma / gamma.sum(axis=1, keepdims=True)).astype(np.float32)
-    if url.endswith(".npy"):
-        if "://" in url and not url.startswith("file://"):
-            import fsspec
+def bce_open(st, url, storage_options, reference):
+    """Read the site's rows (and reference labels); returns only their counts."""
+    try:
+        labels = check_labels_matrix(read_labels(url, storage_options=storage_options))
+    except InputError as exc:
+        raise InputError(f"site {st.name!r}: labels at {url!r}: {exc}") from exc
+    except Exception as exc:  # missing file, unreadable store, ...
+        raise InputError(f"site {st.name!r}: cannot read labels at {url!r}: {exc}") from exc
+    st.data["labels"] = labels
+    if reference:
+        try:
+            ref = np.asarray(read_labels(reference, storage_options=storage_options)).ravel()
+        except Exception as exc:
+            raise InputError(f"site {st.name!r}: cannot read reference labels at {reference!r}: {exc}") from exc
+        if ref.shape[0] != labels.shape[0]:
+            raise InputError(
+                f"site {st.name!r}: reference has {ref.shape[0]} labels for {labels.shape[0]} rows"
+            )
+        st.data["reference"] = ref.astype(np.int64)
+    return {"n_rows": int(labels.shape[0]), "n_clusterings": int(labels.shape[1])}
 
-            with fsspec.open(url, "wb", **(storage_options or {})) as f:
-                np.save(f, memb)
+
+def _bit_onehot(columns):
+    """One-hot (64 bins per column) of the bit length of each column's largest non-negative value."""
+    out = np.zeros((len(columns), 64))
+    for j, col in enumerate(columns):
+        col = col[col >= 0]
+        out[j, int(col.max()).bit_length() if col.size else 0] = 1.0
+    return out.ravel()
+
+
+def bce_label_bits(st):
+    return _bit_onehot(st.data["labels"].T)
+
+
+def bce_reference_bits(st):
+    return _bit_onehot([st.data["reference"]])
+
+
+def bce_label_counts(st, sizes):
+    """Per clustering, the count of each label ``0 .. sizes[j] - 1`` among the site's rows."""
+    labels = st.data["labels"]
+    parts = []
+    for j, size in enumerate(sizes):
+        col = labels[:, j]
+        col = col[col >= 0]
+        if col.size and col.max() >= size:
+            raise InputError(f"site {st.name!r}: clustering {j} has labels >= n_labels={size}")
+        parts.append(np.bincount(col, minlength=size).astype(np.float64))
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def _ckpt(st, name):
+    return Path(st.data["checkpoint"]) / f"{st.data['run_key']}-{name}.npy"
+
+
+def bce_prepare(st, categories, k, checkpoint, run_key, resume):
+    """Encode the rows, merge identical ones; start ``gamma`` fresh or from the site's checkpoint."""
+    st.data["prepared"] = prepare_block(st.data.pop("labels"), categories)
+    st.data["k"] = int(k)
+    st.data["checkpoint"] = checkpoint
+    st.data["run_key"] = run_key
+    st.data["gamma"] = fresh_gamma_like(st.data["prepared"], k)
+    st.data["best"] = None
+    if checkpoint:
+        Path(checkpoint).mkdir(parents=True, exist_ok=True)
+    if resume is None:
+        return None
+    init, t, best_init = resume
+    if not checkpoint:
+        logger.warning("site %s has no checkpoint directory: its rows restart from fresh gamma", st.name)
+        return None
+    wanted = [(f"gamma-{init}-{t}", "gamma")] if t is not None else []
+    wanted += [(f"best-{best_init}", "best")] if best_init is not None else []
+    for name, slot in wanted:
+        path = _ckpt(st, name)
+        if not path.exists():
+            raise InputError(f"site {st.name!r} has no checkpoint {path.name} in {checkpoint!r}; cannot resume")
+        st.data[slot] = np.load(path)
+    return None
+
+
+def bce_reset(st):
+    st.data["gamma"] = fresh_gamma_like(st.data["prepared"], st.data["k"])
+
+
+def bce_estep(st, params, init, t, tol, max_iter):
+    """The site's E-step: its statistics vector (masked by the caller); ``gamma`` stays here."""
+    vec, gamma = estep_task(st.data["prepared"], st.data["gamma"], params, tol, max_iter)
+    st.data["gamma"] = gamma
+    if st.data["checkpoint"]:
+        np.save(_ckpt(st, f"gamma-{init}-{t}"), gamma)
+        old = _ckpt(st, f"gamma-{init}-{t - 2}")
+        if old.exists():
+            old.unlink()
+    return vec
+
+
+def bce_promote(st, init):
+    """The current start is the best so far: keep its ``gamma`` for the memberships."""
+    st.data["best"] = st.data["gamma"].copy()
+    if st.data["checkpoint"]:
+        np.save(_ckpt(st, f"best-{init}"), st.data["best"])
+
+
+def bce_finish(st, output, storage_options):
+    """Memberships and consensus labels of the site's rows; written to its own ``output``."""
+    from .dask import _local_path
+
+    gamma = expand_gamma(st.data["best"], st.data["prepared"])
+    memb = gamma / gamma.sum(axis=1, keepdims=True)
+    st.data["labels_"] = np.argmax(memb, axis=1)
+    if output:
+        memb32 = memb.astype(np.float32)
+        if output.endswith(".npy"):
+            np.save(_local_path(output), memb32)
         else:
-            np.save(url.removeprefix("file://"), memb)
-    else:
-        import zarr
+            import zarr
 
-        z = zarr.create_array(
-            url.removeprefix("file://"),
-            shape=memb.shape,
-            dtype="float32",
-            chunks=memb.shape,
-            overwrite=True,
-            storage_options=storage_options if "://" in url and not url.startswith("file://") else None,
-        )
-        z[:] = memb
-    return memb.shape
+            from ..io.urls import make_zarr_store
 
-
-def site_sequential_step(gidx, gamma, params, carry, offsets, tol, max_iter, reg_covar):
-    """Heuristic row-distributed EM at one site: local E-step, local M-step, pass parameters on."""
-    vec, gamma = estep_task(gidx, gamma, params, tol, max_iter)
-    layout = StatsLayout(params.alpha.size, params.beta.shape[1], 0)
-    stats = layout.unpack(vec)
-    new = m_step(stats, params, offsets, reg_covar=reg_covar) if stats["n_rows"] > 0 else params
-    return {"params": new, "gamma": gamma, "carry": carry + stats["bound"]}
+            z = zarr.create_array(
+                make_zarr_store(output, storage_options),
+                shape=memb32.shape,
+                dtype="float32",
+                chunks=(min(memb32.shape[0], 65536) or 1, memb32.shape[1]),
+                overwrite=True,
+            )
+            z[:] = memb32
+    return None
 
 
-def _get(d, key):
-    return d[key]
+def bce_memberships(st):
+    """The site's memberships (for tests and the site's owner; the workflow never asks for them)."""
+    gamma = expand_gamma(st.data["best"], st.data["prepared"])
+    return gamma / gamma.sum(axis=1, keepdims=True)
+
+
+def bce_contingency(st, n_classes):
+    """``k x n_classes`` counts of (consensus label, reference class) over the site's labelled rows."""
+    ref = st.data["reference"]
+    pred = st.data["labels_"]
+    keep = ref >= 0
+    if keep.any() and ref[keep].max() >= n_classes:
+        raise InputError(f"site {st.name!r}: reference classes >= n_classes={n_classes}")
+    table = np.zeros((st.data["k"], n_classes))
+    np.add.at(table, (pred[keep], ref[keep]), 1.0)
+    return table.ravel()
 
 
 # --------------------------------------------------------------------------- coordinator
 
 
+def scores_from_contingency(table):
+    """H, ARI and NMI of the partition pair summarised by a contingency table (rows: clusters)."""
+    table = np.rint(np.asarray(table)).astype(np.int64)
+    rows, cols = np.nonzero(table)
+    counts = table[rows, cols]
+    return partition_scores(np.repeat(rows, counts), np.repeat(cols, counts))
+
+
 @dataclass
 class FederatedBCEResult:
-    """Outcome of a federated fit. The coordinator holds only the model and the bound trace.
-
-    ``site_gamma`` maps each site to a Dask future of its rows' variational parameters, living
-    on that site's workers; :meth:`memberships` fetches them (for the site's owner).
-    """
+    """Outcome of a federated fit: what the coordinator holds (the model, totals, timings)."""
 
     alpha_: np.ndarray
     beta_: list
@@ -132,162 +227,37 @@ class FederatedBCEResult:
     converged_: bool
     mode: str
     site_names: list
-    site_gamma: dict
-    log: MessageLog
+    rows_per_site: dict
+    seconds: float
+    seconds_per_iteration: float
+    scores: dict | None = None
+    resumed_from: int | None = None
+    memberships: dict = field(default_factory=dict, repr=False)
 
-    def memberships(self, site):
-        """Normalised memberships of ``site``'s rows (gathered from the site's workers)."""
-        g = self.site_gamma[site].result()
-        return g / g.sum(axis=1, keepdims=True)
+
+def _fingerprint(obj):
+    blob = json.dumps(obj, sort_keys=True, default=lambda o: np.asarray(o).tolist())
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _check_sites(sites, client):
-    if not isinstance(sites, (list, tuple)) or not sites:
-        raise InputError(f"sites must be a non-empty list of dicts (name, url, resource); got {sites!r}")
-    names = []
-    workers = client.scheduler_info(n_workers=-1)["workers"]
-    offered = set()
-    for w in workers.values():
-        offered.update(k for k, v in (w.get("resources") or {}).items() if v > 0)
-    for i, s in enumerate(sites):
-        if not isinstance(s, dict):
-            raise InputError(f"sites[{i}] must be a dict with name, url and resource; got {s!r}")
-        name = s.get("name", f"site-{i}")
-        for key in ("url", "resource"):
-            if not s.get(key):
-                raise InputError(f"site {name!r} has no {key!r}")
-        if s["resource"] not in offered:
+def _category_space(agg, n_labels, N, what_bits, what_counts):
+    if n_labels is None:
+        onehot = agg.sum(bce_label_bits, what=what_bits).reshape(N, 64)
+        bits = [int(np.flatnonzero(row > 0.5).max()) if (row > 0.5).any() else 0 for row in onehot]
+        sizes = [1 << b for b in bits]
+        if sum(sizes) > _MAX_LABEL_SPACE:
             raise InputError(
-                f"site {name!r} is unreachable: no worker offers resource {s['resource']!r} "
-                f"(offered: {sorted(offered)})"
+                f"labels go up to {max(sizes) - 1}: declare 'n_labels' (labels are 0 .. n_labels-1) "
+                "to bound the label-count vector"
             )
-        names.append(name)
-    if len(set(names)) != len(names):
-        raise InputError(f"site names must be distinct; got {names}")
-    return names
-
-
-def _submit(client, site, fn, *args, kind):
-    return client.submit(
-        fn,
-        *args,
-        resources={site["resource"]: 1},
-        pure=False,
-        key=f"site-{site['_name']}-{kind}-{uuid.uuid4().hex[:12]}",
-    )
-
-
-def _load_sites(sites, names, client, log, storage_options):
-    data, metas = [], []
-    for s, name in zip(sites, names, strict=True):
-        s["_name"] = name
-        data.append(_submit(client, s, site_load, s["url"], storage_options, kind="load"))
-    meta_f = [_submit(client, s, block_meta, d, kind="meta") for s, d in zip(sites, data, strict=True)]
-    for s, f in zip(sites, meta_f, strict=True):
-        try:
-            n_cols, uniques, _ = f.result()
-        except InputError:
-            raise
-        except Exception as exc:  # file missing, unreadable store, ...
-            raise InputError(f"site {s['_name']!r}: cannot read labels at {s['url']!r}: {exc}") from exc
-        log.record(s["_name"], COORDINATOR, "meta", {"n_clusterings": n_cols, "categories": uniques})
-        metas.append((n_cols, uniques))
-    first = metas[0][0]
-    for s, (n_cols, _) in zip(sites, metas, strict=True):
-        if n_cols != first:
-            raise InputError(
-                f"site {s['_name']!r} has {n_cols} clusterings but site {sites[0]['_name']!r} has {first}"
-            )
-    categories = merge_categories([m[1] for m in metas])
-    for s in sites:
-        log.record(COORDINATOR, s["_name"], "categories", categories)
-    gidx = [
-        _submit(client, s, prepare_block, d, categories, kind="encode")
-        for s, d in zip(sites, data, strict=True)
-    ]
-    return gidx, categories
-
-
-class _SiteEStep:
-    """Per-iteration E-step at every site and aggregation of the statistics (plain or secure)."""
-
-    def __init__(self, client, sites, gidx, k, tol, max_iter, log, mode, frac_bits):
-        self.client, self.sites, self.gidx = client, sites, gidx
-        self.k, self.tol, self.max_iter = k, tol, max_iter
-        self.log, self.mode, self.frac_bits = log, mode, frac_bits
-        self.round = 0
-        if mode == "secure" and len(sites) > 1:
-            keys = [_submit(client, s, site_keygen, kind="keygen") for s in sites]
-            pubs = []
-            for s, kf in zip(sites, keys, strict=True):
-                pub = _submit(client, s, public_part, kf, kind="public").result()
-                log.record(s["_name"], COORDINATOR, "public_key", pub)
-                pubs.append(pub)
-            self.seeds = []
-            for p, (s, kf) in enumerate(zip(sites, keys, strict=True)):
-                log.record(COORDINATOR, s["_name"], "public_keys", list(pubs))
-                self.seeds.append(_submit(client, s, site_pair_seeds, kf, pubs, p, kind="seeds"))
-        else:
-            self.seeds = [None] * len(sites)
-        self.reset()
-
-    def reset(self):
-        self.gamma = [
-            _submit(self.client, s, fresh_gamma_like, g, self.k, kind="gamma0")
-            for s, g in zip(self.sites, self.gidx, strict=True)
-        ]
-
-    def __call__(self, params, t):
-        results = []
-        for s, g, gam in zip(self.sites, self.gidx, self.gamma, strict=True):
-            self.log.record(COORDINATOR, s["_name"], "params", params)
-            results.append(
-                _submit(self.client, s, estep_task, g, gam, params, self.tol, self.max_iter, kind="estep")
-            )
-        self.gamma = [
-            _submit(self.client, s, operator.itemgetter(1), r, kind="gamma")
-            for s, r in zip(self.sites, results, strict=True)
-        ]
-        vecs = [
-            _submit(self.client, s, operator.itemgetter(0), r, kind="stats")
-            for s, r in zip(self.sites, results, strict=True)
-        ]
-        self.round += 1
-        if self.mode == "plain" or (self.mode == "secure" and len(self.sites) == 1):
-            total = None
-            for s, v in zip(self.sites, vecs, strict=True):
-                payload = v.result()
-                kind = "stats" if self.mode == "plain" else "total"
-                self.log.record(s["_name"], COORDINATOR, kind, payload)
-                total = payload.copy() if total is None else total + payload
-            return total
-        masked = [
-            _submit(
-                self.client,
-                s,
-                site_masked_stats,
-                v,
-                seeds,
-                p,
-                self.round,
-                self.frac_bits,
-                len(self.sites),
-                s["_name"],
-                kind="masked",
-            )
-            for p, (s, v, seeds) in enumerate(zip(self.sites, vecs, self.seeds, strict=True))
-        ]
-        words = self.client.gather(masked)
-        for s, w in zip(self.sites, words, strict=True):
-            self.log.record(s["_name"], COORDINATOR, "masked_stats", w)
-        return decode_fixed(sum_words(*words), self.frac_bits)
-
-    def gammas(self):  # the coordinator never gathers the rows' parameters
-        return None
-
-
-def _nrows(gidx):
-    return gidx.shape[0]
+    else:
+        sizes = [int(n_labels)] * N
+    counts = agg.sum(bce_label_counts, [(sizes,)] * len(agg.sites), what=what_counts)
+    categories, o = [], 0
+    for size in sizes:
+        categories.append(np.flatnonzero(counts[o : o + size] > 0.5).astype(np.int64))
+        o += size
+    return categories
 
 
 def run_federated_bce(
@@ -296,7 +266,6 @@ def run_federated_bce(
     client,
     *,
     mode="secure",
-    frac_bits=32,
     n_init=1,
     max_iter=300,
     tol=1e-5,
@@ -304,47 +273,56 @@ def run_federated_bce(
     e_step_max_iter=100,
     alpha_init=1.0,
     random_state=None,
+    n_labels=None,
+    pins=None,
+    timeout=120.0,
     storage_options=None,
-    log=None,
+    checkpoint=None,
+    progress=None,
+    return_memberships=False,
 ):
     """Row-distributed BCE across sites (papers/001 Sect. 5.2.1) on a Dask cluster.
 
     Parameters
     ----------
     sites : list of dict
-        One dict per site: ``name``, ``url`` (its rows of the labels matrix: a zarr array or a
-        ``.npy`` file, local path or fsspec URL readable by the site's workers), ``resource``
-        (the Dask worker resource its workers offer) and optionally ``output`` (a URL where
-        the site writes its rows' memberships at the end).
+        Per site: ``name``, ``url`` (its rows of the labels matrix: zarr array or ``.npy``, read by
+        the site's workers), ``resource`` (the Dask worker resource its workers offer), and
+        optionally ``output`` (where the site writes its rows' memberships), ``reference`` (its
+        rows' reference labels, for the federation's H/ARI/NMI) and ``checkpoint`` (a directory
+        of the site's own where it keeps its rows' ``gamma`` for resuming).
     n_clusters : int
-        Number of consensus clusters.
     client : distributed.Client
         Client of a cluster whose workers offer the sites' resources.
-    mode : {"secure", "plain", "sequential"}, default="secure"
-        Exact EM with secure aggregation, exact EM with statistics in clear, or the paper's
-        heuristic sequential variant.
-    frac_bits : int, default=32
-        Fractional bits of the fixed-point encoding of the secure mode.
+    mode : {"secure", "plain"}, default="secure"
     n_init, max_iter, tol, e_step_tol, e_step_max_iter, alpha_init, random_state
-        As in :class:`~ensemble_dask.consensus.bce.BCE`; with the same ``random_state`` the
-        random starts are those of ``BCE`` on the pooled rows.
+        As in :class:`~ensemble_dask.consensus.bce.BCE` (same random starts as ``BCE`` on the
+        pooled rows).
+    n_labels : int, default=None
+        Labels are ``0 .. n_labels - 1`` in every clustering (None: bounded by a secure sum).
+    pins : dict, default=None
+        ``{site name: raw X25519 public key}`` pinned in the workflow (secure mode, 2+ sites).
+    timeout : float, default=120
+        Seconds a site may take for one round before the run stops naming it.
     storage_options : dict, default=None
-        fsspec options for the sites' URLs.
-    log : MessageLog, default=None
-        Where to record the protocol messages (a new log if None).
+        fsspec options of the sites' URLs.
+    checkpoint : object, default=None
+        With ``load() -> dict | None`` and ``save(dict)``: the coordinator's checkpoint.
+    progress : callable, default=None
+        Called as ``progress(iteration, bound)`` after every EM iteration.
+    return_memberships : bool, default=False
+        Fetch every site's memberships into ``result.memberships`` (tests only: it moves rows'
+        results to the coordinator).
 
     Returns
     -------
     FederatedBCEResult
     """
-    if mode not in ("secure", "plain", "sequential"):
-        raise InputError(
-            f"The 'mode' parameter must be one of ['plain', 'secure', 'sequential']; got {mode!r}"
-        )
-    frac_bits = check_int(frac_bits, "frac_bits", min_value=0, max_value=52)
-    log = MessageLog() if log is None else log
-    sites = [dict(s) for s in sites] if isinstance(sites, (list, tuple)) else sites
-    names = _check_sites(sites, client)
+    t_start = time.perf_counter()
+    if mode not in ("secure", "plain"):
+        raise InputError(f"The 'mode' parameter must be one of ['plain', 'secure']; got {mode!r}")
+    sites = _check_sites(sites)
+    names = [s["name"] for s in sites]
     est = BCE(
         n_clusters,
         n_init=n_init,
@@ -356,107 +334,155 @@ def run_federated_bce(
         random_state=random_state,
     )
     est._check_params()
+    if n_labels is not None:
+        n_labels = check_int(n_labels, "n_labels", min_value=1)
     k = est._k
-    gidx, categories = _load_sites(sites, names, client, log, storage_options)
-    offsets = _offsets(categories)
-    rng = check_random_state(random_state)
-    starts = [est._random_params(rng, categories) for _ in range(n_init)]
-    layout = StatsLayout(k, int(offsets[-1]), 0)
-    if mode == "sequential":
-        params, trace, n_iter, converged, gamma = _run_sequential(
-            client, sites, gidx, starts, offsets, k, est, log
+    P = len(sites)
+    agg = SecureAggregator(client, sites, mode=mode, pins=pins, timeout=timeout)
+    with agg:
+        infos = agg.call(
+            bce_open,
+            [(s["url"], storage_options, s.get("reference")) for s in sites],
+            what="loading the sites' rows",
         )
-    else:
-        estep = _SiteEStep(
-            client, sites, gidx, k, float(e_step_tol), int(e_step_max_iter), log, mode, frac_bits
+        N = infos[0]["n_clusterings"]
+        for s, info in zip(sites, infos, strict=True):
+            if info["n_clusterings"] != N:
+                raise InputError(
+                    f"site {s['name']!r} has {info['n_clusterings']} clusterings but site "
+                    f"{names[0]!r} has {N}"
+                )
+        rows_per_site = {n: info["n_rows"] for n, info in zip(names, infos, strict=True)}
+        categories = _category_space(agg, n_labels, N, "the label-range round", "the label-count round")
+        offsets = _offsets(categories)
+        layout = StatsLayout(k, int(offsets[-1]), 0)
+        rng = check_random_state(random_state)
+        starts = [est._random_params(rng, categories) for _ in range(est.n_init)]
+        run_key = _fingerprint(
+            {
+                "sites": [[s["name"], s["url"]] for s in sites],
+                "k": k,
+                "params": [n_init, max_iter, tol, e_step_tol, e_step_max_iter, alpha_init, random_state],
+                "categories": [c.tolist() for c in categories],
+                "mode": mode,
+            }
         )
-        best = None
-        for i, p0 in enumerate(starts):
-            if i:
-                estep.reset()
-            params, trace, n_iter, converged, _ = run_em(
-                estep, p0, layout, offsets, max_iter=max_iter, tol=tol
-            )
-            if best is None or trace[-1] > best[1][-1]:
-                best = (params, trace, n_iter, converged, list(estep.gamma))
-        params, trace, n_iter, converged, gamma = best
-    gamma = [
-        _submit(client, s, expand_gamma, g, p, kind="expand")
-        for s, g, p in zip(sites, gamma, gidx, strict=True)
-    ]
-    site_gamma = dict(zip(names, gamma, strict=True))
-    outs = [
-        _submit(client, s, site_write_output, g, s["output"], storage_options, kind="output")
-        for s, g in zip(sites, gamma, strict=True)
-        if s.get("output")
-    ]
-    client.gather(outs)
+        state = checkpoint.load() if checkpoint is not None else None
+        if state is not None and state.get("run_key") != run_key:
+            logger.info("checkpoint belongs to another run; starting afresh")
+            state = None
+        if state is None:
+            state = {"run_key": run_key, "init": 0, "trace": [], "params": None, "best": None}
+        first = state["init"]
+        resume = None
+        if state["trace"] or state["best"] is not None:
+            resume = (first, len(state["trace"]) - 1 if state["trace"] else None, (state["best"] or {}).get("init"))
+        resumed_from = len(state["trace"]) if resume is not None else None
+        agg.call(
+            bce_prepare,
+            [(categories, k, s.get("checkpoint"), run_key, resume) for s in sites],
+            what="preparing the sites' rows",
+        )
+        n_em = 0
+        t_em = 0.0
+        for i in range(first, est.n_init):
+            if i == first and state["trace"]:
+                trace = list(state["trace"])
+                params = _params_from(state["params"], k)
+            else:
+                trace, params = [], starts[i]
+                if i > first:
+                    agg.call(bce_reset, what=f"start {i + 1}")
+            converged = False
+            for t in range(len(trace), est.max_iter):
+                t0 = time.perf_counter()
+                vec = agg.sum(
+                    bce_estep,
+                    [(params, i, t, float(est.e_step_tol), int(est.e_step_max_iter))] * P,
+                    what=f"EM iteration {t + 1}" + (f" of start {i + 1}" if est.n_init > 1 else ""),
+                )
+                t_em += time.perf_counter() - t0
+                n_em += 1
+                stats = layout.unpack(vec)
+                trace.append(stats["bound"])
+                if progress is not None:
+                    progress(t, stats["bound"])
+                if t > 0 and abs(trace[-1] - trace[-2]) <= est.tol * abs(trace[-1]):
+                    converged = True
+                    break
+                if t == est.max_iter - 1:
+                    break
+                params = m_step(stats, params, offsets)
+                if checkpoint is not None:
+                    checkpoint.save({**state, "init": i, "trace": trace, "params": _params_to(params)})
+            best = state["best"]
+            if best is None or trace[-1] > best["trace"][-1]:
+                agg.call(bce_promote, [(i,)] * P, what=f"end of start {i + 1}")
+                best = {"init": i, "trace": trace, "params": _params_to(params), "converged": converged}
+            state = {**state, "init": i + 1, "trace": [], "params": None, "best": best}
+            if checkpoint is not None:
+                checkpoint.save(state)
+        best = state["best"]
+        params = _params_from(best["params"], k)
+        agg.call(
+            bce_finish, [(s.get("output"), storage_options) for s in sites], what="writing memberships"
+        )
+        memberships = {}
+        if return_memberships:
+            memberships = dict(zip(names, agg.call(bce_memberships, what="memberships"), strict=True))
+        scores = None
+        if all(s.get("reference") for s in sites):
+            onehot = agg.sum(bce_reference_bits, what="the reference-range round")
+            n_classes = 1 << int(np.flatnonzero(onehot > 0.5).max())
+            table = agg.sum(bce_contingency, [(n_classes,)] * P, what="the contingency round")
+            scores = scores_from_contingency(table.reshape(k, n_classes))
+    seconds = time.perf_counter() - t_start
     return FederatedBCEResult(
         alpha_=params.alpha,
         beta_=[params.beta[:, offsets[j] : offsets[j + 1]].copy() for j in range(len(categories))],
         categories_=categories,
-        lower_bound_=float(trace[-1]),
-        lower_bound_trace_=np.asarray(trace),
-        n_iter_=n_iter,
-        converged_=converged,
+        lower_bound_=float(best["trace"][-1]),
+        lower_bound_trace_=np.asarray(best["trace"]),
+        n_iter_=len(best["trace"]),
+        converged_=bool(best["converged"]),
         mode=mode,
         site_names=names,
-        site_gamma=site_gamma,
-        log=log,
+        rows_per_site=rows_per_site,
+        seconds=seconds,
+        seconds_per_iteration=t_em / n_em if n_em else float("nan"),
+        scores=scores,
+        resumed_from=resumed_from,
+        memberships=memberships,
     )
 
 
-def _run_sequential(client, sites, gidx, starts, offsets, k, est, log):
-    """The paper's heuristic row-distributed EM: parameters passed from site to site."""
-    best = None
-    tol, maxit = float(est.e_step_tol), int(est.e_step_max_iter)
-    for p0 in starts:
-        gamma = [
-            _submit(client, s, fresh_gamma_like, g, k, kind="gamma0")
-            for s, g in zip(sites, gidx, strict=True)
-        ]
-        params, trace, converged = p0, [], False
-        for t in range(est.max_iter):
-            carry = 0.0
-            prev = None
-            for p, (s, g) in enumerate(zip(sites, gidx, strict=True)):
-                if prev is None:
-                    log.record(COORDINATOR, s["_name"], "params", params)
-                    pin, cin = params, carry
-                else:
-                    # extracted on the sending site, so only (params, bound) travel to the next one
-                    pin = _submit(client, sites[p - 1], _get, prev, "params", kind="params-out")
-                    cin = _submit(client, sites[p - 1], _get, prev, "carry", kind="carry-out")
-                    log.record(sites[p - 1]["_name"], s["_name"], "params", pin.key)
-                res = _submit(
-                    client,
-                    s,
-                    site_sequential_step,
-                    g,
-                    gamma[p],
-                    pin,
-                    cin,
-                    offsets,
-                    tol,
-                    maxit,
-                    1e-6,
-                    kind="seq",
-                )
-                gamma[p] = _submit(client, s, _get, res, "gamma", kind="gamma")
-                prev = res
-            last = _submit(client, sites[-1], _get, prev, "params", kind="params-out")
-            lastc = _submit(client, sites[-1], _get, prev, "carry", kind="carry-out")
-            params, bound = last.result(), lastc.result()
-            log.record(sites[-1]["_name"], COORDINATOR, "params", params)
-            trace.append(bound)
-            if t > 0 and abs(trace[-1] - trace[-2]) <= est.tol * abs(trace[-1]):
-                converged = True
-                break
-        # final E-step everywhere with the final parameters, so memberships match them
-        for p, (s, g) in enumerate(zip(sites, gidx, strict=True)):
-            log.record(COORDINATOR, s["_name"], "params", params)
-            r = _submit(client, s, estep_task, g, gamma[p], params, tol, maxit, kind="final")
-            gamma[p] = _submit(client, s, operator.itemgetter(1), r, kind="gamma")
-        if best is None or trace[-1] > best[1][-1]:
-            best = (params, trace, len(trace), converged, gamma)
-    return best
+def _params_to(params):
+    return {"alpha": np.array(params.alpha, dtype=np.float64), "beta": np.array(params.beta, dtype=np.float64)}
+
+
+def _params_from(d, k):
+    return Params(
+        np.asarray(d["alpha"], dtype=np.float64),
+        np.asarray(d["beta"], dtype=np.float64).reshape(k, -1),
+        np.zeros((k, 0)),
+        np.ones((k, 0)),
+    )
+
+
+def _check_sites(sites):
+    if not isinstance(sites, (list, tuple)) or not sites:
+        raise InputError(f"sites must be a non-empty list of dicts (name, url, resource); got {sites!r}")
+    out = []
+    for i, s in enumerate(sites):
+        if not isinstance(s, dict):
+            raise InputError(f"sites[{i}] must be a dict with name, url and resource; got {s!r}")
+        s = dict(s)
+        s.setdefault("name", f"site-{i}")
+        for key in ("url", "resource"):
+            if not s.get(key):
+                raise InputError(f"site {s['name']!r} has no {key!r}")
+        out.append(s)
+    names = [s["name"] for s in out]
+    if len(set(names)) != len(names):
+        raise InputError(f"site names must be distinct; got {names}")
+    return out

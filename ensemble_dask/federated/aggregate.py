@@ -1,0 +1,202 @@
+"""The coordinator side of secure aggregation: one vector per site per round, summed under masks.
+
+:class:`SecureAggregator` is generic: row-distributed BCE (:mod:`.rows`) and KCC use it with their own
+site functions. Each site is pinned to one of its workers (the worker holding the session state);
+per round every site runs ``fn(state, *args)`` there and returns only the masked vector
+(:func:`.site.site_masked`); the coordinator adds the words and decodes the total. A site that fails,
+leaves the cluster or does not answer within ``timeout`` seconds ends the round with
+:class:`SiteLostError` naming the site and the round.
+
+Example (``fn`` runs on each site's worker, with that site's session state)::
+
+    with SecureAggregator(client, sites, pins=pins, timeout=60) as agg:
+        agg.call(load_rows, [(s["url"],) for s in sites], what="load")
+        total = agg.sum(local_counts, [(centers,)] * len(sites), what="iteration 3")
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+import numpy as np
+
+from .._validation import EnsembleDaskError, InputError
+from .secure import decode_fixed, sum_words
+from .site import site_call, site_close, site_join, site_masked
+
+__all__ = ["SecureAggregator", "SiteLostError"]
+
+logger = logging.getLogger(__name__)
+
+
+class SiteLostError(EnsembleDaskError):
+    """A site failed, left, or did not answer in time; the message names the site and the round."""
+
+
+def _site_workers(client, sites):
+    """One worker address per site: the first (sorted) worker offering the site's resource."""
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    offered = {}
+    for addr in sorted(workers):
+        for res, amount in (workers[addr].get("resources") or {}).items():
+            if amount > 0:
+                offered.setdefault(res, addr)
+    out = []
+    for s in sites:
+        addr = offered.get(s["resource"])
+        if addr is None:
+            raise InputError(
+                f"site {s['name']!r} is unreachable: no worker offers resource {s['resource']!r} "
+                f"(offered: {sorted(offered)})"
+            )
+        out.append(addr)
+    return out
+
+
+class SecureAggregator:
+    """Secure sums over sites on a Dask cluster.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    sites : list of dict
+        ``name`` and ``resource`` (the Dask worker resource its workers offer) per site.
+    mode : {"secure", "plain"}, default="secure"
+        ``"plain"`` returns the sites' vectors in clear (a baseline to measure the masking).
+    pins : dict, default=None
+        ``{name: raw public key}`` relayed to the sites, which check it against their own pins.
+    timeout : float, default=120
+        Seconds a site may take for one round.
+    """
+
+    def __init__(self, client, sites, *, mode="secure", pins=None, timeout=120.0):
+        if mode not in ("secure", "plain"):
+            raise InputError(f"The 'mode' parameter must be 'secure' or 'plain'; got {mode!r}")
+        self.client = client
+        self.sites = [dict(s) for s in sites]
+        self.names = [s["name"] for s in self.sites]
+        self.mode = mode
+        self.pins = dict(pins or {})
+        self.timeout = float(timeout)
+        self.session = uuid.uuid4().hex
+        self.round = 0
+        self.addresses = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def open(self):
+        self.addresses = _site_workers(self.client, self.sites)
+        roster = {}
+        if self.mode == "secure" and len(self.sites) > 1:
+            missing = [n for n in self.names if n not in self.pins]
+            if missing:
+                raise InputError(f"no pinned public key ('mask_key') for site(s) {missing}")
+            roster = {n: self.pins[n] for n in self.names}
+        else:
+            roster = {n: b"" for n in self.names}
+        futs = [
+            self._submit(i, site_join, self.session, name, roster, self.mode == "secure", kind="join")
+            for i, name in enumerate(self.names)
+        ]
+        self._wait(futs, "joining the session")
+        return self
+
+    def close(self):
+        if self.addresses is None:
+            return
+        futs = [self._submit(i, site_close, self.session, kind="close") for i in range(len(self.sites))]
+        try:
+            self._wait(futs, "closing", timeout=min(self.timeout, 10.0))
+        except (SiteLostError, OSError):  # a lost site has nothing left to close
+            pass
+        self.addresses = None
+
+    def __enter__(self):
+        return self.open()
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- rounds --------------------------------------------------------------------------------
+    def _submit(self, i, fn, *args, kind):
+        s = self.sites[i]
+        return self.client.submit(
+            fn,
+            *args,
+            resources={s["resource"]: 1},
+            workers=[self.addresses[i]],
+            allow_other_workers=False,
+            pure=False,
+            key=f"site-{s['name']}-{kind}-{uuid.uuid4().hex[:12]}",
+        )
+
+    def _per_site(self, args):
+        if args is None:
+            return [()] * len(self.sites)
+        args = list(args)
+        if len(args) != len(self.sites):
+            raise InputError(f"need one argument tuple per site ({len(self.sites)}); got {len(args)}")
+        return [tuple(a) for a in args]
+
+    def call(self, fn, args=None, *, what):
+        """Results of ``fn(state, *args[i])`` at every site (only for what the protocol may reveal)."""
+        futs = [
+            self._submit(i, site_call, self.session, fn, *a, kind="call")
+            for i, a in enumerate(self._per_site(args))
+        ]
+        return self._wait(futs, what)
+
+    def sum(self, fn, args=None, *, what):
+        """Total over sites of ``fn(state, *args[i])`` (float vectors); the coordinator sees masked words."""
+        self.round += 1
+        futs = [
+            self._submit(i, site_masked, self.session, self.round, fn, *a, kind="masked")
+            for i, a in enumerate(self._per_site(args))
+        ]
+        vecs = self._wait(futs, what)
+        if self.mode == "plain":
+            total = np.array(vecs[0], dtype=np.float64, copy=True)
+            for v in vecs[1:]:
+                total += v
+            return total
+        return decode_fixed(sum_words(vecs))
+
+    def _wait(self, futures, what, timeout=None):
+        from distributed import wait
+
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    wait(futures, timeout=max(0.05, min(1.0, deadline - time.monotonic())))
+                except TimeoutError:
+                    pass
+                for i, f in enumerate(futures):
+                    if f.status == "error":
+                        exc = f.exception()
+                        if isinstance(exc, EnsembleDaskError):
+                            raise type(exc)(f"{exc} (site {self.names[i]!r}, {what})") from exc
+                        raise SiteLostError(
+                            f"site {self.names[i]!r} failed in {what}: {type(exc).__name__}: {exc}"
+                        ) from exc
+                pending = [i for i, f in enumerate(futures) if f.status != "finished"]
+                if not pending:
+                    return self.client.gather(futures)
+                present = set(self.client.scheduler_info(n_workers=-1)["workers"])
+                for i in pending:
+                    if self.addresses[i] not in present:
+                        raise SiteLostError(
+                            f"site {self.names[i]!r} was lost in {what}: its worker {self.addresses[i]} "
+                            "left the cluster"
+                        )
+                if time.monotonic() >= deadline:
+                    names = [self.names[i] for i in pending]
+                    raise SiteLostError(
+                        f"site {names[0]!r} did not answer in {what} within {timeout:g} s"
+                        + (f" (nor did {names[1:]})" if len(names) > 1 else "")
+                    )
+        except BaseException:
+            self.client.cancel([f for f in futures if f.status == "pending"])
+            raise
