@@ -96,27 +96,14 @@ def wait_workers(scheduler, n, secs):
     return 0
 
 
-def federated_accuracy(store_url, sites_url, names):
-    """The demo holds every site's output, so it can score the federation like a centralised run."""
-    import numpy as np
-    import zarr
+def federated_workflow(base, sites, out):
+    """``base`` (a workflow YAML) with the sites printed by ``ensemble-dask split-sites`` (file ``sites``)."""
+    import yaml
 
-    from ensemble_dask.io.store import RunStore
-    from ensemble_dask.io.urls import make_zarr_store
-    from ensemble_dask.metrics import partition_scores
-
-    opts = json.loads(os.environ.get("STORAGE_OPTIONS") or "{}") or None  # else AWS_* variables
-    y = RunStore(store_url, opts, mode="r")["y_true"][:]
-    labels = []
-    for name in names.split(","):
-        z = zarr.open_array(
-            make_zarr_store(f"{sites_url.rstrip('/')}/{name}/memberships.zarr", opts), mode="r"
-        )
-        labels.append(np.asarray(z[:]).argmax(axis=1))
-    pred = np.concatenate(labels)
-    scores = partition_scores(pred, y)
-    print(f"{'':26s} {'H':>7s} {'ARI':>7s} {'NMI':>7s}")
-    print(f"{'federated BCE':26s} {scores['H']:7.4f} {scores['ARI']:7.4f} {scores['NMI']:7.4f}")
+    spec = yaml.safe_load(open(base))
+    spec["federated"]["sites"] = yaml.safe_load(open(sites))["federated"]["sites"]
+    with open(out, "w") as f:
+        yaml.safe_dump(spec, f, sort_keys=False)
     return 0
 
 
@@ -150,7 +137,7 @@ def main(argv):
         "put": put,
         "synthetic-kdd": synthetic_kdd,
         "wait-workers": wait_workers,
-        "federated-accuracy": federated_accuracy,
+        "federated-workflow": federated_workflow,
     }
     return funcs[cmd](*args)
 

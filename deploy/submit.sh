@@ -7,13 +7,15 @@
 #      or $DATA_URL as it is, when the data is in the bucket already;
 #   2. workflows/kdd99-pcc.yaml on $SCHEDULER, store $S3_BASE/runs/kdd99-pcc.zarr: its accuracy table;
 #   3. the run's labels cut into one share per site ($S3_BASE/sites/NAME) and federated BCE across
-#      the sites $SITES (each site's share read, and its memberships written, by its own workers);
-#      the federation's accuracy against the reference classes.
+#      the sites $SITES over TLS with secure aggregation (each site's share read, its memberships
+#      written, by its own workers); the federation's accuracy against the reference classes.
 # Exits non-zero as soon as a step fails.
 #
 # Environment:
 #   SCHEDULER        address of the scheduler (tcp://... or tls://...)                    required
 #   DASK_DISTRIBUTED__COMM__TLS__CA_FILE, ..._CLIENT__CERT, ..._CLIENT__KEY   for a tls:// scheduler
+#   CERT_DIR         ca.pem, coordinator.pem, coordinator-key.pem and the sites' NAME-mask.pub
+#                    (federated.certs of the federated workflow)             with a tls:// scheduler
 #   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_DEFAULT_REGION   the S3 service
 #   STORAGE_OPTIONS  fsspec options as JSON (default: made from the AWS_* variables)
 #   S3_BASE          bucket (and prefix) for data, runs and sites   default: s3://ensemble-dask
@@ -74,19 +76,18 @@ ensemble-dask run "$WORKFLOWS/kdd99-pcc.yaml" --scheduler "$SCHEDULER" --no-prog
 
 if ((${#site_names[@]})); then
     step "federated BCE across the sites $SITES"
+    tmp="$(mktemp -d)"
     ensemble-dask split-sites --store "$store" --storage-options "$STORAGE_OPTIONS" \
-        --out "$S3_BASE/sites" --names "$SITES" >/dev/null
-    sites=""
-    for s in "${site_names[@]}"; do
-        sites+="{name: $s, resource: $s, url: '$S3_BASE/sites/$s/labels.zarr',"
-        sites+=" output: '$S3_BASE/sites/$s/memberships.zarr'},"
-    done
+        --out "$S3_BASE/sites" --names "$SITES" >"$tmp/sites.yaml"
+    "$PYTHON" "$HELPERS" federated-workflow "$WORKFLOWS/federated-bce.yaml" "$tmp/sites.yaml" \
+        "$tmp/federated.yaml"
+    declare -a tls=(--set federated.insecure=true)
+    [[ "$SCHEDULER" == tls://* ]] && tls=(--set "federated.certs=${CERT_DIR:?CERT_DIR: the certificates}")
     # shellcheck disable=SC2086
-    ensemble-dask federated "$WORKFLOWS/federated-bce.yaml" --scheduler "$SCHEDULER" \
+    ensemble-dask federated "$tmp/federated.yaml" --scheduler "$SCHEDULER" --no-progress \
         --store "$S3_BASE/runs/federated-bce.zarr" --storage-options "$STORAGE_OPTIONS" \
-        --set "federated.sites=[${sites%,}]" --set federated.n_clusters=3 \
+        --set federated.demo=false --set federated.n_clusters=3 "${tls[@]}" \
         --set "site_storage_options=$STORAGE_OPTIONS" ${FEDERATED_ARGS:-}
-    # this demo can read every site's output; a real coordinator cannot
-    "$PYTHON" "$HELPERS" federated-accuracy "$store" "$S3_BASE/sites" "$SITES"
+    rm -rf "$tmp"
 fi
 step "done"

@@ -25,7 +25,8 @@
 #
 # After `start`, `source $RUN_DIR/env.sh` gives: SCHEDULER (the address for --scheduler), the
 # DASK_DISTRIBUTED__COMM__TLS__* variables a client needs to reach a TLS scheduler, the AWS_*
-# variables of the S3 server and STORAGE_OPTIONS (the same as JSON for --storage-options).
+# variables of the S3 server, STORAGE_OPTIONS (the same as JSON for --storage-options) and CERT_DIR.
+# Site workers load their masking key NAME-mask.key (when CERT_DIR has one) for secure aggregation.
 set -Eeuo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -114,6 +115,15 @@ tls_args() { # $1: certificate name
     fi
 }
 
+# secure aggregation: the site's X25519 masking key and the pinned public keys of all sites, loaded
+# by the site's workers themselves (ensemble_dask.federated.site)
+site_args() {
+    if [[ -e "$CERT_DIR/$1-mask.key" ]]; then
+        echo --preload ensemble_dask.federated.site --mask-key "$CERT_DIR/$1-mask.key" \
+            --pins "$RUN_DIR/pins" --site-name "$1"
+    fi
+}
+
 cmd_start() {
     if compgen -G "$PIDS/*.pid" >/dev/null; then
         log "$RUN_DIR already has running processes (cluster.sh stop first)"
@@ -133,6 +143,13 @@ cmd_start() {
         ensemble-dask certs --out "$CERT_DIR" --names "$names" >/dev/null
         log "certificates for $names in $CERT_DIR"
     fi
+
+    # the pinned public masking keys of the sites (and only of the sites)
+    rm -rf "$RUN_DIR/pins" && mkdir -p "$RUN_DIR/pins"
+    local site
+    for site in "${site_list[@]}"; do
+        [[ -e "$CERT_DIR/$site-mask.pub" ]] && cp "$CERT_DIR/$site-mask.pub" "$RUN_DIR/pins/"
+    done
 
     local env_file="$RUN_DIR/env.sh"
     : >"$env_file"
@@ -169,7 +186,8 @@ EOF
 
     # DASK_DISTRIBUTED__WORKER__DAEMON=False: tasks may start processes of their own
     export DASK_DISTRIBUTED__WORKER__DAEMON=False
-    local -a common=(--scheduler-file "$RUN_DIR/scheduler.json" --host "$HOST" --nthreads "$NTHREADS"
+    # the address as the first argument: after it, options dask worker does not know go to the preload
+    local -a common=("$address" --host "$HOST" --nthreads "$NTHREADS"
         --memory-limit "$MEMORY_LIMIT" --no-dashboard)
     local n_total=0
     for ((i = 0; i < N_WORKERS; i++)); do
@@ -177,12 +195,12 @@ EOF
         launch "worker-$i" dask worker "${common[@]}" --name "worker-$i" $(tls_args coordinator)
         n_total=$((n_total + 1))
     done
-    local site j
+    local j
     for site in "${site_list[@]}"; do
         for ((j = 0; j < WORKERS_PER_SITE; j++)); do
             # shellcheck disable=SC2046
             launch "worker-$site-$j" dask worker "${common[@]}" --name "$site-$j" --resources "$site=1" \
-                $(tls_args "$site")
+                $(tls_args "$site") $(site_args "$site")
             n_total=$((n_total + 1))
         done
     done
@@ -197,6 +215,8 @@ EOF
 export DASK_DISTRIBUTED__COMM__TLS__CA_FILE=$CERT_DIR/ca.pem
 export DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT=$CERT_DIR/coordinator.pem
 export DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY=$CERT_DIR/coordinator-key.pem
+# the federated workflow's federated.certs (coordinator.pem, ca.pem, the sites' NAME-mask.pub)
+export CERT_DIR=$CERT_DIR
 EOF
     fi
     # wait for every worker and check the versions with the client's own credentials
