@@ -132,7 +132,7 @@ cmd_start() {
     mkdir -p "$PIDS" "$LOGS"
     rm -f "$RUN_DIR/scheduler.json" "$RUN_DIR/env.sh"
     # from here on, a failure stops whatever did start
-    trap 'log "start failed; stopping what started (logs in $LOGS)"; cmd_stop' ERR
+    trap 'trap - ERR; log "start failed; stopping what started (logs in $LOGS)"; cmd_stop' ERR
 
     local -a site_list=()
     [[ -n "$SITES" ]] && IFS=, read -r -a site_list <<<"$SITES"
