@@ -1,305 +1,356 @@
-"""Tests of BCE on Dask row blocks and across sites (row- and column-distributed, secure aggregation).
+"""Row-distributed BCE with secure aggregation, on real processes over TLS.
 
-One cluster of 5 single-thread worker PROCESSES (distributed.Nanny), worker ``i`` offering the
-resource ``site-i``, is shared by the whole module; sites are assigned round-robin.
+A `dask scheduler` and three `dask worker --resources site-i=1` processes (no nanny, so a killed
+worker stays dead) on 127.0.0.1, every connection TLS with certificates from ``make_certs``; each
+worker loads its site's masking key and the pinned public keys with
+``--preload ensemble_dask.federated.site``. The tests check the answer against centralised BCE and
+what the client process actually receives on its connections.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
-import zarr
 from sklearn.cluster import KMeans
 
 from ensemble_dask import InputError
-from ensemble_dask.consensus.bce import BCE, ConvergenceWarning, EmptyRowsWarning
-from ensemble_dask.federated import (
-    COORDINATOR,
-    MessageLog,
-    decode_fixed,
-    encode_fixed,
-    run_column_distributed_bce,
-    run_federated_bce,
-)
-from ensemble_dask.federated.dask import estep_task, fit_bce_dask, prepare_block
-from ensemble_dask.federated.secure import site_keygen, site_masked_stats, site_pair_seeds, sum_words
-from ensemble_dask.metrics import micro_precision
+from ensemble_dask._validation import check_random_state
+from ensemble_dask.consensus.bce import BCE, ConvergenceWarning, StatsLayout, _offsets, run_em
+from ensemble_dask.federated import SiteLostError, run_federated_bce
+from ensemble_dask.federated.certs import load_mask_public, make_certs
+from ensemble_dask.federated.dask import estep_task, prepare_block
+from ensemble_dask.federated.secure import decode_fixed, sum_words
+from ensemble_dask.io.store import RunStore
+from ensemble_dask.metrics import partition_scores
+from ensemble_dask.stages.federated import StoreCheckpoint
+
+from .conftest import REPO, _exe, _free_port, _stop, _wait_port
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-N_WORKERS = 5
-ITERS = 25
+SITES = ["site-0", "site-1", "site-2"]
+ITERS = 20
+
+
+# --------------------------------------------------------------------------- a TLS cluster of processes
+
+
+class TLSCluster:
+    def __init__(self, root):
+        self.root = root
+        self.certs = root / "certs"
+        make_certs(self.certs, ["coordinator", *SITES, "mallory"])
+        self.port = _free_port()
+        self.address = f"tls://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "PYTHONPATH": str(REPO), "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+        self.workers = {}
+
+    def tls_args(self, name):
+        c = self.certs
+        return ["--tls-ca-file", str(c / "ca.pem"), "--tls-cert", str(c / f"{name}.pem"), "--tls-key", str(c / f"{name}-key.pem")]
+
+    def start_scheduler(self):
+        self.scheduler = subprocess.Popen(
+            [_exe("dask"), "scheduler", "--host", "127.0.0.1", "--port", str(self.port), "--protocol", "tls",
+             "--dashboard-address", ":0", *self.tls_args("coordinator")],
+            cwd=self.root, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        _wait_port(self.port, self.scheduler)
+
+    def start_worker(self, name):
+        self.workers[name] = subprocess.Popen(
+            [_exe("dask"), "worker", self.address, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
+             "--no-dashboard", "--resources", f"{name}=1", *self.tls_args(name),
+             "--preload", "ensemble_dask.federated.site", "--mask-key", str(self.certs / f"{name}-mask.key"),
+             "--pins", str(self.certs), "--site-name", name],
+            cwd=self.root, env=self.env, stdout=subprocess.DEVNULL, stderr=open(self.root / f"{name}.log", "ab"),
+        )  # fmt: skip
+
+    def kill_worker(self, name):
+        self.workers[name].send_signal(signal.SIGKILL)
+        self.workers[name].wait()
+
+    def security(self):
+        from distributed import Security
+
+        c = self.certs
+        return Security(
+            tls_ca_file=str(c / "ca.pem"),
+            tls_client_cert=str(c / "coordinator.pem"),
+            tls_client_key=str(c / "coordinator-key.pem"),
+            require_encryption=True,
+        )
+
+    def pins(self):
+        return {n: load_mask_public(self.certs / f"{n}-mask.pub") for n in SITES}
+
+    def stop(self):
+        procs = [p for p in [*self.workers.values(), getattr(self, "scheduler", None)] if p is not None]
+        for p in procs:  # all at once: each takes a while to close its comms
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            _stop(p)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    from distributed import Client
+
+    tc = TLSCluster(tmp_path_factory.mktemp("tls"))
+    try:
+        tc.start_scheduler()
+        for name in SITES:
+            tc.start_worker(name)
+        with Client(tc.address, security=tc.security(), timeout="30s") as c:
+            c.wait_for_workers(len(SITES), timeout=90)
+            tc.client = c
+            yield tc
+    finally:
+        tc.stop()
 
 
 @pytest.fixture(scope="module")
 def iris():
-    if not DATA.is_dir():
-        pytest.fail(f"shared data directory missing: {DATA}")
     X = np.loadtxt(DATA / "uci" / "iris.data.gz")
     y = np.loadtxt(DATA / "uci" / "iris.labels0.gz").astype(int)
-    L = np.column_stack(
-        [KMeans(3, n_init=1, init="random", random_state=s).fit_predict(X) for s in range(12)]
-    ).astype(np.int32)
-    rng = np.random.default_rng(0)
-    L[rng.random(L.shape) < 0.15] = -1
+    order = np.random.default_rng(0).permutation(X.shape[0])  # iris rows are sorted by class
+    X, y = X[order], y[order]
+    L = np.column_stack([KMeans(3, n_init=1, init="random", random_state=s).fit_predict(X) for s in range(10)])
+    L = L.astype(np.int32)
+    L[np.random.default_rng(0).random(L.shape) < 0.15] = -1
     return L, y
 
 
 @pytest.fixture(scope="module")
-def client():
-    from distributed import Client, Nanny, Scheduler, SpecCluster
-
-    workers = {
-        f"w{i}": {"cls": Nanny, "options": {"nthreads": 1, "resources": {f"site-{i}": 1}}}
-        for i in range(N_WORKERS)
-    }
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
-    with SpecCluster(scheduler=scheduler, workers=workers) as cluster, Client(cluster) as c:
-        c.wait_for_workers(N_WORKERS)
-        yield c
-
-
-@pytest.fixture(scope="module")
 def reference(iris):
+    """Centralised BCE, and the parameters of each of its E-steps (to replay what each site computes)."""
     L, _ = iris
     with pytest.warns(ConvergenceWarning):
-        return BCE(3, random_state=0, max_iter=ITERS, tol=0.0).fit(L)
+        ref = BCE(3, random_state=0, max_iter=ITERS, tol=0.0).fit(L)
+    est = BCE(3, random_state=0, max_iter=ITERS, tol=0.0)
+    est._check_params()
+    cats = ref.categories_
+    from ensemble_dask.consensus.bce import _InMemoryEStep, encode_labels
+
+    gidx = encode_labels(L, cats)[0]
+    estep = _InMemoryEStep(gidx, np.ones(L.shape[1]), np.empty((L.shape[0], 0)), np.empty(0), 3, 1e-4, 100)
+    params_seen = []
+    start = est._random_params(check_random_state(0), cats)
+    run_em(
+        estep, start, StatsLayout(3, int(_offsets(cats)[-1])), _offsets(cats), max_iter=ITERS, tol=0.0,
+        callback=lambda t, p, s: params_seen.append(p.copy()),
+    )  # fmt: skip
+    return ref, params_seen
 
 
-def make_sites(L, P, root, seed=0, fmt="npy"):
-    """Split rows unevenly into P sites; each site's rows stored at its own path."""
-    rng = np.random.default_rng(seed + P)
-    cuts = np.sort(rng.choice(np.arange(5, L.shape[0] - 4), size=P - 1, replace=False))
-    cuts = np.concatenate([[0], cuts, [L.shape[0]]])
+def make_sites(L, root, y=None, cuts=(40, 95)):
+    bounds = [0, *cuts, L.shape[0]]
     sites = []
-    for p in range(P):
-        rows = L[cuts[p] : cuts[p + 1]]
-        if fmt == "npy":
-            url = str(root / f"site{p}.npy")
-            np.save(url, rows)
-        else:
-            url = str(root / f"site{p}.zarr")
-            z = zarr.create_array(url, shape=rows.shape, chunks=(16, rows.shape[1]), dtype="int32")
-            z[:] = rows
-        sites.append({"name": f"org-{p}", "url": url, "resource": f"site-{p % N_WORKERS}"})
-    return sites, cuts
+    for p, name in enumerate(SITES):
+        a, b = bounds[p], bounds[p + 1]
+        np.save(root / f"{name}.npy", L[a:b])
+        site = {
+            "name": name,
+            "resource": name,
+            "url": str(root / f"{name}.npy"),
+            "output": str(root / f"{name}-memberships.npy"),
+            "checkpoint": str(root / f"{name}-state"),
+        }
+        if y is not None:
+            np.save(root / f"{name}-ref.npy", y[a:b])
+            site["reference"] = str(root / f"{name}-ref.npy")
+        sites.append(site)
+    return sites, bounds
 
 
-def worker_resources(client):
-    return {a: w.get("resources", {}) for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
-
-
-# --------------------------------------------------------------------------- primitives
-
-
-def test_fixed_point_and_pairwise_masks_cancel():
-    rng = np.random.default_rng(1)
-    vecs = [rng.normal(0, 1e3, 50) for _ in range(4)]
-    keys = [site_keygen() for _ in range(4)]
-    pubs = [k["public"] for k in keys]
-    seeds = [site_pair_seeds(k, pubs, p) for p, k in enumerate(keys)]
-    assert seeds[0][2] == seeds[2][0] and seeds[1][3] == seeds[3][1] and seeds[0][1] != seeds[0][2]
-    masked = [
-        site_masked_stats(v, s, p, 7, 32, 4, f"s{p}")
-        for p, (v, s) in enumerate(zip(vecs, seeds, strict=True))
-    ]
-    total = decode_fixed(sum_words(*masked), 32)
-    np.testing.assert_allclose(total, np.sum(vecs, axis=0), atol=4 * 2.0**-32)
-    for v, m in zip(vecs, masked, strict=True):  # a single masked vector says nothing about its site's values
-        assert np.mean(np.abs(decode_fixed(m, 32) - v) < 1.0) < 0.05
-    np.testing.assert_allclose(decode_fixed(encode_fixed(vecs[0], 32), 32), vecs[0], atol=2.0**-32)
-    with pytest.raises(InputError, match="site 's9'.*fixed-point range"):
-        site_masked_stats(np.array([1e12]), {}, 0, 0, 32, 2, "s9")
-
-
-# --------------------------------------------------------------------------- Dask row blocks
-
-
-def test_dask_blocks_on_zarr_equal_in_memory_fit(client, iris, reference, tmp_path):
-    L, _ = iris
-    url = str(tmp_path / "labels.zarr")
-    z = zarr.create_array(url, shape=L.shape, chunks=(32, L.shape[1]), dtype="int32")
-    z[:] = L
-    with pytest.warns(ConvergenceWarning):
-        est = fit_bce_dask(url, 3, client=client, random_state=0, max_iter=ITERS, tol=0.0)
-    np.testing.assert_allclose(est.memberships_, reference.memberships_, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(est.lower_bound_trace_, reference.lower_bound_trace_, rtol=1e-12)
-    np.testing.assert_allclose(est.alpha_, reference.alpha_, rtol=1e-10)
-    # also from an in-memory array, cut into other blocks
-    with pytest.warns(ConvergenceWarning):
-        est2 = fit_bce_dask(L, 3, client=client, block_rows=40, random_state=0, max_iter=ITERS, tol=0.0)
-    np.testing.assert_allclose(est2.memberships_, reference.memberships_, rtol=1e-10, atol=1e-12)
-
-
-# --------------------------------------------------------------------------- exact row-distributed
-
-
-@pytest.mark.parametrize("P", [1, 2, 3, 4, 5])
-def test_secure_row_distributed_equals_centralised(client, iris, reference, tmp_path, P):
-    L, _ = iris
-    sites, cuts = make_sites(L, P, tmp_path, fmt="npy" if P % 2 else "zarr")
-    res = run_federated_bce(sites, 3, client, mode="secure", random_state=0, max_iter=ITERS, tol=0.0)
-    assert res.n_iter_ == ITERS
-    for p, s in enumerate(sites):
-        np.testing.assert_allclose(
-            res.memberships(s["name"]), reference.memberships_[cuts[p] : cuts[p + 1]], rtol=1e-8, atol=1e-10
-        )
-    np.testing.assert_allclose(res.alpha_, reference.alpha_, rtol=1e-8)
-    for b, rb in zip(res.beta_, reference.beta_, strict=True):
-        np.testing.assert_allclose(b, rb, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(res.lower_bound_trace_, reference.lower_bound_trace_, rtol=1e-8)
-
-
-def replay_site_stats(rows, categories, params_seq):
-    """What a site computes locally, round after round (its E-step with warm-started gamma)."""
-    gidx = prepare_block(rows, categories)
-    gamma = np.full((gidx["gidx"].shape[0], 3), -1.0)
+def site_vectors(L, bounds, categories, params_seq):
+    """What each site computes round after round (its E-step, warm-started): replayed here."""
     out = []
-    for params in params_seq:
-        vec, gamma = estep_task(gidx, gamma, params, 1e-4, 100)
-        out.append(vec)
+    for p in range(len(SITES)):
+        prep = prepare_block(L[bounds[p] : bounds[p + 1]], categories)
+        gamma = np.full((prep["gidx"].shape[0], 3), -1.0)
+        vecs = []
+        for params in params_seq:
+            vec, gamma = estep_task(prep, gamma, params, 1e-4, 100)
+            vecs.append(vec)
+        out.append(vecs)
     return out
 
 
-@pytest.mark.parametrize("mode", ["secure", "plain"])
-def test_coordinator_never_receives_a_sites_statistics(client, iris, tmp_path, mode):
-    L, _ = iris
-    P = 3
-    sites, cuts = make_sites(L, P, tmp_path)
-    from distributed import get_task_stream
+class Received:
+    """Every message the client process reads from its (TLS) connections, deserialised."""
 
-    log = MessageLog()
-    with get_task_stream(client) as ts:
-        res = run_federated_bce(sites, 3, client, mode=mode, random_state=1, max_iter=6, tol=0.0, log=log)
-    names = [s["name"] for s in sites]
-    to_coord = log.received_by(COORDINATOR)
-    categories = next(m.payload for m in log.messages if m.kind == "categories")
-    # the parameters each site was sent, in order
-    sent = {n: [m.payload for m in log.received_by(n) if m.kind == "params"] for n in names}
-    assert all(len(v) == res.n_iter_ for v in sent.values())
-    local = {n: replay_site_stats(L[cuts[p] : cuts[p + 1]], categories, sent[n]) for p, n in enumerate(names)}
-    if mode == "secure":
-        assert {m.kind for m in to_coord} == {"meta", "public_key", "masked_stats"}
-        rounds = [m for m in to_coord if m.kind == "masked_stats"]
-        assert len(rounds) == P * res.n_iter_
-        for r in range(res.n_iter_):
-            msgs = rounds[r * P : (r + 1) * P]
-            for m in msgs:
-                own = encode_fixed(local[m.sender][r], 32)
-                assert m.payload.dtype == np.uint64
-                assert np.mean(m.payload == own) < 0.01  # masked: no entry of the site's own values
-                # and no other site's values either
-                for n in names:
-                    assert not np.array_equal(m.payload, encode_fixed(local[n][r], 32))
-            total = decode_fixed(sum_words(*[m.payload for m in msgs]), 32)
-            np.testing.assert_allclose(
-                total, np.sum([local[n][r] for n in names], axis=0), rtol=1e-9, atol=1e-8
-            )
-    else:  # the detector works: in clear, the coordinator does get each site's statistics
-        stats = [m for m in to_coord if m.kind == "stats"]
-        for r in range(res.n_iter_):
-            for m in stats[r * P : (r + 1) * P]:
-                np.testing.assert_array_equal(m.payload, local[m.sender][r])
-    # no site's rows, gamma or private key ever reaches the coordinator
-    assert all(m.kind != "gamma" for m in to_coord)
-    # every task touching a site's data ran on that site's worker
-    res_of = worker_resources(client)
-    site_tasks = [t for t in ts.data if str(t["key"]).startswith("site-")]
-    assert len(site_tasks) >= P * res.n_iter_
-    for t in site_tasks:
-        name = next(n for n in names if str(t["key"]).startswith(f"site-{n}-"))
-        resource = sites[names.index(name)]["resource"]
-        assert resource in res_of[t["worker"]], (t["key"], t["worker"])
+    def __init__(self):
+        self.messages = []
+
+    def __enter__(self):
+        from distributed.comm import tcp
+
+        self._orig = tcp.TCP.read
+        rec = self.messages
+
+        async def read(comm, deserializers=None):
+            msg = await self._orig(comm, deserializers)
+            rec.append(msg)
+            return msg
+
+        tcp.TCP.read = read
+        return self
+
+    def __exit__(self, *exc):
+        from distributed.comm import tcp
+
+        tcp.TCP.read = self._orig
+
+    def arrays(self, raw=False):
+        """Every NumPy array inside the received messages (two-word fixed point decoded, unless ``raw``)."""
+        from distributed.protocol import Serialized, deserialize
+
+        found, stack = [], list(self.messages)
+        while stack:
+            obj = stack.pop()
+            if isinstance(obj, Serialized):
+                obj = deserialize(obj.header, obj.frames)
+            if isinstance(obj, dict):
+                stack.extend(obj.values())
+            elif isinstance(obj, (list, tuple, set)):
+                stack.extend(obj)
+            elif isinstance(obj, np.ndarray) and obj.dtype.kind in "fiu":
+                if obj.dtype == np.uint64 and obj.ndim == 2 and obj.shape[0] == 2:
+                    found.append(obj if raw else decode_fixed(obj))
+                else:
+                    found.append(np.asarray(obj, dtype=np.float64).ravel())
+        return found
 
 
-# --------------------------------------------------------------------------- heuristic and column variants
+def leaks(arrays, per_site):
+    """(site, round) whose unmasked statistics vector appears among ``arrays``."""
+    hits = []
+    for p, vecs in enumerate(per_site):
+        for r, v in enumerate(vecs):
+            if any(a.shape == v.shape and np.allclose(a, v, rtol=1e-6, atol=1e-6) for a in arrays):
+                hits.append((SITES[p], r))
+    return hits
 
 
-def test_sequential_variant_passes_parameters_site_to_site(client, iris, tmp_path):
+def fit(cluster, sites, **kw):
+    kw = {"random_state": 0, "max_iter": ITERS, "tol": 0.0, "pins": cluster.pins(), "timeout": 30, **kw}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return run_federated_bce(sites, 3, cluster.client, **kw)
+
+
+def memberships(sites):
+    """The sites' own outputs (read here by the test; the coordinator never gets them)."""
+    return np.vstack([np.load(s["output"]) for s in sites])
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_secure_equals_centralised_and_the_client_never_receives_a_sites_statistics(cluster, iris, reference, tmp_path):
     L, y = iris
-    order = np.random.default_rng(3).permutation(L.shape[0])  # iris rows are sorted by class
-    L, y = L[order], y[order]
-    sites, cuts = make_sites(L, 3, tmp_path)
-    res = run_federated_bce(sites, 3, client, mode="sequential", random_state=0, max_iter=30, tol=1e-6)
-    names = [s["name"] for s in sites]
-    assert res.log.kinds(COORDINATOR) == {"meta", "params"}
-    # parameters travel org-0 -> org-1 -> org-2, never back through the coordinator mid-iteration
-    hops = {
-        (m.sender, m.receiver) for m in res.log.messages if m.kind == "params" and m.sender != COORDINATOR
-    }
-    assert hops == {("org-0", "org-1"), ("org-1", "org-2"), ("org-2", COORDINATOR)}
-    pred = np.concatenate([res.memberships(n).argmax(axis=1) for n in names])
-    assert micro_precision(pred, y) >= 0.75
+    ref, params_seen = reference
+    sites, bounds = make_sites(L, tmp_path, y)
+    with Received() as rx:
+        res = fit(cluster, sites)
+    # the answer: centralised BCE on the pooled rows
+    assert res.n_iter_ == ITERS and res.rows_per_site == {"site-0": 40, "site-1": 55, "site-2": 55}
+    np.testing.assert_allclose(res.alpha_, ref.alpha_, rtol=1e-9)
+    for b, rb in zip(res.beta_, ref.beta_, strict=True):
+        np.testing.assert_allclose(b, rb, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(res.lower_bound_trace_, ref.lower_bound_trace_, rtol=1e-10)
+    np.testing.assert_allclose(memberships(sites), ref.memberships_, rtol=1e-6, atol=1e-7)  # float32 files
+    # the federation's scores, from the securely summed contingency tables
+    central = partition_scores(ref.labels_, y)
+    for key in ("H", "ARI", "NMI"):
+        assert res.scores[key] == pytest.approx(central[key], abs=1e-12)
+    # what the client process received: never one site's unmasked statistics, nor the total alone
+    per_site = site_vectors(L, bounds, ref.categories_, params_seen)
+    arrays = rx.arrays()
+    assert leaks(arrays, per_site) == []
+    totals = [np.sum([per_site[p][r] for p in range(3)], axis=0) for r in range(ITERS)]
+    assert leaks(arrays, [totals]) == []
+    # ... but masked vectors that add up to the totals (so the check above looked at the right data)
+    words = [w for w in rx.arrays(raw=True) if w.ndim == 2 and w.shape == (2, totals[0].size)]
+    assert len(words) == 3 * ITERS
+    np.testing.assert_allclose(decode_fixed(sum_words(words)), np.sum(totals, axis=0), rtol=1e-9)
+    # and no rows' parameters: nothing with a row per site row
+    assert not any(a.size in (40 * 3, 55 * 3, 150 * 3) for a in arrays)
 
 
-def test_column_distributed_equals_centralised(client, iris, reference, tmp_path):
+def test_detector_finds_statistics_sent_in_clear(cluster, iris, reference, tmp_path):
+    """The same check, on a plain run, does see each site's vectors (so the test above can fail)."""
     L, _ = iris
-    holders = []
-    for g, (a, b) in enumerate([(0, 3), (3, 8), (8, 12)]):
-        url = str(tmp_path / f"cols{g}.npy")
-        np.save(url, L[:, a:b])
-        holders.append({"name": f"vendor-{g}", "url": url, "resource": f"site-{g}"})
-    res = run_column_distributed_bce(
-        holders, 3, client, server_resource="site-4", random_state=0, max_iter=ITERS, tol=0.0
-    )
-    gamma = res.site_gamma["server"].result()
-    np.testing.assert_allclose(gamma / gamma.sum(axis=1, keepdims=True), reference.memberships_, rtol=1e-10)
-    np.testing.assert_allclose(res.lower_bound_trace_, reference.lower_bound_trace_, rtol=1e-12)
-    for b, rb in zip(res.beta_, reference.beta_, strict=True):
-        np.testing.assert_allclose(b, rb, rtol=1e-10, atol=1e-14)
-    # clients never send labels or beta mid-fit: only log-likelihoods, to the server
-    assert {m.kind for m in res.log.messages if m.receiver == "server"} == {"loglik"}
+    ref, params_seen = reference
+    sites, bounds = make_sites(L, tmp_path)
+    with Received() as rx:
+        fit(cluster, sites, mode="plain", max_iter=4)
+    per_site = site_vectors(L, bounds, ref.categories_, params_seen[:4])
+    hits = leaks(rx.arrays(), per_site)
+    assert sorted(hits) == sorted((s, r) for s in SITES for r in range(4))
 
 
-# --------------------------------------------------------------------------- outputs and errors
-
-
-def test_site_writes_its_memberships_to_its_own_output(client, iris, tmp_path):
+def test_a_swapped_public_key_is_detected(cluster, iris, tmp_path):
     L, _ = iris
-    sites, cuts = make_sites(L, 2, tmp_path)
-    sites[1]["output"] = str(tmp_path / "org1-memberships.npy")
-    res = run_federated_bce(sites, 3, client, random_state=0, max_iter=5, tol=0.0)
-    got = np.load(sites[1]["output"])
-    np.testing.assert_allclose(got, res.memberships("org-1"), rtol=1e-6)
+    sites, _ = make_sites(L, tmp_path)
+    pins = cluster.pins()
+    pins["site-1"] = load_mask_public(cluster.certs / "mallory-mask.pub")  # the coordinator's own key
+    with pytest.raises(InputError, match="relayed for site 'site-1' is not the key pinned"):
+        fit(cluster, sites, pins=pins, max_iter=2)
+    with pytest.raises(InputError, match="no pinned public key"):
+        fit(cluster, sites, pins={"site-0": pins["site-0"]}, max_iter=2)
 
 
-def test_bad_sites_are_named(client, iris, tmp_path):
+def test_lost_site_stops_the_run_and_the_run_resumes(cluster, iris, reference, tmp_path):
     L, _ = iris
-    sites, _ = make_sites(L, 3, tmp_path)
+    ref, _ = reference
+    sites, _ = make_sites(L, tmp_path)
+    store = RunStore(tmp_path / "coordinator.zarr")
+    checkpoint = StoreCheckpoint(store)
+
+    def kill_at_6(t, bound):
+        if t == 5:
+            cluster.kill_worker("site-1")
+
+    with pytest.raises(SiteLostError, match=r"site 'site-1'.*EM iteration 7"):
+        fit(cluster, sites, checkpoint=checkpoint, progress=kill_at_6)
+    state = checkpoint.load()
+    assert len(state["trace"]) == 6  # (alpha, beta) after the 6th complete iteration
+    cluster.start_worker("site-1")
+    cluster.client.wait_for_workers(len(SITES), timeout=90)
+    res = fit(cluster, sites, checkpoint=checkpoint)
+    assert res.resumed_from == 6
+    np.testing.assert_allclose(res.lower_bound_trace_, ref.lower_bound_trace_, rtol=1e-10)
+    np.testing.assert_allclose(res.alpha_, ref.alpha_, rtol=1e-9)
+    np.testing.assert_allclose(memberships(sites), ref.memberships_, rtol=1e-6, atol=1e-7)
+
+
+def test_bad_sites_are_named(cluster, iris, tmp_path):
+    L, _ = iris
+    sites, _ = make_sites(L, tmp_path)
     bad = [dict(s) for s in sites]
     bad[1]["url"] = str(tmp_path / "nowhere.npy")
-    with pytest.raises(InputError, match="site 'org-1': cannot read labels"):
-        run_federated_bce(bad, 3, client, max_iter=2)
+    with pytest.raises(InputError, match="site 'site-1': cannot read labels"):
+        fit(cluster, bad, max_iter=2)
     bad = [dict(s) for s in sites]
     bad[2]["resource"] = "site-mars"
-    with pytest.raises(InputError, match="site 'org-2' is unreachable.*'site-mars'"):
-        run_federated_bce(bad, 3, client, max_iter=2)
-    bad = [dict(s) for s in sites]
-    del bad[0]["url"]
-    with pytest.raises(InputError, match="site 'org-0' has no 'url'"):
-        run_federated_bce(bad, 3, client, max_iter=2)
+    with pytest.raises(InputError, match="site 'site-2' is unreachable.*'site-mars'"):
+        fit(cluster, bad, max_iter=2)
     np.save(tmp_path / "narrow.npy", L[:10, :5])
     bad = [dict(s) for s in sites]
     bad[2]["url"] = str(tmp_path / "narrow.npy")
-    with pytest.raises(InputError, match="site 'org-2' has 5 clusterings but site 'org-0' has 12"):
-        run_federated_bce(bad, 3, client, max_iter=2)
+    with pytest.raises(InputError, match="site 'site-2' has 5 clusterings but site 'site-0' has 10"):
+        fit(cluster, bad, max_iter=2)
     with pytest.raises(InputError, match="'mode'"):
-        run_federated_bce(sites, 3, client, mode="gossip")
-
-
-def test_missing_labels_across_sites_still_match(client, iris, tmp_path):
-    L, _ = iris
-    rng = np.random.default_rng(5)
-    Lm = L.copy()
-    Lm[rng.random(L.shape) < 0.6] = -1
-    Lm[7] = -1  # an empty row at a site
-    sites, cuts = make_sites(Lm, 2, tmp_path)
-    with pytest.warns(EmptyRowsWarning), warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        ref = BCE(3, random_state=0, max_iter=10, tol=0.0).fit(Lm)
-    res = run_federated_bce(sites, 3, client, random_state=0, max_iter=10, tol=0.0)
-    memb = np.vstack([res.memberships(s["name"]) for s in sites])
-    np.testing.assert_allclose(memb, ref.memberships_, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(memb[7], ref.alpha_ / ref.alpha_.sum(), rtol=1e-8)
+        fit(cluster, sites, mode="gossip")
+    bad = [dict(s) for s in sites]
+    bad[0]["resource"] = "site-1"  # site-1's worker holds site-1's key, not site-0's
+    with pytest.raises(InputError, match="belongs to site 'site-1', not to site 'site-0'"):
+        fit(cluster, bad, max_iter=2)

@@ -35,9 +35,14 @@ class SiteLostError(EnsembleDaskError):
     """A site failed, left, or did not answer in time; the message names the site and the round."""
 
 
+def _workers(client):
+    """The scheduler's workers now (``client.scheduler_info()`` may return a cache without them)."""
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+
+
 def _site_workers(client, sites):
     """One worker address per site: the first (sorted) worker offering the site's resource."""
-    workers = client.scheduler_info(n_workers=-1)["workers"]
+    workers = _workers(client)
     offered = {}
     for addr in sorted(workers):
         for res, amount in (workers[addr].get("resources") or {}).items():
@@ -184,7 +189,7 @@ class SecureAggregator:
                 pending = [i for i, f in enumerate(futures) if f.status != "finished"]
                 if not pending:
                     return self.client.gather(futures)
-                present = set(self.client.scheduler_info(n_workers=-1)["workers"])
+                present = set(_workers(self.client))
                 for i in pending:
                     if self.addresses[i] not in present:
                         raise SiteLostError(

@@ -32,13 +32,14 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .._validation import InputError, check_int, check_labels_matrix, check_random_state
-from ..consensus.bce import BCE, Params, StatsLayout, _offsets, m_step
+from ..consensus.bce import BCE, ConvergenceWarning, Params, StatsLayout, _offsets, m_step
 from ..metrics import partition_scores
 from .aggregate import SecureAggregator
 from .dask import estep_task, expand_gamma, fresh_gamma_like, prepare_block, read_labels
@@ -185,12 +186,6 @@ def bce_finish(st, output, storage_options):
     return None
 
 
-def bce_memberships(st):
-    """The site's memberships (for tests and the site's owner; the workflow never asks for them)."""
-    gamma = expand_gamma(st.data["best"], st.data["prepared"])
-    return gamma / gamma.sum(axis=1, keepdims=True)
-
-
 def bce_contingency(st, n_classes):
     """``k x n_classes`` counts of (consensus label, reference class) over the site's labelled rows."""
     ref = st.data["reference"]
@@ -232,7 +227,6 @@ class FederatedBCEResult:
     seconds_per_iteration: float
     scores: dict | None = None
     resumed_from: int | None = None
-    memberships: dict = field(default_factory=dict, repr=False)
 
 
 def _fingerprint(obj):
@@ -279,7 +273,6 @@ def run_federated_bce(
     storage_options=None,
     checkpoint=None,
     progress=None,
-    return_memberships=False,
 ):
     """Row-distributed BCE across sites (papers/001 Sect. 5.2.1) on a Dask cluster.
 
@@ -310,9 +303,6 @@ def run_federated_bce(
         With ``load() -> dict | None`` and ``save(dict)``: the coordinator's checkpoint.
     progress : callable, default=None
         Called as ``progress(iteration, bound)`` after every EM iteration.
-    return_memberships : bool, default=False
-        Fetch every site's memberships into ``result.memberships`` (tests only: it moves rows'
-        results to the coordinator).
 
     Returns
     -------
@@ -427,9 +417,6 @@ def run_federated_bce(
         agg.call(
             bce_finish, [(s.get("output"), storage_options) for s in sites], what="writing memberships"
         )
-        memberships = {}
-        if return_memberships:
-            memberships = dict(zip(names, agg.call(bce_memberships, what="memberships"), strict=True))
         scores = None
         if all(s.get("reference") for s in sites):
             onehot = agg.sum(bce_reference_bits, what="the reference-range round")
@@ -437,6 +424,13 @@ def run_federated_bce(
             table = agg.sum(bce_contingency, [(n_classes,)] * P, what="the contingency round")
             scores = scores_from_contingency(table.reshape(k, n_classes))
     seconds = time.perf_counter() - t_start
+    if not best["converged"]:
+        warnings.warn(
+            f"federated BCE did not converge in max_iter={est.max_iter} EM iterations "
+            f"(last relative bound change above tol={est.tol})",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
     return FederatedBCEResult(
         alpha_=params.alpha,
         beta_=[params.beta[:, offsets[j] : offsets[j + 1]].copy() for j in range(len(categories))],
@@ -452,7 +446,6 @@ def run_federated_bce(
         seconds_per_iteration=t_em / n_em if n_em else float("nan"),
         scores=scores,
         resumed_from=resumed_from,
-        memberships=memberships,
     )
 
 

@@ -85,13 +85,21 @@ def encode_fixed(values, *, n_sites=1, name="values"):
 
 
 def decode_fixed(words):
-    """Float vector of a (sum of) two-word fixed-point vector(s) (inverse of :func:`encode_fixed`)."""
+    """Float vector of a (sum of) two-word fixed-point vector(s) (inverse of :func:`encode_fixed`).
+
+    Negative entries are decoded from their magnitude, so ``-2**-64`` does not round to 0.
+    """
     words = np.asarray(words, dtype=np.uint64)
-    hi = words[0].view(np.int64).astype(np.float64)
-    lo = (words[1] >> np.uint64(32)).astype(np.float64) * _TWO32 + (
-        words[1] & np.uint64(0xFFFFFFFF)
-    ).astype(np.float64)
-    return hi + lo / _TWO64
+    negative = words[0].view(np.int64) < 0
+    mag = words.copy()
+    if negative.any():
+        mag[:, negative] = neg_words(words[:, negative])
+    hi = mag[0].astype(np.float64)  # < 2**63 after taking the magnitude
+    lo = (mag[1] >> np.uint64(32)).astype(np.float64) * _TWO32 + (mag[1] & np.uint64(0xFFFFFFFF)).astype(
+        np.float64
+    )
+    out = hi + lo / _TWO64
+    return np.where(negative, -out, out)
 
 
 def add_words(a, b):
