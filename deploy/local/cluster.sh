@@ -62,6 +62,8 @@ launch() {
     echo "$name $!" >>"$RUN_DIR/started" # kept after stop: what ran here, for checks
 }
 
+export_line() { printf 'export %s=%q\n' "$1" "$2"; }
+
 alive() { kill -0 -- "-$1" 2>/dev/null; }
 
 # Send TERM to the process groups in the pid files given, wait up to 20 s for them all, KILL what is left.
@@ -109,26 +111,33 @@ cmd_status() {
     return "$rc"
 }
 
-tls_args() { # $1: certificate name
+# the TLS options of a process holding certificate $1, in the array EXTRA
+tls_args() {
+    EXTRA=()
     if [[ "$TLS" == 1 ]]; then
-        echo --tls-ca-file "$CERT_DIR/ca.pem" --tls-cert "$CERT_DIR/$1.pem" --tls-key "$CERT_DIR/$1-key.pem"
+        EXTRA=(--tls-ca-file "$CERT_DIR/ca.pem" --tls-cert "$CERT_DIR/$1.pem" --tls-key "$CERT_DIR/$1-key.pem")
     fi
 }
 
 # secure aggregation: the site's X25519 masking key and the pinned public keys of all sites, loaded
-# by the site's workers themselves (ensemble_dask.federated.site)
+# by the site's workers themselves (ensemble_dask.federated.site); appended to EXTRA
 site_args() {
     if [[ -e "$CERT_DIR/$1-mask.key" ]]; then
-        echo --preload ensemble_dask.federated.site --mask-key "$CERT_DIR/$1-mask.key" \
-            --pins "$RUN_DIR/pins" --site-name "$1"
+        EXTRA+=(--preload ensemble_dask.federated.site --mask-key "$CERT_DIR/$1-mask.key"
+            --pins "$RUN_DIR/pins" --site-name "$1")
     fi
 }
 
 cmd_start() {
-    if compgen -G "$PIDS/*.pid" >/dev/null; then
-        log "$RUN_DIR already has running processes (cluster.sh stop first)"
-        return 1
-    fi
+    local f
+    for f in "$PIDS"/*.pid; do
+        [[ -e "$f" ]] || continue
+        if alive "$(cat "$f")"; then
+            log "$RUN_DIR already has running processes (cluster.sh stop first)"
+            return 1
+        fi
+        rm -f "$f" # left by a run that died
+    done
     mkdir -p "$PIDS" "$LOGS"
     rm -f "$RUN_DIR/scheduler.json" "$RUN_DIR/env.sh"
     # from here on, a failure stops whatever did start
@@ -161,20 +170,22 @@ cmd_start() {
         export AWS_ENDPOINT_URL="http://$HOST:$S3_PORT" AWS_DEFAULT_REGION=us-east-1
         # shellcheck disable=SC2086
         "$PYTHON" "$HERE/../_helpers.py" make-buckets $BUCKETS
-        cat >>"$env_file" <<EOF
-# S3 (moto) at $AWS_ENDPOINT_URL; s3fs reads these in every process
-export AWS_ACCESS_KEY_ID=$S3_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET
-export AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL AWS_DEFAULT_REGION=us-east-1
-export STORAGE_OPTIONS='{"key": "$S3_KEY", "secret": "$S3_SECRET", "client_kwargs": {"endpoint_url": "$AWS_ENDPOINT_URL", "region_name": "us-east-1"}}'
-EOF
+        {
+            echo "# S3 (moto) at $AWS_ENDPOINT_URL; s3fs reads these in every process"
+            export_line AWS_ACCESS_KEY_ID "$S3_KEY"
+            export_line AWS_SECRET_ACCESS_KEY "$S3_SECRET"
+            export_line AWS_ENDPOINT_URL "$AWS_ENDPOINT_URL"
+            export_line AWS_DEFAULT_REGION us-east-1
+            export_line STORAGE_OPTIONS "$("$PYTHON" "$HERE/../_helpers.py" storage-options)"
+        } >>"$env_file"
         log "S3 at $AWS_ENDPOINT_URL, buckets: $BUCKETS"
     fi
 
     local protocol=tcp
     [[ "$TLS" == 1 ]] && protocol=tls
-    # shellcheck disable=SC2046
+    tls_args coordinator
     launch scheduler dask scheduler --host "$HOST" --port "$SCHEDULER_PORT" --protocol "$protocol" \
-        --dashboard-address "$HOST:0" --scheduler-file "$RUN_DIR/scheduler.json" $(tls_args coordinator)
+        --dashboard-address "$HOST:0" --scheduler-file "$RUN_DIR/scheduler.json" "${EXTRA[@]}"
     local i
     for ((i = 0; i < TIMEOUT * 5; i++)); do
         [[ -s "$RUN_DIR/scheduler.json" ]] && break
@@ -191,34 +202,33 @@ EOF
         --memory-limit "$MEMORY_LIMIT" --no-dashboard)
     local n_total=0
     for ((i = 0; i < N_WORKERS; i++)); do
-        # shellcheck disable=SC2046
-        launch "worker-$i" dask worker "${common[@]}" --name "worker-$i" $(tls_args coordinator)
+        tls_args coordinator
+        launch "worker-$i" dask worker "${common[@]}" --name "worker-$i" "${EXTRA[@]}"
         n_total=$((n_total + 1))
     done
     local j
     for site in "${site_list[@]}"; do
         for ((j = 0; j < WORKERS_PER_SITE; j++)); do
-            # shellcheck disable=SC2046
+            tls_args "$site"
+            site_args "$site"
             launch "worker-$site-$j" dask worker "${common[@]}" --name "$site-$j" --resources "$site=1" \
-                $(tls_args "$site") $(site_args "$site")
+                "${EXTRA[@]}"
             n_total=$((n_total + 1))
         done
     done
 
-    cat >>"$env_file" <<EOF
-# the Dask scheduler: ensemble-dask run ... --scheduler "\$SCHEDULER"
-export SCHEDULER=$address
-EOF
-    if [[ "$TLS" == 1 ]]; then
-        cat >>"$env_file" <<EOF
-# a client's TLS credentials, read by distributed itself (no option of ensemble-dask needed)
-export DASK_DISTRIBUTED__COMM__TLS__CA_FILE=$CERT_DIR/ca.pem
-export DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT=$CERT_DIR/coordinator.pem
-export DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY=$CERT_DIR/coordinator-key.pem
-# the federated workflow's federated.certs (coordinator.pem, ca.pem, the sites' NAME-mask.pub)
-export CERT_DIR=$CERT_DIR
-EOF
-    fi
+    {
+        echo '# the Dask scheduler: ensemble-dask run ... --scheduler "$SCHEDULER"'
+        export_line SCHEDULER "$address"
+        if [[ "$TLS" == 1 ]]; then
+            echo "# a client's TLS credentials, read by distributed itself (no option of ensemble-dask needed)"
+            export_line DASK_DISTRIBUTED__COMM__TLS__CA_FILE "$CERT_DIR/ca.pem"
+            export_line DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT "$CERT_DIR/coordinator.pem"
+            export_line DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY "$CERT_DIR/coordinator-key.pem"
+            echo "# the federated workflow's federated.certs (coordinator.pem, ca.pem, the sites' NAME-mask.pub)"
+            export_line CERT_DIR "$CERT_DIR"
+        fi
+    } >>"$env_file"
     # wait for every worker and check the versions with the client's own credentials
     (
         # shellcheck disable=SC1090
