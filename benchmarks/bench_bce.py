@@ -14,11 +14,10 @@ Then BCE with k=5:
   parent it was forked from);
 * on the same 2-worker LocalCluster (``fit_bce_dask`` on the store's ``labels`` URL, in blocks
   of 50,000 rows): seconds per EM iteration and the ratio to one core;
-* row-distributed over 4 sites (``split_sites`` of the store, then ``run_federated_bce`` on
-  ``dask_client(resources=[{"site-a": 1}, ...])``, one worker process per site): seconds per
-  EM iteration with secure and with plain aggregation (fits of the two modes interleaved, so
-  that both see the same load), and the overhead of secure aggregation; plus the compute cost
-  of one site's masking step alone.
+* row-distributed over 3 sites (one local worker process per site, :func:`federated_section`), on
+  these labels and on the federated demo's 20,000 rows: seconds per EM iteration in memory, with
+  plain and with secure aggregation, each over TCP and over TLS (fits of the two modes
+  interleaved, so that both see the same load): the overheads of masking and of TLS.
 
 Identical label rows are merged before the E-step (exact: they have identical E-steps), and
 KDD has many: the E-step runs on the distinct rows only. The kernel's throughput with and
@@ -29,7 +28,7 @@ consecutive E-step calls of fits with tol=0 (time stamps around the product's E-
 the first, cold E-step is left out), so setup (reading, encoding, merging, compilation) is not
 in it. The machine may be shared: the load average is printed with the figures.
 
-Usage: python benchmarks/bench_bce.py [--quick] [--iters 21] [--repeats 3] [--fed-repeats 8]
+Usage: python benchmarks/bench_bce.py [--quick] [--iters 21] [--repeats 3] [--fed-repeats 8] [--federated-only]
 """
 
 from __future__ import annotations
@@ -57,7 +56,7 @@ from ensemble_dask.metrics import micro_precision  # noqa: E402
 
 KDD_FILE = ROOT.parent / "shared" / "data" / "kddcup99" / "kddcup.data_10_percent.gz"
 K = 5
-SITES = ["site-a", "site-b", "site-c", "site-d"]
+SITES = ["site-a", "site-b", "site-c"]
 BLOCK_ROWS = 50_000
 CONVERGE_MAX_ITER = 2000  # BCE's default max_iter=300 stops this fit short of tol=1e-5
 ONE_THREAD = {
@@ -197,22 +196,88 @@ def run_child(store_url, n_iter, repeats, converge):
     return json.loads(line[len("RESULT ") :])
 
 
+# --------------------------------------------------------------------------- federated (3 sites)
+
+
+def demo_labels(tmp):
+    """The federated demo's labels: synthetic KDD-schema table, 20,000 rows, 30 k-means clusterings."""
+    from ensemble_dask.io.store import RunStore
+    from ensemble_dask.parallel import dask_client
+    from ensemble_dask.stages.generate import generate
+    from ensemble_dask.stages.ingest import ingest
+
+    store = RunStore(os.path.join(tmp, "demo.zarr"))
+    ingest(store, "synthetic:kdd99?n=20000&seed=0")
+    with dask_client(n_workers=2) as client:
+        generate(store, client, n_clusterings=30, k_min=2, k_max=10, rate=0.5, seed=0)
+    return store["labels"][:], tmp
+
+
+def federated_section(labels, tmp, what, iters, repeats):
+    """Seconds per EM iteration of row-distributed BCE over 3 local site processes, by configuration.
+
+    In memory (``BCE`` in this process, one core) against ``run_federated_bce`` with plain and with
+    secure aggregation, each over plain TCP and over TLS (certificates from ``make_certs``; every site
+    worker loads its masking key with the site preload). Per configuration: the median gap between
+    consecutive EM iterations (``progress`` callback time stamps, first gap left out) over
+    ``repeats`` fits of ``iters`` iterations; plain and secure fits interleaved on the same cluster.
+    """
+    from ensemble_dask.consensus.bce import BCE, _InMemoryEStep
+    from ensemble_dask.federated.certs import load_mask_public, make_certs
+    from ensemble_dask.federated.rows import run_federated_bce
+    from ensemble_dask.stages.federated import _local_sites_cluster
+
+    root = Path(tmp) / f"fed-{labels.shape[0]}"
+    certs = root / "certs"
+    make_certs(certs, ["coordinator", *SITES])
+    pins = {s: load_mask_public(certs / f"{s}-mask.pub") for s in SITES}
+    bounds = np.linspace(0, labels.shape[0], len(SITES) + 1).astype(int)
+    sites = []
+    for name, a, b in zip(SITES, bounds[:-1], bounds[1:], strict=True):
+        np.save(root / f"{name}.npy", labels[a:b])
+        sites.append({"name": name, "url": str(root / f"{name}.npy"), "resource": name})
+    mem = per_iteration(
+        _InMemoryEStep, lambda m: BCE(K, max_iter=m, tol=0.0, random_state=0).fit(labels), iters, 1
+    )
+    rows = {"in memory": [mem["median"]]}
+    bounds_seen = {}
+    for tls in (False, True):
+        with _local_sites_cluster(sites, certs, tls) as client:
+            run_federated_bce(sites, K, client, max_iter=2, pins=pins, random_state=0)  # compile, warm
+            for r in range(repeats):
+                for mode in ("plain", "secure") if r % 2 == 0 else ("secure", "plain"):
+                    stamps = []
+                    res = run_federated_bce(
+                        sites, K, client, mode=mode, max_iter=iters, tol=0.0, random_state=0, pins=pins,
+                        progress=lambda t, b, stamps=stamps: stamps.append(time.perf_counter()),
+                    )  # fmt: skip
+                    bounds_seen[mode] = res.lower_bound_
+                    rows.setdefault(f"{mode}, {'TLS' if tls else 'TCP'}", []).append(
+                        float(np.median(np.diff(stamps)[1:]))
+                    )
+    ref = BCE(K, max_iter=iters, tol=0.0, random_state=0).fit(labels)
+    print(
+        f"\n== row-distributed BCE k={K}, {what} x {labels.shape[1]} clusterings, {len(SITES)} sites (one "
+        f"worker process each); seconds per EM iteration, median over {repeats} fits x {iters - 2} warm "
+        f"iterations =="
+    )
+    med = {k: float(np.median(v)) for k, v in rows.items()}
+    for k, v in med.items():
+        print(f"{k:<16} {1000 * v:9.2f} ms  ({v / med['in memory']:.2f} x in memory)")
+    print(
+        f"masking overhead: {100 * (med['secure, TCP'] / med['plain, TCP'] - 1):+.1f}% over TCP, "
+        f"{100 * (med['secure, TLS'] / med['plain, TLS'] - 1):+.1f}% over TLS; TLS overhead: "
+        f"{100 * (med['plain, TLS'] / med['plain, TCP'] - 1):+.1f}% plain, "
+        f"{100 * (med['secure, TLS'] / med['secure, TCP'] - 1):+.1f}% secure; secure+TLS vs plain TCP: "
+        f"{100 * (med['secure, TLS'] / med['plain, TCP'] - 1):+.1f}%"
+    )
+    print(
+        f"secure vs centralised after {iters} iterations: relative bound difference "
+        f"{abs(bounds_seen['secure'] / ref.lower_bound_ - 1):.1e}; {load_average()}"
+    )
+
+
 # --------------------------------------------------------------------------- parent
-
-
-def masking_cost(result, n_sites, repeats=200):
-    """Seconds of one site's masking step (``site_masked_stats``) on a statistics vector of this fit."""
-    from ensemble_dask.federated.secure import site_keygen, site_masked_stats, site_pair_seeds
-
-    keys = [site_keygen() for _ in range(n_sites)]
-    publics = [kp["public"] for kp in keys]
-    seeds = site_pair_seeds(keys[0], publics, 0)
-    k, R = result.alpha_.size, sum(b.shape[1] for b in result.beta_)
-    vec = np.random.default_rng(0).random(k * R + k + 2)
-    t0 = time.perf_counter()
-    for r in range(repeats):
-        site_masked_stats(vec, seeds, 0, r + 1, 32, n_sites, "site-a")
-    return (time.perf_counter() - t0) / repeats, vec.size
 
 
 def _worker_hwm():
@@ -229,6 +294,7 @@ def main():
     ap.add_argument("--iters", type=int, default=21, help="max_iter of each timed fit (tol=0)")
     ap.add_argument("--repeats", type=int, default=3, help="timed fits per configuration")
     ap.add_argument("--fed-repeats", type=int, default=8, help="timed federated fits per mode")
+    ap.add_argument("--federated-only", action="store_true", help="only the federated timings (3 sites)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -238,13 +304,13 @@ def main():
         out = child_in_memory(args.child, args.iters, args.repeats, not args.quick)
         print("RESULT " + json.dumps(out))
         return
+    if args.federated_only:
+        federated_only(args)
+        return
 
-    from ensemble_dask.consensus.bce import BCE
     from ensemble_dask.federated.dask import DaskBlockEStep, fit_bce_dask
-    from ensemble_dask.federated.rows import _SiteEStep, run_federated_bce
     from ensemble_dask.io.store import RunStore
     from ensemble_dask.parallel import dask_client
-    from ensemble_dask.stages.federated import split_sites
     from ensemble_dask.stages.generate import generate
     from ensemble_dask.stages.ingest import ingest
 
@@ -365,59 +431,28 @@ def main():
         )
         print(f"during the Dask timings: {load_dask}; during the in-memory timings: {load_mem}")
 
-        # ---- 4 sites, secure vs plain aggregation (fits interleaved: both see the same load)
-        sites = split_sites(store, os.path.join(tmp, "sites"), SITES)
-        sites = [
-            {k: v for k, v in s.items() if k != "output"} for s in sites
-        ]  # memberships stay at the sites
-        fed = {"plain": [], "secure": []}
-        with dask_client(resources=[{s: 1} for s in SITES]) as client:
-            client.wait_for_workers(len(SITES))
-            run_federated_bce(sites, K, client, mode="secure", max_iter=2, random_state=0)  # compile
-            for r in range(args.fed_repeats):
-                for mode in ("plain", "secure") if r % 2 == 0 else ("secure", "plain"):
-                    fed[mode].append(
-                        per_iteration(
-                            _SiteEStep,
-                            lambda m, mode=mode: run_federated_bce(
-                                sites, K, client, mode=mode, max_iter=m, tol=0.0, random_state=0
-                            ),
-                            args.iters,
-                            1,
-                        )
-                    )
-            res_s = run_federated_bce(sites, K, client, mode="secure", max_iter=4, tol=0.0, random_state=0)
-            load_fed = load_average()
-        ref = BCE(K, max_iter=4, tol=0.0, random_state=0).fit(labels)
-        mask_s, vec_size = masking_cost(res_s, len(SITES))
-        med = {m: np.array([f["median"] for f in fits]) for m, fits in fed.items()}
-        diff = med["secure"] - med["plain"]
-        print(
-            f"\n== row-distributed BCE k={K}, {len(SITES)} sites (one worker process each); seconds per "
-            f"EM iteration: median over {args.fed_repeats} fits per mode (interleaved) of each fit's "
-            f"median over {args.iters - 2} warm iterations [min..max over fits] =="
-        )
-        for mode in ("plain", "secure"):
-            print(
-                f"{mode + ' aggregation:':<20} {1000 * np.median(med[mode]):8.2f} ms "
-                f"[{1000 * med[mode].min():.2f}..{1000 * med[mode].max():.2f}]; setup before the first "
-                f"E-step {min(f['setup'] for f in fed[mode]):.2f} s"
-            )
-        print(
-            f"secure aggregation overhead, paired fits: median {1000 * np.median(diff):+.2f} ms per "
-            f"iteration ({100 * np.median(diff) / np.median(med['plain']):+.1f}% of plain) "
-            f"[{1000 * diff.min():+.2f}..{1000 * diff.max():+.2f}]"
-        )
-        print(
-            f"masking compute per site and iteration (fixed point + {len(SITES) - 1} pairwise masks of "
-            f"a {vec_size}-float statistics vector, in this process): {1e6 * mask_s:.0f} us"
-        )
-        print(
-            "secure vs centralised after 4 iterations: relative bound difference "
-            f"{abs(res_s.lower_bound_ / ref.lower_bound_ - 1):.1e}"
-        )
-        print(f"during the federated timings: {load_fed}")
+        # ---- 3 sites: in memory vs plain vs secure aggregation, over TCP and over TLS
+        federated_section(labels, tmp, f"KDD {n:,} rows", args.iters, args.fed_repeats)
+        federated_section(*demo_labels(tmp), "synthetic 20,000 rows", args.iters, args.fed_repeats)
     print(f"\ntotal {time.perf_counter() - t_start:.0f} s; {load_average()}")
+
+
+def federated_only(args):
+    """The federated timings alone: the demo's 20,000 rows, then KDD (ingest + 20 k-means clusterings)."""
+    from ensemble_dask.io.store import RunStore
+    from ensemble_dask.parallel import dask_client
+    from ensemble_dask.stages.generate import generate
+    from ensemble_dask.stages.ingest import ingest
+
+    print(load_average())
+    with tempfile.TemporaryDirectory(prefix="bench_fed_") as tmp:
+        federated_section(*demo_labels(tmp), "synthetic 20,000 rows", args.iters, args.fed_repeats)
+        store = RunStore(os.path.join(tmp, "run.zarr"))
+        ingest(store, str(KDD_FILE), schema="kdd99")
+        with dask_client(n_workers=2) as client:
+            generate(store, client, n_clusterings=20, ensemble="type1", k_min=3, k_max=12, rate=1.0, seed=0)
+        labels = store["labels"][:]
+        federated_section(labels, tmp, f"KDD {labels.shape[0]:,} rows", args.iters, args.fed_repeats)
 
 
 if __name__ == "__main__":

@@ -1,59 +1,73 @@
-"""The federated workflow: sites simulated by local worker processes offering their resources."""
+"""`ensemble-dask federated workflows/federated-bce.yaml` in an empty directory: one command, over TLS."""
 
+import json
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
 import pytest
 import zarr
 
-from ensemble_dask import InputError
-from ensemble_dask.consensus.bce import BCE, ConvergenceWarning
+from ensemble_dask.consensus.bce import BCE, EmptyRowsWarning
 from ensemble_dask.io.store import RunStore
-from ensemble_dask.pipeline import run_workflow
-from ensemble_dask.stages.federated import split_sites
+from ensemble_dask.metrics import partition_scores
+
+from .conftest import REPO
+
+WORKFLOW = REPO / "workflows" / "federated-bce.yaml"
+SMALL_DEMO = '{data: "synthetic:kdd99?n=1200&seed=0", n_clusterings: 6, k_min: 2, k_max: 6}'
 
 
-@pytest.fixture(scope="module")
-def sites(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fed")
-    run_workflow(
-        {
-            "store": str(root / "run.zarr"),
-            "dask": {"n_workers": 1},
-            "data": "synthetic:blobs?n=300&d=4&centers=3&seed=5",
-            "generate": {"n_clusterings": 6, "k_min": 2, "k_max": 4, "rate": 0.8},
-        }
+def run_cli(cwd, *args):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "ensemble_dask.cli", "federated", str(WORKFLOW), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
-    store = RunStore(root / "run.zarr")
-    return root, store["labels"][:], split_sites(store, root / "sites", ["site-a", "site-b", "site-c"])
 
 
-def test_federated_workflow_equals_centralised_bce(sites):
-    root, labels, declared = sites
-    spec = {
-        "seed": 2,
-        "store": str(root / "coordinator.zarr"),
-        "federated": {"mode": "secure", "n_clusters": 3, "max_iter": 40, "sites": declared},
+def test_one_command_in_an_empty_directory(tmp_path):
+    proc = run_cli(tmp_path, "--no-progress", "--set", f"federated.demo={SMALL_DEMO}", "--set", "federated.tol=0.0001")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "CommClosedError" not in proc.stderr
+    assert "federated BCE (secure, TLS) over 3 sites (1200 rows)" in proc.stdout
+    root = tmp_path / "runs" / "federated-bce"
+    assert {"ca.pem", "ca-key.pem", "coordinator.pem", "site-a-mask.key", "site-c-mask.pub"} <= {
+        p.name for p in (root / "certs").iterdir()
     }
+    metrics = json.loads((root / "coordinator.zarr" / "report" / "metrics.json").read_text())
+    assert metrics["tls"] is True and metrics["mode"] == "secure" and metrics["converged"] is True
+    assert metrics["rows_per_site"] == {"site-a": 400, "site-b": 400, "site-c": 400}
+    assert metrics["iterations"] == len(metrics["bound_trace"]) and metrics["seconds"] > 0
+    # the model equals centralised BCE on the pooled rows (read here from the sites' own files)
+    sites = ["site-a", "site-b", "site-c"]
+    labels = np.vstack([zarr.open_array(root / "sites" / s / "labels.zarr", mode="r")[:] for s in sites])
+    coord = RunStore(root / "coordinator.zarr")
+    rs = coord.record("federated")["params"]["random_state"]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        summary = run_workflow(spec)["federated"]
-        coord = RunStore(root / "coordinator.zarr")
-        rs = coord.record("federated")["params"]["random_state"]
-        central = BCE(3, max_iter=40, random_state=rs).fit(labels)
-    assert summary["sites"] == ["site-a", "site-b", "site-c"] and summary["mode"] == "secure"
+        warnings.simplefilter("ignore", EmptyRowsWarning)  # a few demo rows have no label
+        central = BCE(6, tol=1e-4, random_state=rs).fit(labels)
     np.testing.assert_allclose(coord["federated/alpha"][:], central.alpha_, rtol=1e-8)
-    memberships = np.concatenate([zarr.open_array(s["output"], mode="r")[:] for s in declared])
-    np.testing.assert_allclose(memberships, central.memberships_, atol=1e-6)
-    # the coordinator's store holds the model, never the sites' memberships
+    memb = np.vstack([zarr.open_array(root / "sites" / s / "memberships.zarr", mode="r")[:] for s in sites])
+    np.testing.assert_allclose(memb, central.memberships_, atol=1e-6)
+    # H, ARI, NMI of the whole federation, from securely summed contingency tables
+    y = np.concatenate([zarr.open_array(root / "sites" / s / "reference.zarr", mode="r")[:] for s in sites])
+    expected = partition_scores(central.labels_, y)
+    for key in ("H", "ARI", "NMI"):
+        assert metrics[key] == pytest.approx(expected[key], abs=1e-9)
+    # the coordinator's store holds the model, never memberships; the checkpoint is gone once complete
     assert set(coord["federated"].array_keys()) == {"alpha", "beta"}
+    assert "checkpoint" not in set(coord["federated"].group_keys())
 
 
-def test_missing_site_data_names_the_site(sites, tmp_path):
-    root, _, declared = sites
-    bad = [dict(s) for s in declared]
-    bad[1]["url"] = str(tmp_path / "nowhere.zarr")
-    spec = {"store": str(tmp_path / "c.zarr"), "federated": {"n_clusters": 3, "sites": bad}}
-    with pytest.raises(InputError, match="site-b"):
-        run_workflow(spec)
-    assert RunStore(tmp_path / "c.zarr").record("federated") is None
+def test_plain_tcp_is_refused_unless_insecure(tmp_path):
+    proc = run_cli(tmp_path, "--scheduler", "tcp://127.0.0.1:9", "--set", "federated.demo=false")
+    assert proc.returncode == 2
+    assert "refuses plain TCP unless federated.insecure is true" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -259,19 +259,38 @@ def _local_sites_cluster(sites, certs, tls):
             opts["protocol"] = "tls://"
         workers[s["name"]] = {"cls": Nanny, "options": opts}
     security = _security(certs, "coordinator") if tls else None
-    with (
-        dask.config.set(_worker_environ()),
-        SpecCluster(
+    with _nanny_log_restored() as nanny_log, dask.config.set(_worker_environ()):
+        cluster = SpecCluster(
             workers=workers,
             scheduler={"cls": Scheduler, "options": sched_opts},
             security=security,
             silence_logs=logging.ERROR,
-        ) as cluster,
-        Client(cluster, security=security) as client,
-    ):
-        client.wait_for_workers(len(sites), timeout=120)
-        yield client
-        _quiet_close(client)
+        )
+        try:
+            with Client(cluster, security=security) as client:
+                try:
+                    client.wait_for_workers(len(sites), timeout=300)
+                    yield client
+                finally:
+                    _quiet_close(client)
+        finally:
+            # the nanny logs a WARNING whenever a closed worker process takes over 4 s to exit (it is
+            # then killed); at the end of a local simulation that is nothing to act on
+            nanny_log.setLevel(logging.ERROR)
+            try:
+                cluster.close(timeout=120)
+            except (TimeoutError, OSError) as exc:  # a loaded machine: the processes are killed anyway
+                logger.warning("the local site workers did not close cleanly: %r", exc)
+
+
+@contextlib.contextmanager
+def _nanny_log_restored():
+    log = logging.getLogger("distributed.nanny")
+    level = log.level
+    try:
+        yield log
+    finally:
+        log.setLevel(level)
 
 
 def _quiet_close(client):
@@ -280,16 +299,21 @@ def _quiet_close(client):
         client.close(timeout=10)
 
 
-@contextlib.contextmanager
-def _remote_client(address, certs, insecure):
-    from distributed import Client
-
-    tls = address.startswith("tls://")
+def _check_tls_address(address, insecure):
+    tls = str(address).startswith("tls://")
     if not tls and not insecure:
         raise InputError(
             f"scheduler {address!r} is not a tls:// address; the federated workflow refuses plain TCP "
             "unless federated.insecure is true"
         )
+    return tls
+
+
+@contextlib.contextmanager
+def _remote_client(address, certs, insecure):
+    from distributed import Client
+
+    tls = _check_tls_address(address, insecure)
     security = _security(certs, "coordinator") if tls else None
     try:
         client = Client(address, security=security, timeout="20s")
@@ -340,6 +364,8 @@ def run_federated_workflow(spec, *, client=None, progress=False):
     store_url = spec.get("store") or f"runs/{spec.get('name', 'federated')}.zarr"
     store = RunStore(store_url, spec.get("storage_options"))
     scheduler = spec.get("scheduler")
+    if scheduler and client is None:
+        _check_tls_address(scheduler, insecure)
     sites = _site_defaults(raw_sites, certs)
     names = [s["name"] for s in sites]
     if demo and certs and not (Path(certs) / "ca.pem").exists():
@@ -351,6 +377,7 @@ def run_federated_workflow(spec, *, client=None, progress=False):
             "`ensemble-dask certs` (or federated.insecure: true for plain TCP)"
         )
     mode = fed.get("mode", "secure")
+    _check_bce_params(n_clusters, fed)  # before any cluster starts
     pins = None
     if mode == "secure" and len(sites) > 1:
         pins = {}
@@ -392,19 +419,31 @@ def run_federated_workflow(spec, *, client=None, progress=False):
     return summary
 
 
+def _check_bce_params(n_clusters, fed):
+    from ..consensus.bce import BCE
+
+    if fed.get("mode", "secure") not in ("secure", "plain"):
+        raise InputError(f"The 'federated.mode' parameter must be 'secure' or 'plain'; got {fed['mode']!r}")
+    keys = ("n_init", "max_iter", "tol", "e_step_tol", "e_step_max_iter", "random_state")
+    BCE(n_clusters, **{k: fed[k] for k in keys if k in fed})._check_params()
+
+
 def _progress_bar(progress, total):
+    """A ``progress(t, bound)`` callback drawing a tqdm bar from the first EM iteration (or None)."""
     if not progress:
         return None
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=total, desc="federated EM", unit="it")
+    bars = []
 
     def update(t, bound):
-        bar.n = t + 1
-        bar.set_postfix(bound=f"{bound:.6g}", refresh=False)
-        bar.refresh()
+        if not bars:
+            bars.append(tqdm(total=total, initial=t, desc="federated EM", unit="it"))
+        bars[0].n = t + 1
+        bars[0].set_postfix(bound=f"{bound:.6g}", refresh=False)
+        bars[0].refresh()
 
-    update.close = bar.close
+    update.close = lambda: bars and bars[0].close()
     return update
 
 
