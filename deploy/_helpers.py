@@ -97,12 +97,18 @@ def wait_workers(scheduler, n, secs):
     return 0
 
 
-def federated_workflow(base, sites, out):
-    """``base`` (a workflow YAML) with the sites printed by ``ensemble-dask split-sites`` (file ``sites``)."""
+def federated_workflow(base, sites, out, state_dir="site-state"):
+    """``base`` (a workflow YAML) with the sites printed by ``ensemble-dask split-sites`` (file ``sites``).
+
+    A site's ``checkpoint`` is a directory on the site's own workers (a local path, not a URL):
+    ``state_dir/NAME``, relative to the site workers' working directory unless absolute.
+    """
     import yaml
 
     spec = yaml.safe_load(open(base))
     spec["federated"]["sites"] = yaml.safe_load(open(sites))["federated"]["sites"]
+    for site in spec["federated"]["sites"]:
+        site["checkpoint"] = f"{state_dir.rstrip('/')}/{site['name']}"
     with open(out, "w") as f:
         yaml.safe_dump(spec, f, sort_keys=False)
     return 0

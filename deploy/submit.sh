@@ -21,6 +21,8 @@
 #   S3_BASE          bucket (and prefix) for data, runs and sites   default: s3://ensemble-dask
 #   KDD_DATA | DATA_URL | N (default 4000), N_CLUSTERINGS (default 20, synthetic data only)
 #   SITES            comma-separated; empty: no federated run        default: site-a,site-b,site-c
+#   SITE_STATE_DIR   a directory on each site's workers for its checkpoints (NAME/ below it;
+#                    relative to the workers' working directory)       default: site-state
 #   MIN_WORKERS      workers to wait for                              default: 1 + one per site
 #   WORKFLOWS        folder of the workflow files                     default: ../workflows
 #   FEDERATED_ARGS   more arguments of `ensemble-dask federated`, e.g. "--set federated.tol=0.001"
@@ -36,6 +38,7 @@ S3_BASE="${S3_BASE:-s3://ensemble-dask}"
 S3_BASE="${S3_BASE%/}"
 SITES="${SITES-site-a,site-b,site-c}"
 N="${N:-4000}"
+SITE_STATE_DIR="${SITE_STATE_DIR:-site-state}"
 N_CLUSTERINGS="${N_CLUSTERINGS:-20}"
 STORAGE_OPTIONS="${STORAGE_OPTIONS:-$("$PYTHON" "$HELPERS" storage-options)}"
 declare -a site_names=()
@@ -80,7 +83,7 @@ if ((${#site_names[@]})); then
     ensemble-dask split-sites --store "$store" --storage-options "$STORAGE_OPTIONS" \
         --out "$S3_BASE/sites" --names "$SITES" >"$tmp/sites.yaml"
     "$PYTHON" "$HELPERS" federated-workflow "$WORKFLOWS/federated-bce.yaml" "$tmp/sites.yaml" \
-        "$tmp/federated.yaml"
+        "$tmp/federated.yaml" "$SITE_STATE_DIR"
     declare -a tls=(--set federated.insecure=true)
     [[ "$SCHEDULER" == tls://* ]] && tls=(--set "federated.certs=${CERT_DIR:?CERT_DIR: the certificates}")
     # shellcheck disable=SC2086

@@ -90,8 +90,11 @@ def _assert_nothing_left(run_dir):
 
 def test_local_demo_over_tls_and_s3_leaves_nothing(tmp_path):
     run_dir = tmp_path / "run"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
     r = subprocess.run(
         [str(DEPLOY / "local" / "demo.sh")],
+        cwd=cwd,
         env=_env(
             RUN_DIR=run_dir,
             N=1000,
@@ -119,6 +122,9 @@ def test_local_demo_over_tls_and_s3_leaves_nothing(tmp_path):
     assert fed and float(fed.group(2)) > 0.8, r.stdout
     started, ports = _assert_nothing_left(run_dir)
     assert "s3" in {name for name, _ in started}
+    # each site's checkpoint is on its own workers, below their working directory; nothing elsewhere
+    assert all((run_dir / "work" / "site-state" / site).is_dir() for site in SITES)
+    assert list(cwd.iterdir()) == []
     assert len(started) == 2 + 1 + len(SITES)  # s3, scheduler, one plain worker, one per site
     assert len(ports) == 2  # the scheduler and S3
 

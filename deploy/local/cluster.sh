@@ -47,6 +47,8 @@ PYTHON="${PYTHON:-python}"
 S3_KEY="${S3_KEY:-testing}"
 S3_SECRET="${S3_SECRET:-testing}"
 
+mkdir -p "$RUN_DIR"
+RUN_DIR="$(cd "$RUN_DIR" && pwd)"
 PIDS="$RUN_DIR/pids"
 LOGS="$RUN_DIR/logs"
 
@@ -57,7 +59,8 @@ log() { echo "[cluster] $*" >&2; }
 launch() {
     local name="$1"
     shift
-    setsid "$@" >"$LOGS/$name.log" 2>&1 </dev/null &
+    # in RUN_DIR/work: what a process writes to relative paths (e.g. a site's checkpoint) stays there
+    (cd "$RUN_DIR/work" && exec setsid "$@" >"$LOGS/$name.log" 2>&1 </dev/null) &
     echo $! >"$PIDS/$name.pid"
     echo "$name $!" >>"$RUN_DIR/started" # kept after stop: what ran here, for checks
 }
@@ -138,7 +141,8 @@ cmd_start() {
         fi
         rm -f "$f" # left by a run that died
     done
-    mkdir -p "$PIDS" "$LOGS"
+    mkdir -p "$PIDS" "$LOGS" "$RUN_DIR/work" "$CERT_DIR"
+    CERT_DIR="$(cd "$CERT_DIR" && pwd)"
     rm -f "$RUN_DIR/scheduler.json" "$RUN_DIR/env.sh"
     # from here on, a failure stops whatever did start
     trap 'trap - ERR; log "start failed; stopping what started (logs in $LOGS)"; cmd_stop' ERR
