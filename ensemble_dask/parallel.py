@@ -64,6 +64,14 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
             client = Client(scheduler, timeout="10s")
         except (OSError, TimeoutError) as exc:
             raise InputError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
+        except TypeError as exc:  # distributed's complaint when a tls:// address meets no credentials
+            if not str(scheduler).startswith("tls://"):
+                raise
+            raise InputError(
+                f"the Dask scheduler at {scheduler!r} needs TLS credentials: set "
+                "DASK_DISTRIBUTED__COMM__TLS__CA_FILE, DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT and "
+                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY (see deploy/README.md)"
+            ) from exc
         with client:
             yield client
         return
