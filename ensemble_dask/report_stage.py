@@ -1,0 +1,671 @@
+"""The ``report`` stage: ``report/index.html`` with figures, from what the run store holds.
+
+The page shows the data set and run facts, the accuracy table of every consensus method and of
+the base partitions, and per method the co-association of a sample (VAT-style), memberships,
+uncertainty, the cluster-overlap graph, soft centroids and the objective trace; for federated
+runs, the sites' row counts and the protocol's mode. Figures are written beside the page
+(``report/fig-*.png``), so the page is self-contained in ``report/``.
+
+Nothing here reads a full n x n matrix or draws all n points: figures use a sample drawn with
+the run's seed (from a few random blocks of rows when n is large, so that only those blocks of
+the zarr arrays are read), and each figure says so. The accuracy table is exact: it reads each
+method's labels and ``y_true`` (n int32 each) and counts a contingency table.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import re
+import time
+
+import fsspec
+import numpy as np
+
+from . import plots
+from ._validation import InputError
+from .consensus_stage import current_results
+from .metrics import cluster_overlap, soft_centroids
+from .pairs import dense_coassociation
+
+__all__ = ["report_stage", "sample_points", "scores_from_table", "cluster_facts", "RowSample"]
+
+logger = logging.getLogger(__name__)
+
+#: spawn key of the report's branch of the run seed (the stages use 1-5, see _validation)
+_REPORT_SEED_KEY = 15
+SAMPLE_SIZE = 20_000  # points behind histograms, overlap, centroids, base-partition scores
+IMAGE_SIZE = 300  # points of the co-association picture
+BAR_SIZE = 200  # points of the membership bars
+BLOCK_ROWS = 1 << 16  # rows per sampling block on large data
+MAX_BLOCKS = 4  # blocks the sample is drawn from on large data
+CRITERIA = ("H", "ARI", "NMI", "MP", "R_n")
+
+
+# --------------------------------------------------------------------------- sampling
+
+
+class RowSample:
+    """A seeded sample of row indices, read in sorted order, with nested uniform sub-samples.
+
+    Attributes
+    ----------
+    rows : ndarray of int64
+        The sampled rows, sorted (the order to read them from zarr).
+    description : str
+        What was sampled, for the figures' notes.
+    """
+
+    def __init__(self, rows, order, description, n, seed):
+        self.rows = rows
+        self._order = order
+        self.description = description
+        self.n = n
+        self.seed = seed
+
+    def __len__(self):
+        return len(self.rows)
+
+    def note(self, m=None):
+        """Short note for a figure drawn from ``m`` of the sampled points (default: all of them)."""
+        m = len(self.rows) if m is None else min(m, len(self.rows))
+        if m == self.n:
+            return f"all {self.n:,} points"
+        return f"sample: {m:,} of {self.n:,} points, seed {self.seed}"
+
+    def subset(self, m):
+        """Sorted positions (into :attr:`rows`) of a uniform sub-sample of ``m`` of the rows."""
+        return np.sort(self._order[: min(m, len(self.rows))])
+
+
+def sample_points(n, size, seed, *, block_rows=BLOCK_ROWS, max_blocks=MAX_BLOCKS):
+    """Sample ``size`` of ``n`` rows with ``seed``.
+
+    When ``n`` fits in ``max_blocks`` blocks of ``block_rows`` rows, the sample is uniform over
+    all rows; otherwise ``max_blocks`` blocks are drawn first and the sample is uniform within
+    them, so that readers touch only those blocks' chunks.
+
+    Examples
+    --------
+    >>> s = sample_points(10, 4, seed=0)
+    >>> len(s), bool(np.all(np.diff(s.rows) > 0))
+    (4, True)
+    >>> sample_points(10**7, 100, seed=0).description
+    '100 of 10,000,000 points, uniform within 4 random blocks of 65,536 rows (seed 0)'
+    """
+    n = int(n)
+    rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(_REPORT_SEED_KEY,)))
+    n_blocks = -(-n // block_rows)
+    if n_blocks <= max_blocks:
+        pool = n
+        where = "uniform"
+        pick = rng.choice(n, size=min(size, n), replace=False)
+    else:
+        blocks = np.sort(rng.choice(n_blocks, size=max_blocks, replace=False))
+        pool_rows = np.concatenate([np.arange(b * block_rows, min(n, (b + 1) * block_rows)) for b in blocks])
+        pool = len(pool_rows)
+        pick = pool_rows[rng.choice(pool, size=min(size, pool), replace=False)]
+        where = f"uniform within {max_blocks} random blocks of {block_rows:,} rows"
+    rows = np.sort(pick).astype(np.int64)
+    order = np.searchsorted(rows, pick)  # positions in the sorted rows, in random order
+    m = len(rows)
+    desc = f"all {n:,} points" if m == n else f"{m:,} of {n:,} points, {where}"
+    return RowSample(rows, order, f"{desc} (seed {seed})", n, seed)
+
+
+def _read_rows(arr, rows):
+    """Rows ``rows`` (sorted) of a zarr array: only the chunks holding them are read."""
+    sel = (rows,) + (slice(None),) * (arr.ndim - 1)
+    return np.asarray(arr.get_orthogonal_selection(sel))
+
+
+# --------------------------------------------------------------------------- scores
+
+
+def _table(pred, true):
+    """Contingency table of ``pred`` (>= 0 kept) against ``true``, by ``bincount`` (fast at any n)."""
+    pred = np.asarray(pred, dtype=np.int64)
+    true = np.asarray(true, dtype=np.int64)
+    keep = (pred >= 0) & (true >= 0)
+    pred, true = pred[keep], true[keep]
+    if pred.size == 0:
+        return np.zeros((0, 0), dtype=np.int64)
+    kt = int(true.max()) + 1
+    table = np.bincount(pred * kt + true, minlength=(int(pred.max()) + 1) * kt).reshape(-1, kt)
+    table = table[table.sum(axis=1) > 0]
+    return table[:, table.sum(axis=0) > 0]
+
+
+def scores_from_table(table):
+    """H, ARI, NMI, micro-precision (MP) and normalised Rand R_n of a contingency table.
+
+    The same values as :func:`ensemble_dask.metrics.h_criterion`, ``ari``, ``nmi``,
+    ``micro_precision`` and ``normalized_rand`` on the labels the table counts.
+
+    Examples
+    --------
+    >>> s = scores_from_table(np.array([[2, 0], [0, 2]]))
+    >>> [round(s[k], 6) for k in ("H", "ARI", "NMI", "MP", "R_n")]
+    [1.0, 1.0, 1.0, 1.0, 1.0]
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    t = np.asarray(table, dtype=np.float64)
+    n = t.sum()
+    if n == 0:
+        return dict.fromkeys(CRITERIA, float("nan"))
+    r, c = linear_sum_assignment(t, maximize=True)
+    h = t[r, c].sum() / n
+    mp = t.max(axis=1).sum() / n
+
+    def c2(v):
+        return v * (v - 1.0) / 2.0
+
+    s_ij, s_i, s_j = c2(t).sum(), c2(t.sum(axis=1)).sum(), c2(t.sum(axis=0)).sum()
+    expected = 2.0 * s_i * s_j / c2(n) if n > 1 else 0.0
+    den = s_i + s_j - expected
+    rn = 1.0 if den == 0 else (2.0 * s_ij - expected) / den
+    pa, pb = t.sum(axis=1) / n, t.sum(axis=0) / n
+    nz = t > 0
+    mi = float(np.sum(t[nz] / n * np.log(t[nz] / n / np.outer(pa, pb)[nz])))
+    ha, hb = -np.sum(pa * np.log(pa)), -np.sum(pb * np.log(pb))
+    if t.shape[0] == 1 and t.shape[1] == 1:
+        nmi = 1.0
+    else:
+        denom = (ha + hb) / 2.0
+        nmi = mi / denom if denom > 0 else 0.0
+    return {"H": float(h), "ARI": float(rn), "NMI": float(min(max(nmi, 0.0), 1.0)), "MP": float(mp), "R_n": float(rn)}
+
+
+# --------------------------------------------------------------------------- reading the store
+
+
+def _run_seed(store):
+    for stage in ("ingest", "generate"):
+        seed = ((store.record(stage) or {}).get("params") or {}).get("seed")
+        if seed is not None:
+            return int(seed)
+    return 0
+
+
+def _read_json(store, path):
+    url = store._file_url(path)
+    try:
+        with fsspec.open(url, "r", **store.storage_options) as fh:
+            return json.load(fh)
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+
+
+def _sample_pairs(store, rows):
+    """Stored pairs of the sampled ``rows``: ``(position of the row in rows, column, co, both)``."""
+    pg = store["pairs"]
+    ptr = np.asarray(pg["indptr"].get_coordinate_selection(np.concatenate([rows, rows + 1])), dtype=np.int64)
+    start, stop = ptr[: len(rows)], ptr[len(rows) :]
+    lens = stop - start
+    total = int(lens.sum())
+    if total == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, empty
+    pos = np.repeat(np.arange(len(rows)), lens)
+    offsets = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens) + np.repeat(start, lens)
+    get = lambda name: np.asarray(pg[name].get_coordinate_selection(offsets), dtype=np.int64)  # noqa: E731
+    return pos, get("indices"), get("co"), get("both")
+
+
+def _coassociation_of(store, rows, pairs):
+    """``(co, both, source)`` among the sampled ``rows``: from the pairs store when it holds most of
+    these pairs (e.g. the ``full`` strategy), else counted from the sampled rows of ``labels``."""
+    m = len(rows)
+    co = np.zeros((m, m), dtype=np.int64)
+    both = np.zeros((m, m), dtype=np.int64)
+    if pairs is not None:
+        pos, cols, c, b = pairs
+        at = np.searchsorted(rows, cols)
+        inside = (at < m) & (rows[np.minimum(at, m - 1)] == cols)
+        co[pos[inside], at[inside]] = c[inside]
+        both[pos[inside], at[inside]] = b[inside]
+        coverage = float((both > 0).sum()) / max(m * (m - 1), 1)
+        if coverage >= 0.5 or "labels" not in store:
+            np.fill_diagonal(co, 1)
+            np.fill_diagonal(both, 1)
+            return co, both, f"from the pairs store ({coverage:.0%} of these pairs stored)"
+    if "labels" not in store:
+        return None, None, ""
+    co, both = dense_coassociation(_read_rows(store["labels"], rows))
+    src = "counted from these points' rows of labels"
+    if pairs is not None:
+        src += "\n(the pairs store holds few of these pairs)"
+    return co, both, src
+
+
+def _trace_of(attrs):
+    return attrs.get("objective_trace") or attrs.get("lower_bound_trace") or []
+
+
+def _method_data(store, name, sample, y_sample, X_sample, feature_names, image_pos, pairs):
+    """Everything the figure and the table need of method ``name``."""
+    g = store[f"consensus/{name}"]
+    attrs = dict(g.attrs)
+    out = {"attrs": attrs, "fig": {}}
+    labels_arr = g["labels"] if "labels" in g else None
+    fig = out["fig"]
+    fig["notes"] = {k: sample.note() for k in ("uncertainty", "overlap", "centroids")}
+    if "Y" in g:
+        Y = _read_rows(g["Y"], sample.rows).astype(np.float64)
+        Y = np.clip(Y, 0.0, None)
+        Y /= np.maximum(Y.sum(axis=1, keepdims=True), 1e-300)
+        bars = sample.subset(BAR_SIZE)
+        fig["Y"] = Y[bars]
+        fig["notes"]["members"] = sample.note(len(bars))
+        fig["overlap"] = cluster_overlap(Y)
+        fig["mass"] = Y.sum(axis=0)
+        if X_sample is not None:
+            fig["centroids"] = soft_centroids(Y, X_sample)
+            fig["feature_names"] = feature_names
+        fig["vat_strength"] = Y[image_pos].max(axis=1)
+    if "uncertainty" in g:
+        fig["uncertainty"] = _read_rows(g["uncertainty"], sample.rows)
+    if labels_arr is not None:
+        lab_s = _read_rows(labels_arr, sample.rows)
+        fig["vat_labels"] = lab_s[image_pos]
+        if pairs is not None:
+            pos, cols, c, b = pairs
+            ok = b > 0
+            partner = np.asarray(labels_arr.get_coordinate_selection(cols[ok]))
+            same = lab_s[image_pos][pos[ok]] == partner
+            frac = c[ok] / b[ok]
+            fig["within"], fig["between"] = frac[same], frac[~same]
+            fig["notes"]["pairs"] = f"pairs of {sample.note(len(image_pos))}"
+        if "y_true" in store:
+            t0 = time.perf_counter()
+            out["scores"] = scores_from_table(_table(labels_arr[:], store["y_true"][:]))
+            logger.debug("report %s: exact scores in %.2f s", name, time.perf_counter() - t0)
+    fig["trace"] = _trace_of(attrs)
+    fig["trace_label"] = "lower bound" if attrs.get("method") in ("bce", "mm", "gbce") else "objective"
+    fig["converged"] = attrs.get("converged")
+    fig["n_iter"] = attrs.get("n_iter")
+    return out
+
+
+def _base_partitions(store, sample, y_sample):
+    """Per base partition: scores on the sample, k asked and found."""
+    if "labels" not in store:
+        return None
+    labels = store["labels"]
+    meta = list(labels.attrs.get("partitions", []))
+    k_asked = [int(m.get("k", 0)) for m in meta if m.get("k") is not None]
+    k_found = [int(m["n_clusters_found"]) for m in meta if m.get("n_clusters_found") is not None]
+    scores = {c: [] for c in CRITERIA}
+    if y_sample is not None:
+        lab = _read_rows(labels, sample.rows)
+        for u in range(lab.shape[1]):
+            s = scores_from_table(_table(lab[:, u], y_sample))
+            for c in CRITERIA:
+                scores[c].append(s[c])
+    return {"scores": {c: np.asarray(v) for c, v in scores.items()}, "k_asked": k_asked, "k_found": k_found}
+
+
+def cluster_facts(client):
+    """A JSON-able description of the Dask cluster behind ``client`` (for the report's facts)."""
+    info = client.scheduler_info()
+    workers = info.get("workers", {})
+    cluster = getattr(client, "cluster", None)
+    return {
+        "kind": type(cluster).__name__ if cluster is not None else "existing scheduler",
+        "scheduler": info.get("address"),
+        "workers": len(workers),
+        "threads": int(sum(w.get("nthreads", 0) for w in workers.values())),
+        "memory_bytes": int(sum(w.get("memory_limit", 0) or 0 for w in workers.values())),
+    }
+
+
+# --------------------------------------------------------------------------- the page
+
+
+def _slug(name):
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def _fmt(v, spec=".4f"):
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, np.integer)):
+        return f"{int(v):,}"
+    if isinstance(v, (float, np.floating)):
+        return "" if not np.isfinite(v) else format(float(v), spec)
+    return str(v)
+
+
+def _write(store, path, data):
+    url = store._file_url(path)
+    opts = dict(store.storage_options)
+    if "://" not in url:
+        opts["auto_mkdir"] = True
+    with fsspec.open(url, "wb", **opts) as fh:
+        fh.write(data)
+    return url
+
+
+def _clear_old_figures(store):
+    fs, root = fsspec.core.url_to_fs(store._file_url("report"), **store.storage_options)
+    try:
+        old = fs.glob(f"{root.rstrip('/')}/fig-*")
+    except (FileNotFoundError, OSError):
+        return
+    for path in old:
+        fs.rm(path)
+
+
+def report_stage(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
+    """Write ``report/index.html`` and its figures into ``store``; return the page's path or URL.
+
+    Parameters
+    ----------
+    store : RunStore
+    report : dict, default=None
+        The ``report/metrics.json`` document (``dataset``, ``base_partitions``, ``methods``) when
+        the caller just built it; else the store's current consensus results are reported.
+    sample_size : int, default=20000
+        Points sampled (with the run's seed) for the histograms, overlap, centroids and the base
+        partitions' scores; the co-association picture and the membership bars use nested
+        sub-samples of 300 and 200 of them.
+    fmt : {"png", "svg"}, default="png"
+        Image format of the figures.
+
+    Returns
+    -------
+    str
+        Path (local stores) or URL of ``report/index.html``.
+    """
+    if fmt not in ("png", "svg"):
+        raise InputError(f"The 'fmt' parameter of report_stage must be 'png' or 'svg'; got {fmt!r}")
+    if isinstance(sample_size, bool) or not isinstance(sample_size, (int, np.integer)) or sample_size < 1:
+        raise InputError(f"The 'sample_size' parameter of report_stage must be an int >= 1; got {sample_size!r}")
+    t0 = time.perf_counter()
+    report = report or {}
+    methods = report.get("methods")
+    if methods is None:
+        methods = current_results(store)
+    n = store.n
+    seed = _run_seed(store)
+    figures = {}
+    sections = []
+    sample = None
+    if n:
+        sample = sample_points(n, sample_size, seed)
+        image_pos = sample.subset(IMAGE_SIZE)
+        image_rows = sample.rows[image_pos]
+        y_sample = _read_rows(store["y_true"], sample.rows) if "y_true" in store else None
+        X_sample = _read_rows(store["X"], sample.rows).astype(np.float64) if "X" in store else None
+        names = None
+        if "X" in store:
+            attrs = dict(store["X"].attrs)
+            names = attrs.get("feature_names") or (attrs.get("summary") or {}).get("feature_names")
+            if names is None or len(names) != store["X"].shape[1]:
+                names = None
+        pairs_ok = "pairs" in store and store["pairs"].attrs.get("complete", False)
+        pairs = _sample_pairs(store, image_rows) if pairs_ok else None
+        co, both, co_src = _coassociation_of(store, image_rows, pairs)
+        base = _base_partitions(store, sample, y_sample)
+    else:
+        base = None
+    table_rows = []
+    for name in methods:
+        if sample is None or f"consensus/{name}" not in store:
+            continue
+        data = _method_data(store, name, sample, y_sample, X_sample, names, image_pos, pairs)
+        data["fig"]["notes"]["vat"] = sample.note(len(image_pos))
+        fig = plots.method_figure(name, co=co, both=both, co_source=co_src, **data["fig"])
+        fname = f"fig-method-{_slug(name)}.{fmt}"
+        figures[fname] = plots.figure_bytes(fig, fmt)
+        metrics = {**(methods.get(name) or {}), **data.get("scores", {})}
+        table_rows.append((name, metrics, data["attrs"], fname))
+    if base is not None and len(base["k_asked"]) + sum(len(v) for v in base["scores"].values()):
+        crit = {c: v for c, v in base["scores"].items() if len(v)}
+        fig = plots.base_partitions_figure(
+            crit,
+            base["k_asked"],
+            base["k_found"],
+            {name: m for name, m, _, _ in table_rows},
+            {name: int(m["effective_k"]) for name, m, _, _ in table_rows if m.get("effective_k") is not None},
+            note=sample.note(),
+        )
+        figures[f"fig-base-partitions.{fmt}"] = plots.figure_bytes(fig, fmt)
+    fed = _federated(store)
+    if fed is not None:
+        fig = plots.federated_figure(
+            fed["names"], fed["rows"], fed["trace"], mode=fed["mode"], n_iter=fed["n_iter"],
+            converged=fed["converged"],
+        )
+        figures[f"fig-federated.{fmt}"] = plots.figure_bytes(fig, fmt)
+    sections.append(_facts_html(store, report, sample, seed))
+    sections.append(_accuracy_html(table_rows, base, sample, n))
+    if f"fig-base-partitions.{fmt}" in figures:
+        sections.append(
+            _figure_html(
+                "Base partitions and consensus",
+                f"fig-base-partitions.{fmt}",
+                "Distribution of the base partitions' accuracy and of their k; each consensus method is a "
+                "line, with the share of base partitions it beats.",
+            )
+        )
+    for name, _, attrs, fname in table_rows:
+        sections.append(_figure_html(f"Method {name}", fname, _method_caption(name, attrs), anchor=_slug(name)))
+    if fed is not None:
+        sections.append(_federated_html(fed, f"fig-federated.{fmt}"))
+    page = _page(store, sections, time.perf_counter() - t0)
+    _clear_old_figures(store)
+    for fname, data in figures.items():
+        _write(store, f"report/{fname}", data)
+    url = _write(store, "report/index.html", page.encode("utf-8"))
+    logger.info("report: %s (%d figures) in %.2f s", url, len(figures), time.perf_counter() - t0)
+    return url
+
+
+def _federated(store):
+    """Counts and settings of a federated result (never a site's data), or None."""
+    if "federated" not in store:
+        return None
+    a = dict(store["federated"].attrs)
+    a.update(_read_json(store, "report/federated.json") or {})
+    sites = a.get("sites") or []
+    names = [s.get("name", "?") if isinstance(s, dict) else str(s) for s in sites]
+    rows_rec = a.get("rows_per_site") or a.get("site_rows") or a.get("rows") or {}
+    if isinstance(rows_rec, list):
+        rows_rec = dict(zip(names, rows_rec, strict=False))
+    iters_rec = a.get("iterations_per_site") or a.get("site_iterations") or {}
+    if isinstance(iters_rec, list):
+        iters_rec = dict(zip(names, iters_rec, strict=False))
+    rows = [rows_rec.get(s) if not isinstance(sites[i], dict) else sites[i].get("rows", rows_rec.get(s))
+            for i, s in enumerate(names)]
+    return {
+        "names": names,
+        "rows": rows,
+        "iterations": [iters_rec.get(s, a.get("n_iter")) for s in names],
+        "mode": a.get("mode", "not recorded"),
+        "tls": a.get("tls"),
+        "n_iter": a.get("n_iter"),
+        "converged": a.get("converged"),
+        "lower_bound": a.get("lower_bound"),
+        "n_clusters": a.get("n_clusters"),
+        "trace": a.get("lower_bound_trace") or [],
+        "messages": a.get("messages") or {},
+    }
+
+
+def _esc(v):
+    import html
+
+    return html.escape(_fmt(v) if not isinstance(v, str) else v)
+
+
+def _kv_table(rows):
+    body = "".join(f"<tr><th>{_esc(k)}</th><td>{v}</td></tr>" for k, v in rows)
+    return f'<table class="kv">{body}</table>'
+
+
+def _facts_html(store, report, sample, seed):
+    ds = (report or {}).get("dataset") or {}
+    x_summary = dict(store["X"].attrs).get("summary", {}) if "X" in store else {}
+    n = ds.get("n", store.n)
+    d = ds.get("d", x_summary.get("d", store["X"].shape[1] if "X" in store else None))
+    source = ds.get("source") or ((store.record("ingest") or {}).get("params") or {}).get("url")
+    rows = [("run store", _esc(store.url)), ("data", _esc(source or "not recorded")),
+            ("points n", _esc(n)), ("features d", _esc(d))]
+    counts = ds.get("class_counts") or x_summary.get("class_counts")
+    if counts:
+        rows.append(("reference classes", _esc(", ".join(f"{k} ({v:,})" for k, v in counts.items()))))
+    if "labels" in store:
+        lab = store["labels"]
+        meta = lab.attrs.get("partitions", [])
+        algos = sorted({m.get("algorithm", "?") for m in meta})
+        ks = [m["k"] for m in meta if m.get("k") is not None]
+        kdesc = f", k {min(ks)}..{max(ks)}" if ks else ""
+        rates = [m.get("rate", 1.0) for m in meta]
+        miss = f", {1 - float(np.mean(rates)):.0%} of entries missing" if rates else ""
+        rows.append(("base clusterings", _esc(f"{lab.shape[1]:,} ({', '.join(algos)}{kdesc}{miss})")))
+    if "pairs" in store:
+        pa = dict(store["pairs"].attrs)
+        params = ", ".join(f"{k}={v}" for k, v in (pa.get("params") or {}).items())
+        rows.append(("pairs stored", _esc(
+            f"{pa.get('n_pairs', 0):,} pairs ({pa.get('nnz', 0):,} CSR entries), strategy {pa.get('strategy')}"
+            + (f" ({params})" if params else ""))))
+    cluster = _read_json(store, "report/cluster.json")
+    if cluster:
+        mem = cluster.get("memory_bytes") or 0
+        rows.append(("Dask cluster", _esc(
+            f"{cluster.get('kind')} at {cluster.get('scheduler')}: {cluster.get('workers')} workers, "
+            f"{cluster.get('threads')} threads" + (f", {mem / 2**30:.1f} GiB" if mem else ""))))
+    else:
+        rows.append(("Dask cluster", "not recorded"))
+    if sample is not None:
+        rows.append(("figures drawn from", _esc(sample.description + f"; run seed {seed}")))
+    stage_rows = "".join(
+        f"<tr><td>{_esc(name)}</td><td class='num'>{_esc(_fmt(rec.get('seconds'), '.2f'))}</td>"
+        f"<td>{'yes' if rec.get('complete') else '<b>no</b>'}</td><td>{_esc(rec.get('finished') or '')}</td></tr>"
+        for name, rec in store.records().items()
+    )
+    stages = (
+        "<h3>Stages</h3><table class='grid'><tr><th>stage</th><th>seconds</th><th>complete</th>"
+        f"<th>finished (UTC)</th></tr>{stage_rows}</table>"
+        "<p class='note'>Seconds of a consensus stage here are those of writing its result; "
+        "the fit's seconds are in the accuracy table.</p>"
+        if stage_rows else "<p>No stage records in this store.</p>"
+    )
+    return f"<section id='facts'><h2>Data set and run</h2>{_kv_table(rows)}{stages}</section>"
+
+
+_HIGHER = {"H", "ARI", "NMI", "MP", "R_n"}
+
+
+def _accuracy_html(table_rows, base, sample, n):
+    cols = ["H", "ARI", "NMI", "MP", "R_n", "effective_k", "seconds", "n_iter", "converged"]
+    heads = ["H", "ARI", "NMI", "micro-precision", "R<sub>n</sub>", "effective K", "seconds", "iterations",
+             "converged"]
+    best = {}
+    for c in ("H", "ARI", "NMI", "MP", "R_n", "seconds"):
+        vals = [m.get(c) for _, m, _, _ in table_rows if isinstance(m.get(c), (int, float))]
+        vals = [v for v in vals if np.isfinite(v)]
+        if vals:
+            best[c] = max(vals) if c in _HIGHER else min(vals)
+    body = []
+    for name, m, attrs, _ in table_rows:
+        vals = {**m, "n_iter": attrs.get("n_iter"), "converged": attrs.get("converged")}
+        cells = []
+        for c in cols:
+            v = vals.get(c)
+            text = _esc(_fmt(v, ".2f" if c == "seconds" else ".4f"))
+            if c in best and isinstance(v, (int, float)) and np.isfinite(v) and np.isclose(v, best[c]):
+                text = f"<strong class='best'>{text}&#9733;</strong>"
+            if c == "converged" and v is False:
+                text = "<span class='warn'>no (iteration cap)</span>"
+            cells.append(f"<td class='num'>{text}</td>")
+        body.append(f"<tr><th class='method'><a href='#{_slug(name)}'>{_esc(name)}</a></th>{''.join(cells)}</tr>")
+    if base is not None and any(len(v) for v in base["scores"].values()):
+        cells = []
+        for c in cols:
+            v = base["scores"].get(c)
+            if v is not None and len(v):
+                cells.append(f"<td class='num'>{np.mean(v):.4f}<br><span class='range'>"
+                             f"{np.min(v):.4f}&ndash;{np.max(v):.4f}</span></td>")
+            elif c == "effective_k" and base["k_found"]:
+                cells.append(f"<td class='num'>{np.mean(base['k_found']):.1f}</td>")
+            else:
+                cells.append("<td></td>")
+        body.append(f"<tr class='base'><th>base partitions<br><span class='range'>mean, min&ndash;max</span></th>"
+                    f"{''.join(cells)}</tr>")
+    if not body:
+        return "<section id='accuracy'><h2>Accuracy</h2><p>No consensus result in this store yet.</p></section>"
+    head = "".join(f"<th>{h}</th>" for h in heads)
+    sampled = base is not None and sample is not None and len(sample) < (n or 0)
+    note = (
+        "&#9733; best among the consensus methods. Methods: exact, over all points with a reference label. "
+        + (f"Base partitions: on {_esc(sample.description)}." if sampled else "Base partitions: over the points "
+           "each one clustered.")
+        + " Micro-precision gives each cluster its majority class; R<sub>n</sub> is the normalised Rand "
+          "index of papers/004 (equal to ARI); effective K counts the non-empty clusters."
+    )
+    return (f"<section id='accuracy'><h2>Accuracy</h2><table class='grid' id='accuracy-table'>"
+            f"<tr><th>method</th>{head}</tr>{''.join(body)}</table><p class='note'>{note}</p></section>")
+
+
+def _method_caption(name, attrs):
+    params = ", ".join(f"{k}={v}" for k, v in (attrs.get("params") or {}).items())
+    return (f"{_esc(attrs.get('method', name))} ({_esc(params)}). Top: co-association of a sample ordered by "
+            "this method's clusters (VAT-style), the stored pairs' fractions inside and across its clusters, "
+            "and the memberships of a sample. Bottom: per-point uncertainty, the cluster-overlap graph m<sub>ij</sub>"
+            " and the soft centroids of papers/003 Sect. 7.4, and the objective or bound over iterations.")
+
+
+def _figure_html(title, fname, caption, anchor=None):
+    aid = f" id='{anchor}'" if anchor else ""
+    return (f"<section{aid}><h2>{_esc(title)}</h2><figure><img src='{fname}' alt='{_esc(title)}'>"
+            f"<figcaption>{caption}</figcaption></figure></section>")
+
+
+def _federated_html(fed, fname):
+    tls = {True: "on", False: "<span class='warn'>off</span>", None: "not recorded"}[fed["tls"]]
+    rows = "".join(f"<tr><td>{_esc(s)}</td><td class='num'>{_esc(r) if r is not None else 'not recorded'}</td>"
+                   f"<td class='num'>{_esc(i)}</td></tr>"
+                   for s, r, i in zip(fed["names"], fed["rows"], fed["iterations"], strict=True))
+    msgs = ", ".join(f"{k}: {v}" for k, v in sorted(fed["messages"].items()))
+    facts = _kv_table([("mode", _esc(fed["mode"])), ("TLS", tls), ("clusters K", _esc(fed["n_clusters"])),
+                       ("EM iterations", _esc(fed["n_iter"])), ("converged", _esc(fed["converged"])),
+                       ("lower bound", _esc(fed["lower_bound"])), ("messages", _esc(msgs or "not recorded"))])
+    return (f"<section id='federated'><h2>Federated run</h2>{facts}<table class='grid'><tr><th>site</th>"
+            f"<th>rows</th><th>iterations</th></tr>{rows}</table><figure><img src='{fname}' alt='federated'>"
+            "<figcaption>Rows per site (counts only: no site's data leaves it) and the lower bound over EM "
+            "iterations.</figcaption></figure></section>")
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0 auto;max-width:1400px;
+padding:0 24px 48px;color:#222;background:#fff}
+h1{font-size:26px;margin:24px 0 4px}h2{font-size:20px;border-bottom:2px solid #e4e4e4;padding-bottom:4px;
+margin-top:36px}h3{font-size:15px}
+table{border-collapse:collapse;font-size:14px;margin:8px 0}
+table.kv th{text-align:left;padding:3px 16px 3px 0;color:#555;font-weight:600;vertical-align:top}
+table.kv td{padding:3px 0}
+table.grid th,table.grid td{border:1px solid #ddd;padding:5px 10px}
+table.grid tr:nth-child(even){background:#f7f7f9}table.grid th{background:#eef1f6}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+th.method{text-align:left}tr.base{background:#fff8e6 !important}
+.best{color:#0a6b2b}.warn{color:#b00020;font-weight:600}.range{color:#777;font-size:12px}
+.note{color:#666;font-size:13px}figure{margin:8px 0}figure img{max-width:100%;border:1px solid #eee}
+figcaption{color:#555;font-size:13px;margin-top:4px}nav a{margin-right:14px}
+"""
+
+
+def _page(store, sections, seconds):
+    now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    nav = "".join(f"<a href='#{a}'>{t}</a>" for a, t in (("facts", "Run"), ("accuracy", "Accuracy")))
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>ensemble_dask report: {_esc(store.url)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>Consensus clustering report</h1><p class='note'>{_esc(store.url)} &middot; written {now} "
+        f"&middot; figures drawn in {seconds:.1f} s</p><nav>{nav}</nav>{''.join(sections)}</body></html>\n"
+    )
