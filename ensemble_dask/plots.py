@@ -56,7 +56,14 @@ def _note(ax, text):
     """A short note in the panel's upper-right corner (the sample a panel was drawn from)."""
     if text:
         t = ax.text(
-            0.99, 0.99, text, transform=ax.transAxes, fontsize=_SMALL - 1, color="0.25", va="top", ha="right",
+            0.99,
+            0.99,
+            text,
+            transform=ax.transAxes,
+            fontsize=_SMALL - 1,
+            color="0.25",
+            va="top",
+            ha="right",
             bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "alpha": 0.8, "edgecolor": "none"},
             zorder=10,
         )
@@ -134,7 +141,9 @@ def draw_pair_fractions(ax, within, between, *, note=""):
         _empty(ax, "stored pairs", "no stored pair with a count")
         return
     bins = np.linspace(0.0, 1.0, 21)
-    ax.hist(within, bins=bins, alpha=0.7, color="#2ca02c", label=f"same cluster ({within.size})", density=True)
+    ax.hist(
+        within, bins=bins, alpha=0.7, color="#2ca02c", label=f"same cluster ({within.size})", density=True
+    )
     ax.hist(between, bins=bins, alpha=0.6, color="#d62728", label=f"different ({between.size})", density=True)
     ax.set_xlabel("c_ij / N_ij", fontsize=_SMALL)
     ax.set_ylabel("density", fontsize=_SMALL)
@@ -153,8 +162,13 @@ def draw_memberships(ax, Y, labels=None, *, note=""):
     Y = Y[order]
     # one polygon per cluster (bars of width 1 as steps): k artists, not m * k rectangles
     x = np.repeat(np.arange(m + 1) - 0.5, 2)[1:-1]
-    ax.stackplot(x, np.repeat(Y.T, 2, axis=1), colors=_colors(k), labels=[f"cluster {h}" for h in range(k)],
-                 linewidth=0)
+    ax.stackplot(
+        x,
+        np.repeat(Y.T, 2, axis=1),
+        colors=_colors(k),
+        labels=[f"cluster {h}" for h in range(k)],
+        linewidth=0,
+    )
     for e in _block_edges(labels[order]):
         ax.axvline(e - 0.5, color="black", lw=0.6)
     ax.set_xlim(-0.5, m - 0.5)
@@ -226,16 +240,26 @@ def draw_overlap_graph(ax, overlap, mass, *, min_edge=0.01, note=""):
                 },
             )
             mx, my = x0 + 0.35 * (x1 - x0), y0 + 0.35 * (y1 - y0)
-            ax.text(mx, my, f"{overlap[i, j]:.2f}", fontsize=_SMALL - 1, color=colors[i], ha="center", va="center")
+            ax.text(
+                mx, my, f"{overlap[i, j]:.2f}", fontsize=_SMALL - 1, color=colors[i], ha="center", va="center"
+            )
     for h in alive:
         x, y = pos[h]
         ax.scatter([x], [y], s=200 + 1800 * share[h], color=colors[h], edgecolor="black", zorder=3)
         ax.text(1.28 * x, 1.28 * y, f"{h}\n{share[h]:.1%}", fontsize=_SMALL, ha="center", va="center")
     ax.set_xlim(-1.6, 1.6)
     ax.set_ylim(-1.6, 1.6)
-    ax.text(0.5, -0.02, f"arrow i->j: m_ij, share of cluster i's mass shared with j (>= {min_edge})\n"
-            "node: share of all membership mass", transform=ax.transAxes, fontsize=_SMALL - 1, ha="center",
-            va="top", color="0.3")
+    ax.text(
+        0.5,
+        -0.02,
+        f"arrow i->j: m_ij, share of cluster i's mass shared with j (>= {min_edge})\n"
+        "node: share of all membership mass",
+        transform=ax.transAxes,
+        fontsize=_SMALL - 1,
+        ha="center",
+        va="top",
+        color="0.3",
+    )
     _note(ax, note)
 
 
@@ -258,7 +282,9 @@ def draw_centroids(ax, centroids, feature_names=None, *, max_features=30, note="
     finite = C[np.isfinite(C)]
     lim = float(np.max(np.abs(finite))) if finite.size else 1.0
     lim = min(max(lim, 1e-9), 3.0)
-    im = ax.imshow(np.ma.masked_invalid(C), cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
+    im = ax.imshow(
+        np.ma.masked_invalid(C), cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest"
+    )
     ax.set_yticks(range(k))
     ax.set_yticklabels([f"cluster {h}" for h in range(k)], fontsize=_SMALL)
     ax.set_xticks(range(len(keep)))
@@ -291,7 +317,12 @@ def draw_trace(ax, trace, *, ylabel="objective", converged=None, n_iter=None):
     ax.set_ylabel(ylabel, fontsize=_SMALL)
     ax.tick_params(labelsize=_SMALL)
     span = np.nanmax(np.abs(y)) if np.isfinite(y).any() else 1.0
-    if ylabel == "objective" and np.all(y > 0) and span > 0 and np.nanmax(y) / max(np.nanmin(y), 1e-300) > 100:
+    if (
+        ylabel == "objective"
+        and np.all(y > 0)
+        and span > 0
+        and np.nanmax(y) / max(np.nanmin(y), 1e-300) > 100
+    ):
         ax.set_yscale("log")
     state = "" if converged is None else ("converged" if converged else "stopped at the iteration cap")
     iters = "" if n_iter is None else f"{n_iter} iterations, "
@@ -305,20 +336,23 @@ def draw_score_distribution(ax, values, marks, *, name, note=""):
     if v.size == 0:
         _empty(ax, name, "no score (no reference labels?)")
         return
-    lo = min(float(v.min()), *(m for m in marks.values() if np.isfinite(m))) if marks else float(v.min())
-    hi = max(float(v.max()), *(m for m in marks.values() if np.isfinite(m))) if marks else float(v.max())
+    every = np.concatenate([v, [m for m in marks.values() if np.isfinite(m)]])
+    lo, hi = float(every.min()), float(every.max())
     pad = max(0.02, 0.05 * (hi - lo))
     ax.hist(v, bins=np.linspace(lo - pad, hi + pad, 21), color="0.7", label="base partitions")
     colors = _colors(max(len(marks), 1))
-    for (method, value), color in zip(sorted(marks.items(), key=lambda kv: -kv[1]), colors, strict=False):
+    for i, ((method, value), color) in enumerate(zip(sorted(marks.items()), colors, strict=False)):
         if not np.isfinite(value):
             continue
-        rank = float(np.mean(v < value))
-        ax.axvline(value, color=color, lw=2)
-        ax.text(
-            value, 0.98, f" {method}\n {rank:.0%} below", transform=ax.get_xaxis_transform(), rotation=0,
-            fontsize=_SMALL - 1, color=color, va="top", ha="right" if value > (lo + hi) / 2 else "left",
+        beats = float(np.mean(v < value))
+        ax.axvline(
+            value,
+            color=color,
+            lw=2,
+            ls=("-", "--", ":", "-.")[i % 4],
+            label=f"{method}: {value:.3f}, beats {beats:.0%}",
         )
+    ax.legend(fontsize=_SMALL - 1, loc="upper left", frameon=True, framealpha=0.85)
     ax.set_xlabel(name, fontsize=_SMALL)
     ax.set_ylabel("base partitions", fontsize=_SMALL)
     ax.tick_params(labelsize=_SMALL)
@@ -341,14 +375,12 @@ def draw_k_distribution(ax, k_asked, k_found, marks):
         ax.bar(ks + w / 2, [np.sum(k_found == k) for k in ks], width=w, color="0.35", label="k found")
     colors = _colors(max(len(marks), 1))
     for i, ((method, k), color) in enumerate(zip(sorted(marks.items()), colors, strict=False)):
-        ax.axvline(k + 0.06 * (i - len(marks) / 2), color=color, lw=2)
-        ax.text(k, 0.98 - 0.09 * i, f" {method}: K={k}", transform=ax.get_xaxis_transform(), fontsize=_SMALL - 1,
-                color=color, va="top")
+        ax.axvline(k + 0.08 * (i - (len(marks) - 1) / 2), color=color, lw=2, label=f"{method}: K={k}")
     ax.set_xticks(ks)
     ax.set_xlabel("number of clusters", fontsize=_SMALL)
     ax.set_ylabel("base partitions", fontsize=_SMALL)
     ax.tick_params(labelsize=_SMALL)
-    ax.legend(fontsize=_SMALL - 1, frameon=False, loc="center right")
+    ax.legend(fontsize=_SMALL - 1, frameon=True, framealpha=0.85, loc="upper left")
     ax.set_title("k of the base partitions, effective K of each method", fontsize=10)
 
 
@@ -387,7 +419,9 @@ def method_figure(
     grid = fig.add_gridspec(2, 4)
     ax = fig.add_subplot(grid[0, 0])
     if co is not None and vat_labels is not None:
-        draw_coassociation(ax, co, both, vat_labels, vat_strength, note=notes.get("vat", ""), source=co_source)
+        draw_coassociation(
+            ax, co, both, vat_labels, vat_strength, note=notes.get("vat", ""), source=co_source
+        )
     else:
         _empty(ax, "co-association", "no co-association counts in the store")
     ax = fig.add_subplot(grid[0, 1])
@@ -434,13 +468,18 @@ def base_partitions_figure(scores, k_asked, k_found, method_scores, method_k, *,
     method_k : dict of str to int
         Effective K of each method.
     """
-    names = list(scores)
-    fig = Figure(figsize=(4.6 * (len(names) + 1), 4.2), layout="constrained")
-    axes = fig.subplots(1, len(names) + 1, squeeze=False)[0]
+    names = [c for c in scores if c != "R_n"]  # R_n equals ARI (papers/004 eq. 8)
+    panels = len(names) + 1
+    cols = min(3, panels)
+    rows = -(-panels // cols)
+    fig = Figure(figsize=(5.6 * cols, 4.0 * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax, crit in zip(axes, names, strict=False):
         marks = {m: float(s.get(crit, np.nan)) for m, s in method_scores.items() if s.get(crit) is not None}
         draw_score_distribution(ax, scores[crit], marks, name=crit, note=note)
-    draw_k_distribution(axes[-1], k_asked, k_found, method_k)
+    draw_k_distribution(axes[len(names)], k_asked, k_found, method_k)
+    for ax in axes[panels:]:
+        ax.set_visible(False)
     return fig
 
 
@@ -452,8 +491,13 @@ def federated_figure(site_names, site_rows, trace, *, mode="", n_iter=None, conv
     if site_names and np.isfinite(rows).any():
         ax0.barh(list(site_names), np.nan_to_num(rows), color=_colors(len(site_names)))
         for i, r in enumerate(rows):
-            ax0.text(0 if not np.isfinite(r) else r, i, f" {int(r):,}" if np.isfinite(r) else " not recorded",
-                     va="center", fontsize=_SMALL)
+            ax0.text(
+                0 if not np.isfinite(r) else r,
+                i,
+                f" {int(r):,}" if np.isfinite(r) else " not recorded",
+                va="center",
+                fontsize=_SMALL,
+            )
         ax0.set_xlabel("rows held by the site", fontsize=_SMALL)
         ax0.tick_params(labelsize=_SMALL)
         ax0.set_title(f"rows per site ({mode})", fontsize=10)

@@ -14,16 +14,15 @@ method's labels and ``y_true`` (n int32 each) and counts a contingency table.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import logging
-import re
 import time
 
 import fsspec
 import numpy as np
 
 from . import plots
+from ._report_html import accuracy_html, facts_html, federated_html, figure_html, method_caption, page, slug
 from ._validation import InputError
 from .consensus_stage import current_results
 from .metrics import cluster_overlap, soft_centroids
@@ -175,7 +174,13 @@ def scores_from_table(table):
     else:
         denom = (ha + hb) / 2.0
         nmi = mi / denom if denom > 0 else 0.0
-    return {"H": float(h), "ARI": float(rn), "NMI": float(min(max(nmi, 0.0), 1.0)), "MP": float(mp), "R_n": float(rn)}
+    return {
+        "H": float(h),
+        "ARI": float(rn),
+        "NMI": float(min(max(nmi, 0.0), 1.0)),
+        "MP": float(mp),
+        "R_n": float(rn),
+    }
 
 
 # --------------------------------------------------------------------------- reading the store
@@ -324,22 +329,6 @@ def cluster_facts(client):
 # --------------------------------------------------------------------------- the page
 
 
-def _slug(name):
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-
-
-def _fmt(v, spec=".4f"):
-    if v is None:
-        return ""
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, (int, np.integer)):
-        return f"{int(v):,}"
-    if isinstance(v, (float, np.floating)):
-        return "" if not np.isfinite(v) else format(float(v), spec)
-    return str(v)
-
-
 def _write(store, path, data):
     url = store._file_url(path)
     opts = dict(store.storage_options)
@@ -384,7 +373,11 @@ def report_stage(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
     if fmt not in ("png", "svg"):
         raise InputError(f"The 'fmt' parameter of report_stage must be 'png' or 'svg'; got {fmt!r}")
     if isinstance(sample_size, bool) or not isinstance(sample_size, (int, np.integer)) or sample_size < 1:
-        raise InputError(f"The 'sample_size' parameter of report_stage must be an int >= 1; got {sample_size!r}")
+        raise InputError(
+            f"The 'sample_size' parameter of report_stage must be an int >= 1; got {sample_size!r}"
+        )
+    if not store.records() and "federated" not in store:
+        raise InputError(f"run store {store.url!r} holds no stage results yet: nothing to report")
     t0 = time.perf_counter()
     report = report or {}
     methods = report.get("methods")
@@ -420,7 +413,7 @@ def report_stage(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
         data = _method_data(store, name, sample, y_sample, X_sample, names, image_pos, pairs)
         data["fig"]["notes"]["vat"] = sample.note(len(image_pos))
         fig = plots.method_figure(name, co=co, both=both, co_source=co_src, **data["fig"])
-        fname = f"fig-method-{_slug(name)}.{fmt}"
+        fname = f"fig-method-{slug(name)}.{fmt}"
         figures[fname] = plots.figure_bytes(fig, fmt)
         metrics = {**(methods.get(name) or {}), **data.get("scores", {})}
         table_rows.append((name, metrics, data["attrs"], fname))
@@ -438,15 +431,20 @@ def report_stage(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
     fed = _federated(store)
     if fed is not None:
         fig = plots.federated_figure(
-            fed["names"], fed["rows"], fed["trace"], mode=fed["mode"], n_iter=fed["n_iter"],
+            fed["names"],
+            fed["rows"],
+            fed["trace"],
+            mode=fed["mode"],
+            n_iter=fed["n_iter"],
             converged=fed["converged"],
         )
         figures[f"fig-federated.{fmt}"] = plots.figure_bytes(fig, fmt)
-    sections.append(_facts_html(store, report, sample, seed))
-    sections.append(_accuracy_html(table_rows, base, sample, n))
+    sections.append(facts_html(_facts(store, report, sample, seed), store.records()))
+    sampled = base is not None and sample is not None and len(sample) < n
+    sections.append(accuracy_html(table_rows, base, sample.description if sampled else None))
     if f"fig-base-partitions.{fmt}" in figures:
         sections.append(
-            _figure_html(
+            figure_html(
                 "Base partitions and consensus",
                 f"fig-base-partitions.{fmt}",
                 "Distribution of the base partitions' accuracy and of their k; each consensus method is a "
@@ -454,14 +452,14 @@ def report_stage(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
             )
         )
     for name, _, attrs, fname in table_rows:
-        sections.append(_figure_html(f"Method {name}", fname, _method_caption(name, attrs), anchor=_slug(name)))
+        sections.append(figure_html(f"Method {name}", fname, method_caption(name, attrs), anchor=slug(name)))
     if fed is not None:
-        sections.append(_federated_html(fed, f"fig-federated.{fmt}"))
-    page = _page(store, sections, time.perf_counter() - t0)
+        sections.append(federated_html(fed, f"fig-federated.{fmt}"))
+    page_html = page(store.url, sections, time.perf_counter() - t0)
     _clear_old_figures(store)
     for fname, data in figures.items():
         _write(store, f"report/{fname}", data)
-    url = _write(store, "report/index.html", page.encode("utf-8"))
+    url = _write(store, "report/index.html", page_html.encode("utf-8"))
     logger.info("report: %s (%d figures) in %.2f s", url, len(figures), time.perf_counter() - t0)
     return url
 
@@ -480,8 +478,10 @@ def _federated(store):
     iters_rec = a.get("iterations_per_site") or a.get("site_iterations") or {}
     if isinstance(iters_rec, list):
         iters_rec = dict(zip(names, iters_rec, strict=False))
-    rows = [rows_rec.get(s) if not isinstance(sites[i], dict) else sites[i].get("rows", rows_rec.get(s))
-            for i, s in enumerate(names)]
+    rows = [
+        rows_rec.get(s) if not isinstance(sites[i], dict) else sites[i].get("rows", rows_rec.get(s))
+        for i, s in enumerate(names)
+    ]
     return {
         "names": names,
         "rows": rows,
@@ -497,28 +497,22 @@ def _federated(store):
     }
 
 
-def _esc(v):
-    import html
-
-    return html.escape(_fmt(v) if not isinstance(v, str) else v)
-
-
-def _kv_table(rows):
-    body = "".join(f"<tr><th>{_esc(k)}</th><td>{v}</td></tr>" for k, v in rows)
-    return f'<table class="kv">{body}</table>'
-
-
-def _facts_html(store, report, sample, seed):
+def _facts(store, report, sample, seed):
+    """``[(label, text)]`` facts of the data set and the run."""
     ds = (report or {}).get("dataset") or {}
     x_summary = dict(store["X"].attrs).get("summary", {}) if "X" in store else {}
     n = ds.get("n", store.n)
     d = ds.get("d", x_summary.get("d", store["X"].shape[1] if "X" in store else None))
     source = ds.get("source") or ((store.record("ingest") or {}).get("params") or {}).get("url")
-    rows = [("run store", _esc(store.url)), ("data", _esc(source or "not recorded")),
-            ("points n", _esc(n)), ("features d", _esc(d))]
+    rows = [
+        ("run store", (store.url)),
+        ("data", (source or "not recorded")),
+        ("points n", (n)),
+        ("features d", (d)),
+    ]
     counts = ds.get("class_counts") or x_summary.get("class_counts")
     if counts:
-        rows.append(("reference classes", _esc(", ".join(f"{k} ({v:,})" for k, v in counts.items()))))
+        rows.append(("reference classes", (", ".join(f"{k} ({v:,})" for k, v in counts.items()))))
     if "labels" in store:
         lab = store["labels"]
         meta = lab.attrs.get("partitions", [])
@@ -527,145 +521,33 @@ def _facts_html(store, report, sample, seed):
         kdesc = f", k {min(ks)}..{max(ks)}" if ks else ""
         rates = [m.get("rate", 1.0) for m in meta]
         miss = f", {1 - float(np.mean(rates)):.0%} of entries missing" if rates else ""
-        rows.append(("base clusterings", _esc(f"{lab.shape[1]:,} ({', '.join(algos)}{kdesc}{miss})")))
+        rows.append(("base clusterings", (f"{lab.shape[1]:,} ({', '.join(algos)}{kdesc}{miss})")))
     if "pairs" in store:
         pa = dict(store["pairs"].attrs)
         params = ", ".join(f"{k}={v}" for k, v in (pa.get("params") or {}).items())
-        rows.append(("pairs stored", _esc(
-            f"{pa.get('n_pairs', 0):,} pairs ({pa.get('nnz', 0):,} CSR entries), strategy {pa.get('strategy')}"
-            + (f" ({params})" if params else ""))))
+        rows.append(
+            (
+                "pairs stored",
+                (
+                    f"{pa.get('n_pairs', 0):,} pairs ({pa.get('nnz', 0):,} CSR entries), strategy {pa.get('strategy')}"
+                    + (f" ({params})" if params else "")
+                ),
+            )
+        )
     cluster = _read_json(store, "report/cluster.json")
     if cluster:
         mem = cluster.get("memory_bytes") or 0
-        rows.append(("Dask cluster", _esc(
-            f"{cluster.get('kind')} at {cluster.get('scheduler')}: {cluster.get('workers')} workers, "
-            f"{cluster.get('threads')} threads" + (f", {mem / 2**30:.1f} GiB" if mem else ""))))
+        rows.append(
+            (
+                "Dask cluster",
+                (
+                    f"{cluster.get('kind')} at {cluster.get('scheduler')}: {cluster.get('workers')} workers, "
+                    f"{cluster.get('threads')} threads" + (f", {mem / 2**30:.1f} GiB" if mem else "")
+                ),
+            )
+        )
     else:
         rows.append(("Dask cluster", "not recorded"))
     if sample is not None:
-        rows.append(("figures drawn from", _esc(sample.description + f"; run seed {seed}")))
-    stage_rows = "".join(
-        f"<tr><td>{_esc(name)}</td><td class='num'>{_esc(_fmt(rec.get('seconds'), '.2f'))}</td>"
-        f"<td>{'yes' if rec.get('complete') else '<b>no</b>'}</td><td>{_esc(rec.get('finished') or '')}</td></tr>"
-        for name, rec in store.records().items()
-    )
-    stages = (
-        "<h3>Stages</h3><table class='grid'><tr><th>stage</th><th>seconds</th><th>complete</th>"
-        f"<th>finished (UTC)</th></tr>{stage_rows}</table>"
-        "<p class='note'>Seconds of a consensus stage here are those of writing its result; "
-        "the fit's seconds are in the accuracy table.</p>"
-        if stage_rows else "<p>No stage records in this store.</p>"
-    )
-    return f"<section id='facts'><h2>Data set and run</h2>{_kv_table(rows)}{stages}</section>"
-
-
-_HIGHER = {"H", "ARI", "NMI", "MP", "R_n"}
-
-
-def _accuracy_html(table_rows, base, sample, n):
-    cols = ["H", "ARI", "NMI", "MP", "R_n", "effective_k", "seconds", "n_iter", "converged"]
-    heads = ["H", "ARI", "NMI", "micro-precision", "R<sub>n</sub>", "effective K", "seconds", "iterations",
-             "converged"]
-    best = {}
-    for c in ("H", "ARI", "NMI", "MP", "R_n", "seconds"):
-        vals = [m.get(c) for _, m, _, _ in table_rows if isinstance(m.get(c), (int, float))]
-        vals = [v for v in vals if np.isfinite(v)]
-        if vals:
-            best[c] = max(vals) if c in _HIGHER else min(vals)
-    body = []
-    for name, m, attrs, _ in table_rows:
-        vals = {**m, "n_iter": attrs.get("n_iter"), "converged": attrs.get("converged")}
-        cells = []
-        for c in cols:
-            v = vals.get(c)
-            text = _esc(_fmt(v, ".2f" if c == "seconds" else ".4f"))
-            if c in best and isinstance(v, (int, float)) and np.isfinite(v) and np.isclose(v, best[c]):
-                text = f"<strong class='best'>{text}&#9733;</strong>"
-            if c == "converged" and v is False:
-                text = "<span class='warn'>no (iteration cap)</span>"
-            cells.append(f"<td class='num'>{text}</td>")
-        body.append(f"<tr><th class='method'><a href='#{_slug(name)}'>{_esc(name)}</a></th>{''.join(cells)}</tr>")
-    if base is not None and any(len(v) for v in base["scores"].values()):
-        cells = []
-        for c in cols:
-            v = base["scores"].get(c)
-            if v is not None and len(v):
-                cells.append(f"<td class='num'>{np.mean(v):.4f}<br><span class='range'>"
-                             f"{np.min(v):.4f}&ndash;{np.max(v):.4f}</span></td>")
-            elif c == "effective_k" and base["k_found"]:
-                cells.append(f"<td class='num'>{np.mean(base['k_found']):.1f}</td>")
-            else:
-                cells.append("<td></td>")
-        body.append(f"<tr class='base'><th>base partitions<br><span class='range'>mean, min&ndash;max</span></th>"
-                    f"{''.join(cells)}</tr>")
-    if not body:
-        return "<section id='accuracy'><h2>Accuracy</h2><p>No consensus result in this store yet.</p></section>"
-    head = "".join(f"<th>{h}</th>" for h in heads)
-    sampled = base is not None and sample is not None and len(sample) < (n or 0)
-    note = (
-        "&#9733; best among the consensus methods. Methods: exact, over all points with a reference label. "
-        + (f"Base partitions: on {_esc(sample.description)}." if sampled else "Base partitions: over the points "
-           "each one clustered.")
-        + " Micro-precision gives each cluster its majority class; R<sub>n</sub> is the normalised Rand "
-          "index of papers/004 (equal to ARI); effective K counts the non-empty clusters."
-    )
-    return (f"<section id='accuracy'><h2>Accuracy</h2><table class='grid' id='accuracy-table'>"
-            f"<tr><th>method</th>{head}</tr>{''.join(body)}</table><p class='note'>{note}</p></section>")
-
-
-def _method_caption(name, attrs):
-    params = ", ".join(f"{k}={v}" for k, v in (attrs.get("params") or {}).items())
-    return (f"{_esc(attrs.get('method', name))} ({_esc(params)}). Top: co-association of a sample ordered by "
-            "this method's clusters (VAT-style), the stored pairs' fractions inside and across its clusters, "
-            "and the memberships of a sample. Bottom: per-point uncertainty, the cluster-overlap graph m<sub>ij</sub>"
-            " and the soft centroids of papers/003 Sect. 7.4, and the objective or bound over iterations.")
-
-
-def _figure_html(title, fname, caption, anchor=None):
-    aid = f" id='{anchor}'" if anchor else ""
-    return (f"<section{aid}><h2>{_esc(title)}</h2><figure><img src='{fname}' alt='{_esc(title)}'>"
-            f"<figcaption>{caption}</figcaption></figure></section>")
-
-
-def _federated_html(fed, fname):
-    tls = {True: "on", False: "<span class='warn'>off</span>", None: "not recorded"}[fed["tls"]]
-    rows = "".join(f"<tr><td>{_esc(s)}</td><td class='num'>{_esc(r) if r is not None else 'not recorded'}</td>"
-                   f"<td class='num'>{_esc(i)}</td></tr>"
-                   for s, r, i in zip(fed["names"], fed["rows"], fed["iterations"], strict=True))
-    msgs = ", ".join(f"{k}: {v}" for k, v in sorted(fed["messages"].items()))
-    facts = _kv_table([("mode", _esc(fed["mode"])), ("TLS", tls), ("clusters K", _esc(fed["n_clusters"])),
-                       ("EM iterations", _esc(fed["n_iter"])), ("converged", _esc(fed["converged"])),
-                       ("lower bound", _esc(fed["lower_bound"])), ("messages", _esc(msgs or "not recorded"))])
-    return (f"<section id='federated'><h2>Federated run</h2>{facts}<table class='grid'><tr><th>site</th>"
-            f"<th>rows</th><th>iterations</th></tr>{rows}</table><figure><img src='{fname}' alt='federated'>"
-            "<figcaption>Rows per site (counts only: no site's data leaves it) and the lower bound over EM "
-            "iterations.</figcaption></figure></section>")
-
-
-_CSS = """
-body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0 auto;max-width:1400px;
-padding:0 24px 48px;color:#222;background:#fff}
-h1{font-size:26px;margin:24px 0 4px}h2{font-size:20px;border-bottom:2px solid #e4e4e4;padding-bottom:4px;
-margin-top:36px}h3{font-size:15px}
-table{border-collapse:collapse;font-size:14px;margin:8px 0}
-table.kv th{text-align:left;padding:3px 16px 3px 0;color:#555;font-weight:600;vertical-align:top}
-table.kv td{padding:3px 0}
-table.grid th,table.grid td{border:1px solid #ddd;padding:5px 10px}
-table.grid tr:nth-child(even){background:#f7f7f9}table.grid th{background:#eef1f6}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
-th.method{text-align:left}tr.base{background:#fff8e6 !important}
-.best{color:#0a6b2b}.warn{color:#b00020;font-weight:600}.range{color:#777;font-size:12px}
-.note{color:#666;font-size:13px}figure{margin:8px 0}figure img{max-width:100%;border:1px solid #eee}
-figcaption{color:#555;font-size:13px;margin-top:4px}nav a{margin-right:14px}
-"""
-
-
-def _page(store, sections, seconds):
-    now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    nav = "".join(f"<a href='#{a}'>{t}</a>" for a, t in (("facts", "Run"), ("accuracy", "Accuracy")))
-    return (
-        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<title>ensemble_dask report: {_esc(store.url)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>Consensus clustering report</h1><p class='note'>{_esc(store.url)} &middot; written {now} "
-        f"&middot; figures drawn in {seconds:.1f} s</p><nav>{nav}</nav>{''.join(sections)}</body></html>\n"
-    )
+        rows.append(("figures drawn from", (sample.description + f"; run seed {seed}")))
+    return rows
