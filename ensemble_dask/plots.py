@@ -198,11 +198,12 @@ def draw_uncertainty(ax, uncertainty, *, note=""):
     _note(ax, note)
 
 
-def draw_overlap_graph(ax, overlap, mass, *, min_edge=0.01, note=""):
+def draw_overlap_graph(ax, overlap, mass, *, min_edge=0.01, max_out=3, note=""):
     """The cluster-overlap graph of papers/003 Sect. 7.4.
 
     Nodes (clusters with mass) sit on a circle, their area proportional to the cluster's share of
-    the membership mass; the arrow i -> j is drawn when ``m_ij >= min_edge`` with a width
+    the membership mass; the arrow i -> j is drawn when ``m_ij >= min_edge`` and it is one of
+    the ``max_out`` largest of row i (so that many clusters do not make a hairball), with a width
     proportional to ``m_ij`` and its value written beside it.
     """
     overlap = np.asarray(overlap, dtype=np.float64)
@@ -220,29 +221,32 @@ def draw_overlap_graph(ax, overlap, mass, *, min_edge=0.01, note=""):
     angle = np.pi / 2 - 2 * np.pi * np.arange(alive.size) / alive.size
     pos = {h: (np.cos(a), np.sin(a)) for h, a in zip(alive, angle, strict=True)}
     top = max(float(overlap[np.ix_(alive, alive)][~np.eye(alive.size, dtype=bool)].max(initial=0.0)), 1e-12)
+    edges = []
     for i in alive:
-        for j in alive:
-            if i == j or overlap[i, j] < min_edge:
-                continue
-            (x0, y0), (x1, y1) = pos[i], pos[j]
-            ax.annotate(
-                "",
-                xy=(x1, y1),
-                xytext=(x0, y0),
-                arrowprops={
-                    "arrowstyle": "-|>",
-                    "color": colors[i],
-                    "lw": 0.5 + 5.0 * overlap[i, j] / top,
-                    "alpha": 0.75,
-                    "shrinkA": 14,
-                    "shrinkB": 14,
-                    "connectionstyle": "arc3,rad=0.15",
-                },
-            )
-            mx, my = x0 + 0.35 * (x1 - x0), y0 + 0.35 * (y1 - y0)
-            ax.text(
-                mx, my, f"{overlap[i, j]:.2f}", fontsize=_SMALL - 1, color=colors[i], ha="center", va="center"
-            )
+        row = [(overlap[i, j], j) for j in alive if j != i and overlap[i, j] >= min_edge]
+        edges += [(i, j) for _, j in sorted(row, reverse=True)[:max_out]]
+    for i, j in edges:
+        (x0, y0), (x1, y1) = pos[i], pos[j]
+        ax.annotate(
+            "",
+            xy=(x1, y1),
+            xytext=(x0, y0),
+            arrowprops={
+                "arrowstyle": "-|>",
+                "color": colors[i],
+                "lw": 0.5 + 5.0 * overlap[i, j] / top,
+                "alpha": 0.75,
+                "shrinkA": 14,
+                "shrinkB": 14,
+                "connectionstyle": "arc3,rad=0.15",
+            },
+        )
+        if len(edges) > 16:
+            continue
+        mx, my = x0 + 0.35 * (x1 - x0), y0 + 0.35 * (y1 - y0)
+        ax.text(
+            mx, my, f"{overlap[i, j]:.2f}", fontsize=_SMALL - 1, color=colors[i], ha="center", va="center"
+        )
     for h in alive:
         x, y = pos[h]
         ax.scatter([x], [y], s=200 + 1800 * share[h], color=colors[h], edgecolor="black", zorder=3)
@@ -252,7 +256,7 @@ def draw_overlap_graph(ax, overlap, mass, *, min_edge=0.01, note=""):
     ax.text(
         0.5,
         -0.02,
-        f"arrow i->j: m_ij, share of cluster i's mass shared with j (>= {min_edge})\n"
+        f"arrow i->j: m_ij, share of cluster i's mass shared with j (>= {min_edge}, top {max_out} per i)\n"
         "node: share of all membership mass",
         transform=ax.transAxes,
         fontsize=_SMALL - 1,

@@ -505,14 +505,14 @@ def _facts(store, report, sample, seed):
     d = ds.get("d", x_summary.get("d", store["X"].shape[1] if "X" in store else None))
     source = ds.get("source") or ((store.record("ingest") or {}).get("params") or {}).get("url")
     rows = [
-        ("run store", (store.url)),
-        ("data", (source or "not recorded")),
-        ("points n", (n)),
-        ("features d", (d)),
+        ("run store", store.url),
+        ("data", source or "not recorded"),
+        ("points n", n),
+        ("features d", d),
     ]
     counts = ds.get("class_counts") or x_summary.get("class_counts")
     if counts:
-        rows.append(("reference classes", (", ".join(f"{k} ({v:,})" for k, v in counts.items()))))
+        rows.append(("reference classes", ", ".join(f"{k} ({v:,})" for k, v in counts.items())))
     if "labels" in store:
         lab = store["labels"]
         meta = lab.attrs.get("partitions", [])
@@ -521,7 +521,7 @@ def _facts(store, report, sample, seed):
         kdesc = f", k {min(ks)}..{max(ks)}" if ks else ""
         rates = [m.get("rate", 1.0) for m in meta]
         miss = f", {1 - float(np.mean(rates)):.0%} of entries missing" if rates else ""
-        rows.append(("base clusterings", (f"{lab.shape[1]:,} ({', '.join(algos)}{kdesc}{miss})")))
+        rows.append(("base clusterings", f"{lab.shape[1]:,} ({', '.join(algos)}{kdesc}{miss})"))
     if "pairs" in store:
         pa = dict(store["pairs"].attrs)
         params = ", ".join(f"{k}={v}" for k, v in (pa.get("params") or {}).items())
@@ -549,5 +549,5 @@ def _facts(store, report, sample, seed):
     else:
         rows.append(("Dask cluster", "not recorded"))
     if sample is not None:
-        rows.append(("figures drawn from", (sample.description + f"; run seed {seed}")))
+        rows.append(("figures drawn from", f"{sample.description}; run seed {seed}"))
     return rows
