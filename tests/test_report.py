@@ -144,9 +144,9 @@ def test_sample_is_seeded_nested_and_reads_few_blocks():
     sub = a.subset(50)
     assert len(sub) == 50 and np.all(np.diff(sub) > 0) and sub.max() < 200
     assert sample_points(50, 200, seed=0).note() == "all 50 points"
-    # on large n the sample lies in 4 blocks of 65,536 rows, so a reader touches few chunks
+    # on large n the sample lies in 8 blocks of 65,536 rows, so a reader touches few chunks
     big = sample_points(5_000_000, 20_000, seed=3)
-    assert len(np.unique(big.rows // 65536)) == 4 and "seed 3" in big.note()
+    assert len(np.unique(big.rows // 65536)) == 8 and "seed 3" in big.note()
     arr = zarr.create_array(
         zarr.storage.MemoryStore(), shape=(5_000_000,), chunks=(65536,), dtype="int32", fill_value=0
     )
