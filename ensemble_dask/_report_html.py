@@ -165,17 +165,21 @@ def federated_html(fed, fname):
         for s, r, i in zip(fed["names"], fed["rows"], fed["iterations"], strict=True)
     )
     msgs = ", ".join(f"{k}: {v}" for k, v in sorted(fed["messages"].items()))
-    facts = _kv_table(
-        [
-            ("mode", _esc(fed["mode"])),
-            ("TLS", tls),
-            ("clusters K", _esc(fed["n_clusters"])),
-            ("EM iterations", _esc(fed["n_iter"])),
-            ("converged", _esc(fed["converged"])),
-            ("lower bound", _esc(fed["lower_bound"])),
-            ("messages", _esc(msgs or "not recorded")),
-        ]
-    )
+    facts = [
+        ("mode", _esc(fed["mode"])),
+        ("TLS", tls),
+        ("clusters K", _esc(fed["n_clusters"])),
+        ("EM iterations", _esc(fed["n_iter"])),
+        ("converged", _esc(fed["converged"])),
+        ("lower bound", _esc(fed["lower_bound"])),
+        ("seconds", _esc(fmt(fed["seconds"], ".2f"))),
+    ]
+    if fed["scores"]:
+        scores = ", ".join(f"{k} {v:.4f}" for k, v in fed["scores"].items())
+        facts.append(("accuracy (by secure sums)", _esc(scores)))
+    if msgs:
+        facts.append(("messages", _esc(msgs)))
+    facts = _kv_table(facts)
     return (
         f"<section id='federated'><h2>Federated run</h2>{facts}<table class='grid'><tr><th>site</th>"
         f"<th>rows</th><th>iterations</th></tr>{rows}</table><figure><img src='{fname}' alt='federated'>"
@@ -204,7 +208,8 @@ figcaption{color:#555;font-size:13px;margin-top:4px}nav a{margin-right:14px}
 
 def page(url, sections, seconds):
     now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    nav = "".join(f"<a href='#{a}'>{t}</a>" for a, t in (("facts", "Run"), ("accuracy", "Accuracy")))
+    anchors = re.findall(r"<section id='([^']+)'><h2>([^<]+)</h2>", "".join(sections))
+    nav = "".join(f"<a href='#{a}'>{t.removeprefix('Method ')}</a>" for a, t in anchors)
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<title>ensemble_dask report: {_esc(url)}</title><style>{_CSS}</style></head><body>"

@@ -449,6 +449,7 @@ def report_stage(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
                 f"fig-base-partitions.{fmt}",
                 "Distribution of the base partitions' accuracy and of their k; each consensus method is a "
                 "line, with the share of base partitions it beats.",
+                anchor="base",
             )
         )
     for name, _, attrs, fname in table_rows:
@@ -465,35 +466,41 @@ def report_stage(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
 
 
 def _federated(store):
-    """Counts and settings of a federated result (never a site's data), or None."""
+    """Counts and settings of a federated result (never a site's data), or None.
+
+    Reads the ``federated`` group's attributes and the coordinator's ``report/federated.json`` or
+    ``report/metrics.json`` (older and newer spellings of the same facts both accepted).
+    """
     if "federated" not in store:
         return None
-    a = dict(store["federated"].attrs)
-    a.update(_read_json(store, "report/federated.json") or {})
+    a = {}
+    for doc in ("report/federated.json", "report/metrics.json"):
+        a.update(_read_json(store, doc) or {})
+    a.update(dict(store["federated"].attrs))
     sites = a.get("sites") or []
     names = [s.get("name", "?") if isinstance(s, dict) else str(s) for s in sites]
-    rows_rec = a.get("rows_per_site") or a.get("site_rows") or a.get("rows") or {}
+    rows_rec = a.get("rows_per_site") or a.get("site_rows") or {}
     if isinstance(rows_rec, list):
         rows_rec = dict(zip(names, rows_rec, strict=False))
-    iters_rec = a.get("iterations_per_site") or a.get("site_iterations") or {}
+    n_iter = a.get("n_iter", a.get("iterations"))
+    iters_rec = a.get("iterations_per_site") or {}
     if isinstance(iters_rec, list):
         iters_rec = dict(zip(names, iters_rec, strict=False))
-    rows = [
-        rows_rec.get(s) if not isinstance(sites[i], dict) else sites[i].get("rows", rows_rec.get(s))
-        for i, s in enumerate(names)
-    ]
+    scores = {c: a[c] for c in ("H", "ARI", "NMI") if isinstance(a.get(c), (int, float))}
     return {
         "names": names,
-        "rows": rows,
-        "iterations": [iters_rec.get(s, a.get("n_iter")) for s in names],
+        "rows": [rows_rec.get(s) for s in names],
+        "iterations": [iters_rec.get(s, n_iter) for s in names],
         "mode": a.get("mode", "not recorded"),
         "tls": a.get("tls"),
-        "n_iter": a.get("n_iter"),
+        "n_iter": n_iter,
         "converged": a.get("converged"),
         "lower_bound": a.get("lower_bound"),
         "n_clusters": a.get("n_clusters"),
-        "trace": a.get("lower_bound_trace") or [],
+        "trace": a.get("lower_bound_trace") or a.get("bound_trace") or [],
         "messages": a.get("messages") or {},
+        "scores": scores,
+        "seconds": a.get("seconds"),
     }
 
 
@@ -507,9 +514,8 @@ def _facts(store, report, sample, seed):
     rows = [
         ("run store", store.url),
         ("data", source or "not recorded"),
-        ("points n", n),
-        ("features d", d),
     ]
+    rows += [(label, v) for label, v in (("points n", n), ("features d", d)) if v is not None]
     counts = ds.get("class_counts") or x_summary.get("class_counts")
     if counts:
         rows.append(("reference classes", ", ".join(f"{k} ({v:,})" for k, v in counts.items())))

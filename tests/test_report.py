@@ -178,6 +178,59 @@ def test_memory_store_without_consensus(tmp_path):
     assert not fs.exists(f"{url}/report/fig-base-partitions.png") and path.endswith("index.html")
 
 
+@pytest.mark.parametrize("spelling", ["main", "fed-branch"])
+def test_federated_coordinator_store(tmp_path, spelling):
+    """A coordinator store holds only the model and counts; the page shows rows per site and the mode."""
+    store = RunStore(tmp_path / "coord.zarr")
+    with store.stage("federated", {"sites": ["site-a", "site-b"]}, []):
+        g = store.group.require_group("federated")
+        g.create_array("alpha", data=np.ones(3))
+        trace = np.cumsum(np.linspace(5, 0.1, 40)).tolist()
+        if spelling == "main":  # what federated_stage writes today
+            g.attrs.update(
+                {
+                    "mode": "secure",
+                    "sites": ["site-a", "site-b"],
+                    "n_clusters": 3,
+                    "n_iter": 40,
+                    "converged": True,
+                    "lower_bound": trace[-1],
+                    "lower_bound_trace": trace,
+                    "messages": {"masked-stats": 80},
+                }
+            )
+        else:  # the spelling of the federated issue's branch, with TLS and rows per site
+            g.attrs.update(
+                {
+                    "mode": "secure",
+                    "tls": True,
+                    "sites": ["site-a", "site-b"],
+                    "rows_per_site": {"site-a": 1200, "site-b": 800},
+                    "n_clusters": 3,
+                    "iterations": 40,
+                    "converged": False,
+                    "lower_bound": trace[-1],
+                    "bound_trace": trace,
+                    "H": 0.97,
+                    "ARI": 0.9,
+                    "NMI": 0.88,
+                }
+            )
+    index = Path(report_stage(store))
+    html = index.read_text()
+    page = _Page()
+    page.feed(html)
+    assert "federated" in page.ids and page.images == ["fig-federated.png"]
+    w, h = _image_size((index.parent / "fig-federated.png").read_bytes())
+    assert w > 400 and h > 200
+    assert "site-a" in html and "site-b" in html and "secure" in html
+    if spelling == "fed-branch":
+        assert "1,200" in html and "800" in html and "H 0.9700" in html
+        assert "<th>TLS</th><td>on</td>" in html
+    else:
+        assert "<th>TLS</th><td>not recorded</td>" in html
+
+
 def test_bad_input(tmp_path):
     empty = RunStore(tmp_path / "empty.zarr")
     with pytest.raises(InputError, match="holds no stage results"):
