@@ -38,6 +38,7 @@ import json, sys, time
 from ensemble_dask.store import RunStore
 store = RunStore(sys.argv[1], mode="r+")
 t0 = time.perf_counter()
+c0 = time.process_time()
 if sys.argv[2] == "report":
     from ensemble_dask.report_stage import report_stage
     out = report_stage(store)
@@ -45,8 +46,9 @@ else:
     from ensemble_dask.generate import base_partition_scores
     out = base_partition_scores(store)["H"]["mean"]
 seconds = time.perf_counter() - t0
+cpu = time.process_time() - c0
 hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]
-print(json.dumps({"seconds": seconds, "peak_rss_mb": int(hwm) / 1024, "out": str(out)}))
+print(json.dumps({"seconds": seconds, "cpu": cpu, "peak_rss_mb": int(hwm) / 1024, "out": str(out)}))
 """
 
 
@@ -189,7 +191,7 @@ def main():
         )
     print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     r = child(url, "report")
-    print(f"report_stage: {r['seconds']:.1f} s, peak RSS {r['peak_rss_mb']:.0f} MB -> {r['out']}")
+    print(f"report_stage: {r['seconds']:.1f} s ({r['cpu']:.1f} s CPU), peak RSS {r['peak_rss_mb']:.0f} MB -> {r['out']}")
     if not args.skip_base:
         r = child(url, "base")
         print(

@@ -25,10 +25,10 @@ from . import plots
 from ._report_html import accuracy_html, facts_html, federated_html, figure_html, method_caption, page, slug
 from ._validation import InputError
 from .consensus_stage import current_results
-from .metrics import cluster_overlap, soft_centroids
+from .metrics import cluster_overlap, contingency_counts, soft_centroids, table_scores
 from .pairs import dense_coassociation
 
-__all__ = ["report_stage", "sample_points", "scores_from_table", "cluster_facts", "RowSample"]
+__all__ = ["report_stage", "sample_points", "cluster_facts", "RowSample"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ IMAGE_SIZE = 300  # points of the co-association picture
 BAR_SIZE = 200  # points of the membership bars
 BLOCK_ROWS = 1 << 16  # rows per sampling block on large data
 MAX_BLOCKS = 8  # blocks the sample is drawn from on large data (uniform over all n up to 524,288)
-CRITERIA = ("H", "ARI", "NMI", "MP", "R_n")
+CRITERIA = ("H", "ARI", "NMI", "MP", "R_n")  # the keys of metrics.table_scores
 
 
 # --------------------------------------------------------------------------- sampling
@@ -117,70 +117,6 @@ def _read_rows(arr, rows):
     """Rows ``rows`` (sorted) of a zarr array: only the chunks holding them are read."""
     sel = (rows,) + (slice(None),) * (arr.ndim - 1)
     return np.asarray(arr.get_orthogonal_selection(sel))
-
-
-# --------------------------------------------------------------------------- scores
-
-
-def _table(pred, true):
-    """Contingency table of ``pred`` (>= 0 kept) against ``true``, by ``bincount`` (fast at any n)."""
-    pred = np.asarray(pred, dtype=np.int64)
-    true = np.asarray(true, dtype=np.int64)
-    keep = (pred >= 0) & (true >= 0)
-    pred, true = pred[keep], true[keep]
-    if pred.size == 0:
-        return np.zeros((0, 0), dtype=np.int64)
-    kt = int(true.max()) + 1
-    table = np.bincount(pred * kt + true, minlength=(int(pred.max()) + 1) * kt).reshape(-1, kt)
-    table = table[table.sum(axis=1) > 0]
-    return table[:, table.sum(axis=0) > 0]
-
-
-def scores_from_table(table):
-    """H, ARI, NMI, micro-precision (MP) and normalised Rand R_n of a contingency table.
-
-    The same values as :func:`ensemble_dask.metrics.h_criterion`, ``ari``, ``nmi``,
-    ``micro_precision`` and ``normalized_rand`` on the labels the table counts.
-
-    Examples
-    --------
-    >>> s = scores_from_table(np.array([[2, 0], [0, 2]]))
-    >>> [round(s[k], 6) for k in ("H", "ARI", "NMI", "MP", "R_n")]
-    [1.0, 1.0, 1.0, 1.0, 1.0]
-    """
-    from scipy.optimize import linear_sum_assignment
-
-    t = np.asarray(table, dtype=np.float64)
-    n = t.sum()
-    if n == 0:
-        return dict.fromkeys(CRITERIA, float("nan"))
-    r, c = linear_sum_assignment(t, maximize=True)
-    h = t[r, c].sum() / n
-    mp = t.max(axis=1).sum() / n
-
-    def c2(v):
-        return v * (v - 1.0) / 2.0
-
-    s_ij, s_i, s_j = c2(t).sum(), c2(t.sum(axis=1)).sum(), c2(t.sum(axis=0)).sum()
-    expected = 2.0 * s_i * s_j / c2(n) if n > 1 else 0.0
-    den = s_i + s_j - expected
-    rn = 1.0 if den == 0 else (2.0 * s_ij - expected) / den
-    pa, pb = t.sum(axis=1) / n, t.sum(axis=0) / n
-    nz = t > 0
-    mi = float(np.sum(t[nz] / n * np.log(t[nz] / n / np.outer(pa, pb)[nz])))
-    ha, hb = -np.sum(pa * np.log(pa)), -np.sum(pb * np.log(pb))
-    if t.shape[0] == 1 and t.shape[1] == 1:
-        nmi = 1.0
-    else:
-        denom = (ha + hb) / 2.0
-        nmi = mi / denom if denom > 0 else 0.0
-    return {
-        "H": float(h),
-        "ARI": float(rn),
-        "NMI": float(min(max(nmi, 0.0), 1.0)),
-        "MP": float(mp),
-        "R_n": float(rn),
-    }
 
 
 # --------------------------------------------------------------------------- reading the store
@@ -285,7 +221,7 @@ def _method_data(store, name, sample, y_sample, X_sample, feature_names, image_p
             fig["notes"]["pairs"] = f"pairs of {sample.note(len(image_pos))}"
         if "y_true" in store:
             t0 = time.perf_counter()
-            out["scores"] = scores_from_table(_table(labels_arr[:], store["y_true"][:]))
+            out["scores"] = table_scores(contingency_counts(labels_arr[:], store["y_true"][:]))
             logger.debug("report %s: exact scores in %.2f s", name, time.perf_counter() - t0)
     fig["trace"] = _trace_of(attrs)
     fig["trace_label"] = "lower bound" if attrs.get("method") in ("bce", "mm", "gbce") else "objective"
@@ -306,7 +242,7 @@ def _base_partitions(store, sample, y_sample):
     if y_sample is not None:
         lab = _read_rows(labels, sample.rows)
         for u in range(lab.shape[1]):
-            s = scores_from_table(_table(lab[:, u], y_sample))
+            s = table_scores(contingency_counts(lab[:, u], y_sample))
             for c in CRITERIA:
                 scores[c].append(s[c])
     return {"scores": {c: np.asarray(v) for c, v in scores.items()}, "k_asked": k_asked, "k_found": k_found}

@@ -18,7 +18,7 @@ import zarr
 
 from ensemble_dask import InputError, metrics
 from ensemble_dask.pipeline import run_workflow
-from ensemble_dask.report_stage import report_stage, sample_points, scores_from_table
+from ensemble_dask.report_stage import report_stage, sample_points
 from ensemble_dask.store import RunStore
 
 METHODS = {
@@ -121,19 +121,22 @@ def test_table_values_are_exact_and_best_is_marked(run):
     assert f"{report['methods'][best_h]['H']:.4f}&#9733;" in html
 
 
-def test_scores_from_table_equal_the_metrics_module():
+def test_table_scores_equal_the_metrics_module():
     rng = np.random.default_rng(0)
     for _ in range(5):
         true = rng.integers(0, 4, 300)
         pred = np.where(rng.random(300) < 0.3, true, rng.integers(-1, 5, 300))
         keep = pred >= 0
-        table = metrics.contingency(pred, true)
-        got = scores_from_table(table)
+        table = metrics.contingency_counts(pred, true)
+        np.testing.assert_array_equal(table, metrics.contingency(pred, true))
+        got = metrics.table_scores(table)
         assert got["H"] == pytest.approx(metrics.h_criterion(pred, true))
         assert got["ARI"] == pytest.approx(metrics.ari(pred, true))
         assert got["NMI"] == pytest.approx(metrics.nmi(pred, true))
         assert got["MP"] == pytest.approx(metrics.micro_precision(pred, true))
         assert got["R_n"] == pytest.approx(metrics.normalized_rand(pred[keep], true[keep]))
+    # empty clusters (zero rows) change nothing and warn about nothing
+    assert metrics.table_scores(np.array([[2, 0], [0, 0], [0, 2]])) == metrics.table_scores(np.eye(2) * 2)
 
 
 def test_sample_is_seeded_nested_and_reads_few_blocks():
