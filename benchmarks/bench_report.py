@@ -191,11 +191,13 @@ def main():
         )
     print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     r = child(url, "report")
-    print(f"report_stage: {r['seconds']:.1f} s ({r['cpu']:.1f} s CPU), peak RSS {r['peak_rss_mb']:.0f} MB -> {r['out']}")
+    print(
+        f"report_stage: {r['seconds']:.1f} s ({r['cpu']:.1f} s CPU), peak RSS {r['peak_rss_mb']:.0f} MB -> {r['out']}"
+    )
     if not args.skip_base:
         r = child(url, "base")
         print(
-            f"base_partition_scores (metrics.json, all n): {r['seconds']:.1f} s, peak RSS {r['peak_rss_mb']:.0f} MB"
+            f"base_partition_scores (metrics.json, all n): {r['seconds']:.1f} s ({r['cpu']:.1f} s CPU), peak RSS {r['peak_rss_mb']:.0f} MB"
         )
     if not args.dir:
         shutil.rmtree(tmp)
