@@ -155,9 +155,9 @@ def _sample_pairs(store, rows):
     return pos, get("indices"), get("co"), get("both")
 
 
-def _coassociation_of(store, rows, pairs):
+def _coassociation_of(store, rows, pairs, lab_rows):
     """``(co, both, source)`` among the sampled ``rows``: from the pairs store when it holds most of
-    these pairs (e.g. the ``full`` strategy), else counted from the sampled rows of ``labels``."""
+    these pairs (e.g. the ``full`` strategy), else counted from ``lab_rows``, these rows of ``labels``."""
     m = len(rows)
     co = np.zeros((m, m), dtype=np.int64)
     both = np.zeros((m, m), dtype=np.int64)
@@ -172,9 +172,9 @@ def _coassociation_of(store, rows, pairs):
             np.fill_diagonal(co, 1)
             np.fill_diagonal(both, 1)
             return co, both, f"from the pairs store ({coverage:.0%} of these pairs stored)"
-    if "labels" not in store:
+    if lab_rows is None:
         return None, None, ""
-    co, both = dense_coassociation(_read_rows(store["labels"], rows))
+    co, both = dense_coassociation(lab_rows)
     src = "counted from these points' rows of labels"
     if pairs is not None:
         src += "\n(the pairs store holds few of these pairs)"
@@ -230,8 +230,8 @@ def _method_data(store, name, sample, y_sample, X_sample, feature_names, image_p
     return out
 
 
-def _base_partitions(store, sample, y_sample):
-    """Per base partition: scores on the sample, k asked and found."""
+def _base_partitions(store, lab, y_sample):
+    """Per base partition: scores on the sample (``lab``: the sampled rows of labels), k asked and found."""
     if "labels" not in store:
         return None
     labels = store["labels"]
@@ -240,7 +240,6 @@ def _base_partitions(store, sample, y_sample):
     k_found = [int(m["n_clusters_found"]) for m in meta if m.get("n_clusters_found") is not None]
     scores = {c: [] for c in CRITERIA}
     if y_sample is not None:
-        lab = _read_rows(labels, sample.rows)
         for u in range(lab.shape[1]):
             s = table_scores(contingency_counts(lab[:, u], y_sample))
             for c in CRITERIA:
@@ -338,8 +337,12 @@ def report_stage(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
                 names = None
         pairs_ok = "pairs" in store and store["pairs"].attrs.get("complete", False)
         pairs = _sample_pairs(store, image_rows) if pairs_ok else None
-        co, both, co_src = _coassociation_of(store, image_rows, pairs)
-        base = _base_partitions(store, sample, y_sample)
+        # the sampled rows of labels, read once (with one-column chunks, reading is the costly part)
+        lab_sample = _read_rows(store["labels"], sample.rows) if "labels" in store else None
+        co, both, co_src = _coassociation_of(
+            store, image_rows, pairs, None if lab_sample is None else lab_sample[image_pos]
+        )
+        base = _base_partitions(store, lab_sample, y_sample)
     else:
         base = None
     table_rows = []
