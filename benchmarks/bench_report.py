@@ -9,7 +9,7 @@ K = 10 clusters, the consensus stage's chunking), with stage records that make t
 
 Then, each in a fresh child process (so that its peak RSS, VmHWM, is the report's alone):
 
-* ``report_stage(store)``: the page and its figures, from a seeded sample of the store;
+* ``report_page(store)``: the page and its figures, from a seeded sample of the store;
 * ``base_partition_scores(store)``: the base partitions' mean H/ARI/NMI over all n that
   ``write_report`` puts into metrics.json (for comparison: it reads all of ``labels``).
 
@@ -31,19 +31,19 @@ import time
 import numpy as np
 import zarr
 
-from ensemble_dask.store import RunStore
+from ensemble_dask.io.store import RunStore
 
 CHILD = r"""
 import json, sys, time
-from ensemble_dask.store import RunStore
+from ensemble_dask.io.store import RunStore
 store = RunStore(sys.argv[1], mode="r+")
 t0 = time.perf_counter()
 c0 = time.process_time()
 if sys.argv[2] == "report":
-    from ensemble_dask.report_stage import report_stage
-    out = report_stage(store)
+    from ensemble_dask.stages.report_page import report_page
+    out = report_page(store)
 else:
-    from ensemble_dask.generate import base_partition_scores
+    from ensemble_dask.stages.generate import base_partition_scores
     out = base_partition_scores(store)["H"]["mean"]
 seconds = time.perf_counter() - t0
 cpu = time.process_time() - c0
@@ -192,7 +192,7 @@ def main():
     print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     r = child(url, "report")
     print(
-        f"report_stage: {r['seconds']:.1f} s ({r['cpu']:.1f} s CPU), peak RSS {r['peak_rss_mb']:.0f} MB -> {r['out']}"
+        f"report_page: {r['seconds']:.1f} s ({r['cpu']:.1f} s CPU), peak RSS {r['peak_rss_mb']:.0f} MB -> {r['out']}"
     )
     if not args.skip_base:
         r = child(url, "base")

@@ -17,9 +17,9 @@ import pytest
 import zarr
 
 from ensemble_dask import InputError, metrics
+from ensemble_dask.io.store import RunStore
 from ensemble_dask.pipeline import run_workflow
-from ensemble_dask.report_stage import report_stage, sample_points
-from ensemble_dask.store import RunStore
+from ensemble_dask.stages.report_page import report_page, sample_points
 
 METHODS = {
     "pcc-kl": {"n_clusters": 3},
@@ -153,7 +153,7 @@ def test_sample_is_seeded_nested_and_reads_few_blocks():
     arr = zarr.create_array(
         zarr.storage.MemoryStore(), shape=(5_000_000,), chunks=(65536,), dtype="int32", fill_value=0
     )
-    from ensemble_dask.report_stage import _read_rows
+    from ensemble_dask.stages.report_page import _read_rows
 
     arr[: 65536 * 3] = 1
     got = _read_rows(arr, big.rows)
@@ -176,7 +176,7 @@ def test_memory_store_without_consensus(tmp_path):
     assert "No consensus result in this store yet" in html
     assert fs.exists(f"{url}/report/fig-base-partitions.png")
     # SVG figures too
-    path = report_stage(RunStore(url), fmt="svg")
+    path = report_page(RunStore(url), fmt="svg")
     assert b"<svg" in fs.cat(f"{url}/report/fig-base-partitions.svg")[:2000]
     assert not fs.exists(f"{url}/report/fig-base-partitions.png") and path.endswith("index.html")
 
@@ -219,7 +219,7 @@ def test_federated_coordinator_store(tmp_path, spelling):
                     "NMI": 0.88,
                 }
             )
-    index = Path(report_stage(store))
+    index = Path(report_page(store))
     html = index.read_text()
     page = _Page()
     page.feed(html)
@@ -237,11 +237,11 @@ def test_federated_coordinator_store(tmp_path, spelling):
 def test_bad_input(tmp_path):
     empty = RunStore(tmp_path / "empty.zarr")
     with pytest.raises(InputError, match="holds no stage results"):
-        report_stage(empty)
+        report_page(empty)
     with pytest.raises(InputError, match="'fmt' parameter"):
-        report_stage(empty, fmt="gif")
+        report_page(empty, fmt="gif")
     with pytest.raises(InputError, match="'sample_size' parameter"):
-        report_stage(empty, sample_size=0)
+        report_page(empty, sample_size=0)
 
 
 def _cli(*args):
@@ -271,7 +271,7 @@ def test_cli_report_formats(run, tmp_path, capsys):
     assert _report({**report, "html": None}, "table") == 1
     RunStore(tmp_path / "empty.zarr")
     r = _cli("report", "--store", tmp_path / "empty.zarr", "--format", "html")
-    assert r.returncode == 2 and "nothing to report" in r.stderr and r.stdout == ""
+    assert r.returncode == 2 and "holds no" in r.stderr and r.stdout == ""
 
 
 # --------------------------------------------------------------------------- in a real browser

@@ -21,14 +21,14 @@ import time
 import fsspec
 import numpy as np
 
-from . import plots
-from ._report_html import accuracy_html, facts_html, federated_html, figure_html, method_caption, page, slug
-from ._validation import InputError
-from .consensus_stage import current_results
-from .metrics import cluster_overlap, contingency_counts, soft_centroids, table_scores
-from .pairs import dense_coassociation
+from .. import plots
+from .._report_html import accuracy_html, facts_html, federated_html, figure_html, method_caption, page, slug
+from .._validation import InputError
+from ..coassoc.counting import dense_coassociation
+from ..metrics import cluster_overlap, contingency_counts, soft_centroids, table_scores
+from .consensus import current_results
 
-__all__ = ["report_stage", "sample_points", "cluster_facts", "RowSample"]
+__all__ = ["report_page", "sample_points", "cluster_facts", "RowSample"]
 
 logger = logging.getLogger(__name__)
 
@@ -284,7 +284,7 @@ def _clear_old_figures(store):
         fs.rm(path)
 
 
-def report_stage(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
+def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
     """Write ``report/index.html`` and its figures into ``store``; return the page's path or URL.
 
     Parameters
@@ -306,10 +306,10 @@ def report_stage(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
         Path (local stores) or URL of ``report/index.html``.
     """
     if fmt not in ("png", "svg"):
-        raise InputError(f"The 'fmt' parameter of report_stage must be 'png' or 'svg'; got {fmt!r}")
+        raise InputError(f"The 'fmt' parameter of report_page must be 'png' or 'svg'; got {fmt!r}")
     if isinstance(sample_size, bool) or not isinstance(sample_size, (int, np.integer)) or sample_size < 1:
         raise InputError(
-            f"The 'sample_size' parameter of report_stage must be an int >= 1; got {sample_size!r}"
+            f"The 'sample_size' parameter of report_page must be an int >= 1; got {sample_size!r}"
         )
     if not store.records() and "federated" not in store:
         raise InputError(f"run store {store.url!r} holds no stage results yet: nothing to report")
@@ -449,7 +449,8 @@ def _facts(store, report, sample, seed):
     x_summary = dict(store["X"].attrs).get("summary", {}) if "X" in store else {}
     n = ds.get("n", store.n)
     d = ds.get("d", x_summary.get("d", store["X"].shape[1] if "X" in store else None))
-    source = ds.get("source") or ((store.record("ingest") or {}).get("params") or {}).get("url")
+    ingest_rec = store.record("ingest") or {}
+    source = ds.get("source") or (ingest_rec.get("meta") or ingest_rec.get("params") or {}).get("url")
     rows = [
         ("run store", store.url),
         ("data", source or "not recorded"),
