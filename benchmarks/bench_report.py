@@ -32,6 +32,7 @@ import numpy as np
 import zarr
 
 from ensemble_dask.io.store import RunStore
+from ensemble_dask.stages.generate import label_chunks
 
 CHILD = r"""
 import json, sys, time
@@ -64,7 +65,7 @@ def build(url, n, n_clust, l, k=10, n_classes=10, d=24, seed=0):
     lab = g.create_array(
         "labels",
         shape=(n, n_clust),
-        chunks=(min(n, 1 << 20), 1),
+        chunks=label_chunks(n, n_clust),
         dtype="int32",
         fill_value=-1,
         overwrite=True,
@@ -156,7 +157,7 @@ def build(url, n, n_clust, l, k=10, n_classes=10, d=24, seed=0):
             "inputs": ["c"] if method == "pcc" else ["g"],
         }
     g.attrs["stages"] = stages
-    g.attrs["bench_shape"] = [n, n_clust, l]
+    g.attrs["bench_shape"] = [n, n_clust, l, list(label_chunks(n, n_clust))]
     return store
 
 
@@ -181,7 +182,7 @@ def main():
     args = ap.parse_args()
     tmp = args.dir or tempfile.mkdtemp(prefix="bench-report-")
     url = os.path.join(tmp, f"report-{args.n}.zarr")
-    shape = [args.n, args.clusterings, args.l]
+    shape = [args.n, args.clusterings, args.l, list(label_chunks(args.n, args.clusterings))]
     have = zarr.open_group(url, mode="r").attrs.get("bench_shape") if os.path.isdir(url) else None
     if have != shape:
         t0 = time.perf_counter()
