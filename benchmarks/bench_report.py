@@ -156,7 +156,8 @@ def build(url, n, n_clust, l, k=10, n_classes=10, d=24, seed=0):
             "params": {"method": method},
             "inputs": ["c"] if method == "pcc" else ["g"],
         }
-    g.attrs["stages"] = stages
+    for name, record in stages.items():
+        store._set_record(name, record)
     g.attrs["bench_shape"] = [n, n_clust, l, list(label_chunks(n, n_clust))]
     return store
 
