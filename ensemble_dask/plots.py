@@ -148,7 +148,9 @@ def draw_pair_fractions(ax, within, between, *, note=""):
     ax.set_xlabel("c_ij / N_ij", fontsize=_SMALL)
     ax.set_ylabel("density", fontsize=_SMALL)
     ax.tick_params(labelsize=_SMALL)
-    ax.legend(fontsize=_SMALL - 1, frameon=False)
+    ax.legend(
+        fontsize=_SMALL - 1, frameon=True, framealpha=0.85, loc="upper center", bbox_to_anchor=(0.5, 0.92)
+    )
     ax.set_title("stored pairs: same vs different cluster", fontsize=10)
     _note(ax, note)
 
