@@ -142,8 +142,17 @@ def _parser():
     p.add_argument("labels", help="URL of the labels table")
     store_args(p)
 
-    p = sub.add_parser("report", parents=[common], help="write report/metrics.json and print the summary")
+    p = sub.add_parser(
+        "report", parents=[common], help="write report/metrics.json and report/index.html, print the summary"
+    )
     store_args(p)
+    p.add_argument(
+        "--format",
+        choices=["table", "json", "html"],
+        default="table",
+        help="print the summary table and the page's path (table), metrics.json's document with the "
+        "page's path (json), or only the page's path (html)",
+    )
     return ap
 
 
@@ -281,7 +290,22 @@ def _run(args):
         info = import_labels(store, args.labels)
         print(f"import-labels: {info['n_clusterings']} clusterings")
     elif args.command == "report":
-        _print_summary(pipeline.write_report(store))
+        return _report(pipeline.write_report(store), args.format)
+    return 0
+
+
+def _report(report, fmt):
+    """Print the report as ``fmt``; status 0 only when the page was written."""
+    html = report.get("html")
+    if fmt == "json":
+        print(json.dumps(report, indent=2, default=float))
+    elif fmt == "table":
+        _print_summary(report)
+    if not html:
+        print("ensemble-dask: error: report/index.html was not written", file=sys.stderr)
+        return 1
+    if fmt != "json":
+        print(f"report: {html}" if fmt == "table" else html)
     return 0
 
 

@@ -207,6 +207,10 @@ def client_for_store(store, scheduler=None, dask_options=None):
         lazy = LazyClient(functools.partial(dask_client, scheduler, processes=not in_memory, **opts), report)
         with lazy:
             yield lazy
+            if lazy.started:  # the report's "Dask cluster" line (only when a stage started one)
+                from .stages.report_page import cluster_facts
+
+                store.write_json("report/cluster.json", cluster_facts(lazy.resolve()))
         if lazy.started and os.path.exists(report):
             store.write_file(PERFORMANCE_REPORT, report)
 
@@ -235,8 +239,13 @@ def run_workflow(spec, *, progress=False):
 
     if "federated" in spec:
         from .stages.federated import run_federated_workflow
+        from .stages.report_page import report_page
 
-        return {"federated": run_federated_workflow(spec)}
+        summary = run_federated_workflow(spec)
+        fed_store = open_store(
+            spec.get("store") or f"runs/{spec.get('name', 'federated')}.zarr", spec.get("storage_options")
+        )
+        return {"federated": summary, "html": report_page(fed_store)}
     validate_workflow(spec)
     seed = int(spec.get("seed", 0))
     store_url = spec.get("store") or f"runs/{spec.get('name', 'run')}.zarr"

@@ -266,7 +266,7 @@ def base_partition_scores(store):
     """Mean/min/max of H, ARI and NMI of the base partitions against ``y_true`` (own subsample each)."""
     if "y_true" not in store or "labels" not in store:
         return None
-    from ..metrics import partition_scores  # scikit-learn: imported only when needed
+    from ..metrics import contingency_counts, table_scores  # scikit-learn: imported only when needed
 
     y = store["y_true"][:]
     labels = store["labels"]
@@ -275,7 +275,8 @@ def base_partition_scores(store):
     for c0 in range(0, labels.shape[1], step):  # whole column chunks: each chunk is read once
         block = labels[:, c0 : c0 + step]
         for u in range(block.shape[1]):
-            s = partition_scores(block[:, u], y)
+            # the values of partition_scores, by bincount: seconds instead of minutes at 5M rows
+            s = table_scores(contingency_counts(block[:, u], y))
             for key in scores:
                 scores[key].append(s[key])
     return {

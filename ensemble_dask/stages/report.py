@@ -12,10 +12,12 @@ __all__ = ["write_report"]
 
 
 def write_report(store):
-    """Write ``report/metrics.json``: data-set facts, base-partition accuracy, consensus methods.
+    """Write ``report/metrics.json`` (data-set facts, base-partition accuracy, consensus methods)
+    and ``report/index.html`` with its figures (:func:`~ensemble_dask.stages.report_page.report_page`).
 
     The ``methods`` entries are those of the consensus results in the store, so the report always
-    describes what the store holds.
+    describes what the store holds. Returns metrics.json's document plus ``"html"``, the page's
+    path or URL.
     """
     if "X" not in store and "labels" not in store:
         raise InputError(
@@ -42,4 +44,6 @@ def write_report(store):
         "methods": current_results(store),
     }
     store.write_json("report/metrics.json", report)
-    return report
+    from .report_page import report_page  # matplotlib: imported only when a report is written
+
+    return {**report, "html": report_page(store, report)}

@@ -1,0 +1,328 @@
+"""The HTML report (report/index.html): built from a real small run, checked as files and in a browser."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import fsspec
+import numpy as np
+import pytest
+import zarr
+
+from ensemble_dask import InputError, metrics
+from ensemble_dask.io.store import RunStore
+from ensemble_dask.pipeline import run_workflow
+from ensemble_dask.stages.report_page import report_page, sample_points
+
+METHODS = {
+    "pcc-kl": {"n_clusters": 3},
+    "pcc-l2": {"n_clusters": 3},
+    "ppc": {"n_clusters": 3, "max_iter": 100},
+    "bce": {"n_clusters": 3},
+}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A small real run on disk: 1,500 blob points, 8 clusterings, per-point pairs, four methods."""
+    store = tmp_path_factory.mktemp("report") / "run.zarr"
+    spec = {
+        "seed": 4,
+        "store": str(store),
+        "dask": {"n_workers": 1},
+        "data": {"url": "synthetic:blobs?n=1500&d=5&centers=3&seed=7"},
+        "generate": {"n_clusterings": 8, "k_min": 2, "k_max": 6, "rate": 0.7},
+        "coassoc": {"strategy": "per-point", "l": 15},
+        "consensus": METHODS,
+    }
+    from ensemble_dask.consensus.bce import ConvergenceWarning
+
+    with pytest.warns() as caught:  # BCE may stop at its cap on some seeds; recorded as 'converged'
+        report = run_workflow(spec)
+    assert all(issubclass(w.category, ConvergenceWarning) for w in caught)
+    return store, report
+
+
+class _Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.images, self.cells, self.stack, self.ids = [], [], [], set()
+        self._in_table = 0
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+        if tag == "img":
+            self.images.append(attrs["src"])
+        if tag == "table" and attrs.get("id") == "accuracy-table":
+            self._in_table += 1
+        self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if tag == "table" and self._in_table:
+            self._in_table -= 1
+
+    def handle_data(self, data):
+        if self._in_table and data.strip():
+            self.cells.append(data.strip())
+
+
+def _image_size(data):
+    """(width, height) of PNG bytes (IHDR) or of an SVG's root element; raises if neither."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        assert data[12:16] == b"IHDR"
+        return struct.unpack(">II", data[16:24])
+    assert b"<svg" in data[:2000], "neither PNG nor SVG"
+    return (1, 1)
+
+
+def test_page_parses_and_every_image_exists(run):
+    store, report = run
+    index = Path(report["html"])
+    assert index == store / "report" / "index.html" and index.exists()
+    page = _Page()
+    page.feed(index.read_text())
+    page.close()
+    assert {"facts", "accuracy"} <= page.ids
+    # one figure per method, the base partitions' distribution
+    assert len(page.images) == len(METHODS) + 1
+    for src in page.images:
+        assert "/" not in src and not src.startswith("data:")
+        data = (index.parent / src).read_bytes()
+        w, h = _image_size(data)
+        assert len(data) > 20_000 and w > 400 and h > 300, src
+    # the table holds every method of the run, and the base partitions
+    for name in METHODS:
+        assert name in page.cells
+    assert "base partitions" in page.cells
+    # no stale figure of an earlier report stays beside the page
+    assert sorted(p.name for p in index.parent.glob("fig-*")) == sorted(page.images)
+
+
+def test_table_values_are_exact_and_best_is_marked(run):
+    store, report = run
+    s = RunStore(store, mode="r")
+    y = s["y_true"][:]
+    html = (store / "report" / "index.html").read_text()
+    best_h = max(report["methods"], key=lambda m: report["methods"][m]["H"])
+    for name in METHODS:
+        lab = s[f"consensus/{name}/labels"][:]
+        mp = metrics.micro_precision(lab, y)
+        assert f"{mp:.4f}" in html
+        assert f"{metrics.normalized_rand(lab, y):.4f}" in html
+    assert f"{report['methods'][best_h]['H']:.4f}&#9733;" in html
+
+
+def test_table_scores_equal_the_metrics_module():
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        true = rng.integers(0, 4, 300)
+        pred = np.where(rng.random(300) < 0.3, true, rng.integers(-1, 5, 300))
+        keep = pred >= 0
+        table = metrics.contingency_counts(pred, true)
+        np.testing.assert_array_equal(table, metrics.contingency(pred, true))
+        got = metrics.table_scores(table)
+        assert got["H"] == pytest.approx(metrics.h_criterion(pred, true))
+        assert got["ARI"] == pytest.approx(metrics.ari(pred, true))
+        assert got["NMI"] == pytest.approx(metrics.nmi(pred, true))
+        assert got["MP"] == pytest.approx(metrics.micro_precision(pred, true))
+        assert got["R_n"] == pytest.approx(metrics.normalized_rand(pred[keep], true[keep]))
+    # empty clusters (zero rows) change nothing and warn about nothing
+    assert metrics.table_scores(np.array([[2, 0], [0, 0], [0, 2]])) == metrics.table_scores(np.eye(2) * 2)
+
+
+def test_sample_is_seeded_nested_and_reads_few_blocks():
+    a, b = sample_points(1000, 200, seed=3), sample_points(1000, 200, seed=3)
+    np.testing.assert_array_equal(a.rows, b.rows)
+    assert not np.array_equal(a.rows, sample_points(1000, 200, seed=4).rows)
+    assert len(np.unique(a.rows)) == 200 and a.rows.max() < 1000
+    sub = a.subset(50)
+    assert len(sub) == 50 and np.all(np.diff(sub) > 0) and sub.max() < 200
+    assert sample_points(50, 200, seed=0).note() == "all 50 points"
+    # on large n the sample lies in 8 blocks of 65,536 rows, so a reader touches few chunks
+    big = sample_points(5_000_000, 20_000, seed=3)
+    assert len(np.unique(big.rows // 65536)) == 8 and "seed 3" in big.note()
+    arr = zarr.create_array(
+        zarr.storage.MemoryStore(), shape=(5_000_000,), chunks=(65536,), dtype="int32", fill_value=0
+    )
+    from ensemble_dask.stages.report_page import _read_rows
+
+    arr[: 65536 * 3] = 1
+    got = _read_rows(arr, big.rows)
+    assert got.shape == (20_000,) and set(np.unique(got)) <= {0, 1}
+
+
+def test_memory_store_without_consensus(tmp_path):
+    url = "memory://report-no-consensus"
+    spec = {
+        "seed": 1,
+        "store": url,
+        "dask": {"n_workers": 1},
+        "data": {"url": "synthetic:blobs?n=400&d=3&centers=2&seed=1"},
+        "generate": {"n_clusterings": 4, "k_min": 2, "k_max": 3},
+    }
+    report = run_workflow(spec)
+    assert report["html"] == f"{url}/report/index.html"
+    fs = fsspec.filesystem("memory")
+    html = fs.cat(f"{url}/report/index.html").decode()
+    assert "No consensus result in this store yet" in html
+    assert fs.exists(f"{url}/report/fig-base-partitions.png")
+    # SVG figures too
+    path = report_page(RunStore(url), fmt="svg")
+    assert b"<svg" in fs.cat(f"{url}/report/fig-base-partitions.svg")[:2000]
+    assert not fs.exists(f"{url}/report/fig-base-partitions.png") and path.endswith("index.html")
+
+
+@pytest.mark.parametrize("spelling", ["main", "fed-branch"])
+def test_federated_coordinator_store(tmp_path, spelling):
+    """A coordinator store holds only the model and counts; the page shows rows per site and the mode."""
+    store = RunStore(tmp_path / "coord.zarr")
+    with store.stage("federated", {"sites": ["site-a", "site-b"]}, []):
+        g = store.group.require_group("federated")
+        g.create_array("alpha", data=np.ones(3))
+        trace = np.cumsum(np.linspace(5, 0.1, 40)).tolist()
+        if spelling == "main":  # what federated_stage writes today
+            g.attrs.update(
+                {
+                    "mode": "secure",
+                    "sites": ["site-a", "site-b"],
+                    "n_clusters": 3,
+                    "n_iter": 40,
+                    "converged": True,
+                    "lower_bound": trace[-1],
+                    "lower_bound_trace": trace,
+                    "messages": {"masked-stats": 80},
+                }
+            )
+        else:  # the spelling of the federated issue's branch, with TLS and rows per site
+            g.attrs.update(
+                {
+                    "mode": "secure",
+                    "tls": True,
+                    "sites": ["site-a", "site-b"],
+                    "rows_per_site": {"site-a": 1200, "site-b": 800},
+                    "n_clusters": 3,
+                    "iterations": 40,
+                    "converged": False,
+                    "lower_bound": trace[-1],
+                    "bound_trace": trace,
+                    "H": 0.97,
+                    "ARI": 0.9,
+                    "NMI": 0.88,
+                }
+            )
+    index = Path(report_page(store))
+    html = index.read_text()
+    page = _Page()
+    page.feed(html)
+    assert "federated" in page.ids and page.images == ["fig-federated.png"]
+    w, h = _image_size((index.parent / "fig-federated.png").read_bytes())
+    assert w > 400 and h > 200
+    assert "site-a" in html and "site-b" in html and "secure" in html
+    if spelling == "fed-branch":
+        assert "1,200" in html and "800" in html and "H 0.9700" in html
+        assert "<th>TLS</th><td>on</td>" in html
+    else:
+        assert "<th>TLS</th><td>not recorded</td>" in html
+
+
+def test_bad_input(tmp_path):
+    empty = RunStore(tmp_path / "empty.zarr")
+    with pytest.raises(InputError, match="holds no stage results"):
+        report_page(empty)
+    with pytest.raises(InputError, match="'fmt' parameter"):
+        report_page(empty, fmt="gif")
+    with pytest.raises(InputError, match="'sample_size' parameter"):
+        report_page(empty, sample_size=0)
+
+
+def _cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "ensemble_dask.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+
+
+def test_cli_report_formats(run, tmp_path, capsys):
+    store, report = run
+    r = _cli("report", "--store", store, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert set(doc["methods"]) == set(METHODS) and doc["html"] == str(store / "report" / "index.html")
+    # the other formats print the same report differently (in-process: the page is not drawn again)
+    from ensemble_dask.cli import _report
+
+    assert _report(report, "html") == 0
+    assert capsys.readouterr().out.strip() == report["html"]
+    assert _report(report, "table") == 0
+    out = capsys.readouterr().out
+    assert "pcc-kl" in out and out.strip().endswith(f"report: {report['html']}")
+    assert _report({**report, "html": None}, "table") == 1
+    RunStore(tmp_path / "empty.zarr")
+    r = _cli("report", "--store", tmp_path / "empty.zarr", "--format", "html")
+    assert r.returncode == 2 and "holds no" in r.stderr and r.stdout == ""
+
+
+# --------------------------------------------------------------------------- in a real browser
+
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="no chromium binary on PATH (Debian: apt-get install -y chromium)"
+)
+
+
+def _chromium(tmp_path, *args):
+    profile = tmp_path / "chromium-profile"
+    profile.mkdir(exist_ok=True)
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+@needs_chromium
+def test_browser_screenshot_is_not_blank(run, tmp_path):
+    from PIL import Image
+
+    store, report = run
+    shot = tmp_path / "page.png"
+    r = _chromium(tmp_path, "--window-size=1400,2400", f"--screenshot={shot}", Path(report["html"]).as_uri())
+    assert shot.exists(), r.stderr[-2000:]
+    img = np.asarray(Image.open(shot).convert("L"), dtype=np.float64)
+    assert img.shape == (2400, 1400)
+    assert img.std() > 20  # a blank or single-colour page has ~0
+    # the figures were loaded: the lower half (figures) is not blank either
+    assert img[1200:].std() > 20
+
+
+@needs_chromium
+def test_browser_dom_lists_every_method(run, tmp_path):
+    store, report = run
+    r = _chromium(tmp_path, "--dump-dom", Path(report["html"]).as_uri())
+    assert r.returncode == 0, r.stderr[-2000:]
+    page = _Page()
+    page.feed(r.stdout)
+    for name in METHODS:
+        assert name in page.cells
+    assert "Consensus clustering report" in r.stdout
