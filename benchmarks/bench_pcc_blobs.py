@@ -77,8 +77,9 @@ def timed(fn, *args, **kwargs):
 
 
 def run_consensus(name, pairs, k, init, seed=0, sample_weight=None, **kw):
-    if name == "ppc":
-        est = PPC(k, init=init, random_state=seed, **kw)
+    if name in ("ppc", "ppc-be"):
+        algorithm = "rows" if name == "ppc" else "baum-eagon"
+        est = PPC(k, init=init, algorithm=algorithm, random_state=seed, **kw)
     else:
         est = PCC(k, divergence=name.split("-")[1], init=init, random_state=seed, **kw)
     return timed(est.fit, pairs, sample_weight=sample_weight)
@@ -98,7 +99,9 @@ def main(argv=None):
     p.add_argument("--k-range", type=int, nargs=2, default=None)
     p.add_argument("--l", type=int, default=30)
     p.add_argument("--init", default="kmeans", choices=["kmeans", "random"])
-    p.add_argument("--methods", nargs="+", default=["pcc-kl", "pcc-l2", "ppc"])
+    p.add_argument(
+        "--methods", nargs="+", default=["pcc-kl", "pcc-l2", "ppc"], help="also: ppc-be (Baum-Eagon)"
+    )
     p.add_argument("--peers", nargs="*", default=["onehot-kmeans", "cchbgf"])
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
@@ -106,13 +109,17 @@ def main(argv=None):
 
     t0 = time.perf_counter()
     y, labels = blobs_ensemble(args.n, args.k, k_range=k_range, seed=args.seed)
-    print(f"ensemble: n = {args.n}, K = {args.k}, {labels.shape[1]} k-means labelings, k in {k_range} "
-          f"({time.perf_counter() - t0:.1f} s)")
+    print(
+        f"ensemble: n = {args.n}, K = {args.k}, {labels.shape[1]} k-means labelings, k in {k_range} "
+        f"({time.perf_counter() - t0:.1f} s)"
+    )
     base = np.mean([adjusted_rand_score(y, labels[:, u]) for u in range(labels.shape[1])])
     t0 = time.perf_counter()
     pairs = coassociation(labels, strategy="per-point", l=args.l, seed=args.seed)
-    print(f"pairs: per-point l = {args.l}, {pairs.nnz / args.n:.1f} stored per point "
-          f"({time.perf_counter() - t0:.1f} s); mean base ARI {base:.3f}")
+    print(
+        f"pairs: per-point l = {args.l}, {pairs.nnz / args.n:.1f} stored per point "
+        f"({time.perf_counter() - t0:.1f} s); mean base ARI {base:.3f}"
+    )
     warm_up(args.methods)
     print(f"{'method':>16} {'ARI':>6} {'seconds':>8} {'n_iter':>6} {'conv':>5} {'eff_K':>5}  warnings")
     start, t_start, _ = timed(onehot_kmeans, labels, args.k, args.seed)

@@ -157,11 +157,13 @@ def as_pair_data(pairs, sample_weight=None):
 
 
 def _check_weight_values(sample_weight, shape):
+    """``sample_weight`` as float64 of ``shape``, positive and finite (off the diagonal if square)."""
     sw = np.asarray(sample_weight, dtype=np.float64)
     if sw.shape != shape:
         raise InputError(f"sample_weight must have shape {shape}; got {sw.shape}")
-    if not np.all(np.isfinite(sw)) or np.any(sw <= 0):
-        bad = sw[~(np.isfinite(sw) & (sw > 0))].ravel()[0]
+    vals = sw[~np.eye(shape[0], dtype=bool)] if len(shape) == 2 else sw
+    if not np.all(np.isfinite(vals)) or np.any(vals <= 0):
+        bad = vals[~(np.isfinite(vals) & (vals > 0))][0]
         raise InputError(f"sample_weight must be positive and finite; got {bad}")
     return np.ascontiguousarray(sw)
 

@@ -301,9 +301,10 @@ def pcc_rows(
     gathered rows in cache) until J's gap (:func:`_row_direction`) is at most ``inner_tol`` or
     ``max_inner`` steps were taken. Each step is an exact line search on f, so f never
     increases. Rows are visited from a FIFO work list that starts with every row; a row that
-    moved puts its neighbours back on the list (their gradients changed). A visit whose gap is
-    already at most ``gap_tol`` leaves the row alone. So when the list runs empty, every row
-    was checked after the last change of itself and of its neighbours: the KKT test holds for Y.
+    moved raises a bound on each neighbour's gap by twice the largest change of that neighbour's
+    gradient, and puts the neighbours whose bound exceeds ``gap_tol`` back on the list. A visit
+    whose gap is already at most ``gap_tol`` leaves the row alone. So when the list runs empty,
+    every row's gap is at most its bound, at most ``gap_tol``: the KKT test holds for Y.
 
     Parameters
     ----------
@@ -331,8 +332,9 @@ def pcc_rows(
     Returns
     -------
     n_passes, f, gap, converged : int, float, float, bool
-        Passes run; f(Y); the KKT gap ``max_j gap_j`` (recomputed from Y when the cap stopped
-        the run); whether the work list ran empty with every gap at most ``gap_tol``.
+        Passes run; f(Y); the KKT gap ``max_j gap_j`` (when the list ran empty, the largest
+        bound, which is at least the gap; recomputed from Y when the cap stopped the run);
+        whether the work list ran empty with every gap at most ``gap_tol``.
     """
     n, k_count = Y.shape
     max_deg = 0
@@ -349,7 +351,9 @@ def pcc_rows(
     cw = np.empty(max_deg)
     gp = np.empty(k_count)  # the pairs' part of J's gradient
     g = np.empty(k_count)
-    last_gap = np.zeros(n)
+    bound = np.zeros(n)  # an upper bound on each row's gap, raised as its neighbours move
+    c0 = np.empty(max_deg)
+    yj0 = np.empty(k_count)
     queue = np.arange(n)
     queued = np.ones(n, dtype=np.bool_)
     head = 0
@@ -383,6 +387,9 @@ def pcc_rows(
         if gap > gap_tol:
             for t in range(m):
                 a0[t] = a[t]
+                c0[t] = c[t]
+            for k in range(k_count):
+                yj0[k] = Y[j, k]
             q_start = _self_dot(Y, j, k_count)
             moved = False
             for _ in range(max_inner):
@@ -448,11 +455,19 @@ def pcc_rows(
                         f += w[lo + t] * (div(code, x[lo + t], a[t], eps) - div(code, x[lo + t], a0[t], eps))
                 if diag != 0.0:
                     f += diag * ((1.0 - _self_dot(Y, j, k_count)) ** 2 - (1.0 - q_start) ** 2)
+                # pair (J, i)'s term of g_i went from c0 y_J0 to c y_J: i's gap y_i.g_i - min g_i
+                # moved by at most twice the largest change of an entry
                 for t in range(m):
-                    count = _enqueue(queue, queued, head, count, indices[lo + t])
+                    i = indices[lo + t]
+                    dmax = 0.0
+                    for k in range(k_count):
+                        dmax = max(dmax, abs(c[t] * Y[j, k] - c0[t] * yj0[k]))
+                    bound[i] += 2.0 * dmax
+                    if bound[i] > gap_tol:
+                        count = _enqueue(queue, queued, head, count, i)
                 if gap > gap_tol:  # max_inner steps were not enough
                     count = _enqueue(queue, queued, head, count, j)
-        last_gap[j] = gap
+        bound[j] = gap
         left -= 1
         if left == 0:
             passes += 1
@@ -460,7 +475,7 @@ def pcc_rows(
             left = count
     gap = 0.0
     for j in range(n):
-        gap = max(gap, last_gap[j])
+        gap = max(gap, bound[j])
     converged = count == 0 and gap <= gap_tol
     if count > 0:
         f, gap = objective_and_gap(indptr, indices, x, w, Y, code, eps, diag)

@@ -5,15 +5,15 @@ Both estimators take the co-association counts of an ensemble (``c_ij`` times co
 rows on the simplex). They run on NumPy alone; the numba kernels are in ``_pcc_kernels``.
 
 PCC minimises ``f(Y) = sum_{pairs} N_ij d(c_ij / N_ij, y_i.y_j)`` for a double-convex Bregman
-divergence ``d`` (KL: the Binomial likelihood of eq. 1; squared L2: eq. 4) by the greedy two-entry
-descent of Sect. 5: at each iteration the point J and the entries (U, V) of eqs. (6)-(8) give the
-steepest feasible direction, and the exact step of eq. (9) is taken (closed form for L2,
-bisection, eq. 10, otherwise). The dense solver is Algorithm 1 on n x n matrices; the sparse one
-(Sect. 5.4) keeps ``y_i.y_j`` only on the stored pairs and finds J with an indexed binary heap, so
-an iteration costs O(l (K + log n)) for l stored pairs per point.
+divergence ``d`` (KL: the Binomial likelihood of eq. 1; squared L2: eq. 4) by the two-entry
+descent of Sect. 5: a step moves mass in one row J between the entries (U, V) of eq. (6) with the
+exact step of eq. (9) (closed form for L2, safeguarded Newton otherwise). Rows are visited from a
+work list, many steps per visit (``_pcc_kernels.pcc_rows``), so an iteration reads J's l
+neighbours once and the stopping test is the exact KKT test of Sect. 5.3.
 
-PPC minimises ``||C - Y Y^T||_F^2`` with the Baum-Eagon growth transformation (papers/002 eq. 5);
-the sparse variant restricts the sum to the stored pairs (plus the diagonal, where ``c_ii = 1``).
+PPC minimises ``||C - Y Y^T||_F^2`` restricted to the stored pairs (plus the diagonal, where
+``c_ii = 1``), by the same row-wise descent or by the paper's Baum-Eagon growth transformation
+(papers/002 eq. 5).
 """
 
 from __future__ import annotations
@@ -36,13 +36,12 @@ _KL_EPS = 1e-10  # KL's second argument is clamped into [eps, 1 - eps]
 _STEP_RTOL = 1e-4  # relative width at which the bisection line search stops
 _INIT_CONCENTRATION = 10.0  # Dirichlet(alpha = this) start: random, near uniform
 _INIT_SMOOTHING = 0.0  # a hard-label start keeps this much mass spread evenly over the K entries
+_BE_INIT_SMOOTHING = 0.1  # ... for Baum-Eagon, which never revives a zero entry
 _INNER_TOL = 0.5  # a row visit stops at this fraction of the KKT tolerance
 _MAX_INNER = 20  # ... or after this many steps, plus 2 K
-_DENSE_MAX_N = 2000  # solver="auto": dense up to this many points ...
-_DENSE_MIN_DENSITY = 0.25  # ... when at least this fraction of the pairs is stored
 
 
-def check_init(init, n, k):
+def check_init(init, n, k, smoothing=0.0):
     """None for ``"random"``, else the start as an ``(n, k)`` float64 array with rows on the simplex."""
     if isinstance(init, str):
         check_choice(init, "init", {"random"})
@@ -56,27 +55,19 @@ def check_init(init, n, k):
                 f"The 'init' labels must have at most n_clusters={k} distinct values; got {codes.size}"
             )
         Y = np.full((n, k), 1.0 / k)
-        Y[known] *= _INIT_SMOOTHING
-        Y[np.flatnonzero(known), inv] += 1.0 - _INIT_SMOOTHING
+        Y[known] *= smoothing
+        Y[np.flatnonzero(known), inv] += 1.0 - smoothing
         return Y
     if arr.shape == (n, k) and np.issubdtype(arr.dtype, np.number):
         Y = arr.astype(np.float64)
         tot = Y.sum(axis=1, keepdims=True)
         if not np.all(np.isfinite(Y)) or np.any(Y < 0) or np.any(tot <= 0):
             raise InputError("The 'init' memberships must be finite, non-negative, and no row all zero")
-        return np.ascontiguousarray(Y / tot)
+        return np.ascontiguousarray((1.0 - smoothing) * (Y / tot) + smoothing / k)
     raise InputError(
         f"The 'init' parameter must be 'random', {n} integer labels or an ({n}, {k}) membership "
         f"matrix; got {type(init).__name__} of shape {arr.shape} and dtype {arr.dtype}"
     )
-
-
-def _resolve_solver(solver, data):
-    if solver != "auto":
-        return solver
-    if data.n <= _DENSE_MAX_N and data.density >= _DENSE_MIN_DENSITY:
-        return "dense"
-    return "sparse"
 
 
 def _start(rng, n, k):
@@ -100,10 +91,10 @@ class PCC(SoftConsensusMixin):
         The start. ``"random"``: rows drawn from Dirichlet(10), near the uniform point (which is
         stationary, so never used itself). An array of shape ``(n,)``: hard labels (any integer
         codes, at most ``n_clusters`` distinct; -1 = unknown, a uniform row), e.g. k-means on
-        the one-hot base labels; each row becomes ``(1 - 0.1) e_label + 0.1 / K``. An array of
+        the one-hot base labels; each row becomes the vertex of its label. An array of
         shape ``(n, n_clusters)``: memberships (non-negative rows, normalised here). With an
         array start every restart is the same, so ``n_init`` is ignored.
-    tol : float, default=1e-4
+    tol : float, default=1e-3
         KKT tolerance: the fit has converged when every row's gap ``[g_j]_V - [g_j]_U``
         (Sect. 5.3) is at most ``tol`` times the mean per-point weight ``sum_ij s_ij N_ij / n``,
         which makes ``tol`` independent of the ensemble size and of the number of stored pairs.
@@ -169,7 +160,7 @@ class PCC(SoftConsensusMixin):
         *,
         divergence="kl",
         init="random",
-        tol=1e-4,
+        tol=1e-3,
         max_iter=100,
         n_init=1,
         random_state=None,
@@ -210,7 +201,7 @@ class PCC(SoftConsensusMixin):
         max_iter = check_int(self.max_iter, "max_iter", min_value=0)
         n_init = check_int(self.n_init, "n_init", min_value=1)
         rng = check_random_state(self.random_state)
-        start = check_init(self.init, n, k)
+        start = check_init(self.init, n, k, _INIT_SMOOTHING)
 
         w = data.w if data.s is None else data.w * data.s
         scale = float(w.sum()) / n  # mean per-point weight sum_j s_ij N_ij
@@ -247,56 +238,54 @@ class PCC(SoftConsensusMixin):
         self.n_visits_, self.n_moves_, self.n_steps_ = (int(v) for v in stats)
         self._set_memberships(Y)
         if not self.converged_:
-            warnings.warn(
-                f"PCC stopped at max_iter={max_iter} passes with KKT gap {self.kkt_gap_:.3g} > tol={tol:g}; "
-                "raise max_iter or tol, or start from a better init",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+            _warn_cap("PCC", max_iter, self.kkt_gap_, tol)
         return self
 
 
 class PPC(SoftConsensusMixin):
-    """Pairwise probabilistic clustering by the Baum-Eagon growth transformation (papers/002).
+    """Pairwise probabilistic clustering: the least-squares fit of papers/002.
 
-    Minimises ``P(Y) = sum_{(i, j) observed} (x_ij - y_i.y_j)^2`` over ordered pairs, the
-    diagonal included with ``x_ii = 1`` (``||C - Y Y^T||_F^2`` of eq. 1 when every pair is
-    observed; ``x_ij = c_ij / N_ij``), by iterating
-    ``y_ik <- y_ik (S_i + G_ik) / (S_i + y_i.G_i)`` with ``G_i = sum_j (x_ij - y_i.y_j) y_j`` and
-    ``S_i`` the number of observed pairs of i (n when all are: eq. 5). Each sweep updates all rows
-    at once and never increases P.
+    Minimises ``P(Y) = sum_i (1 - y_i.y_i)^2 + sum_{stored (i, j)} s_ij (x_ij - y_i.y_j)^2`` over
+    ordered pairs (``||C - Y Y^T||_F^2`` of eq. 1 when every pair is stored and ``s = 1``;
+    ``x_ij = c_ij / N_ij``, ``x_ii = 1``).
 
     Parameters
     ----------
     n_clusters : int, default=8
         K, the maximum number of clusters.
-    solver : {"auto", "dense", "sparse"}, default="auto"
-        ``"dense"``: matrix products on n x n arrays; ``"sparse"``: a numba sweep over the stored
-        pairs. ``"auto"`` as for :class:`PCC`. Both give the same result on the same pairs.
-    tol : float, default=1e-4
-        Stop when the KKT gap ``max_i (y_i.p_i - min_k p_ik)`` (``p = dP/dY``) falls below ``tol``
-        times the mean ``S_i``.
-    max_iter : int, default=1000
-        Maximum number of sweeps.
+    init : "random" or array-like, default="random"
+        As in :class:`PCC`. (The Baum-Eagon algorithm never revives a zero entry, so there an
+        array start keeps 0.1 of each row spread evenly over the K entries.)
+    algorithm : {"rows", "baum-eagon"}, default="rows"
+        ``"rows"``: the row-wise two-entry descent of :class:`PCC` (exact line search on P;
+        the diagonal term makes it a quartic along a step, solved by safeguarded Newton with a
+        check that P went down). ``"baum-eagon"``: the paper's growth transformation (eq. 5),
+        ``y_ik <- y_ik (S_i + G_ik) / (S_i + y_i.G_i)`` with ``G_i = sum_j s_ij (x_ij - y_i.y_j)
+        y_j`` (diagonal included) and ``S_i = 1 + sum_j s_ij``: all rows at once per sweep, never
+        increasing P, but needing many sweeps.
+    tol : float, default=1e-3
+        Stop when every row's KKT gap ``y_i.p_i - min_k p_ik`` (``p = dP/dY``) is at most
+        ``tol`` times the mean ``S_i``.
+    max_iter : int, default=100
+        Cap on passes (``"rows"``, as in :class:`PCC`) or sweeps (``"baum-eagon"``). A fit
+        stopped by it warns with ``ConvergenceWarning`` and sets ``converged_ = False``.
     n_init : int, default=1
         Restarts from different random points; the lowest objective is kept.
     random_state : None, int or numpy.random.Generator, default=None
-        Seeds the starts.
+        Seeds the random starts.
 
     Attributes
     ----------
-    memberships_, labels_, uncertainty_, effective_k_
+    memberships_, labels_, uncertainty_, effective_k_, converged_
         As in :class:`PCC`.
     objective_ : float
         P(Y) at the end of the best run.
     objective_trace_ : ndarray of shape (n_iter_ + 1, 2)
-        ``(sweep, P)`` before every sweep and at the end.
+        ``(pass or sweep, P)`` at the start and after every pass or sweep.
     n_iter_ : int
-        Sweeps of the best run.
+        Passes or sweeps of the best run.
     kkt_gap_ : float
         Final KKT gap in units of ``tol``.
-    solver_ : str
-        The solver that ran.
 
     Examples
     --------
@@ -310,64 +299,102 @@ class PPC(SoftConsensusMixin):
     True
     """
 
-    def __init__(self, n_clusters=8, *, solver="auto", tol=1e-4, max_iter=1000, n_init=1, random_state=None):
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        init="random",
+        algorithm="rows",
+        tol=1e-3,
+        max_iter=100,
+        n_init=1,
+        random_state=None,
+    ):
         self.n_clusters = n_clusters
-        self.solver = solver
+        self.init = init
+        self.algorithm = algorithm
         self.tol = tol
         self.max_iter = max_iter
         self.n_init = n_init
         self.random_state = random_state
 
-    def fit(self, pairs, y=None):
-        """Fit on co-association counts (see :meth:`PCC.fit`); returns self."""
-        data = as_pair_data(pairs)
+    def fit(self, pairs, y=None, sample_weight=None):
+        """Fit on co-association counts (see :meth:`PCC.fit`); returns self.
+
+        ``sample_weight`` gives ``s_ij`` (1 when None); the counts N_ij only form ``x_ij``.
+        """
+        data = as_pair_data(pairs, sample_weight)
         n = data.n
         k = check_n_clusters(self.n_clusters, n)
-        solver = _resolve_solver(check_choice(self.solver, "solver", {"auto", "dense", "sparse"}), data)
+        algorithm = check_choice(self.algorithm, "algorithm", {"rows", "baum-eagon"})
         tol = check_tol(self.tol)
         max_iter = check_int(self.max_iter, "max_iter", min_value=0)
         n_init = check_int(self.n_init, "n_init", min_value=1)
         rng = check_random_state(self.random_state)
+        smoothing = _INIT_SMOOTHING if algorithm == "rows" else _BE_INIT_SMOOTHING
+        start = check_init(self.init, n, k, smoothing)
 
-        ones = np.ones(data.nnz)
-        if solver == "dense":
-            X, M = data.dense()
-            M = (M > 0).astype(np.float64)
-            np.fill_diagonal(X, 1.0)
-            np.fill_diagonal(M, 1.0)
-            S = M.sum(axis=1)
-
-            def sweep(Y, Ynew):
-                R = M * (X - Y @ Y.T)
-                G = R @ Y
-                yg = np.einsum("ik,ik->i", Y, G)
-                num = Y * (S[:, None] + G)
-                Ynew[:] = num / num.sum(axis=1, keepdims=True)  # = S + y.G on the simplex, but stable
-                return float(np.einsum("ij,ij->", R, R)), float(4.0 * np.max(G.max(axis=1) - yg))
-
-        else:
-            S = 1.0 + np.diff(data.indptr).astype(np.float64)
-
-            def sweep(Y, Ynew):
-                return _k.ppc_sparse_sweep(data.indptr, data.indices, data.x, ones, Y, Ynew)
-
-        scale = float(S.mean())
+        w = np.ones(data.nnz) if data.s is None else data.s
+        scale = 1.0 + float(w.sum()) / n  # mean S_i
+        gap_tol = tol * scale
+        indices = data.indices.astype(np.int32) if n < 2**31 else data.indices
         best = None
-        for _ in range(n_init):
-            Y = _start(rng, n, k)
-            Ynew = np.empty_like(Y)
-            trace = []
-            it = 0
-            while True:
-                obj, gap = sweep(Y, Ynew)
-                trace.append((it, obj))
-                if gap <= tol * scale or it >= max_iter:
-                    break
-                Y, Ynew = Ynew, Y
-                it += 1
+        for _ in range(1 if start is not None else n_init):
+            Y = _start(rng, n, k) if start is None else start.copy()
+            if algorithm == "rows":
+                trace = np.empty(max_iter + 1)
+                it, obj, gap, conv = _k.pcc_rows(
+                    data.indptr,
+                    indices,
+                    data.x,
+                    w,
+                    Y,
+                    _k.L2,
+                    False,
+                    _KL_EPS,
+                    1.0,
+                    _STEP_RTOL,
+                    gap_tol,
+                    _INNER_TOL * gap_tol,
+                    max_iter,
+                    _MAX_INNER + 2 * k,
+                    trace,
+                    np.zeros(3, np.int64),
+                )
+                trace = trace[: it + 1]
+            else:
+                Y, it, obj, gap, conv, trace = _baum_eagon(
+                    data.indptr, indices, data.x, w, Y, gap_tol, max_iter
+                )
             if best is None or obj < best[0]:
-                best = (obj, Y.copy(), np.array(trace, dtype=np.float64), it, gap / scale)
-        self.objective_, Y, self.objective_trace_, self.n_iter_, self.kkt_gap_ = best
-        self.solver_ = solver
+                trace = np.column_stack([np.arange(it + 1, dtype=np.float64), trace])
+                best = (obj, Y, trace, int(it), gap / scale, bool(conv))
+        self.objective_, Y, self.objective_trace_, self.n_iter_, self.kkt_gap_, self.converged_ = best
         self._set_memberships(Y)
+        if not self.converged_:
+            _warn_cap("PPC", max_iter, self.kkt_gap_, tol)
         return self
+
+
+def _baum_eagon(indptr, indices, x, w, Y, gap_tol, max_iter):
+    """Sweeps of papers/002 eq. (5) until every row's gap is at most ``gap_tol``."""
+    Ynew = np.empty_like(Y)
+    trace = []
+    it = 0
+    while True:
+        obj, gap = _k.ppc_sparse_sweep(indptr, indices, x, w, Y, Ynew)
+        trace.append(obj)
+        if gap <= gap_tol or it >= max_iter:
+            break
+        Y, Ynew = Ynew, Y
+        it += 1
+    return Y, it, obj, gap, gap <= gap_tol, np.array(trace)
+
+
+def _warn_cap(name, max_iter, gap, tol):
+    warnings.warn(
+        f"{name} stopped at max_iter={max_iter} with KKT gap {gap:.3g} > tol={tol:g}; "
+        "raise max_iter or tol, or start from a better init",
+        ConvergenceWarning,
+        stacklevel=3,
+    )
