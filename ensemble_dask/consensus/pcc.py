@@ -95,9 +95,11 @@ class PCC(SoftConsensusMixin):
         shape ``(n, n_clusters)``: memberships (non-negative rows, normalised here). With an
         array start every restart is the same, so ``n_init`` is ignored.
     tol : float, default=1e-3
-        KKT tolerance: the fit has converged when every row's gap ``[g_j]_V - [g_j]_U``
-        (Sect. 5.3) is at most ``tol`` times the mean per-point weight ``sum_ij s_ij N_ij / n``,
-        which makes ``tol`` independent of the ensemble size and of the number of stored pairs.
+        KKT tolerance: the fit has converged when every row's gap ``y_j.g_j - min_k g_jk``
+        (``g_j`` the gradient of f in row j, eq. 7; the gap is 0 exactly where the KKT conditions
+        of Sect. 5.3 hold, and bounds how much re-optimising row j alone could lower f) is at
+        most ``tol`` times the mean per-point weight ``sum_ij s_ij N_ij / n``, which makes
+        ``tol`` independent of the ensemble size and of the number of stored pairs.
     max_iter : int, default=100
         Cap on the passes over the work list of rows (the first pass visits every row, a later
         one the rows whose neighbours moved). A fit that stops at the cap warns with
@@ -127,7 +129,10 @@ class PCC(SoftConsensusMixin):
     effective_k_ : int
         Number of clusters that are the argmax of at least one point.
     kkt_gap_ : float
-        Final KKT gap ``max_j ([g_j]_V - [g_j]_U)``, in the same units as ``tol``.
+        Final KKT gap ``max_j (y_j.g_j - min_k g_jk)``, in the same units as ``tol`` (an upper
+        bound kept during the descent when it converged; recomputed from Y at the cap).
+    n_visits_, n_moves_, n_steps_ : int
+        Row visits of the best run, visits that moved the row, and two-entry steps taken.
 
     Notes
     -----
