@@ -1,5 +1,6 @@
 """PCC (papers/003) and PPC (papers/002): kernels, solvers and estimators."""
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
 
 from ensemble_dask import InputError, PairCounts, dense_coassociation
 from ensemble_dask.consensus import _pcc_kernels as K
@@ -58,13 +60,15 @@ def _blocks(seed, sizes=(12, 10, 8), n_partitions=30, noise=0.15, missing=0.0):
     return truth, labels
 
 
-def _f_reference(Y, co, both, divergence, eps=1e-10):
-    """f(Y) of eq. (3) in plain NumPy over the observed pairs i < j."""
+def _f_reference(Y, co, both, divergence, eps=1e-10, weight=None):
+    """f(Y) of eq. (3) in plain NumPy over the observed pairs i < j (times ``weight[i, j]``)."""
     iu, ju = np.triu_indices(len(Y), 1)
     N = both[iu, ju].astype(float)
+    if weight is not None:
+        N = N * weight[iu, ju]
     keep = N > 0
     iu, ju, N = iu[keep], ju[keep], N[keep]
-    x = co[iu, ju] / N
+    x = co[iu, ju] / both[iu, ju]
     a = np.einsum("ik,ik->i", Y[iu], Y[ju])
     if divergence == "l2":
         return float((N * 2 * (x - a) ** 2).sum())
@@ -75,20 +79,38 @@ def _f_reference(Y, co, both, divergence, eps=1e-10):
     return float((N * d).sum())
 
 
-def _kkt_gap_reference(Y, co, both, divergence, eps=1e-10):
-    """max_j ([g_j]_V - [g_j]_U) / (sum N / n), g of eq. (7) computed densely."""
-    N = both.astype(float).copy()
-    np.fill_diagonal(N, 0)
-    X = np.divide(co, N, out=np.zeros_like(N), where=N > 0)
+def _gradient_reference(Y, co, both, divergence, eps=1e-10, weight=None):
+    """``(G, W)``: the gradient of f (eq. 7) computed densely, and the pair weights."""
+    W = both.astype(float).copy()
+    if weight is not None:
+        W = W * weight
+    np.fill_diagonal(W, 0)
+    X = np.divide(co, both, out=np.zeros_like(W), where=W > 0)
     A = Y @ Y.T
     if divergence == "l2":
         D = 4 * (A - X)
     else:
         c = np.clip(A, eps, 1 - eps)
         D = (c - X) / (c * (1 - c))
-    G = (N * D) @ Y
-    gmax_supp = np.where(Y > 0, G, -np.inf).max(axis=1)
-    return float((gmax_supp - G.min(axis=1)).max() / (N.sum() / len(Y)))
+    return (W * D) @ Y, W
+
+
+def _kkt_gap_reference(Y, co, both, divergence, eps=1e-10, weight=None):
+    """max_j (y_j.g_j - min_k g_jk) / (sum W / n): zero exactly at a KKT point of f."""
+    G, W = _gradient_reference(Y, co, both, divergence, eps, weight)
+    return float(((Y * G).sum(axis=1) - G.min(axis=1)).max() / (W.sum() / len(Y)))
+
+
+def _ppc_reference(Y, co, both):
+    """P(Y) = sum_i (1 - y_i.y_i)^2 + sum_{observed i != j} (x_ij - y_i.y_j)^2, and its KKT gap."""
+    M = (both > 0).astype(float)
+    np.fill_diagonal(M, 1.0)
+    X = np.divide(co, both, out=np.zeros(co.shape), where=both > 0)
+    np.fill_diagonal(X, 1.0)
+    R = M * (X - Y @ Y.T)
+    G = -4 * R @ Y
+    gap = ((Y * G).sum(axis=1) - G.min(axis=1)).max() / M.sum(axis=1).mean()
+    return float((R**2).sum()), float(gap)
 
 
 def _random_sparse_pairs(seed, n=60, frac=0.3, n_partitions=20):
@@ -147,48 +169,80 @@ def test_newton_line_search_brackets_the_exact_step(seed, m, rtol):
     y_vj = rng.uniform(0.01, 1.0)
     delta = rng.uniform(-1.0, 1.0, size=m)
     delta = np.clip(delta, -a, 1.0 - a)  # y_J.y_i stays in [0, 1] along the segment, as on the simplex
-    r0, dr0 = K._rho(K.KL, eps, 0.0, x, w, 0, a, delta, m)
-    step = K._line_search(K.KL, False, eps, rtol, x, w, 0, a, delta, m, y_vj, r0, dr0)
+    r0, dr0 = K._rho(K.KL, eps, 0.0, x, w, 0, a, delta, m, 0.0, 0.0, 0.0)
+    step = K._line_search(K.KL, False, eps, rtol, x, w, 0, a, delta, m, y_vj, r0, dr0, 0.0, 0.0, 0.0)
     assert 0.0 <= step <= y_vj
     if r0 >= 0:
         assert step == 0.0
         return
-    assert K._rho(K.KL, eps, step, x, w, 0, a, delta, m)[0] <= 0.0
+    assert K._rho(K.KL, eps, step, x, w, 0, a, delta, m, 0.0, 0.0, 0.0)[0] <= 0.0
     if step < y_vj:  # the root is in (step, step (1 + rtol)]: rho changes sign there
         hi = step + rtol * max(step, 1e-300) * 1.0000001
-        assert K._rho(K.KL, eps, min(hi, y_vj), x, w, 0, a, delta, m)[0] > 0.0
+        assert K._rho(K.KL, eps, min(hi, y_vj), x, w, 0, a, delta, m, 0.0, 0.0, 0.0)[0] > 0.0
 
 
-@settings(max_examples=30, deadline=None)
-@given(st.lists(st.floats(-10, 10), min_size=1, max_size=40), st.data())
-def test_heap_keeps_the_minimum_on_top(keys, data):
-    n = len(keys)
-    key = np.array(keys)
-    hkey, hnode, pos = np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    K.heap_build(hkey, hnode, pos, key)
-    for _ in range(data.draw(st.integers(0, 30))):
-        node = data.draw(st.integers(0, n - 1))
-        key[node] = data.draw(st.floats(-10, 10))
-        K.heap_update(hkey, hnode, pos, node, key[node])
-        assert (hkey[0], hnode[0]) == min((key[j], j) for j in range(n))
-        np.testing.assert_array_equal(hnode[pos], np.arange(n))
-        np.testing.assert_array_equal(hkey[pos], key)
+def test_rho_with_the_diagonal_term_is_the_derivative_of_the_quartic():
+    """PPC's row function along a step: pairs plus diag (1 - y.y)^2; rho and rho' by finite differences."""
+    rng = np.random.default_rng(0)
+    m, diag = 7, 1.5
+    x, w, a = rng.random(m), rng.uniform(1, 3, m), rng.random(m)
+    delta = rng.uniform(-0.5, 0.5, m)
+    y = rng.dirichlet(np.ones(4))
+    u, v = 0, 2
+    q0, dq1 = y @ y, 2 * (y[u] - y[v])
+
+    def phi(t):
+        yt = y.copy()
+        yt[u] += t
+        yt[v] -= t
+        pairs = sum(w[s] * K.div(K.L2, x[s], a[s] + t * delta[s], 1e-10) for s in range(m))
+        return pairs + diag * (1 - yt @ yt) ** 2
+
+    h = 1e-5
+    for t in (0.0, 0.05, 0.2):
+        r, dr = K._rho(K.L2, 1e-10, t, x, w, 0, a, delta, m, diag, q0, dq1)
+        assert r == pytest.approx((phi(t + h) - phi(t - h)) / (2 * h), rel=1e-6, abs=1e-8)
+        r_hi = K._rho(K.L2, 1e-10, t + h, x, w, 0, a, delta, m, diag, q0, dq1)[0]
+        r_lo = K._rho(K.L2, 1e-10, t - h, x, w, 0, a, delta, m, diag, q0, dq1)[0]
+        assert dr == pytest.approx((r_hi - r_lo) / (2 * h), rel=1e-6, abs=1e-8)
 
 
-def test_l2_closed_form_step_equals_bisection():
-    truth, labels = _blocks(0)
-    co, both = dense_coassociation(labels)
-    n, k = len(truth), 4
-    X = np.divide(co, both, out=np.zeros(co.shape), where=both > 0)
-    W = both.astype(float)
-    np.fill_diagonal(W, 0)
+def _run_rows(pairs, Y, code, closed, **kw):
+    """Run the row kernel directly on ``pairs`` (PairCounts) from ``Y``; returns its outputs."""
+    x = pairs.co / pairs.both
+    w = pairs.both.astype(float)
+    p = {"diag": 0.0, "step_rtol": 1e-12, "gap_tol": 1e-9, "max_passes": 50} | kw
+    trace, stats = np.empty(p["max_passes"] + 1), np.zeros(3, dtype=np.int64)
+    out = K.pcc_rows(
+        pairs.indptr,
+        pairs.indices,
+        x,
+        w,
+        Y,
+        code,
+        closed,
+        1e-10,
+        p["diag"],
+        p["step_rtol"],
+        p["gap_tol"],
+        0.5 * p["gap_tol"],
+        p["max_passes"],
+        50,
+        trace,
+        stats,
+    )
+    return out, trace, stats
+
+
+def test_l2_closed_form_step_equals_newton():
+    _, labels = _blocks(0)
+    pairs = PairCounts.from_dense(*dense_coassociation(labels))
     out = []
     for closed in (True, False):
-        Y = np.random.default_rng(1).dirichlet(np.ones(k), size=n)
-        tf, ti = np.empty(60), np.empty(60, dtype=np.int64)
-        K.pcc_dense(X, W, Y, K.L2, closed, 1e-10, 1e-12, 1e-9, 60, n, tf, ti)
+        Y = np.random.default_rng(1).dirichlet(np.ones(4), size=pairs.n)
+        _run_rows(pairs, Y, K.L2, closed, max_passes=3)
         out.append(Y)
-    np.testing.assert_allclose(out[0], out[1], atol=1e-9)
+    np.testing.assert_allclose(out[0], out[1], atol=1e-8)
 
 
 # --------------------------------------------------------------------------- PCC
@@ -197,64 +251,151 @@ def test_l2_closed_form_step_equals_bisection():
 @pytest.mark.parametrize("divergence", ["kl", "l2"])
 def test_simulation_of_sect_7_1_recovers_the_soft_truth(divergence):
     Z, _, co, both = _simulate(0)
-    n = len(Z)
-    model = PCC(8, divergence=divergence, solver="dense", max_iter=20 * n * 8, random_state=0)
-    model.fit((co, both))
-    assert model.n_iter_ < 20 * n * 8  # stopped on the KKT gap, not on the cap
+    tol = {"kl": 1e-3, "l2": 1e-4}[divergence]
+    model = PCC(8, divergence=divergence, tol=tol, random_state=0).fit((co, both))
+    assert model.converged_  # stopped by the KKT test, not by the cap
     assert model.effective_k_ == 4
     assert js_criterion(model.memberships_, Z) <= 0.002  # paper: 0.0012
 
 
 @pytest.mark.parametrize("divergence", ["kl", "l2"])
-@pytest.mark.parametrize("solver", ["dense", "sparse"])
-def test_objective_never_increases_and_rows_stay_stochastic(divergence, solver):
+def test_objective_never_increases_and_rows_stay_stochastic(divergence):
     _, pairs = _random_sparse_pairs(3, n=40, frac=0.5)
     co, both = pairs.to_dense()
-    objectives, prev = [], None
-    for t in [0, 1, 2, 5, 10, 20, 40, 80, 120, 200, 400]:
-        m = PCC(5, divergence=divergence, solver=solver, max_iter=t, random_state=7).fit(pairs)
+    prev = None
+    for t in [0, 1, 2, 3, 5, 8, 13, 30]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            m = PCC(5, divergence=divergence, tol=1e-9, max_iter=t, random_state=7).fit(pairs)
         Y = m.memberships_
         assert Y.min() >= 0.0
         np.testing.assert_allclose(Y.sum(axis=1), 1.0, atol=1e-12)
-        # the reported objective is f(Y) of eq. (3)
+        # the reported objective is f(Y) of eq. (3), computed independently
         assert m.objective_ == pytest.approx(_f_reference(Y, co, both, divergence), rel=1e-9)
         if prev is not None:
             assert m.objective_ <= prev * (1 + 1e-12)
         prev = m.objective_
-        objectives.append(m.objective_)
-    assert objectives[-1] < objectives[0]
     trace = m.objective_trace_
     assert trace[0, 0] == 0 and trace[-1, 0] == m.n_iter_
     assert np.all(np.diff(trace[:, 1]) <= 1e-9 * abs(trace[0, 1]))
+    assert trace[-1, 1] < trace[0, 1]
 
 
 @pytest.mark.parametrize("divergence", ["kl", "l2"])
-def test_kkt_gap_below_tol_at_convergence(divergence):
+def test_converged_fit_passes_an_independent_kkt_test(divergence):
     truth, labels = _blocks(1, missing=0.2)
     co, both = dense_coassociation(labels)
-    m = PCC(5, divergence=divergence, tol=1e-6, max_iter=100_000, random_state=2).fit((co, both))
-    assert m.n_iter_ < 100_000
+    m = PCC(5, divergence=divergence, tol=1e-6, max_iter=1000, random_state=2).fit((co, both))
+    assert m.converged_
+    # the reported gap bounds the true one, computed densely in NumPy, and both are below tol
+    ref = _kkt_gap_reference(m.memberships_, co, both, divergence)
+    assert ref <= m.kkt_gap_ * (1 + 1e-9) + 1e-12
     assert m.kkt_gap_ <= 1e-6
-    assert _kkt_gap_reference(m.memberships_, co, both, divergence) == pytest.approx(m.kkt_gap_, abs=1e-9)
+    assert m.objective_ == pytest.approx(_f_reference(m.memberships_, co, both, divergence), rel=1e-9)
     assert h_criterion(m.labels_, truth) == 1.0
     assert m.effective_k_ == 3
 
 
+@pytest.mark.parametrize("estimator", ["pcc-kl", "pcc-l2", "ppc-rows", "ppc-baum-eagon"])
+def test_the_cap_is_reported_honestly(estimator):
+    _, labels = _blocks(2, noise=0.3)
+    pairs = dense_coassociation(labels)
+    name, variant = estimator.split("-", 1)
+    est = (
+        PCC(4, divergence=variant, tol=1e-12, max_iter=1, random_state=0)
+        if name == "pcc"
+        else PPC(4, algorithm=variant, tol=1e-12, max_iter=1, random_state=0)
+    )
+    with pytest.warns(ConvergenceWarning, match="max_iter=1"):
+        est.fit(pairs)
+    assert est.converged_ is False and est.n_iter_ == 1
+    if name == "pcc":  # at the cap the gap is recomputed from Y
+        co, both = pairs
+        assert est.kkt_gap_ == pytest.approx(
+            _kkt_gap_reference(est.memberships_, co, both, variant), rel=1e-6
+        )
+
+
+@pytest.mark.parametrize("estimator", ["pcc-kl", "pcc-l2", "ppc-rows", "ppc-baum-eagon"])
+def test_a_start_at_the_true_partition_stays_there(estimator):
+    truth, labels = _blocks(3, noise=0.05)
+    pairs = dense_coassociation(labels)
+    name, variant = estimator.split("-", 1)
+    for init in (truth, np.eye(4)[truth]):
+        est = (
+            PCC(4, divergence=variant, init=init)
+            if name == "pcc"
+            else PPC(4, algorithm=variant, init=init, max_iter=3000)
+        )
+        est.fit(pairs)
+        assert est.converged_
+        np.testing.assert_array_equal(est.labels_, truth)
+
+
+def test_pairs_never_co_present_are_skipped():
+    _, pairs = _random_sparse_pairs(4, n=30, frac=0.5)
+    co, both = pairs.to_dense()
+    # add pairs with N_ij = 0: they must change nothing
+    rng = np.random.default_rng(0)
+    iu, ju = np.triu_indices(30, 1)
+    free = both[iu, ju] == 0
+    add = rng.random(free.sum()) < 0.5
+    ai, aj = iu[free][add], ju[free][add]
+    rows, cols = pairs.rows(), pairs.indices
+    keep = rows < cols
+    with_zero = PairCounts.from_pairs(
+        30,
+        np.concatenate([rows[keep], ai]),
+        np.concatenate([cols[keep], aj]),
+        np.concatenate([pairs.co[keep], np.zeros(ai.size, dtype=np.int32)]),
+        np.concatenate([pairs.both[keep], np.zeros(ai.size, dtype=np.int32)]),
+        pairs.n_clusterings,
+    )
+    assert with_zero.nnz > pairs.nnz
+    for est in (PCC(3, random_state=1), PCC(3, divergence="l2", random_state=1), PPC(3, random_state=1)):
+        a = est.fit(pairs).memberships_.copy()
+        b = est.fit(with_zero).memberships_
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("divergence", ["kl", "l2"])
-def test_dense_equals_sparse_on_the_same_pairs(divergence):
-    _, pairs = _random_sparse_pairs(5, n=45, frac=0.4)
-    a = PCC(4, divergence=divergence, solver="dense", max_iter=3000, random_state=11).fit(pairs)
-    b = PCC(4, divergence=divergence, solver="sparse", max_iter=3000, random_state=11).fit(pairs)
-    assert (a.solver_, b.solver_) == ("dense", "sparse")
-    assert a.n_iter_ == b.n_iter_
-    np.testing.assert_allclose(a.memberships_, b.memberships_, atol=1e-12)
-    assert a.objective_ == pytest.approx(b.objective_, rel=1e-12)
-    # all pairs stored, given as a dense tuple and as PairCounts
-    _, labels = _blocks(6)
-    co, both = dense_coassociation(labels)
-    a = PCC(4, divergence=divergence, solver="dense", random_state=1).fit((co, both))
-    b = PCC(4, divergence=divergence, solver="sparse", random_state=1).fit(PairCounts.from_dense(co, both))
-    np.testing.assert_allclose(a.memberships_, b.memberships_, atol=1e-12)
+def test_sample_weights_multiply_the_terms_of_f(divergence):
+    _, pairs = _random_sparse_pairs(5, n=40, frac=0.4)
+    co, both = pairs.to_dense()
+    rng = np.random.default_rng(3)
+    Wt = np.triu(rng.uniform(0.2, 5.0, size=(40, 40)), 1)
+    Wt = Wt + Wt.T
+    sw = Wt[pairs.rows(), pairs.indices]
+    m = PCC(4, divergence=divergence, tol=1e-6, max_iter=1000, random_state=0).fit(pairs, sample_weight=sw)
+    assert m.converged_
+    Y = m.memberships_
+    assert m.objective_ == pytest.approx(_f_reference(Y, co, both, divergence, weight=Wt), rel=1e-9)
+    assert _kkt_gap_reference(Y, co, both, divergence, weight=Wt) <= 1e-6 * (1 + 1e-9)
+    # the same weights as an (n, n) matrix with a dense (co, both) input
+    d = PCC(4, divergence=divergence, tol=1e-6, max_iter=1000, random_state=0).fit(
+        (co, both), sample_weight=Wt
+    )
+    np.testing.assert_allclose(d.memberships_, Y, atol=1e-12)
+    # a constant weight scales f and leaves Y alone (tol is relative to the mean weight)
+    u = PCC(4, divergence=divergence, random_state=0).fit(pairs)
+    c = PCC(4, divergence=divergence, random_state=0).fit(pairs, sample_weight=np.full(pairs.nnz, 2.0))
+    np.testing.assert_allclose(c.memberships_, u.memberships_, atol=1e-12)
+    assert c.objective_ == pytest.approx(2.0 * u.objective_, rel=1e-12)
+
+
+def test_init_from_labels_and_memberships():
+    truth, labels = _blocks(6, noise=0.2)
+    pairs = dense_coassociation(labels)
+    codes = np.array([7, 3, 40])[truth]  # any non-negative integer codes
+    unknown = codes.copy()
+    unknown[0] = -1
+    with pytest.warns(ConvergenceWarning):
+        a = PCC(3, init=codes, max_iter=0).fit(pairs)  # a hard-label start is the vertex of its label
+        b = PCC(3, init=unknown, max_iter=0).fit(pairs)
+        c = PCC(3, init=2 * np.eye(3)[truth] + 1, max_iter=0).fit(pairs)  # memberships are normalised
+    np.testing.assert_array_equal(a.memberships_, np.eye(3)[np.unique(codes, return_inverse=True)[1]])
+    np.testing.assert_allclose(b.memberships_[0], 1 / 3)
+    np.testing.assert_allclose(c.memberships_, (2 * np.eye(3)[truth] + 1) / 5)
 
 
 def test_invariant_to_relabelling_a_base_clustering():
@@ -288,57 +429,69 @@ def test_outputs_restarts_and_determinism():
     np.testing.assert_array_equal(PCC(6, random_state=4).fit_predict(pairs), one.labels_)
 
 
-def test_default_iteration_cap_is_n_times_k():
-    _, labels = _blocks(10, noise=0.4)
-    pairs = dense_coassociation(labels)
-    m = PCC(3, tol=1e-12, random_state=0).fit(pairs)
-    assert m.n_iter_ <= 30 * 3
-
-
-def test_sparse_solver_on_subsampled_pairs_finds_the_blocks():
+def test_subsampled_pairs_find_the_blocks():
     truth, pairs = _random_sparse_pairs(12, n=300, frac=0.05, n_partitions=30)
-    for divergence in ("kl", "l2"):
-        m = PCC(6, divergence=divergence, max_iter=20_000, random_state=0).fit(pairs)
-        assert m.solver_ == "sparse"
-        assert h_criterion(m.labels_, truth) >= 0.95
+    for est in (PCC(6, random_state=0), PCC(6, divergence="l2", random_state=0), PPC(6, random_state=0)):
+        est.fit(pairs)
+        assert est.converged_
+        assert h_criterion(est.labels_, truth) >= 0.95
 
 
 _BAD_INPUT = [
     ({"n_clusters": 0}, None, "'n_clusters' parameter must be >= 1; got 0"),
     ({"n_clusters": 31}, None, "n_samples=30; got 31"),
     ({"divergence": "hellinger"}, None, "'divergence'.*'hellinger'"),
-    ({"solver": "gpu"}, None, "'solver'.*'gpu'"),
+    ({"algorithm": "em"}, None, "'algorithm'.*'em'"),
     ({"tol": 0.0}, None, "'tol'.*got 0.0"),
     ({"tol": -1}, None, "'tol'.*got -1"),
     ({"n_init": 0}, None, "'n_init'.*got 0"),
+    ({"max_iter": -1}, None, "'max_iter'.*got -1"),
+    ({"init": "k-means++"}, None, "'init'.*'k-means\\+\\+'"),
+    ({"init": np.zeros(29, dtype=int)}, None, "'init' parameter must be 'random', 30 integer labels"),
+    ({"init": np.arange(30)}, None, "at most n_clusters=2 distinct values; got 30"),
+    ({"init": -np.ones((30, 2))}, None, "'init' memberships must be finite, non-negative"),
     ({}, "empty", "no pair.*nnz=0"),
-    ({}, "zero_n", "N_ij > 0; got N_ij=0 for pair"),
+    ({}, "all_zero_n", "no pair with N_ij > 0"),
     ({}, "co_gt_n", "c=3 > N=2"),
     ({}, "no_observed", "no observed pair"),
     ({}, "list", "got list"),
+    ({}, "weight_shape", "sample_weight must have shape"),
+    ({}, "weight_negative", "sample_weight must be positive and finite; got -1.0"),
+    ({}, "weight_asymmetric", "sample_weight must be symmetric"),
 ]
 
 
 @pytest.mark.parametrize(
     ("estimator", "kwargs", "pairs", "match"),
-    # PPC has no 'divergence' parameter: that case is PCC's only
-    [(e, *case) for e in (PCC, PPC) for case in _BAD_INPUT if not (e is PPC and "divergence" in case[0])],
+    # 'divergence' is PCC's parameter only, 'algorithm' PPC's
+    [
+        (e, *case)
+        for e in (PCC, PPC)
+        for case in _BAD_INPUT
+        if not (e is PPC and "divergence" in case[0]) and not (e is PCC and "algorithm" in case[0])
+    ],
 )
 def test_bad_input_is_a_clear_error(estimator, kwargs, pairs, match):
     _, labels = _blocks(0)
     data = dense_coassociation(labels)
+    sw = None
     if pairs == "empty":
         data = PairCounts.from_pairs(5, [], [], [], [], 3)
-    elif pairs == "zero_n":
-        data = PairCounts.from_pairs(4, [0, 1], [1, 2], [0, 1], [0, 2], 2)
+    elif pairs == "all_zero_n":
+        data = PairCounts.from_pairs(4, [0, 1], [1, 2], [0, 0], [0, 0], 2)
     elif pairs == "co_gt_n":
         data = PairCounts.from_pairs(4, [0, 1], [1, 2], [3, 1], [2, 2], 2)
     elif pairs == "no_observed":
         data = (np.zeros((4, 4), dtype=np.int32), np.eye(4, dtype=np.int32))
     elif pairs == "list":
         data = [[0, 1], [1, 0]]
+    elif pairs is not None and pairs.startswith("weight"):
+        data = PairCounts.from_pairs(4, [0, 1], [1, 2], [1, 1], [2, 2], 2)
+        sw = {"weight_shape": np.ones(3), "weight_negative": np.array([1.0, -1.0, -1.0, 1.0])}.get(
+            pairs, np.array([1.0, 2.0, 3.0, 4.0])
+        )
     with pytest.raises(InputError, match=match):
-        estimator(**({"n_clusters": 2} | kwargs)).fit(data)
+        estimator(**({"n_clusters": 2} | kwargs)).fit(data, sample_weight=sw)
 
 
 def test_iris_type_2_ensemble_real_data():
@@ -351,7 +504,7 @@ def test_iris_type_2_ensemble_real_data():
     )
     pairs = dense_coassociation(labels)
     for divergence in ("kl", "l2"):
-        m = PCC(3, divergence=divergence, max_iter=20 * 150 * 3, random_state=0).fit(pairs)
+        m = PCC(3, divergence=divergence, random_state=0).fit(pairs)
         assert h_criterion(m.labels_, y) >= 0.8
 
 
@@ -374,29 +527,30 @@ def test_ppc_sweep_is_eq_5_of_the_paper():
     assert obj == pytest.approx(((C - Y @ Y.T) ** 2).sum())
 
 
-@pytest.mark.parametrize("solver", ["dense", "sparse"])
-def test_ppc_objective_never_increases_and_finds_blocks(solver):
+@pytest.mark.parametrize("algorithm", ["rows", "baum-eagon"])
+def test_ppc_objective_never_increases_converges_and_finds_blocks(algorithm):
     truth, pairs = _random_sparse_pairs(14, n=60, frac=0.6)
-    m = PPC(4, solver=solver, max_iter=3000, random_state=0).fit(pairs)
+    co, both = pairs.to_dense()
+    m = PPC(4, algorithm=algorithm, max_iter=20_000, random_state=0).fit(pairs)
+    assert m.converged_
     trace = m.objective_trace_[:, 1]
     assert np.all(np.diff(trace) <= 1e-12 * trace[0])
     assert trace[-1] < trace[0]
     np.testing.assert_allclose(m.memberships_.sum(axis=1), 1.0, atol=1e-12)
+    # objective and KKT gap against a dense NumPy transcription of P
+    obj, gap = _ppc_reference(m.memberships_, co, both)
+    assert m.objective_ == pytest.approx(obj, rel=1e-9)
+    assert gap <= 1e-3 * (1 + 1e-6)
     assert h_criterion(m.labels_, truth) == 1.0
 
 
-def test_ppc_dense_equals_sparse_and_converges():
+def test_ppc_algorithms_reach_the_same_fit():
     _, pairs = _random_sparse_pairs(15, n=40, frac=0.5)
-    a = PPC(3, solver="dense", tol=1e-5, max_iter=30_000, random_state=2).fit(pairs)
-    b = PPC(3, solver="sparse", tol=1e-5, max_iter=30_000, random_state=2).fit(pairs)
-    assert a.n_iter_ == b.n_iter_ < 30_000
-    assert a.kkt_gap_ <= 1e-5
-    np.testing.assert_allclose(a.memberships_, b.memberships_, atol=1e-10)
-    # regression: dividing by S + y.G (eq. 5 verbatim) let rounding in sum(y_i) grow until P blew up
-    for m in (a, b):
-        trace = m.objective_trace_[:, 1]
-        assert np.all(np.diff(trace) <= 1e-12 * trace[0])
-        np.testing.assert_allclose(m.memberships_.sum(axis=1), 1.0, atol=1e-12)
+    a = PPC(3, algorithm="rows", tol=1e-7, max_iter=10_000, random_state=2).fit(pairs)
+    b = PPC(3, algorithm="baum-eagon", tol=1e-7, max_iter=100_000, init=a.labels_).fit(pairs)
+    assert a.converged_ and b.converged_
+    assert a.objective_ == pytest.approx(b.objective_, rel=1e-5)
+    np.testing.assert_allclose(a.memberships_, b.memberships_, atol=1e-3)
 
 
 # --------------------------------------------------------------------------- properties
@@ -409,18 +563,22 @@ def test_ppc_dense_equals_sparse_and_converges():
     k=st.integers(1, 4),
     divergence=st.sampled_from(["kl", "l2"]),
 )
-def test_property_descent_stochastic_and_solvers_agree(seed, n, k, divergence):
+def test_property_descent_stochastic_and_objective_is_eq_3(seed, n, k, divergence):
     k = min(k, n)
     rng = np.random.default_rng(seed)
     labels = rng.integers(-1, 3, size=(n, 6))
     co, both = dense_coassociation(labels)
     if not (both[~np.eye(n, dtype=bool)] > 0).any():
         return
-    a = PCC(k, divergence=divergence, solver="dense", max_iter=200, random_state=seed).fit((co, both))
-    b = PCC(k, divergence=divergence, solver="sparse", max_iter=200, random_state=seed).fit((co, both))
-    np.testing.assert_allclose(a.memberships_, b.memberships_, atol=1e-10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = PCC(k, divergence=divergence, max_iter=20, random_state=seed).fit((co, both))
     Y = a.memberships_
     assert Y.min() >= 0
     np.testing.assert_allclose(Y.sum(axis=1), 1.0, atol=1e-12)
-    start = PCC(k, divergence=divergence, solver="dense", max_iter=0, random_state=seed).fit((co, both))
+    assert a.objective_ == pytest.approx(_f_reference(Y, co, both, divergence), rel=1e-9, abs=1e-9)
+    start = PCC(k, divergence=divergence, max_iter=0, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        start.fit((co, both))
     assert a.objective_ <= start.objective_ * (1 + 1e-12) + 1e-12

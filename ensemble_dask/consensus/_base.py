@@ -34,6 +34,8 @@ class PairData:
         Co-association fraction ``c_ij / N_ij`` of each stored entry.
     w : ndarray of float64, shape (nnz,)
         ``N_ij`` of each stored entry (> 0).
+    s : ndarray of float64, shape (nnz,), or None
+        The sample weight of each stored entry, None when not given (all 1).
     """
 
     n: int
@@ -41,6 +43,7 @@ class PairData:
     indices: np.ndarray
     x: np.ndarray
     w: np.ndarray
+    s: np.ndarray | None = None
 
     @property
     def nnz(self) -> int:
@@ -83,32 +86,39 @@ def _check_counts(co, both, where):
         )
 
 
-def as_pair_data(pairs):
-    """Validate ``pairs`` and return a :class:`PairData`.
+def as_pair_data(pairs, sample_weight=None):
+    """Validate ``pairs`` (and ``sample_weight``) and return a :class:`PairData`.
 
-    ``pairs`` is a :class:`~ensemble_dask.pairs.PairCounts` (every stored pair must have
-    ``N_ij > 0``) or a tuple ``(co, both)`` of dense symmetric ``n x n`` count matrices, whose
-    off-diagonal entries with ``both == 0`` are taken as unobserved and whose diagonal is ignored.
+    ``pairs`` is a :class:`~ensemble_dask.coassoc.counting.PairCounts` or a tuple ``(co, both)``
+    of dense symmetric ``n x n`` count matrices, whose diagonal is ignored. Pairs with
+    ``N_ij = 0`` (never both present) carry no evidence and are left out.
+
+    ``sample_weight`` is None or one positive weight per pair (e.g. its inverse inclusion
+    probability under the sampling design): an array of shape ``(pairs.nnz,)`` aligned with the
+    stored entries of a PairCounts, or of shape ``(n, n)`` for a ``(co, both)`` tuple; either way
+    symmetric (``s_ij = s_ji``). It is returned in ``PairData.s`` on the kept pairs.
     """
     if isinstance(pairs, PairCounts):
         if pairs.nnz == 0:
             raise InputError(f"pairs holds no pair of points (n={pairs.n}, nnz=0); nothing to fit")
         co = np.asarray(pairs.co, dtype=np.int64)
         both = np.asarray(pairs.both, dtype=np.int64)
-        if np.any(both <= 0):
-            e = int(np.flatnonzero(both <= 0)[0])
-            i = int(np.searchsorted(pairs.indptr, e, side="right") - 1)
-            raise InputError(
-                f"every stored pair must have N_ij > 0; got N_ij={both[e]} for pair ({i}, {pairs.indices[e]})"
-            )
+        if np.any(both < 0):
+            raise InputError(f"N_ij counts must be >= 0; got {both.min()} in pairs")
         _check_counts(co, both, "in pairs")
-        return PairData(
-            n=pairs.n,
-            indptr=np.ascontiguousarray(pairs.indptr, dtype=np.int64),
-            indices=np.ascontiguousarray(pairs.indices, dtype=np.int64),
-            x=co / both,
-            w=both.astype(np.float64),
-        )
+        s = None if sample_weight is None else _check_pair_weights(sample_weight, pairs)
+        indptr = np.ascontiguousarray(pairs.indptr, dtype=np.int64)
+        indices = np.ascontiguousarray(pairs.indices, dtype=np.int64)
+        keep = both > 0
+        if not keep.all():
+            if not keep.any():
+                raise InputError(f"pairs holds no pair with N_ij > 0 (n={pairs.n}); nothing to fit")
+            rows = np.repeat(np.arange(pairs.n, dtype=np.int64), np.diff(indptr))
+            indptr = np.zeros_like(indptr)
+            np.cumsum(np.bincount(rows[keep], minlength=pairs.n), out=indptr[1:])
+            indices, co, both = indices[keep], co[keep], both[keep]
+            s = None if s is None else s[keep]
+        return PairData(pairs.n, indptr, indices, co / both, both.astype(np.float64), s)
     if isinstance(pairs, tuple) and len(pairs) == 2:
         co = np.asarray(pairs[0])
         both = np.asarray(pairs[1])
@@ -128,15 +138,44 @@ def as_pair_data(pairs):
         observed = off & (both > 0)
         if not observed.any():
             raise InputError(f"(co, both) holds no observed pair of points (n={n}); nothing to fit")
+        s = None
+        if sample_weight is not None:
+            sw = _check_weight_values(sample_weight, (n, n))
+            if not np.array_equal(sw, sw.T):
+                raise InputError("sample_weight must be a symmetric (n, n) matrix for a (co, both) tuple")
         rows, cols = np.nonzero(observed)
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
         nb = both[rows, cols].astype(np.float64)
-        return PairData(n, indptr, cols.astype(np.int64), co[rows, cols] / nb, nb)
+        if sample_weight is not None:
+            s = sw[rows, cols]
+        return PairData(n, indptr, cols.astype(np.int64), co[rows, cols] / nb, nb, s)
     raise InputError(
         "pairs must be a PairCounts or a (co, both) tuple of dense count matrices; "
         f"got {type(pairs).__name__}"
     )
+
+
+def _check_weight_values(sample_weight, shape):
+    """``sample_weight`` as float64 of ``shape``, positive and finite (off the diagonal if square)."""
+    sw = np.asarray(sample_weight, dtype=np.float64)
+    if sw.shape != shape:
+        raise InputError(f"sample_weight must have shape {shape}; got {sw.shape}")
+    vals = sw[~np.eye(shape[0], dtype=bool)] if len(shape) == 2 else sw
+    if not np.all(np.isfinite(vals)) or np.any(vals <= 0):
+        bad = vals[~(np.isfinite(vals) & (vals > 0))][0]
+        raise InputError(f"sample_weight must be positive and finite; got {bad}")
+    return np.ascontiguousarray(sw)
+
+
+def _check_pair_weights(sample_weight, pairs):
+    """One weight per stored entry of ``pairs``, the same for (i, j) and (j, i)."""
+    sw = _check_weight_values(sample_weight, (pairs.nnz,))
+    rows = pairs.rows()
+    order = np.lexsort((rows, pairs.indices))  # the entries (j, i) in the order of the (i, j)
+    if not np.array_equal(sw, sw[order]):
+        raise InputError("sample_weight must be symmetric: the weight of (i, j) must equal that of (j, i)")
+    return sw
 
 
 def check_n_clusters(n_clusters, n):

@@ -74,127 +74,30 @@ def d2div(code, x1, x2, eps):
     return (e * e + x1 * (1.0 - x1)) / (q * q)
 
 
-# --------------------------------------------------------------------------- indexed binary heap
-# A min-heap of the points keyed by (key_j, j), key_j = [g_j]_U - [g_j]_V <= 0, so the top is the
-# point J of eq. (8). Slot s holds node ``hnode[s]`` with key ``hkey[s]`` (keys live in the heap so
-# that a comparison touches one array), and ``pos[j]`` is j's slot, so a key can move either way
-# in O(log n). Ties are broken by the smaller point index, like the dense kernel's scan.
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _less(ka, a, kb, b):
-    return ka < kb or (ka == kb and a < b)
-
-
-@numba.njit(cache=True, nogil=True)
-def _sift_up(hkey, hnode, pos, slot):
-    k = hkey[slot]
-    node = hnode[slot]
-    while slot > 0:
-        parent = (slot - 1) >> 1
-        if _less(k, node, hkey[parent], hnode[parent]):
-            hkey[slot] = hkey[parent]
-            hnode[slot] = hnode[parent]
-            pos[hnode[slot]] = slot
-            slot = parent
-        else:
-            break
-    hkey[slot] = k
-    hnode[slot] = node
-    pos[node] = slot
+# --------------------------------------------------------------------------- PCC and PPC rows
+# Helpers that take arrays are plain (not ``inline="always"``) functions: numba's own inlining
+# adds reference-count updates of the array arguments at every call site, which in the
+# per-neighbour loop cost as much as the arithmetic; LLVM inlines them without.
+#
+# PPC (papers/002) is the L2 case with unit pair weights plus a diagonal term
+# ``diag * (1 - y_j.y_j)^2`` per row (``x_jj = 1``): along a step ``y_J + t (e_U - e_V)``,
+# ``y_J.y_J = q0 + dq1 t + 2 t^2`` with ``dq1 = 2 (y_UJ - y_VJ)``. ``diag = 0`` for PCC.
 
 
 @numba.njit(cache=True, nogil=True)
-def _sift_down(hkey, hnode, pos, slot):
-    size = hkey.shape[0]
-    k = hkey[slot]
-    node = hnode[slot]
-    while True:
-        child = 2 * slot + 1
-        if child >= size:
-            break
-        if child + 1 < size and _less(hkey[child + 1], hnode[child + 1], hkey[child], hnode[child]):
-            child += 1
-        if _less(hkey[child], hnode[child], k, node):
-            hkey[slot] = hkey[child]
-            hnode[slot] = hnode[child]
-            pos[hnode[slot]] = slot
-            slot = child
-        else:
-            break
-    hkey[slot] = k
-    hnode[slot] = node
-    pos[node] = slot
-
-
-@numba.njit(cache=True, nogil=True)
-def heap_build(hkey, hnode, pos, key):
-    """Build the heap of nodes ``0..n-1`` with keys ``key`` into ``hkey``, ``hnode``, ``pos``."""
-    size = key.shape[0]
-    for s in range(size):
-        hkey[s] = key[s]
-        hnode[s] = s
-        pos[s] = s
-    for s in range(size // 2 - 1, -1, -1):
-        _sift_down(hkey, hnode, pos, s)
-
-
-@numba.njit(cache=True, nogil=True)
-def heap_update(hkey, hnode, pos, node, new_key):
-    """Set the key of ``node`` to ``new_key`` and restore the heap (increase- or decrease-key)."""
-    slot = pos[node]
-    old = hkey[slot]
-    hkey[slot] = new_key
-    if new_key < old:
-        _sift_up(hkey, hnode, pos, slot)
-    elif new_key > old:
-        _sift_down(hkey, hnode, pos, slot)
-
-
-# --------------------------------------------------------------------------- PCC
-# State layout: ``S`` is ``n x 2K``, row i = (y_i, g_i), so that visiting a neighbour touches one
-# or two cache lines. Helpers that take arrays are plain (not ``inline="always"``) functions:
-# numba's own inlining adds reference-count updates of the array arguments at every call site,
-# which in the per-neighbour loop cost as much as the arithmetic; LLVM inlines them without.
-
-
-@numba.njit(cache=True, nogil=True)
-def _dot(S, a, b, k_count):
-    """y_a . y_b."""
-    s = 0.0
-    for k in range(k_count):
-        s += S[a, k] * S[b, k]
-    return s
-
-
-@numba.njit(cache=True, nogil=True)
-def _direction(S, i, k_count):
-    """``(U, V, key)`` of eq. (6) for point i: U = argmin g_i, V = argmax of g_i on supp(y_i)."""
-    u = 0
-    gu = S[i, k_count]
-    for k in range(1, k_count):
-        g = S[i, k_count + k]
-        if g < gu:
-            u = k
-            gu = g
-    v = -1
-    gv = 0.0
-    for k in range(k_count):
-        g = S[i, k_count + k]
-        if S[i, k] > 0.0 and (v < 0 or g > gv):
-            v = k
-            gv = g
-    return u, v, gu - gv
-
-
-@numba.njit(cache=True, nogil=True)
-def _rho(code, eps, step, x, w, lo, a, delta, m):
+def _rho(code, eps, step, x, w, lo, a, delta, m, diag, q0, dq1):
     """``(rho, rho')`` at ``step``: rho = d/d step of f along the direction (only J's m terms vary).
 
-    ``x[lo + t]``, ``w[lo + t]``, ``a[t]``, ``delta[t]`` describe J's t-th pair.
+    ``x[lo + t]``, ``w[lo + t]``, ``a[t]``, ``delta[t]`` describe J's t-th pair; ``diag``,
+    ``q0``, ``dq1`` the diagonal term (see above).
     """
     r = 0.0
     dr = 0.0
+    if diag != 0.0:
+        res = 1.0 - (q0 + step * (dq1 + 2.0 * step))
+        dq = dq1 + 4.0 * step
+        r -= 2.0 * diag * res * dq
+        dr += 2.0 * diag * (dq * dq - 4.0 * res)
     for t in range(m):
         z = a[t] + step * delta[t]
         r += w[lo + t] * ddiv(code, x[lo + t], z, eps) * delta[t]
@@ -203,7 +106,7 @@ def _rho(code, eps, step, x, w, lo, a, delta, m):
 
 
 @numba.njit(cache=True, nogil=True)
-def _line_search(code, closed_form, eps, step_rtol, x, w, lo, a, delta, m, y_vj, r0, dr0):
+def _line_search(code, closed_form, eps, step_rtol, x, w, lo, a, delta, m, y_vj, r0, dr0, diag, q0, dq1):
     """Exact step of eq. (9) on [0, y_VJ]: closed form for L2, else safeguarded Newton on rho.
 
     ``r0 = rho(0)`` and ``dr0 = rho'(0)`` come from the gather pass. rho is non-decreasing
@@ -213,11 +116,12 @@ def _line_search(code, closed_form, eps, step_rtol, x, w, lo, a, delta, m, y_vj,
     Newton steps from the last point, moved by step_rtol / 4 towards the side of the bracket
     not yet closed, so that once Newton has converged the next point lands on the other side
     and closes the bracket: 2 to 5 evaluations instead of ~log2(1 / step_rtol). It falls back
-    to bisection whenever Newton leaves the bracket or twice fails to change sides.
+    to bisection whenever Newton leaves the bracket or twice fails to change sides. (With PPC's
+    diagonal term rho may decrease somewhere; the caller checks that f went down.)
     """
     if r0 >= 0.0:
         return 0.0
-    if closed_form and code == L2:
+    if closed_form and code == L2 and diag == 0.0:
         if dr0 <= 0.0 or r0 + dr0 * y_vj <= 0.0:
             return y_vj
         return -r0 / dr0
@@ -245,7 +149,7 @@ def _line_search(code, closed_form, eps, step_rtol, x, w, lo, a, delta, m, y_vj,
             t = hi_s if not hi_known else 0.5 * (lo_s + hi_s)
         elif not t > lo_s:
             t = 0.5 * (lo_s + hi_s)
-        r, dr = _rho(code, eps, t, x, w, lo, a, delta, m)
+        r, dr = _rho(code, eps, t, x, w, lo, a, delta, m, diag, q0, dq1)
         if r > 0.0:
             hi_s = t
             rhi = r
@@ -269,27 +173,110 @@ def _line_search(code, closed_form, eps, step_rtol, x, w, lo, a, delta, m, y_vj,
 
 
 @numba.njit(cache=True, nogil=True)
-def _refresh(indptr, indices, x, w, S, k_count, code, eps, key):
-    """Recompute every g_i and key_i from Y; return f(Y)."""
-    n = S.shape[0]
-    f = 0.0
-    for i in range(n):
+def _row_gradient(c, nb, m, k_count, g):
+    """``g = sum_t c[t] nb[t]``: the gradient of f in row J (eq. 7) from J's gathered pairs."""
+    for k in range(k_count):
+        g[k] = 0.0
+    for t in range(m):
+        ct = c[t]
         for k in range(k_count):
-            S[i, k_count + k] = 0.0
-        for e in range(indptr[i], indptr[i + 1]):
-            j = indices[e]
-            s = _dot(S, i, j, k_count)
-            c = w[e] * ddiv(code, x[e], s, eps)
-            for k in range(k_count):
-                S[i, k_count + k] += c * S[j, k]
-            if j > i:
+            g[k] += ct * nb[t, k]
+
+
+@numba.njit(cache=True, nogil=True)
+def _row_direction(Y, j, g, k_count):
+    """``(U, V, gap)`` for row j: U = argmin g, V = argmax g on supp(y_j) (eq. 6), and the gap
+    ``y_j.g - g_U`` (>= 0; 0 exactly where the KKT conditions of Sect. 5.3 hold for row j: the
+    entries of g on the support of y_j are all minimal). Unlike the paper's ``g_V - g_U``,
+    it weights each entry by its mass, so that a vanishing entry with a large gradient (KL's
+    derivative grows like 1 / y_i.y_j near 0) does not hold the test up; it bounds how much
+    re-optimising row j alone (a convex problem) could still lower f."""
+    u = 0
+    for k in range(1, k_count):
+        if g[k] < g[u]:
+            u = k
+    v = -1
+    yg = 0.0
+    for k in range(k_count):
+        yk = Y[j, k]
+        yg += yk * g[k]
+        if yk > 0.0 and (v < 0 or g[k] > g[v]):
+            v = k
+    return u, v, max(yg - g[u], 0.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _self_dot(Y, j, k_count):
+    q = 0.0
+    for k in range(k_count):
+        q += Y[j, k] * Y[j, k]
+    return q
+
+
+@numba.njit(cache=True, nogil=True)
+def objective(indptr, indices, x, w, Y, code, eps, diag):
+    """f(Y): the sum over the stored pairs i < j of ``w_ij d(x_ij, y_i.y_j)`` (eq. 3), plus
+    ``diag * sum_j (1 - y_j.y_j)^2``."""
+    n, k_count = Y.shape
+    f = 0.0
+    for j in range(n):
+        if diag != 0.0:
+            r = 1.0 - _self_dot(Y, j, k_count)
+            f += diag * r * r
+        for e in range(indptr[j], indptr[j + 1]):
+            i = indices[e]
+            if i > j:
+                s = 0.0
+                for k in range(k_count):
+                    s += Y[j, k] * Y[i, k]
                 f += w[e] * div(code, x[e], s, eps)
-        key[i] = _direction(S, i, k_count)[2]
     return f
 
 
 @numba.njit(cache=True, nogil=True)
-def _pcc_core(
+def _add_diag_gradient(Y, j, k_count, diag, g):
+    """g += the gradient in y_j of ``diag (1 - y_j.y_j)^2``."""
+    if diag != 0.0:
+        c = -4.0 * diag * (1.0 - _self_dot(Y, j, k_count))
+        for k in range(k_count):
+            g[k] += c * Y[j, k]
+
+
+@numba.njit(cache=True, nogil=True)
+def objective_and_gap(indptr, indices, x, w, Y, code, eps, diag):
+    """``(f(Y), max_j gap_j)``: the objective of :func:`objective` and the KKT gap, from scratch."""
+    n, k_count = Y.shape
+    g = np.empty(k_count)
+    gap = 0.0
+    for j in range(n):
+        for k in range(k_count):
+            g[k] = 0.0
+        for e in range(indptr[j], indptr[j + 1]):
+            i = indices[e]
+            s = 0.0
+            for k in range(k_count):
+                s += Y[j, k] * Y[i, k]
+            c = w[e] * ddiv(code, x[e], s, eps)
+            for k in range(k_count):
+                g[k] += c * Y[i, k]
+        _add_diag_gradient(Y, j, k_count, diag, g)
+        if indptr[j + 1] > indptr[j] or diag != 0.0:
+            gap = max(gap, _row_direction(Y, j, g, k_count)[2])
+    return objective(indptr, indices, x, w, Y, code, eps, diag), gap
+
+
+@numba.njit(cache=True, nogil=True)
+def _enqueue(queue, queued, head, count, i):
+    """Append i to the circular work list unless it is on it; returns the new count."""
+    if not queued[i]:
+        queue[(head + count) % queue.shape[0]] = i
+        queued[i] = True
+        count += 1
+    return count
+
+
+@numba.njit(cache=True, nogil=True)
+def pcc_rows(
     indptr,
     indices,
     x,
@@ -298,265 +285,212 @@ def _pcc_core(
     code,
     closed_form,
     eps,
+    diag,
     step_rtol,
     gap_tol,
-    max_iter,
-    refresh_every,
+    inner_tol,
+    max_passes,
+    max_inner,
     trace_f,
-    trace_it,
-    use_heap,
+    stats,
 ):
-    """The descent of :func:`pcc_sparse`; J by the heap (``use_heap``) or by a scan of the keys."""
-    n, k_count = Y.shape
-    S = np.empty((n, 2 * k_count))
-    for i in range(n):
-        for k in range(k_count):
-            S[i, k] = Y[i, k]
-    key = np.empty(n)
-    hn = n if use_heap else 1
-    hkey = np.empty(hn)
-    hnode = np.empty(hn, dtype=np.int64)
-    pos = np.empty(hn, dtype=np.int64)
-    max_deg = 0
-    for i in range(n):
-        max_deg = max(max_deg, indptr[i + 1] - indptr[i])
-    ba = np.empty(max_deg)
-    bd = np.empty(max_deg)
-    bc = np.empty(max_deg)
-    y_old = np.empty(k_count)
+    """Row-wise descent of PCC: the two-entry steps of papers/003 Sect. 5, many per visited row.
 
-    f = _refresh(indptr, indices, x, w, S, k_count, code, eps, key)
-    if use_heap:
-        heap_build(hkey, hnode, pos, key)
-    n_trace = 0
-    trace_f[n_trace] = f
-    trace_it[n_trace] = 0
-    n_trace += 1
-    it = 0
-    fresh = True
-    while it < max_iter:
-        if use_heap:
-            jj = hnode[0]
-        else:
-            jj = 0
-            for j in range(1, n):
-                if key[j] < key[jj]:
-                    jj = j
-        if -key[jj] <= gap_tol:
-            break
-        u, v, _ = _direction(S, jj, k_count)
-        lo = indptr[jj]
-        m = indptr[jj + 1] - lo
-        # gather: a = y_J.y_i, delta = y_iU - y_iV, c = w d'(x, a), and rho(0), rho'(0)
+    A visit of row J gathers J's neighbours' rows once, then repeats the step of eqs. (6)-(9)
+    on y_J alone (neighbours fixed, so the gradient of eq. (7) is kept up to date from the
+    gathered rows in cache) until J's gap (:func:`_row_direction`) is at most ``inner_tol`` or
+    ``max_inner`` steps were taken. Each step is an exact line search on f, so f never
+    increases. Rows are visited from a FIFO work list that starts with every row; a row that
+    moved raises a bound on each neighbour's gap by the range of the change of that neighbour's
+    gradient, and puts the neighbours whose bound exceeds ``gap_tol`` back on the list. A visit
+    whose gap is already at most ``gap_tol`` leaves the row alone. So when the list runs empty,
+    every row's gap is at most its bound, at most ``gap_tol``: the KKT test holds for Y.
+
+    Parameters
+    ----------
+    indptr, indices : int arrays
+        Symmetric CSR pattern (both (i, j) and (j, i), no diagonal).
+    x, w : float64 arrays of shape (nnz,)
+        ``c_ij / N_ij`` and the pair weights (``N_ij`` times any sample weight), all > 0.
+    Y : float64 array (n, K), rows on the simplex
+        Start point, updated in place.
+    code, closed_form, eps, diag
+        Divergence code, use of its closed-form step, KL clamp, weight of the diagonal term
+        (PPC; 0 for PCC).
+    step_rtol : float
+        Relative tolerance of the line search.
+    gap_tol, inner_tol : float
+        KKT tolerance of the stopping test, and the gap at which a visit stops (<= gap_tol).
+    max_passes, max_inner : int
+        Cap on passes (a pass visits the rows that were on the list when it began), and on
+        steps per visit.
+    trace_f : float64 array of length >= max_passes + 1
+        Receives f before the first pass and after each pass.
+    stats : int64 array of length 3
+        Receives the numbers of row visits, of visits that moved the row, and of steps.
+
+    Returns
+    -------
+    n_passes, f, gap, converged : int, float, float, bool
+        Passes run; f(Y); the KKT gap ``max_j gap_j`` (when the list ran empty, the largest
+        bound, which is at least the gap; recomputed from Y when the cap stopped the run);
+        whether the work list ran empty with every gap at most ``gap_tol``.
+    """
+    n, k_count = Y.shape
+    max_deg = 0
+    for j in range(n):
+        max_deg = max(max_deg, indptr[j + 1] - indptr[j])
+    nb = np.empty((max_deg, k_count))
+    a = np.empty(max_deg)
+    a0 = np.empty(max_deg)
+    c = np.empty(max_deg)
+    act = np.empty(max_deg, dtype=np.int64)
+    ca = np.empty(max_deg)
+    cd = np.empty(max_deg)
+    cx = np.empty(max_deg)
+    cw = np.empty(max_deg)
+    gp = np.empty(k_count)  # the pairs' part of J's gradient
+    g = np.empty(k_count)
+    bound = np.zeros(n)  # an upper bound on each row's gap, raised as its neighbours move
+    c0 = np.empty(max_deg)
+    yj0 = np.empty(k_count)
+    queue = np.arange(n)
+    queued = np.ones(n, dtype=np.bool_)
+    head = 0
+    count = n
+    f = objective(indptr, indices, x, w, Y, code, eps, diag)
+    trace_f[0] = f
+    passes = 0
+    left = count  # visits left in this pass
+    while count > 0 and passes < max_passes:
+        j = queue[head]
+        head = head + 1 if head + 1 < n else 0
+        count -= 1
+        queued[j] = False
+        stats[0] += 1
+        lo = indptr[j]
+        m = indptr[j + 1] - lo
         # touch the neighbours' rows first: independent loads that the CPU overlaps, so the
         # gather below finds them in cache instead of waiting for each miss in turn
         touch = 0.0
         for t in range(m):
-            touch += S[np.int64(indices[lo + t]), 0]
+            touch += Y[indices[lo + t], 0]
         if touch < 0.0:  # never (rows are on the simplex); keeps the loads alive
             break
-        r0 = 0.0
-        dr0 = 0.0
         for t in range(m):
-            i = np.int64(indices[lo + t])
-            xt = x[lo + t]
-            wt = w[lo + t]
-            a = 0.0
+            i = indices[lo + t]
+            s = 0.0
             for k in range(k_count):
-                a += S[jj, k] * S[i, k]
-            d = S[i, u] - S[i, v]
-            c = wt * ddiv(code, xt, a, eps)
-            dd = wt * d2div(code, xt, a, eps)
-            ba[t] = a
-            bd[t] = d
-            bc[t] = c
-            r0 += c * d
-            dr0 += dd * d * d
-        y_vj = S[jj, v]
-        step = _line_search(code, closed_form, eps, step_rtol, x, w, lo, ba, bd, m, y_vj, r0, dr0)
-        if step <= 0.0:
-            # the incremental gradient drifted from the fresh one of the line search:
-            # resynchronise, and stop if even then no step is possible (numerically stationary)
-            if fresh:
-                break
-            f = _refresh(indptr, indices, x, w, S, k_count, code, eps, key)
-            if use_heap:
-                heap_build(hkey, hnode, pos, key)
-            fresh = True
-            continue
-        fresh = False
-        # y_J += step (e_U - e_V), y_VJ exactly 0 after a full step; g_J is rebuilt below
+                v = Y[i, k]
+                nb[t, k] = v
+                s += Y[j, k] * v
+            a[t] = s
+            c[t] = w[lo + t] * ddiv(code, x[lo + t], s, eps)
+        _row_gradient(c, nb, m, k_count, gp)
         for k in range(k_count):
-            y_old[k] = S[jj, k]
-            S[jj, k_count + k] = 0.0
-        S[jj, u] += step
-        if step == y_vj:
-            S[jj, v] = 0.0
-        else:
-            S[jj, v] -= step
-        # swap pair (J, i)'s term in g_i and add its new term to g_J. The old coefficient is
-        # bc[t], bitwise the one used when that term was added (y_J.y_i is always taken
-        # fresh), so g_i holds exactly one term per neighbour.
-        for t in range(m):
-            i = np.int64(indices[lo + t])
-            a = 0.0
+            g[k] = gp[k]
+        _add_diag_gradient(Y, j, k_count, diag, g)
+        u, v, gap = _row_direction(Y, j, g, k_count)
+        if gap > gap_tol:
+            for t in range(m):
+                a0[t] = a[t]
+                c0[t] = c[t]
             for k in range(k_count):
-                a += S[jj, k] * S[i, k]
-            c_new = w[lo + t] * ddiv(code, x[lo + t], a, eps)
-            c_old = bc[t]
-            for k in range(k_count):
-                S[i, k_count + k] += c_new * S[jj, k] - c_old * y_old[k]
-                S[jj, k_count + k] += c_new * S[i, k]
-            gu = S[i, k_count]
-            for k in range(1, k_count):
-                gu = min(gu, S[i, k_count + k])
-            gv = -np.inf
-            for k in range(k_count):
-                if S[i, k] > 0.0:
-                    gv = max(gv, S[i, k_count + k])
-            ki = gu - gv
-            key[i] = ki
-            if use_heap:
-                heap_update(hkey, hnode, pos, i, ki)
-        kj = _direction(S, jj, k_count)[2]
-        key[jj] = kj
-        if use_heap:
-            heap_update(hkey, hnode, pos, jj, kj)
-        it += 1
-        if it % refresh_every == 0 and it < max_iter:
-            f = _refresh(indptr, indices, x, w, S, k_count, code, eps, key)
-            if use_heap:
-                heap_build(hkey, hnode, pos, key)
-            fresh = True
-            trace_f[n_trace] = f
-            trace_it[n_trace] = it
-            n_trace += 1
-    f = _refresh(indptr, indices, x, w, S, k_count, code, eps, key)
-    for i in range(n):
-        for k in range(k_count):
-            Y[i, k] = S[i, k]
+                yj0[k] = Y[j, k]
+            q_start = _self_dot(Y, j, k_count)
+            moved = False
+            for _ in range(max_inner):
+                # the step changes y_J.y_i only for the pairs with y_iU != y_iV: gather those
+                r0 = 0.0
+                dr0 = 0.0
+                n_act = 0
+                for t in range(m):
+                    d = nb[t, u] - nb[t, v]
+                    if d != 0.0:
+                        act[n_act] = t
+                        ca[n_act] = a[t]
+                        cd[n_act] = d
+                        cx[n_act] = x[lo + t]
+                        cw[n_act] = w[lo + t]
+                        r0 += c[t] * d
+                        dr0 += w[lo + t] * d2div(code, x[lo + t], a[t], eps) * d * d
+                        n_act += 1
+                y_vj = Y[j, v]
+                q0 = _self_dot(Y, j, k_count)
+                dq1 = 2.0 * (Y[j, u] - y_vj)
+                if diag != 0.0:
+                    r0 += g[u] - g[v] - (gp[u] - gp[v])
+                    dr0 += 2.0 * diag * (dq1 * dq1 - 4.0 * (1.0 - q0))
+                step = _line_search(
+                    code, closed_form, eps, step_rtol, cx, cw, 0, ca, cd, n_act, y_vj, r0, dr0, diag, q0, dq1
+                )
+                if diag != 0.0:  # rho may decrease with the diagonal term: make sure f went down
+                    for _ in range(60):
+                        df = diag * ((1.0 - q0 - step * (dq1 + 2.0 * step)) ** 2 - (1.0 - q0) ** 2)
+                        for s_ in range(n_act):
+                            z = ca[s_] + step * cd[s_]
+                            df += cw[s_] * (div(code, cx[s_], z, eps) - div(code, cx[s_], ca[s_], eps))
+                        if df <= 0.0:
+                            break
+                        step *= 0.5
+                    else:
+                        step = 0.0
+                if step <= 0.0:
+                    break
+                moved = True
+                stats[2] += 1
+                Y[j, u] += step
+                Y[j, v] = 0.0 if step == y_vj else y_vj - step
+                for s_ in range(n_act):
+                    t = act[s_]
+                    a[t] += step * cd[s_]
+                    c_new = cw[s_] * ddiv(code, cx[s_], a[t], eps)
+                    dc = c_new - c[t]
+                    c[t] = c_new
+                    for k in range(k_count):
+                        gp[k] += dc * nb[t, k]
+                for k in range(k_count):
+                    g[k] = gp[k]
+                _add_diag_gradient(Y, j, k_count, diag, g)
+                u, v, gap = _row_direction(Y, j, g, k_count)
+                if gap <= inner_tol:
+                    break
+            if moved:
+                stats[1] += 1
+                for t in range(m):  # f changed by the terms of the pairs whose y_J.y_i moved
+                    if a[t] != a0[t]:
+                        f += w[lo + t] * (div(code, x[lo + t], a[t], eps) - div(code, x[lo + t], a0[t], eps))
+                if diag != 0.0:
+                    f += diag * ((1.0 - _self_dot(Y, j, k_count)) ** 2 - (1.0 - q_start) ** 2)
+                # pair (J, i)'s term of g_i went from c0 y_J0 to c y_J, a change D: i's gap
+                # y_i.g_i - min g_i moved by y_i.D - (min (g_i + D) - min g_i) <= max D - min D
+                for t in range(m):
+                    i = indices[lo + t]
+                    dhi = -np.inf
+                    dlo = np.inf
+                    for k in range(k_count):
+                        dk = c[t] * Y[j, k] - c0[t] * yj0[k]
+                        dhi = max(dhi, dk)
+                        dlo = min(dlo, dk)
+                    bound[i] += dhi - dlo
+                    if bound[i] > gap_tol:
+                        count = _enqueue(queue, queued, head, count, i)
+                if gap > gap_tol:  # max_inner steps were not enough
+                    count = _enqueue(queue, queued, head, count, j)
+        bound[j] = gap
+        left -= 1
+        if left == 0:
+            passes += 1
+            trace_f[passes] = f
+            left = count
     gap = 0.0
-    for i in range(n):
-        gap = max(gap, -key[i])
-    trace_f[n_trace] = f
-    trace_it[n_trace] = it
-    n_trace += 1
-    return it, n_trace, gap
-
-
-@numba.njit(cache=True, nogil=True)
-def pcc_sparse(
-    indptr,
-    indices,
-    x,
-    w,
-    Y,
-    code,
-    closed_form,
-    eps,
-    step_rtol,
-    gap_tol,
-    max_iter,
-    refresh_every,
-    trace_f,
-    trace_it,
-):
-    """Greedy two-entry descent of PCC on stored pairs with a heap (papers/003 Sect. 5.4).
-
-    Parameters
-    ----------
-    indptr, indices : int64 / int32 arrays
-        Symmetric CSR pattern (both (i, j) and (j, i), no diagonal, rows sorted).
-    x, w : float64 arrays of shape (nnz,)
-        ``c_ij / N_ij`` and ``N_ij``.
-    Y : float64 array (n, K), rows on the simplex
-        Start point, updated in place.
-    code, closed_form, eps, step_rtol
-        Divergence code, use of its closed-form step, KL clamp, line search relative tolerance.
-    gap_tol : float
-        Stop when max_j ([g_j]_V - [g_j]_U) <= gap_tol.
-    max_iter, refresh_every : int
-        Iteration cap; every ``refresh_every`` iterations the gradients are recomputed from Y
-        (bounding the rounding drift of the incremental updates) and f(Y) is traced.
-    trace_f, trace_it : float64 / int64 arrays, length >= max_iter // refresh_every + 2
-
-    Returns
-    -------
-    n_iter, n_trace, gap : int, int, float
-        Steps taken, trace entries written, final KKT gap (from recomputed gradients).
-
-    Notes
-    -----
-    ``y_i.y_j`` is recomputed when needed rather than stored per pair: an iteration reads
-    y_i of J's neighbours anyway, and not keeping per-pair state avoids random access to
-    nnz-long arrays, which dominated the running time at n = 120,000.
-    """
-    return _pcc_core(
-        indptr,
-        indices,
-        x,
-        w,
-        Y,
-        code,
-        closed_form,
-        eps,
-        step_rtol,
-        gap_tol,
-        max_iter,
-        refresh_every,
-        trace_f,
-        trace_it,
-        True,
-    )
-
-
-@numba.njit(cache=True, nogil=True)
-def pcc_dense(
-    X, W, Y, code, closed_form, eps, step_rtol, gap_tol, max_iter, refresh_every, trace_f, trace_it
-):
-    """Algorithm 1 of papers/003 on dense ``n x n`` matrices (``X = C/N``, ``W = N``; W = 0 = unobserved).
-
-    Same arguments, returns and arithmetic as :func:`pcc_sparse` (the two give the same Y on the
-    same pairs): the observed entries are listed row by row and the same descent runs on them,
-    but J is found by a scan of the n keys instead of a heap (cheaper for small n).
-    """
-    n = X.shape[0]
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    for i in range(n):
-        cnt = 0
-        for j in range(n):
-            if j != i and W[i, j] > 0.0:
-                cnt += 1
-        indptr[i + 1] = indptr[i] + cnt
-    nnz = indptr[n]
-    indices = np.empty(nnz, dtype=np.int32)
-    x = np.empty(nnz)
-    w = np.empty(nnz)
-    e = 0
-    for i in range(n):
-        for j in range(n):
-            if j != i and W[i, j] > 0.0:
-                indices[e] = j
-                x[e] = X[i, j]
-                w[e] = W[i, j]
-                e += 1
-    return _pcc_core(
-        indptr,
-        indices,
-        x,
-        w,
-        Y,
-        code,
-        closed_form,
-        eps,
-        step_rtol,
-        gap_tol,
-        max_iter,
-        refresh_every,
-        trace_f,
-        trace_it,
-        False,
-    )
+    for j in range(n):
+        gap = max(gap, bound[j])
+    converged = count == 0 and gap <= gap_tol
+    if count > 0:
+        f, gap = objective_and_gap(indptr, indices, x, w, Y, code, eps, diag)
+        trace_f[passes] = f
+    return passes, f, gap, converged
 
 
 # --------------------------------------------------------------------------- PPC (sparse sweep)

@@ -5,22 +5,25 @@ Both estimators take the co-association counts of an ensemble (``c_ij`` times co
 rows on the simplex). They run on NumPy alone; the numba kernels are in ``_pcc_kernels``.
 
 PCC minimises ``f(Y) = sum_{pairs} N_ij d(c_ij / N_ij, y_i.y_j)`` for a double-convex Bregman
-divergence ``d`` (KL: the Binomial likelihood of eq. 1; squared L2: eq. 4) by the greedy two-entry
-descent of Sect. 5: at each iteration the point J and the entries (U, V) of eqs. (6)-(8) give the
-steepest feasible direction, and the exact step of eq. (9) is taken (closed form for L2,
-bisection, eq. 10, otherwise). The dense solver is Algorithm 1 on n x n matrices; the sparse one
-(Sect. 5.4) keeps ``y_i.y_j`` only on the stored pairs and finds J with an indexed binary heap, so
-an iteration costs O(l (K + log n)) for l stored pairs per point.
+divergence ``d`` (KL: the Binomial likelihood of eq. 1; squared L2: eq. 4) by the two-entry
+descent of Sect. 5: a step moves mass in one row J between the entries (U, V) of eq. (6) with the
+exact step of eq. (9) (closed form for L2, safeguarded Newton otherwise). Rows are visited from a
+work list, many steps per visit (``_pcc_kernels.pcc_rows``), so an iteration reads J's l
+neighbours once and the stopping test is the exact KKT test of Sect. 5.3.
 
-PPC minimises ``||C - Y Y^T||_F^2`` with the Baum-Eagon growth transformation (papers/002 eq. 5);
-the sparse variant restricts the sum to the stored pairs (plus the diagonal, where ``c_ii = 1``).
+PPC minimises ``||C - Y Y^T||_F^2`` restricted to the stored pairs (plus the diagonal, where
+``c_ii = 1``), by the same row-wise descent or by the paper's Baum-Eagon growth transformation
+(papers/002 eq. 5).
 """
 
 from __future__ import annotations
 
-import numpy as np
+import warnings
 
-from .._validation import check_choice, check_int, check_random_state
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from .._validation import InputError, check_choice, check_int, check_random_state
 from . import _pcc_kernels as _k
 from ._base import SoftConsensusMixin, as_pair_data, check_n_clusters, check_tol
 
@@ -32,16 +35,39 @@ DIVERGENCES = {"kl": (_k.KL, False), "l2": (_k.L2, True)}
 _KL_EPS = 1e-10  # KL's second argument is clamped into [eps, 1 - eps]
 _STEP_RTOL = 1e-4  # relative width at which the bisection line search stops
 _INIT_CONCENTRATION = 10.0  # Dirichlet(alpha = this) start: random, near uniform
-_DENSE_MAX_N = 2000  # solver="auto": dense up to this many points ...
-_DENSE_MIN_DENSITY = 0.25  # ... when at least this fraction of the pairs is stored
+_INIT_SMOOTHING = 0.0  # a hard-label start keeps this much mass spread evenly over the K entries
+_BE_INIT_SMOOTHING = 0.1  # ... for Baum-Eagon, which never revives a zero entry
+_INNER_TOL = 0.5  # a row visit stops at this fraction of the KKT tolerance
+_MAX_INNER = 20  # ... or after this many steps, plus 2 K
 
 
-def _resolve_solver(solver, data):
-    if solver != "auto":
-        return solver
-    if data.n <= _DENSE_MAX_N and data.density >= _DENSE_MIN_DENSITY:
-        return "dense"
-    return "sparse"
+def check_init(init, n, k, smoothing=0.0):
+    """None for ``"random"``, else the start as an ``(n, k)`` float64 array with rows on the simplex."""
+    if isinstance(init, str):
+        check_choice(init, "init", {"random"})
+        return None
+    arr = np.asarray(init)
+    if arr.shape == (n,) and np.issubdtype(arr.dtype, np.integer):
+        known = arr >= 0
+        codes, inv = np.unique(arr[known], return_inverse=True)
+        if codes.size > k:
+            raise InputError(
+                f"The 'init' labels must have at most n_clusters={k} distinct values; got {codes.size}"
+            )
+        Y = np.full((n, k), 1.0 / k)
+        Y[known] *= smoothing
+        Y[np.flatnonzero(known), inv] += 1.0 - smoothing
+        return Y
+    if arr.shape == (n, k) and np.issubdtype(arr.dtype, np.number):
+        Y = arr.astype(np.float64)
+        tot = Y.sum(axis=1, keepdims=True)
+        if not np.all(np.isfinite(Y)) or np.any(Y < 0) or np.any(tot <= 0):
+            raise InputError("The 'init' memberships must be finite, non-negative, and no row all zero")
+        return np.ascontiguousarray((1.0 - smoothing) * (Y / tot) + smoothing / k)
+    raise InputError(
+        f"The 'init' parameter must be 'random', {n} integer labels or an ({n}, {k}) membership "
+        f"matrix; got {type(init).__name__} of shape {arr.shape} and dtype {arr.dtype}"
+    )
 
 
 def _start(rng, n, k):
@@ -52,27 +78,36 @@ def _start(rng, n, k):
 class PCC(SoftConsensusMixin):
     """Probabilistic consensus clustering with a Bregman divergence (papers/003).
 
+    Minimises ``f(Y) = sum_{stored pairs i < j} s_ij N_ij d(c_ij / N_ij, y_i.y_j)`` over soft
+    memberships Y (rows on the simplex), ``s_ij`` the sample weights (1 when not given).
+
     Parameters
     ----------
     n_clusters : int, default=8
         K, the *maximum* number of clusters: clusters may be left empty (see ``effective_k_``).
     divergence : {"kl", "l2"}, default="kl"
         ``"kl"``: the Binomial maximum likelihood (PCC-KL); ``"l2"``: squared Euclidean (PCC-L2).
-    solver : {"auto", "dense", "sparse"}, default="auto"
-        ``"dense"``: Algorithm 1 on n x n matrices (small n); ``"sparse"``: stored pairs only and a
-        heap (Sect. 5.4). ``"auto"`` picks dense when n <= 2000 and at least a quarter of the
-        pairs are stored. Both give the same result on the same pairs.
-    tol : float, default=1e-4
-        Stop when the KKT gap ``max_j ([g_j]_V - [g_j]_U)`` (Sect. 5.3) falls below ``tol`` times
-        the mean per-point weight ``sum_ij N_ij / n``; this makes ``tol`` independent of the
-        ensemble size and of the number of stored pairs.
-    max_iter : int or None, default=None
-        Iteration cap (one iteration moves mass between two entries of one row); ``None`` means
-        ``n * n_clusters`` as in the paper.
+    init : "random" or array-like, default="random"
+        The start. ``"random"``: rows drawn from Dirichlet(10), near the uniform point (which is
+        stationary, so never used itself). An array of shape ``(n,)``: hard labels (any integer
+        codes, at most ``n_clusters`` distinct; -1 = unknown, a uniform row), e.g. k-means on
+        the one-hot base labels; each row becomes the vertex of its label. An array of
+        shape ``(n, n_clusters)``: memberships (non-negative rows, normalised here). With an
+        array start every restart is the same, so ``n_init`` is ignored.
+    tol : float, default=1e-3
+        KKT tolerance: the fit has converged when every row's gap ``y_j.g_j - min_k g_jk``
+        (``g_j`` the gradient of f in row j, eq. 7; the gap is 0 exactly where the KKT conditions
+        of Sect. 5.3 hold, and bounds how much re-optimising row j alone could lower f) is at
+        most ``tol`` times the mean per-point weight ``sum_ij s_ij N_ij / n``, which makes
+        ``tol`` independent of the ensemble size and of the number of stored pairs.
+    max_iter : int, default=100
+        Cap on the passes over the work list of rows (the first pass visits every row, a later
+        one the rows whose neighbours moved). A fit that stops at the cap warns with
+        ``ConvergenceWarning`` and sets ``converged_ = False``.
     n_init : int, default=1
         Restarts from different random points; the lowest objective is kept.
     random_state : None, int or numpy.random.Generator, default=None
-        Seeds the starts (Dirichlet(10) rows, near uniform: the uniform point is stationary).
+        Seeds the random starts.
 
     Attributes
     ----------
@@ -84,16 +119,33 @@ class PCC(SoftConsensusMixin):
         Normalised entropy of each row, in [0, 1].
     objective_ : float
         f(Y) at the end of the best run.
-    objective_trace_ : ndarray of shape (n_trace, 2)
-        ``(iteration, f)`` of the best run, sampled every n iterations, first and last included.
+    objective_trace_ : ndarray of shape (n_iter_ + 1, 2)
+        ``(pass, f)`` of the best run: at the start and after every pass.
     n_iter_ : int
-        Iterations of the best run.
+        Passes of the best run.
+    converged_ : bool
+        True when the KKT test passed (every row's gap at most ``tol``), False when
+        ``max_iter`` stopped the best run.
     effective_k_ : int
         Number of clusters that are the argmax of at least one point.
     kkt_gap_ : float
-        Final KKT gap, in the same units as ``tol``.
-    solver_ : str
-        The solver that ran.
+        Final KKT gap ``max_j (y_j.g_j - min_k g_jk)``, in the same units as ``tol`` (an upper
+        bound kept during the descent when it converged; recomputed from Y at the cap).
+    n_visits_, n_moves_, n_steps_ : int
+        Row visits of the best run, visits that moved the row, and two-entry steps taken.
+
+    Notes
+    -----
+    The descent is the paper's (Sect. 5): a step moves mass in one row J from the entry V of
+    largest gradient on J's support to the entry U of smallest gradient, with the exact step of
+    eq. (9) (closed form for L2, safeguarded Newton on the derivative otherwise), so f never
+    increases. Where the paper picks J by the largest KKT violation (a heap over the points,
+    one step per pick, each updating the gradients of J's neighbours), this solver visits rows
+    from a work list and, per visit, gathers J's neighbours once and takes steps on y_J until
+    J's own gap is below half the tolerance; a row that moved puts its neighbours back on the
+    list. This does the same descent with far fewer random memory accesses per step, and its
+    stopping test is exact: the list runs empty only when every row was checked after its
+    neighbours' last move.
 
     Examples
     --------
@@ -101,8 +153,8 @@ class PCC(SoftConsensusMixin):
     >>> from ensemble_dask import dense_coassociation
     >>> labels = np.array([[0, 0, 1], [0, 0, 1], [0, 1, 1], [1, 2, 0], [1, 2, 0], [1, 2, 2]])
     >>> model = PCC(2, random_state=0).fit(dense_coassociation(labels))
-    >>> model.labels_[:3].tolist() == [model.labels_[0]] * 3, model.effective_k_
-    (True, 2)
+    >>> model.labels_[:3].tolist() == [model.labels_[0]] * 3, model.effective_k_, model.converged_
+    (True, 2, True)
     >>> bool(model.labels_[0] != model.labels_[3])
     True
     """
@@ -112,128 +164,133 @@ class PCC(SoftConsensusMixin):
         n_clusters=8,
         *,
         divergence="kl",
-        solver="auto",
-        tol=1e-4,
-        max_iter=None,
+        init="random",
+        tol=1e-3,
+        max_iter=100,
         n_init=1,
         random_state=None,
     ):
         self.n_clusters = n_clusters
         self.divergence = divergence
-        self.solver = solver
+        self.init = init
         self.tol = tol
         self.max_iter = max_iter
         self.n_init = n_init
         self.random_state = random_state
 
-    def fit(self, pairs, y=None):
+    def fit(self, pairs, y=None, sample_weight=None):
         """Fit on co-association counts.
 
         Parameters
         ----------
         pairs : PairCounts or tuple (co, both)
-            Stored pairs with their ``c_ij`` and ``N_ij > 0``, or dense ``n x n`` count
-            matrices (pairs with ``both == 0`` are unobserved).
+            Stored pairs with their ``c_ij`` and ``N_ij``, or dense ``n x n`` count matrices.
+            Pairs with ``N_ij = 0`` (never both present) carry no evidence and are skipped.
         y : ignored
+        sample_weight : array-like or None, default=None
+            A positive weight ``s_ij`` per stored pair, multiplying its term of f: shape
+            ``(pairs.nnz,)`` aligned with the stored entries of a PairCounts (the same for
+            (i, j) and (j, i)), or ``(n, n)`` for a ``(co, both)`` tuple. With pairs drawn
+            unequally (e.g. the ``cocluster`` strategy), the inverse of each pair's inclusion
+            probability makes f an unbiased estimate of the objective over all pairs.
 
         Returns
         -------
         self
         """
-        data = as_pair_data(pairs)
+        data = as_pair_data(pairs, sample_weight)
         n = data.n
         k = check_n_clusters(self.n_clusters, n)
         code, closed = DIVERGENCES[check_choice(self.divergence, "divergence", DIVERGENCES)]
-        solver = _resolve_solver(check_choice(self.solver, "solver", {"auto", "dense", "sparse"}), data)
         tol = check_tol(self.tol)
-        max_iter = n * k if self.max_iter is None else check_int(self.max_iter, "max_iter", min_value=0)
+        max_iter = check_int(self.max_iter, "max_iter", min_value=0)
         n_init = check_int(self.n_init, "n_init", min_value=1)
         rng = check_random_state(self.random_state)
+        start = check_init(self.init, n, k, _INIT_SMOOTHING)
 
-        scale = float(data.w.sum()) / n  # mean per-point weight sum_j N_ij
+        w = data.w if data.s is None else data.w * data.s
+        scale = float(w.sum()) / n  # mean per-point weight sum_j s_ij N_ij
         gap_tol = tol * scale
-        refresh = max(n, 1)
-        if solver == "dense":
-            X, W = data.dense()
-        else:  # int32 point indices: half the memory traffic of the CSR pattern, exact below 2**31
-            indices = data.indices.astype(np.int32) if n < 2**31 else data.indices
+        # int32 point indices: half the memory traffic of the CSR pattern, exact below 2**31
+        indices = data.indices.astype(np.int32) if n < 2**31 else data.indices
         best = None
-        for _ in range(n_init):
-            Y = _start(rng, n, k)
-            trace_f = np.empty(max_iter // refresh + 3)
-            trace_it = np.empty(max_iter // refresh + 3, dtype=np.int64)
-            if solver == "dense":
-                it, nt, gap = _k.pcc_dense(
-                    X, W, Y, code, closed, _KL_EPS, _STEP_RTOL, gap_tol, max_iter, refresh, trace_f, trace_it
-                )
-            else:
-                it, nt, gap = _k.pcc_sparse(
-                    data.indptr,
-                    indices,
-                    data.x,
-                    data.w,
-                    Y,
-                    code,
-                    closed,
-                    _KL_EPS,
-                    _STEP_RTOL,
-                    gap_tol,
-                    max_iter,
-                    refresh,
-                    trace_f,
-                    trace_it,
-                )
-            obj = float(trace_f[nt - 1])
+        for _ in range(1 if start is not None else n_init):
+            Y = _start(rng, n, k) if start is None else start.copy()
+            trace = np.empty(max_iter + 1)
+            stats = np.zeros(3, dtype=np.int64)
+            passes, obj, gap, conv = _k.pcc_rows(
+                data.indptr,
+                indices,
+                data.x,
+                w,
+                Y,
+                code,
+                closed,
+                _KL_EPS,
+                0.0,
+                _STEP_RTOL,
+                gap_tol,
+                _INNER_TOL * gap_tol,
+                max_iter,
+                _MAX_INNER + 2 * k,
+                trace,
+                stats,
+            )
             if best is None or obj < best[0]:
-                trace = np.column_stack([trace_it[:nt].astype(np.float64), trace_f[:nt]])
-                best = (obj, Y, trace, int(it), gap / scale)
-        self.objective_, Y, self.objective_trace_, self.n_iter_, self.kkt_gap_ = best
-        self.solver_ = solver
+                trace = np.column_stack([np.arange(passes + 1, dtype=np.float64), trace[: passes + 1]])
+                best = (obj, Y, trace, int(passes), gap / scale, bool(conv), stats)
+        self.objective_, Y, self.objective_trace_, self.n_iter_, self.kkt_gap_, self.converged_, stats = best
+        self.n_visits_, self.n_moves_, self.n_steps_ = (int(v) for v in stats)
         self._set_memberships(Y)
+        if not self.converged_:
+            _warn_cap("PCC", max_iter, self.kkt_gap_, tol)
         return self
 
 
 class PPC(SoftConsensusMixin):
-    """Pairwise probabilistic clustering by the Baum-Eagon growth transformation (papers/002).
+    """Pairwise probabilistic clustering: the least-squares fit of papers/002.
 
-    Minimises ``P(Y) = sum_{(i, j) observed} (x_ij - y_i.y_j)^2`` over ordered pairs, the
-    diagonal included with ``x_ii = 1`` (``||C - Y Y^T||_F^2`` of eq. 1 when every pair is
-    observed; ``x_ij = c_ij / N_ij``), by iterating
-    ``y_ik <- y_ik (S_i + G_ik) / (S_i + y_i.G_i)`` with ``G_i = sum_j (x_ij - y_i.y_j) y_j`` and
-    ``S_i`` the number of observed pairs of i (n when all are: eq. 5). Each sweep updates all rows
-    at once and never increases P.
+    Minimises ``P(Y) = sum_i (1 - y_i.y_i)^2 + sum_{stored (i, j)} s_ij (x_ij - y_i.y_j)^2`` over
+    ordered pairs (``||C - Y Y^T||_F^2`` of eq. 1 when every pair is stored and ``s = 1``;
+    ``x_ij = c_ij / N_ij``, ``x_ii = 1``).
 
     Parameters
     ----------
     n_clusters : int, default=8
         K, the maximum number of clusters.
-    solver : {"auto", "dense", "sparse"}, default="auto"
-        ``"dense"``: matrix products on n x n arrays; ``"sparse"``: a numba sweep over the stored
-        pairs. ``"auto"`` as for :class:`PCC`. Both give the same result on the same pairs.
-    tol : float, default=1e-4
-        Stop when the KKT gap ``max_i (y_i.p_i - min_k p_ik)`` (``p = dP/dY``) falls below ``tol``
-        times the mean ``S_i``.
-    max_iter : int, default=1000
-        Maximum number of sweeps.
+    init : "random" or array-like, default="random"
+        As in :class:`PCC`. (The Baum-Eagon algorithm never revives a zero entry, so there an
+        array start keeps 0.1 of each row spread evenly over the K entries.)
+    algorithm : {"rows", "baum-eagon"}, default="rows"
+        ``"rows"``: the row-wise two-entry descent of :class:`PCC` (exact line search on P;
+        the diagonal term makes it a quartic along a step, solved by safeguarded Newton with a
+        check that P went down). ``"baum-eagon"``: the paper's growth transformation (eq. 5),
+        ``y_ik <- y_ik (S_i + G_ik) / (S_i + y_i.G_i)`` with ``G_i = sum_j s_ij (x_ij - y_i.y_j)
+        y_j`` (diagonal included) and ``S_i = 1 + sum_j s_ij``: all rows at once per sweep, never
+        increasing P, but needing many sweeps.
+    tol : float, default=1e-3
+        Stop when every row's KKT gap ``y_i.p_i - min_k p_ik`` (``p = dP/dY``) is at most
+        ``tol`` times the mean ``S_i``.
+    max_iter : int, default=100
+        Cap on passes (``"rows"``, as in :class:`PCC`) or sweeps (``"baum-eagon"``). A fit
+        stopped by it warns with ``ConvergenceWarning`` and sets ``converged_ = False``.
     n_init : int, default=1
         Restarts from different random points; the lowest objective is kept.
     random_state : None, int or numpy.random.Generator, default=None
-        Seeds the starts.
+        Seeds the random starts.
 
     Attributes
     ----------
-    memberships_, labels_, uncertainty_, effective_k_
+    memberships_, labels_, uncertainty_, effective_k_, converged_
         As in :class:`PCC`.
     objective_ : float
         P(Y) at the end of the best run.
     objective_trace_ : ndarray of shape (n_iter_ + 1, 2)
-        ``(sweep, P)`` before every sweep and at the end.
+        ``(pass or sweep, P)`` at the start and after every pass or sweep.
     n_iter_ : int
-        Sweeps of the best run.
+        Passes or sweeps of the best run.
     kkt_gap_ : float
         Final KKT gap in units of ``tol``.
-    solver_ : str
-        The solver that ran.
 
     Examples
     --------
@@ -247,64 +304,102 @@ class PPC(SoftConsensusMixin):
     True
     """
 
-    def __init__(self, n_clusters=8, *, solver="auto", tol=1e-4, max_iter=1000, n_init=1, random_state=None):
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        init="random",
+        algorithm="rows",
+        tol=1e-3,
+        max_iter=100,
+        n_init=1,
+        random_state=None,
+    ):
         self.n_clusters = n_clusters
-        self.solver = solver
+        self.init = init
+        self.algorithm = algorithm
         self.tol = tol
         self.max_iter = max_iter
         self.n_init = n_init
         self.random_state = random_state
 
-    def fit(self, pairs, y=None):
-        """Fit on co-association counts (see :meth:`PCC.fit`); returns self."""
-        data = as_pair_data(pairs)
+    def fit(self, pairs, y=None, sample_weight=None):
+        """Fit on co-association counts (see :meth:`PCC.fit`); returns self.
+
+        ``sample_weight`` gives ``s_ij`` (1 when None); the counts N_ij only form ``x_ij``.
+        """
+        data = as_pair_data(pairs, sample_weight)
         n = data.n
         k = check_n_clusters(self.n_clusters, n)
-        solver = _resolve_solver(check_choice(self.solver, "solver", {"auto", "dense", "sparse"}), data)
+        algorithm = check_choice(self.algorithm, "algorithm", {"rows", "baum-eagon"})
         tol = check_tol(self.tol)
         max_iter = check_int(self.max_iter, "max_iter", min_value=0)
         n_init = check_int(self.n_init, "n_init", min_value=1)
         rng = check_random_state(self.random_state)
+        smoothing = _INIT_SMOOTHING if algorithm == "rows" else _BE_INIT_SMOOTHING
+        start = check_init(self.init, n, k, smoothing)
 
-        ones = np.ones(data.nnz)
-        if solver == "dense":
-            X, M = data.dense()
-            M = (M > 0).astype(np.float64)
-            np.fill_diagonal(X, 1.0)
-            np.fill_diagonal(M, 1.0)
-            S = M.sum(axis=1)
-
-            def sweep(Y, Ynew):
-                R = M * (X - Y @ Y.T)
-                G = R @ Y
-                yg = np.einsum("ik,ik->i", Y, G)
-                num = Y * (S[:, None] + G)
-                Ynew[:] = num / num.sum(axis=1, keepdims=True)  # = S + y.G on the simplex, but stable
-                return float(np.einsum("ij,ij->", R, R)), float(4.0 * np.max(G.max(axis=1) - yg))
-
-        else:
-            S = 1.0 + np.diff(data.indptr).astype(np.float64)
-
-            def sweep(Y, Ynew):
-                return _k.ppc_sparse_sweep(data.indptr, data.indices, data.x, ones, Y, Ynew)
-
-        scale = float(S.mean())
+        w = np.ones(data.nnz) if data.s is None else data.s
+        scale = 1.0 + float(w.sum()) / n  # mean S_i
+        gap_tol = tol * scale
+        indices = data.indices.astype(np.int32) if n < 2**31 else data.indices
         best = None
-        for _ in range(n_init):
-            Y = _start(rng, n, k)
-            Ynew = np.empty_like(Y)
-            trace = []
-            it = 0
-            while True:
-                obj, gap = sweep(Y, Ynew)
-                trace.append((it, obj))
-                if gap <= tol * scale or it >= max_iter:
-                    break
-                Y, Ynew = Ynew, Y
-                it += 1
+        for _ in range(1 if start is not None else n_init):
+            Y = _start(rng, n, k) if start is None else start.copy()
+            if algorithm == "rows":
+                trace = np.empty(max_iter + 1)
+                it, obj, gap, conv = _k.pcc_rows(
+                    data.indptr,
+                    indices,
+                    data.x,
+                    w,
+                    Y,
+                    _k.L2,
+                    False,
+                    _KL_EPS,
+                    1.0,
+                    _STEP_RTOL,
+                    gap_tol,
+                    _INNER_TOL * gap_tol,
+                    max_iter,
+                    _MAX_INNER + 2 * k,
+                    trace,
+                    np.zeros(3, np.int64),
+                )
+                trace = trace[: it + 1]
+            else:
+                Y, it, obj, gap, conv, trace = _baum_eagon(
+                    data.indptr, indices, data.x, w, Y, gap_tol, max_iter
+                )
             if best is None or obj < best[0]:
-                best = (obj, Y.copy(), np.array(trace, dtype=np.float64), it, gap / scale)
-        self.objective_, Y, self.objective_trace_, self.n_iter_, self.kkt_gap_ = best
-        self.solver_ = solver
+                trace = np.column_stack([np.arange(it + 1, dtype=np.float64), trace])
+                best = (obj, Y, trace, int(it), gap / scale, bool(conv))
+        self.objective_, Y, self.objective_trace_, self.n_iter_, self.kkt_gap_, self.converged_ = best
         self._set_memberships(Y)
+        if not self.converged_:
+            _warn_cap("PPC", max_iter, self.kkt_gap_, tol)
         return self
+
+
+def _baum_eagon(indptr, indices, x, w, Y, gap_tol, max_iter):
+    """Sweeps of papers/002 eq. (5) until every row's gap is at most ``gap_tol``."""
+    Ynew = np.empty_like(Y)
+    trace = []
+    it = 0
+    while True:
+        obj, gap = _k.ppc_sparse_sweep(indptr, indices, x, w, Y, Ynew)
+        trace.append(obj)
+        if gap <= gap_tol or it >= max_iter:
+            break
+        Y, Ynew = Ynew, Y
+        it += 1
+    return Y, it, obj, gap, gap <= gap_tol, np.array(trace)
+
+
+def _warn_cap(name, max_iter, gap, tol):
+    warnings.warn(
+        f"{name} stopped at max_iter={max_iter} with KKT gap {gap:.3g} > tol={tol:g}; "
+        "raise max_iter or tol, or start from a better init",
+        ConvergenceWarning,
+        stacklevel=3,
+    )
