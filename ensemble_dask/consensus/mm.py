@@ -122,7 +122,7 @@ class MM:
         best = None
         for _ in range(self.n_init):
             if self.init == "k-means++":
-                counts = seed_partition(rows, wfit, offsets, k, rng)
+                counts, _ = seed_partition(rows, wfit, offsets, k, rng)
                 beta = seeded_beta(counts, offsets)
                 size = counts.sum(axis=1) + 1.0
                 pi = size / size.sum()
