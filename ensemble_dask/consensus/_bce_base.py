@@ -80,7 +80,7 @@ class _BCEBase:
         beta = seeded_beta(counts, offsets)
         upper = float(self.alpha_init)
         a = seeded_alpha(
-            estep.gidx, estep.rweight, beta, rng, assign=assign, lower=min(1e-3, upper), upper=upper
+            estep.gidx, estep.rweight, beta, rng, assign=assign, lower=min(1e-3 / self._k, upper), upper=upper
         )
         D = estep.X.shape[1]
         params = Params(np.full(self._k, a), beta, np.zeros((self._k, D)), np.ones((self._k, D)))
