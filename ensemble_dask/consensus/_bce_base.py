@@ -76,11 +76,11 @@ class _BCEBase:
         Returns the parameters and the rows' warm-start ``gamma`` (:func:`soft_gamma`).
         """
         offsets = _offsets(categories)
-        counts, assign = seed_partition(estep.gidx, estep.rweight, offsets, self._k, rng)
+        counts, _ = seed_partition(estep.gidx, estep.rweight, offsets, self._k, rng)
         beta = seeded_beta(counts, offsets)
         upper = float(self.alpha_init)
         a = seeded_alpha(
-            estep.gidx, estep.rweight, beta, rng, assign=assign, lower=min(1e-3 / self._k, upper), upper=upper
+            estep.gidx, estep.rweight, beta, rng, lower=min(1e-3 / self._k, upper), upper=upper
         )
         D = estep.X.shape[1]
         params = Params(np.full(self._k, a), beta, np.zeros((self._k, D)), np.ones((self._k, D)))
