@@ -544,7 +544,8 @@ def test_seeded_alpha_stays_in_its_interval_and_is_small_on_clean_rows():
     cats = label_categories(L)
     gidx, _ = encode_labels(L, cats)
     offsets = np.concatenate([[0], np.cumsum([c.size for c in cats])])
-    counts = seed_partition(gidx, np.ones(len(gidx)), offsets, 6, np.random.default_rng(0))
+    counts, assign = seed_partition(gidx, np.ones(len(gidx)), offsets, 6, np.random.default_rng(0))
+    assert np.all(np.bincount(assign, minlength=6) > 0)
     assert counts.sum() == (gidx >= 0).sum()  # every observed label in one cluster
     beta = seeded_beta(counts, offsets)
     assert np.all(beta > 0)

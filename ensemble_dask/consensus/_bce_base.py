@@ -25,6 +25,7 @@ from ._bce_common import (
     seed_partition,
     seeded_alpha,
     seeded_beta,
+    soft_gamma,
 )
 
 __all__ = ["_BCEBase"]
@@ -71,16 +72,19 @@ class _BCEBase:
         """Start from the hard partition of :func:`seed_partition` (k-means++ and KCC on the labels).
 
         ``beta`` from the partition's label counts (:func:`seeded_beta`), a symmetric ``alpha``
-        fitted to the memberships that ``beta`` implies, in ``[1e-3, alpha_init]``
-        (:func:`seeded_alpha`).
+        fitted to the memberships it implies, in ``[1e-3, alpha_init]`` (:func:`seeded_alpha`).
+        Returns the parameters and the rows' warm-start ``gamma`` (:func:`soft_gamma`).
         """
         offsets = _offsets(categories)
-        counts = seed_partition(estep.gidx, estep.rweight, offsets, self._k, rng)
+        counts, _ = seed_partition(estep.gidx, estep.rweight, offsets, self._k, rng)
         beta = seeded_beta(counts, offsets)
         upper = float(self.alpha_init)
-        a = seeded_alpha(estep.gidx, estep.rweight, beta, rng, lower=min(1e-3, upper), upper=upper)
+        a = seeded_alpha(
+            estep.gidx, estep.rweight, beta, rng, lower=min(1e-3 / self._k, upper), upper=upper
+        )
         D = estep.X.shape[1]
-        return Params(np.full(self._k, a), beta, np.zeros((self._k, D)), np.ones((self._k, D)))
+        params = Params(np.full(self._k, a), beta, np.zeros((self._k, D)), np.ones((self._k, D)))
+        return params, soft_gamma(estep.gidx, beta, a)
 
     def _params_from_init(self, init, categories, labels, X=None):
         """Start from a fitted estimator (or a dict of parameters); new columns' beta from its memberships."""
@@ -147,12 +151,19 @@ class _BCEBase:
             mu, var = np.zeros((k, D)), np.ones((k, D))
         return Params(init.alpha_.copy(), beta, np.array(mu, dtype=float), np.array(var, dtype=float))
 
-    def _fit_backend(self, estep, categories, layout, *, init_params_list, gammas, empty_rows):
-        """Run EM from each start in ``init_params_list`` and keep the highest final bound."""
+    def _fit_backend(
+        self, estep, categories, layout, *, init_params_list, gammas, empty_rows, init_gammas=None
+    ):
+        """Run EM from each start in ``init_params_list`` and keep the highest final bound.
+
+        ``init_gammas`` (in memory only): per start, the rows' warm-start ``gamma``.
+        """
         offsets = _offsets(categories)
         best = None
         for start, params0 in enumerate(init_params_list):
-            if start:
+            if init_gammas is not None:
+                estep.gamma[:] = init_gammas[start]
+            elif start:
                 estep.reset()
             params, trace, n_iter, converged, _ = run_em(
                 estep,
@@ -260,10 +271,12 @@ class _BCEBase:
         estep = _InMemoryEStep(
             gidx, ucol, Xf, ufeat, self._k, float(self.e_step_tol), int(self.e_step_max_iter)
         )
+        gammas0 = None
         if init is not None:
             starts = [self._params_from_init(init, categories, labels, Xf)]
         elif getattr(self, "init", "random") == "k-means++":
-            starts = [self._seeded_params(rng, categories, estep) for _ in range(self.n_init)]
+            seeded = [self._seeded_params(rng, categories, estep) for _ in range(self.n_init)]
+            starts, gammas0 = [p for p, _ in seeded], [g for _, g in seeded]
         else:
             starts = [
                 self._random_params(rng, categories, Xf if Xf.shape[1] else None) for _ in range(self.n_init)
@@ -276,4 +289,5 @@ class _BCEBase:
             init_params_list=starts,
             gammas=estep.gammas,
             empty_rows=empty_rows,
+            init_gammas=gammas0,
         )

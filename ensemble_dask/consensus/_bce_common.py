@@ -40,6 +40,7 @@ __all__ = [
     "compress_rows",
     "label_categories",
     "estep_stats",
+    "hard_gamma",
     "m_step",
     "normalise_counts",
     "run_em",
@@ -349,17 +350,19 @@ def seed_partition(gidx, w, offsets, k, rng, *, max_lloyd=20):
     ``max_lloyd``. Every random draw comes from ``rng``.
 
     Returns ``counts`` ``(k, R)``: per cluster, the weight of its rows holding each global
-    category (the M-step counts of the hard partition).
+    category (the M-step counts of the hard partition), and ``assign`` ``(n,)``: each row's
+    cluster (``-1`` for a row without any observed label).
     """
     gidx = np.ascontiguousarray(gidx, dtype=np.int64)
     w = np.ascontiguousarray(w, dtype=np.float64)
     R = int(offsets[-1])
     N = gidx.shape[1]
     keep = (gidx >= 0).any(axis=1)
+    full = np.full(gidx.shape[0], -1, dtype=np.int64)
     if not keep.all():
         gidx, w = np.ascontiguousarray(gidx[keep]), np.ascontiguousarray(w[keep])
     if gidx.shape[0] == 0:
-        return np.zeros((k, R))
+        return np.zeros((k, R)), full
     first = int(rng.choice(gidx.shape[0], p=w / w.sum()))
     u = rng.random((k, 2 + int(np.log(k))))
     centers = kern.kmeanspp_rows(gidx, w, first, u)
@@ -381,20 +384,50 @@ def seed_partition(gidx, w, offsets, k, rng, *, max_lloyd=20):
         centroid[live] = np.where(
             per_cat[live] > 0, counts[live] / np.where(per_cat[live] > 0, per_cat[live], 1), 0
         )
-    return counts
+    full[keep] = assign
+    return counts, full
 
 
-def seeded_alpha(gidx, w, beta, rng, *, lower=1e-3, upper=1.0, max_rows=20_000, max_rounds=20):
+def soft_gamma(gidx, beta, a):
+    """``gamma_i = a + sum_j phi_ij`` with ``phi_ijh`` proportional to ``beta_h(x_ij)`` (a flat prior):
+    a warm start for the E-step that lets every row choose its clusters under ``beta``."""
+    logbeta = np.log(np.maximum(beta, _TINY))
+    gamma = np.full((gidx.shape[0], beta.shape[0]), float(a))
+    for j in range(gidx.shape[1]):
+        g = gidx[:, j]
+        obs = g >= 0
+        ll = logbeta[:, g[obs]].T
+        ll -= ll.max(axis=1, keepdims=True)
+        p = np.exp(ll)
+        gamma[obs] += p / p.sum(axis=1, keepdims=True)
+    gamma[~(gidx >= 0).any(axis=1)] = -1.0
+    return gamma
+
+
+def hard_gamma(gidx, assign, a, k):
+    """``gamma_i = a + m_i e_{assign_i}``: the variational Dirichlet of a row placed wholly in its
+    cluster (``m_i`` observed labels); a warm start for the E-step (``-1`` rows: fresh start)."""
+    m = (np.asarray(gidx) >= 0).sum(axis=1).astype(np.float64)
+    gamma = np.full((len(assign), k), float(a))
+    ok = assign >= 0
+    gamma[np.flatnonzero(ok), assign[ok]] += m[ok]
+    gamma[~ok] = -1.0
+    return gamma
+
+
+def seeded_alpha(gidx, w, beta, rng, *, assign=None, lower=1e-3, upper=1.0, max_rows=5_000, max_rounds=10):
     """A symmetric Dirichlet parameter ``a`` in ``[lower, upper]`` for a seeded start with ``beta``.
 
-    Rounds of: the E-step of every row under ``(a, beta)`` (:func:`._bce_kernels.estep_block`)
-    gives ``n_ih = gamma_ih - a``; with ``phi`` fixed and ``gamma_i = a + n_i`` (its optimum),
-    the bound depends on ``a`` through :func:`._bce_kernels.polya_objective`, maximised by
-    golden-section search on ``log a``. Each round raises the bound of ``(a, gamma)``; rounds stop
-    when ``a`` moves by less than 5 %. On an ensemble whose rows agree with one cluster the
-    optimum lies at the lower end: started there, EM needs a few iterations, against hundreds
-    from ``a = 1`` (EM shrinks ``a`` by a small fraction per iteration while the bound creeps up).
-    At most ``max_rows`` rows (drawn by ``rng`` in proportion to ``w``) are used.
+    With ``phi`` fixed, every row's optimal ``gamma_i`` is ``a + n_i`` (``n_ih = sum_j phi_ijh``)
+    and the bound depends on ``a`` through :func:`._bce_kernels.polya_objective`, maximised by
+    golden-section search on ``log a``. Rounds alternate that fit with the E-step of the rows
+    under ``(a, beta)`` (:func:`._bce_kernels.estep_block`, warm-started from the previous
+    ``gamma``); the first round takes ``n_i`` from the hard partition ``assign`` when given (else
+    from an E-step at ``a = upper``). Rounds stop when ``a`` moves by less than 5 %. On an
+    ensemble whose rows agree with one cluster the optimum lies at the lower end: started there,
+    EM needs a few iterations, against hundreds from ``a = 1`` (EM shrinks ``a`` by a small
+    fraction per iteration while the bound creeps up). At most ``max_rows`` rows (drawn by
+    ``rng`` in proportion to ``w``) are used.
     """
     gidx = np.ascontiguousarray(gidx, dtype=np.int64)
     w = np.asarray(w, dtype=np.float64)
@@ -404,38 +437,33 @@ def seeded_alpha(gidx, w, beta, rng, *, lower=1e-3, upper=1.0, max_rows=20_000, 
     if gidx.shape[0] > max_rows:
         rows = rng.choice(gidx.shape[0], size=max_rows, p=w / w.sum())
         gidx, w = np.ascontiguousarray(gidx[rows]), np.ones(max_rows)
+        assign = None if assign is None else assign[rows]
     logbeta = np.log(np.maximum(beta, _TINY))
     ones, X0 = np.ones(gidx.shape[1]), np.empty((gidx.shape[0], 0))
     a = float(upper)
-    for _ in range(max_rounds):
-        gamma = np.full((gidx.shape[0], k), -1.0)
-        alpha = np.full(k, a)
-        kern.estep_block(
-            gidx,
-            w,
-            ones,
-            logbeta,
-            X0,
-            np.empty(0),
-            np.zeros((k, 0)),
-            np.ones((k, 0)),
-            alpha,
-            gamma,
-            1e-4,
-            100,
-        )
+    gamma = np.full((gidx.shape[0], k), -1.0) if assign is None else hard_gamma(gidx, assign, a, k)
+    for r in range(max_rounds):
+        if r or assign is None:
+            kern.estep_block(
+                gidx, w, ones, logbeta, X0, np.empty(0), np.zeros((k, 0)), np.ones((k, 0)),
+                np.full(k, a), gamma, 1e-4, 100,
+            )  # fmt: skip
         n_ih = np.ascontiguousarray(np.maximum(gamma - a, 0.0))
-        new = _golden_max(
-            lambda t, n_ih=n_ih: kern.polya_objective(n_ih, w, math.exp(t)), math.log(lower), math.log(upper)
+        new = math.exp(
+            _golden_max(
+                lambda t, n_ih=n_ih: kern.polya_objective(n_ih, w, math.exp(t)),
+                math.log(lower),
+                math.log(upper),
+            )
         )
-        new = math.exp(new)
+        gamma = np.where(gamma >= 0, n_ih + new, -1.0)  # the optimal gamma for the new a
         if abs(math.log(new / a)) < 0.05:
             return new
         a = new
     return a
 
 
-def _golden_max(f, lo, hi, n_iter=40):
+def _golden_max(f, lo, hi, n_iter=30):
     """Argmax of ``f`` on ``[lo, hi]`` by golden-section search (ends included)."""
     ratio = (math.sqrt(5.0) - 1.0) / 2.0
     a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)

@@ -448,3 +448,53 @@ def polya_objective(counts, w, a):
             m += counts[i, h]
         total += w[i] * (s - math.lgamma(k * a + m))
     return total
+
+
+@numba.njit(cache=True, nogil=True)
+def mm_estep(gidx, w, logpi, logbeta):
+    """E-step of the mixture of multinomials (MM) and its M-step counts.
+
+    Row ``i`` (weight ``w_i``) has responsibilities ``r_ih`` proportional to
+    ``pi_h prod_{j observed} beta_hj(x_ij)``. Returns ``resp (n, k)``, the weighted counts
+    ``(k, R)`` of every global category, the weighted responsibility sums ``(k,)`` and the
+    weighted log-likelihood ``sum_i w_i log p(x_i)`` of the rows with an observed label.
+    """
+    n, N = gidx.shape
+    k = logpi.size
+    R = logbeta.shape[1]
+    resp = np.empty((n, k))
+    counts = np.zeros((k, R))
+    rsum = np.zeros(k)
+    ll = np.empty(k)
+    total = 0.0
+    for i in range(n):
+        m = 0
+        for h in range(k):
+            ll[h] = logpi[h]
+        for j in range(N):
+            g = gidx[i, j]
+            if g >= 0:
+                m += 1
+                for h in range(k):
+                    ll[h] += logbeta[h, g]
+        mx = -np.inf
+        for h in range(k):
+            if ll[h] > mx:
+                mx = ll[h]
+        s = 0.0
+        for h in range(k):
+            resp[i, h] = math.exp(ll[h] - mx)
+            s += resp[i, h]
+        for h in range(k):
+            resp[i, h] /= s
+        if m == 0:
+            continue
+        total += w[i] * (mx + math.log(s))
+        for h in range(k):
+            rsum[h] += w[i] * resp[i, h]
+        for j in range(N):
+            g = gidx[i, j]
+            if g >= 0:
+                for h in range(k):
+                    counts[h, g] += w[i] * resp[i, h]
+    return resp, counts, rsum, total

@@ -80,8 +80,11 @@ class BCE(_BCEBase):
         Number of starts; the fit with the highest final lower bound is kept. With the default
         ``init="k-means++"`` one start is enough: on 20 k-means labelings of 8 Gaussian blobs it
         reaches the best ARI found (0.997) at 50,000 and 500,000 points in 5-6 EM iterations,
-        with complete labels and with each clustering seeing a random half of the points.
-        Use 3-10 starts for ``init="random"``, or for many clusters of very unequal sizes.
+        with complete labels and with each clustering seeing a random half of the points; at
+        K = 30 and K = 100 one start matches k-means on the one-hot labels (ARI 0.954 / 0.956)
+        in 26-37 EM iterations. More starts only help where the k-means++ / KCC partition itself
+        is a poor local optimum (many clusters of very unequal sizes): then 3-5. Use 3-10 starts
+        with ``init="random"``.
     init : {"k-means++", "random"}, default="k-means++"
         How a start is drawn (when ``fit`` gets no ``init``). ``"k-means++"``: greedy k-means++
         seeding on the label rows (distance: the share of jointly observed labels that differ),

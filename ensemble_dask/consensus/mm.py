@@ -11,6 +11,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .._validation import InputError, check_int, check_labels_matrix, check_random_state
+from . import _bce_kernels as kern
 from ._base import normalized_entropy
 from ._bce_common import (
     _TINY,
@@ -122,7 +123,7 @@ class MM:
         best = None
         for _ in range(self.n_init):
             if self.init == "k-means++":
-                counts = seed_partition(rows, wfit, offsets, k, rng)
+                counts, _ = seed_partition(rows, wfit, offsets, k, rng)
                 beta = seeded_beta(counts, offsets)
                 size = counts.sum(axis=1) + 1.0
                 pi = size / size.sum()
@@ -135,23 +136,16 @@ class MM:
             trace = []
             converged = False
             for t in range(self.max_iter):
-                ll = self._loglik(rows, np.log(np.maximum(pi, _TINY)), np.log(np.maximum(beta, _TINY)))
-                norm = logsumexp(ll, axis=1, keepdims=True)
-                trace.append(float((wfit * norm[:, 0]).sum()))
-                resp = np.exp(ll - norm)
+                resp, counts, rsum, ll = kern.mm_estep(
+                    rows, wfit, np.log(np.maximum(pi, _TINY)), np.log(np.maximum(beta, _TINY))
+                )
+                trace.append(float(ll))
                 if t > 0 and abs(trace[-1] - trace[-2]) <= self.tol * abs(trace[-1]):
                     converged = True
                     break
                 if t == self.max_iter - 1:
                     break
-                r = resp * wfit[:, None]
-                pi = r.sum(axis=0) / wfit.sum() if wfit.sum() > 0 else pi
-                counts = np.zeros((k, offsets[-1]))
-                for j in range(rows.shape[1]):
-                    g = rows[:, j]
-                    obs = g >= 0
-                    for h in range(k):
-                        counts[h] += np.bincount(g[obs], weights=r[obs, h], minlength=offsets[-1])
+                pi = rsum / wfit.sum() if wfit.sum() > 0 else pi
                 beta = normalise_counts(counts, offsets)
             if best is None or trace[-1] > best[0][-1]:
                 best = (trace, converged, pi, beta, resp)

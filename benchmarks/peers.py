@@ -1,0 +1,329 @@
+"""Our consensus methods side by side with the peers, in one run on one shared labels matrix; prints.
+
+Data: ``make_blobs(n, centers=C, n_features=10, cluster_std=2.5, random_state=0)`` with ``C = K``
+(``--centers`` fixes C instead), then an ensemble of 20 k-means labelings (``KMeans(k, n_init=1)``,
+``k`` drawn in ``[max(2, K // 2), 2 K]``, i.e. 4..16 at K = 8), all drawn from ``--seed``:
+
+* ``complete``: every clustering labels every point;
+* ``sub50``: each clustering is fitted on its own random half of the points; the other half
+  gets ``-1`` (absent).
+
+Every method gets the same labels matrix and K and runs in a fresh subprocess (so its peak
+memory is its own), warmed up once on 500 rows (imports, JIT caches): seconds are the wall time
+of the fit (for the pairwise methods the co-association sampling included), peak RSS is ``VmHWM`` of that process, reset after the labels
+are loaded (``/proc/self/clear_refs``), so it is the memory the method added. ARI and NMI against
+the blobs' true labels.
+
+How each method is given the ``-1`` entries:
+
+* BCE, MM (ours): skipped (marginalised out of the likelihood);
+* PCC-KL, PCC-L2, PPC (ours): fitted on ``coassociation(labels, strategy="per-point", l=30,
+  seed=0)``; a pair is counted only over the clusterings that label both points (``N_ij``);
+* one-hot k-means (scikit-learn ``OneHotEncoder`` + ``KMeans(K, n_init=1)``): ``-1`` is an
+  unknown category, i.e. an all-zero block for that clustering;
+* ccHBGF: it has no missing-value handling: ``-1`` is passed as is and becomes one more cluster
+  of that clustering;
+* ensembleclustering (``cluster_ensembles``, base clusterings as rows): ``-1`` becomes NaN, which
+  its hypergraph leaves out (the point is in none of that clustering's hyperedges).
+
+Methods are one line each in ``METHODS`` (an argument such as ``init=`` is a one-line change;
+KCC/GKCC and the baselines eac-sl, eac-al, cspa, hgpa, mcla, hbgf plug in the same way). The peers
+are in the ``bench`` extra: ``pip install -e .[bench]`` and ``pip install --no-deps
+ensembleclustering`` (its metadata pins pytest; kahypar and pymetis come from the extra); a peer
+that is not installed is reported as such.
+
+Usage: python benchmarks/peers.py [--quick] [--n 50000 500000] [--K 3 8 30] [--labels complete sub50]
+       [--centers C] [--methods bce mm ...] [--timeout 600] [--cache DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+N_CLUSTERINGS = 20
+PAIRS_L = 30
+
+
+# --------------------------------------------------------------------------- methods (run in the worker)
+
+
+def _pairs(labels):
+    from ensemble_dask.coassoc import coassociation
+
+    return coassociation(labels, strategy="per-point", l=PAIRS_L, seed=0)
+
+
+def _ours(make, on_pairs=False):
+    def run(labels, K):
+        data = _pairs(labels) if on_pairs else labels
+        return make(K).fit(data).labels_
+
+    return run
+
+
+def _bce(K):
+    from ensemble_dask.consensus import BCE
+
+    return BCE(n_clusters=K, random_state=0)
+
+
+def _mm(K):
+    from ensemble_dask.consensus import MM
+
+    return MM(n_clusters=K, random_state=0)
+
+
+def _pcc(divergence):
+    def make(K):
+        from ensemble_dask.consensus import PCC
+
+        return PCC(n_clusters=K, divergence=divergence, random_state=0)
+
+    return make
+
+
+def _ppc(K):
+    from ensemble_dask.consensus import PPC
+
+    return PPC(n_clusters=K, random_state=0)
+
+
+def onehot_kmeans(labels, K):
+    from sklearn.cluster import KMeans
+    from sklearn.preprocessing import OneHotEncoder
+
+    cats = [np.unique(c[c >= 0]) for c in labels.T]  # -1 is left out: unknown -> all-zero block
+    onehot = OneHotEncoder(categories=cats, handle_unknown="ignore").fit_transform(labels)
+    return KMeans(K, n_init=1, random_state=0).fit_predict(onehot)
+
+
+def cchbgf(labels, K):
+    from ccHBGF import ccHBGF
+
+    return ccHBGF(labels, n_clusters=K, random_state=0)  # -1 is one more label of its clustering
+
+
+def _ensembleclustering(solver):
+    def run(labels, K):
+        from ensembleclustering import cluster_ensembles
+
+        base = labels.T.astype(np.float64)
+        base[base < 0] = np.nan
+        return cluster_ensembles(base, nclass=K, solver=solver, random_state=0)
+
+    return run
+
+
+# name -> (group, runner); one line per method
+METHODS = {
+    "bce": ("ours", _ours(_bce)),
+    "mm": ("ours", _ours(_mm)),
+    "pcc-kl": ("ours", _ours(_pcc("kl"), on_pairs=True)),
+    "pcc-l2": ("ours", _ours(_pcc("l2"), on_pairs=True)),
+    "ppc": ("ours", _ours(_ppc, on_pairs=True)),
+    # "kcc": ("ours", _ours(lambda K: KCC(n_clusters=K, random_state=0))),  # when it lands
+    "onehot-kmeans": ("peer", onehot_kmeans),
+    "cchbgf": ("peer", cchbgf),
+    "ec-hgpa": ("peer", _ensembleclustering("hgpa")),
+    "ec-hbgf": ("peer", _ensembleclustering("hbgf")),
+    "ec-mcla": ("peer", _ensembleclustering("mcla")),
+}
+DEFAULT_METHODS = list(METHODS)
+MISSING = {
+    "bce": "skipped",
+    "mm": "skipped",
+    "pcc-kl": "pairs over jointly labelled clusterings",
+    "pcc-l2": "pairs over jointly labelled clusterings",
+    "ppc": "pairs over jointly labelled clusterings",
+    "onehot-kmeans": "all-zero block",
+    "cchbgf": "-1 = one more cluster",
+    "ec-hgpa": "NaN (left out of the hypergraph)",
+    "ec-hbgf": "NaN (left out of the hypergraph)",
+    "ec-mcla": "NaN (left out of the hypergraph)",
+}
+
+
+def _vm(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024.0  # MB
+    return float("nan")
+
+
+def worker(args):
+    labels = np.load(args.labels_file)
+    _, run = METHODS[args.worker]
+    try:  # warm-up on a few rows: imports and JIT caches are loaded before the clock starts
+        run(np.ascontiguousarray(labels[:: max(1, labels.shape[0] // 500)]), args.K)
+    except Exception:  # noqa: BLE001 - the timed call below reports the real error
+        pass
+    try:  # the peak RSS from here on is the method's own
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    base_rss = _vm("VmRSS")
+    t0 = time.perf_counter()
+    pred = np.asarray(run(labels, args.K))
+    seconds = time.perf_counter() - t0
+    np.save(args.out, pred.astype(np.int64))
+    print(json.dumps({"seconds": seconds, "peak_mb": _vm("VmHWM") - base_rss}))
+
+
+# --------------------------------------------------------------------------- data and driver
+
+
+def ensemble(n, K, centers, subsample, seed, cache):
+    """Cached blobs ensemble: returns (labels path, true labels)."""
+    from sklearn.cluster import KMeans
+    from sklearn.datasets import make_blobs
+
+    tag = f"blobs_n{n}_c{centers}_K{K}_s{subsample}_seed{seed}"
+    lab_path, y_path = cache / f"{tag}_labels.npy", cache / f"{tag}_y.npy"
+    if lab_path.exists() and y_path.exists():
+        return lab_path, np.load(y_path)
+    X, y = make_blobs(n, centers=centers, n_features=10, cluster_std=2.5, random_state=0)
+    rng = np.random.default_rng(seed)
+    labels = np.full((n, N_CLUSTERINGS), -1, dtype=np.int32)
+    for j in range(N_CLUSTERINGS):
+        k = int(rng.integers(max(2, K // 2), 2 * K + 1))
+        rows = np.arange(n) if subsample >= 1 else np.sort(rng.choice(n, int(subsample * n), replace=False))
+        km = KMeans(k, n_init=1, random_state=int(rng.integers(2**31)))
+        labels[rows, j] = km.fit_predict(X[rows])
+    np.save(lab_path, labels)
+    np.save(y_path, y)
+    return lab_path, y
+
+
+def run_method(name, lab_path, K, y, timeout, tmp):
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+    out = Path(tmp) / f"pred_{name}.npy"
+    cmd = [sys.executable, __file__, "--worker", name, "--labels-file", str(lab_path), "--K", str(K)]
+    cmd += ["--out", str(out)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": f"timeout > {timeout:.0f} s"}
+    if proc.returncode != 0:
+        err = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        if "ModuleNotFoundError" in err:
+            return {"status": "not installed: " + err.split("'")[-2] if "'" in err else err}
+        return {"status": "crash: " + err[:120]}
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    pred = np.load(out)
+    res["ari"] = adjusted_rand_score(y, pred)
+    res["nmi"] = normalized_mutual_info_score(y, pred)
+    res["status"] = "ok"
+    return res
+
+
+def base_scores(labels, y):
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+    ari, nmi = [], []
+    for col in labels.T:
+        m = col >= 0
+        ari.append(adjusted_rand_score(y[m], col[m]))
+        nmi.append(normalized_mutual_info_score(y[m], col[m]))
+    return float(np.mean(ari)), float(np.mean(nmi))
+
+
+def markdown(case, rows):
+    lines = [
+        f"**{case}**",
+        "",
+        "| method | -1 given as | ARI | NMI | seconds | peak RSS (MB) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, r in rows:
+        if r.get("status") != "ok":
+            lines.append(f"| {name} | {MISSING.get(name, '')} | {r['status']} | | | |")
+        elif name == "base partitions (mean)":
+            lines.append(f"| {name} | labelled points | {r['ari']:.3f} | {r['nmi']:.3f} | | |")
+        else:
+            lines.append(
+                f"| {name} | {MISSING[name]} | {r['ari']:.3f} | {r['nmi']:.3f} | "
+                f"{r['seconds']:.2f} | {r['peak_mb']:.0f} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="n = 50,000 only")
+    ap.add_argument("--n", type=int, nargs="+", default=[50_000, 500_000])
+    ap.add_argument("--K", type=int, nargs="+", default=[3, 8, 30])
+    ap.add_argument("--labels", nargs="+", default=["complete", "sub50"], choices=["complete", "sub50"])
+    ap.add_argument("--centers", type=int, default=None, help="blob centres (default: K)")
+    ap.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=list(METHODS))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per method and case")
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "ensemble_dask_peers")
+    ap.add_argument("--json", type=Path, default=None, help="also write every result here")
+    # worker mode (one method in a fresh process)
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--labels-file", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        args.K = args.K[0]
+        return worker(args)
+    if args.quick:
+        args.n = [50_000]
+    args.cache.mkdir(parents=True, exist_ok=True)
+    print(f"# load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; ensemble cache {args.cache}")
+    print("# how each method gets the -1 entries: " + "; ".join(f"{m}: {MISSING[m]}" for m in args.methods))
+    results = []
+    tables = []
+    for n in args.n:
+        for K in args.K:
+            centers = args.centers or K
+            for kind in args.labels:
+                sub = 1.0 if kind == "complete" else 0.5
+                t0 = time.perf_counter()
+                lab_path, y = ensemble(n, K, centers, sub, args.seed, args.cache)
+                labels = np.load(lab_path)
+                case = f"n = {n:,}, K = {K}, {centers} blobs, {kind} labels"
+                print(f"\n## {case} (ensemble ready in {time.perf_counter() - t0:.1f} s)", flush=True)
+                b_ari, b_nmi = base_scores(labels, y)
+                rows = [("base partitions (mean)", {"status": "ok", "ari": b_ari, "nmi": b_nmi})]
+                print(f"{'base partitions (mean)':24s} ARI {b_ari:.3f}  NMI {b_nmi:.3f}", flush=True)
+                del labels
+                with tempfile.TemporaryDirectory() as tmp:
+                    for name in args.methods:
+                        r = run_method(name, lab_path, K, y, args.timeout, tmp)
+                        rows.append((name, r))
+                        results.append(
+                            {"n": n, "K": K, "centers": centers, "labels": kind, "method": name, **r}
+                        )
+                        if r["status"] == "ok":
+                            print(
+                                f"{name:24s} ARI {r['ari']:.3f}  NMI {r['nmi']:.3f}  "
+                                f"{r['seconds']:7.2f} s  peak RSS {r['peak_mb']:7.0f} MB",
+                                flush=True,
+                            )
+                        else:
+                            print(f"{name:24s} {r['status']}", flush=True)
+                tables.append(markdown(case, rows))
+    print("\n# Markdown\n")
+    print("\n\n".join(tables))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
