@@ -56,6 +56,8 @@ def _role(proc):
         cmd = " ".join(proc.cmdline())
     except psutil.Error:
         return "?"
+    if "resource_tracker" in cmd:
+        return "tracker"
     if "spawn_main" in cmd or "multiprocessing" in cmd:
         return "worker"
     if "dask scheduler" in cmd or "dask-scheduler" in cmd:
@@ -153,7 +155,8 @@ def print_stages(store_url, n_rows, storage_options=None):
         "coassoc": ("pairs",),
     }
     print(f"{'stage':22s} {'seconds':>8s} {'rows/s':>10s} {'written MiB':>12s}")
-    for name, rec in records.items():
+    order = {name: i for i, name in enumerate(STAGES)}
+    for name, rec in sorted(records.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
         secs = rec.get("seconds") or 0.0
         if name.startswith("consensus/") and name in store:  # the fit's time is in its metrics
             secs += float(dict(store[name].attrs).get("metrics", {}).get("seconds") or 0.0)
@@ -264,7 +267,7 @@ def bench_rows(n_rows, args, opts, workdir):
     exe = shutil.which("ensemble-dask") or str(Path(sys.executable).parent / "ensemble-dask")
     env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
     seconds, code, watcher = run_watched([exe, "run", str(spec), "--no-progress"], env=env)
-    print(f"workflow: {seconds:.1f} s wall, exit code {code}")
+    print(f"workflow: {seconds:.1f} s wall, exit code {code}; load average now {os.getloadavg()[0]:.1f}")
     print_stages(store, n_rows, opts)
     print_peaks(watcher)
     print(f"bytes in the run store: {du(store, opts) / 2**20:.1f} MiB")
