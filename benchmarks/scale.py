@@ -56,6 +56,8 @@ def _role(proc):
         cmd = " ".join(proc.cmdline())
     except psutil.Error:
         return "?"
+    if "resource_tracker" in cmd:
+        return "tracker"
     if "spawn_main" in cmd or "multiprocessing" in cmd:
         return "worker"
     if "dask scheduler" in cmd or "dask-scheduler" in cmd:
@@ -77,7 +79,7 @@ class TreeWatcher(threading.Thread):
         self.root = psutil.Process(root_pid)
         self.interval = interval
         self.peaks = {}  # pid -> (role, bytes)
-        self._stop = threading.Event()
+        self._done = threading.Event()
 
     def _poll(self):
         try:
@@ -92,13 +94,13 @@ class TreeWatcher(threading.Thread):
             self.peaks[proc.pid] = (role, max(hwm, self.peaks.get(proc.pid, (None, 0))[1]))
 
     def run(self):
-        while not self._stop.is_set():
+        while not self._done.is_set():
             self._poll()
             time.sleep(self.interval)
 
     def stop(self):
         self._poll()
-        self._stop.set()
+        self._done.set()
         self.join()
 
     def summary(self):
@@ -153,8 +155,11 @@ def print_stages(store_url, n_rows, storage_options=None):
         "coassoc": ("pairs",),
     }
     print(f"{'stage':22s} {'seconds':>8s} {'rows/s':>10s} {'written MiB':>12s}")
-    for name, rec in records.items():
+    order = {name: i for i, name in enumerate(STAGES)}
+    for name, rec in sorted(records.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
         secs = rec.get("seconds") or 0.0
+        if name.startswith("consensus/") and name in store:  # the fit's time is in its metrics
+            secs += float(dict(store[name].attrs).get("metrics", {}).get("seconds") or 0.0)
         paths = written.get(name, (name,))
         size = sum(du(f"{store.url}/{p}", storage_options) for p in paths)
         rate = n_rows / secs if secs else float("nan")
@@ -177,20 +182,20 @@ def print_stages(store_url, n_rows, storage_options=None):
 # -- the synthetic table, on disk and in S3 ----------------------------------------------------------------
 def write_table(n_rows, out_dir, seed):
     """Stream ``n_rows`` seeded KDD-schema rows to ``kdd.csv.gz`` and ``kdd.parquet`` in ``out_dir``."""
-    import gzip
-
     import pyarrow as pa
+    import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
     sys.path.insert(0, str(HERE.parent))
-    from ensemble_dask.io.readers import iter_synthetic_chunks
+    from ensemble_dask.datasets import iter_synthetic_chunks
 
     csv_path, pq_path = out_dir / "kdd.csv.gz", out_dir / "kdd.parquet"
     writer = None
-    with gzip.open(csv_path, "wt", compresslevel=1) as fh:
+    options = pacsv.WriteOptions(include_header=False, quoting_style="none")
+    with pa.CompressedOutputStream(str(csv_path), "gzip") as fh:
         for _, frame in iter_synthetic_chunks("kdd99", n=n_rows, seed=seed, chunk_rows=200_000):
-            frame.to_csv(fh, header=False, index=False)
             table = pa.Table.from_pandas(frame, preserve_index=False)
+            pacsv.write_csv(table, fh, write_options=options)
             if writer is None:
                 writer = pq.ParquetWriter(pq_path, table.schema)
             writer.write_table(table)
@@ -262,7 +267,7 @@ def bench_rows(n_rows, args, opts, workdir):
     exe = shutil.which("ensemble-dask") or str(Path(sys.executable).parent / "ensemble-dask")
     env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
     seconds, code, watcher = run_watched([exe, "run", str(spec), "--no-progress"], env=env)
-    print(f"workflow: {seconds:.1f} s wall, exit code {code}")
+    print(f"workflow: {seconds:.1f} s wall, exit code {code}; load average now {os.getloadavg()[0]:.1f}")
     print_stages(store, n_rows, opts)
     print_peaks(watcher)
     print(f"bytes in the run store: {du(store, opts) / 2**20:.1f} MiB")
