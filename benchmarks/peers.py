@@ -17,8 +17,12 @@ the blobs' true labels.
 How each method is given the ``-1`` entries:
 
 * BCE, MM (ours): skipped (marginalised out of the likelihood);
-* PCC-KL, PCC-L2, PPC (ours): fitted on ``coassociation(labels, strategy="per-point", l=30,
-  seed=0)``; a pair is counted only over the clusterings that label both points (``N_ij``);
+* PCC-KL, PCC-L2, PPC (ours), as the consensus stage runs them: started from the better of KCC's and HBGF's labels (by
+  their objective) and fitted on
+  ``coassociation(labels, strategy="cocluster", l=max(30, 2K), seed=0)`` (the stage's defaults; the
+  seconds include the KCC start and the pair sampling); a pair is counted only over the clusterings that
+  label both points (``N_ij``); the same pairs for EAC-SL, EAC-AL and CSPA;
+* KCC, GKCC, HGPA, MCLA, HBGF (ours): on the labels, ``-1`` skipped;
 * one-hot k-means (scikit-learn ``OneHotEncoder`` + ``KMeans(K, n_init=1)``): ``-1`` is an
   unknown category, i.e. an all-zero block for that clustering;
 * ccHBGF: it has no missing-value handling: ``-1`` is passed as is and becomes one more cluster
@@ -53,51 +57,72 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 N_CLUSTERINGS = 20
-PAIRS_L = 30
 
 
 # --------------------------------------------------------------------------- methods (run in the worker)
 
 
-def _pairs(labels):
+def _pairs(labels, K):
+    """The pairs the consensus stage draws by default: cocluster, max(30, 2K) partners per point."""
     from ensemble_dask.coassoc import coassociation
+    from ensemble_dask.stages.coassoc import default_pairs_per_point
 
-    return coassociation(labels, strategy="per-point", l=PAIRS_L, seed=0)
+    return coassociation(labels, strategy="cocluster", l=default_pairs_per_point(K), seed=0)
+
+
+def _label_starts(labels, K):
+    """The pair methods' default start in the consensus stage: KCC's or HBGF's labels, the better by objective."""
+    from ensemble_dask.consensus.starts import label_starts
+
+    return label_starts(labels, K, random_state=0)
 
 
 def _ours(make, on_pairs=False):
     def run(labels, K):
-        data = _pairs(labels) if on_pairs else labels
-        return make(K).fit(data).labels_
+        data = _pairs(labels, K) if on_pairs else labels
+        return make(K, labels).fit(data).labels_
 
     return run
 
 
-def _bce(K):
+def _bce(K, labels):
     from ensemble_dask.consensus import BCE
 
     return BCE(n_clusters=K, random_state=0)
 
 
-def _mm(K):
+def _mm(K, labels):
     from ensemble_dask.consensus import MM
 
     return MM(n_clusters=K, random_state=0)
 
 
 def _pcc(divergence):
-    def make(K):
+    def make(K, labels):
         from ensemble_dask.consensus import PCC
 
-        return PCC(n_clusters=K, divergence=divergence, random_state=0)
+        return PCC(n_clusters=K, divergence=divergence, init=_label_starts(labels, K), random_state=0)
 
     return make
 
 
-def _ppc(K):
+def _ppc(K, labels):
     from ensemble_dask.consensus import PPC
 
-    return PPC(n_clusters=K, random_state=0)
+    return PPC(n_clusters=K, init=_label_starts(labels, K), random_state=0)
+
+
+def _baseline(name):
+    def make(K, labels):
+        import inspect
+
+        from ensemble_dask.consensus.baselines import METHODS as BASELINES
+
+        cls = BASELINES[name]
+        kw = {"random_state": 0} if "random_state" in inspect.signature(cls).parameters else {}
+        return cls(n_clusters=K, **kw)
+
+    return make
 
 
 def onehot_kmeans(labels, K):
@@ -133,7 +158,14 @@ METHODS = {
     "pcc-kl": ("ours", _ours(_pcc("kl"), on_pairs=True)),
     "pcc-l2": ("ours", _ours(_pcc("l2"), on_pairs=True)),
     "ppc": ("ours", _ours(_ppc, on_pairs=True)),
-    # "kcc": ("ours", _ours(lambda K: KCC(n_clusters=K, random_state=0))),  # when it lands
+    "kcc": ("ours", _ours(_baseline("kcc"))),
+    "gkcc": ("ours", _ours(_baseline("gkcc"))),
+    "eac-sl": ("ours", _ours(_baseline("eac-sl"), on_pairs=True)),
+    "eac-al": ("ours", _ours(_baseline("eac-al"), on_pairs=True)),
+    "cspa": ("ours", _ours(_baseline("cspa"), on_pairs=True)),
+    "hgpa": ("ours", _ours(_baseline("hgpa"))),
+    "mcla": ("ours", _ours(_baseline("mcla"))),
+    "hbgf": ("ours", _ours(_baseline("hbgf"))),
     "onehot-kmeans": ("peer", onehot_kmeans),
     "cchbgf": ("peer", cchbgf),
     "ec-hgpa": ("peer", _ensembleclustering("hgpa")),
@@ -147,6 +179,14 @@ MISSING = {
     "pcc-kl": "pairs over jointly labelled clusterings",
     "pcc-l2": "pairs over jointly labelled clusterings",
     "ppc": "pairs over jointly labelled clusterings",
+    "kcc": "skipped (incomplete-partition KCC)",
+    "gkcc": "skipped (incomplete-partition KCC)",
+    "eac-sl": "pairs over jointly labelled clusterings",
+    "eac-al": "pairs over jointly labelled clusterings",
+    "cspa": "pairs over jointly labelled clusterings",
+    "hgpa": "in no hyperedge of that clustering",
+    "mcla": "in no hyperedge of that clustering",
+    "hbgf": "no edge to that clustering's clusters",
     "onehot-kmeans": "all-zero block",
     "cchbgf": "-1 = one more cluster",
     "ec-hgpa": "NaN (left out of the hypergraph)",

@@ -110,8 +110,10 @@ def _check_coassoc(spec, seed):
     co = _mapping(spec, "coassoc")
     if co is None:
         return
-    strategy = co.pop("strategy", "uniform")
-    _in_section("coassoc", check_choice, strategy, "strategy", STRATEGIES)
+    strategy = co.pop("strategy", "auto")
+    _in_section("coassoc", check_choice, strategy, "strategy", ("auto", *STRATEGIES))
+    if strategy == "auto":  # cocluster or per-point, by the size of the labels: both take l alone
+        strategy = "per-point"
     stage_keys = _keywords(coassoc_stage, skip=("store", "client"))
     params = {k: co.pop(k) for k in list(co) if k not in stage_keys}
     if set(params) - set(STRATEGY_PARAMS[strategy]):

@@ -119,9 +119,15 @@ def _parser():
     p = sub.add_parser("coassoc", parents=[common], help="sample point pairs and count their co-associations")
     store_args(p)
     cluster_args(p)
-    p.add_argument("--strategy", default="uniform", choices=["full", "uniform", "per-point", "cocluster"])
+    p.add_argument(
+        "--strategy",
+        default="auto",
+        choices=["auto", "full", "uniform", "per-point", "cocluster"],
+        help="auto: cocluster while the labels take at most 512 MiB, else per-point",
+    )
     p.add_argument("--p", type=float, help="uniform: share of pairs kept (default 0.00025)")
-    p.add_argument("--l", type=int, help="per-point / cocluster: partners drawn per point (default 30)")
+    p.add_argument("--l", type=int, help="per-point / cocluster: partners drawn per point (default max(30, 2K))")
+    p.add_argument("--n-clusters", type=int, help="the largest K you will ask of the pair methods (sets l's default)")
     p.add_argument("--fraction", type=float, help="cocluster: share of draws from shared clusters")
     p.add_argument("--max-n", type=int, help="full: largest n accepted (default 5000)")
     p.add_argument("--block-size", type=int, default=4096, help="rows per seed block")
@@ -269,6 +275,7 @@ def _run(args):
                 store,
                 client,
                 strategy=args.strategy,
+                n_clusters=args.n_clusters,
                 seed=args.seed,
                 block_size=args.block_size,
                 count_mode=args.count_mode,

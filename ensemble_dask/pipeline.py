@@ -225,6 +225,18 @@ def _call(func, section, *args, **kwargs):
         raise
 
 
+def _pair_methods_k(consensus):
+    """The largest ``n_clusters`` of the consensus entries that fit on pairs (None if none does)."""
+    from .stages.consensus import METHODS, resolve_method
+
+    ks = []
+    for name, params in (consensus or {}).items():
+        method, kw = resolve_method(name, params)
+        if METHODS[method] == "pairs" and isinstance(kw.get("n_clusters"), int):
+            ks.append(kw["n_clusters"])
+    return max(ks) if ks else None
+
+
 def run_workflow(spec, *, progress=False):
     """Run every stage of ``spec`` (a dict from :func:`load_workflow`); return the report dict.
 
@@ -265,6 +277,7 @@ def run_workflow(spec, *, progress=False):
         if spec.get("coassoc") is not None:
             co = dict(spec["coassoc"])
             co.setdefault("seed", seed)
+            co.setdefault("n_clusters", _pair_methods_k(consensus))
             info = _call(coassoc_stage, "coassoc", store, client, **co)
             logger.info("coassoc: %s", info)
         for name, params in consensus.items():

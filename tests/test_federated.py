@@ -136,7 +136,7 @@ def reference(iris):
     est = BCE(3, init="random", random_state=0, max_iter=ITERS, tol=0.0)
     est._check_params()
     cats = ref.categories_
-    from ensemble_dask.consensus.bce import _InMemoryEStep, encode_labels
+    from ensemble_dask.consensus._bce_common import _InMemoryEStep, encode_labels
 
     gidx = encode_labels(L, cats)[0]
     estep = _InMemoryEStep(gidx, np.ones(L.shape[1]), np.empty((L.shape[0], 0)), np.empty(0), 3, 1e-4, 100)

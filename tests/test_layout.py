@@ -73,6 +73,13 @@ def test_imports_point_down(module):
     assert not upward, f"{module} (layer {mine}) imports from a layer above it: {upward}"
 
 
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_internal_imports_resolve(module):
+    """Every ensemble_dask import names a module or package that exists (function-level ones too)."""
+    missing = sorted(t for t in _imports(module, MODULES[module]) if t not in MODULES)
+    assert not missing, f"{module} imports modules that do not exist: {missing}"
+
+
 def test_no_import_cycles():
     graph = {
         m: {t for t in _imports(m, p, top_level_only=True) if t in MODULES and t != m}

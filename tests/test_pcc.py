@@ -582,3 +582,22 @@ def test_property_descent_stochastic_and_objective_is_eq_3(seed, n, k, divergenc
         warnings.simplefilter("ignore", ConvergenceWarning)
         start.fit((co, both))
     assert a.objective_ <= start.objective_ * (1 + 1e-12) + 1e-12
+
+
+@pytest.mark.parametrize("cls", [PCC, PPC])
+def test_candidate_starts_descend_from_the_lower_objective(cls):
+    """A list of starts: the estimator evaluates its objective at each and descends from the lowest,
+    whatever the order of the list (here the true partition against a random labelling)."""
+    from ensemble_dask.coassoc import coassociation
+
+    rng = np.random.default_rng(3)
+    truth = np.repeat(np.arange(3), 40)
+    labels = np.column_stack([np.where(rng.random(120) < 0.9, truth, rng.integers(0, 3, 120)) for _ in range(15)])
+    pairs = coassociation(labels, strategy="per-point", l=20, seed=0)
+    bad = rng.integers(0, 3, 120)
+    alone = cls(3, init=truth, random_state=0).fit(pairs)
+    for starts in ([bad, truth], [truth, bad]):
+        picked = cls(3, init=starts, random_state=0).fit(pairs)
+        np.testing.assert_allclose(picked.memberships_, alone.memberships_)
+    from_bad = cls(3, init=bad, random_state=0).fit(pairs)
+    assert alone.objective_ <= from_bad.objective_

@@ -42,11 +42,7 @@ def run(tmp_path_factory):
         "coassoc": {"strategy": "per-point", "l": 15},
         "consensus": METHODS,
     }
-    from ensemble_dask.consensus.bce import ConvergenceWarning
-
-    with pytest.warns() as caught:  # BCE may stop at its cap on some seeds; recorded as 'converged'
-        report = run_workflow(spec)
-    assert all(issubclass(w.category, ConvergenceWarning) for w in caught)
+    report = run_workflow(spec)  # a solver's warnings are logged and recorded with its result
     return store, report
 
 

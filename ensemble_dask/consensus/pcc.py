@@ -42,7 +42,12 @@ _MAX_INNER = 20  # ... or after this many steps, plus 2 K
 
 
 def check_init(init, n, k, smoothing=0.0):
-    """None for ``"random"``, else the start as an ``(n, k)`` float64 array with rows on the simplex."""
+    """None for ``"random"``, else the start as an ``(n, k)`` float64 array with rows on the simplex;
+    a list or tuple of starts gives a list of such arrays (candidates, see :func:`_best_start`)."""
+    if isinstance(init, (list, tuple)):
+        if not init:
+            raise InputError("The 'init' list of candidate starts is empty")
+        return [check_init(one, n, k, smoothing) for one in init if not isinstance(one, str)] or None
     if isinstance(init, str):
         check_choice(init, "init", {"random"})
         return None
@@ -70,6 +75,14 @@ def check_init(init, n, k, smoothing=0.0):
     )
 
 
+def _best_start(starts, data, w, indices, code, diag):
+    """Of several candidate starts, the one with the lowest objective (f for PCC, P for PPC)."""
+    if not isinstance(starts, list):
+        return starts
+    objs = [_k.objective(data.indptr, indices, data.x, w, Y, code, _KL_EPS, diag) for Y in starts]
+    return starts[int(np.argmin(objs))]
+
+
 def _start(rng, n, k):
     """A seeded random start near the uniform point (which is stationary, so never used itself)."""
     return np.ascontiguousarray(rng.dirichlet(np.full(k, _INIT_CONCENTRATION), size=n))
@@ -93,7 +106,9 @@ class PCC(SoftConsensusMixin):
         codes, at most ``n_clusters`` distinct; -1 = unknown, a uniform row), e.g. k-means on
         the one-hot base labels; each row becomes the vertex of its label. An array of
         shape ``(n, n_clusters)``: memberships (non-negative rows, normalised here). With an
-        array start every restart is the same, so ``n_init`` is ignored.
+        array start every restart is the same, so ``n_init`` is ignored. A list of such arrays:
+        candidate starts (e.g. the labels of KCC and of HBGF), of which the one with the lowest
+        objective is descended.
     tol : float, default=1e-3
         KKT tolerance: the fit has converged when every row's gap ``y_j.g_j - min_k g_jk``
         (``g_j`` the gradient of f in row j, eq. 7; the gap is 0 exactly where the KKT conditions
@@ -213,6 +228,7 @@ class PCC(SoftConsensusMixin):
         gap_tol = tol * scale
         # int32 point indices: half the memory traffic of the CSR pattern, exact below 2**31
         indices = data.indices.astype(np.int32) if n < 2**31 else data.indices
+        start = _best_start(start, data, w, indices, code, 0.0)
         best = None
         for _ in range(1 if start is not None else n_init):
             Y = _start(rng, n, k) if start is None else start.copy()
@@ -343,6 +359,7 @@ class PPC(SoftConsensusMixin):
         scale = 1.0 + float(w.sum()) / n  # mean S_i
         gap_tol = tol * scale
         indices = data.indices.astype(np.int32) if n < 2**31 else data.indices
+        start = _best_start(start, data, w, indices, _k.L2, 1.0)
         best = None
         for _ in range(1 if start is not None else n_init):
             Y = _start(rng, n, k) if start is None else start.copy()

@@ -213,7 +213,7 @@ def fit_gkcc_dask(labels, n_clusters=2, *, client=None, **gkcc_params):
 
     The candidates' results are gathered in their order, so the fit equals the in-memory one.
     """
-    from .consensus.gkcc import GKCC
+    from ..consensus.gkcc import GKCC
 
     if client is None:
         from distributed import get_client

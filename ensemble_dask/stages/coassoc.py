@@ -16,15 +16,42 @@ from ..parallel import LazyClient
 IN_PROCESS_LABEL_BYTES = 256 << 20
 IN_PROCESS_PAIRS = 1 << 24
 
-__all__ = ["coassoc_stage"]
+__all__ = ["coassoc_stage", "resolve_strategy", "default_pairs_per_point"]
+
+#: ``strategy="auto"`` draws ``cocluster`` pairs (part of each point's budget among points that share a
+#: base cluster: the intra-cluster evidence that uniform draws miss at many clusters) while ``labels``
+#: fit a task; above this it draws ``per-point`` pairs, whose tasks read only the rows they need
+COCLUSTER_LABEL_BYTES = 512 << 20
+#: pairs per point: enough at K <= 15 (ARI flat from l = 20 on at K = 3 and 8), and 2K above, where fewer
+#: partners per point hold too few from a point's own cluster (benchmarks/pcc_pairs_curve.py)
+MIN_PAIRS_PER_POINT = 30
 
 logger = logging.getLogger(__name__)
+
+def default_pairs_per_point(n_clusters=None):
+    """Partners drawn per point when a workflow does not say: ``max(30, 2 K)``, K the largest ``n_clusters``
+    the pair methods of the run ask for (30 when unknown)."""
+    return max(MIN_PAIRS_PER_POINT, 2 * int(n_clusters or 0))
+
+
+def resolve_strategy(strategy, labels_shape, params, n_clusters=None):
+    """``(strategy, params)`` with ``"auto"`` and a missing ``l`` resolved for these labels and this K."""
+    params = dict(params)
+    if strategy == "auto":
+        n, N = labels_shape
+        strategy = "cocluster" if 4 * n * N <= COCLUSTER_LABEL_BYTES else "per-point"
+        logger.info("coassoc: strategy auto -> %s (labels %d x %d)", strategy, n, N)
+    if strategy in ("per-point", "cocluster") and "l" not in params:
+        params["l"] = min(default_pairs_per_point(n_clusters), max(1, labels_shape[0] - 1))
+    return strategy, params
+
 
 def coassoc_stage(
     store,
     client=None,
     *,
-    strategy="uniform",
+    strategy="auto",
+    n_clusters=None,
     seed=0,
     block_size=DEFAULT_BLOCK_SIZE,
     row_block=None,
@@ -45,9 +72,15 @@ def coassoc_stage(
     store : RunStore
     client : distributed.Client, default=None
         Where the graph runs (``None``: Dask's default scheduler).
-    strategy, seed, block_size, row_block, count_mode, nnz_chunk, spill, **params
-        As in :func:`build_coassociation`. ``row_block``, ``count_mode``, ``nnz_chunk`` and
-        ``spill`` do not change the result and are not part of the stage's identity.
+    strategy : {"auto", "full", "uniform", "per-point", "cocluster"}, default="auto"
+        ``"auto"``: ``cocluster`` while the labels take at most 512 MiB, else ``per-point`` (see
+        :func:`resolve_strategy`).
+    n_clusters : int, default=None
+        The largest K the pair methods will ask for: sets the default ``l`` to ``max(30, 2 K)``.
+    seed, block_size, row_block, count_mode, nnz_chunk, spill, **params
+        As in :func:`build_coassociation` (``l`` per point, ``p``, ``fraction``, ``max_n``). ``row_block``,
+        ``count_mode``, ``nnz_chunk`` and ``spill`` do not change the result and are not part of the
+        stage's identity.
 
     Returns
     -------
@@ -56,6 +89,7 @@ def coassoc_stage(
     """
     # the stage's own branch of the run seed (no stream shared with ingest or generate)
     seed = int(stage_seed(seed, "coassoc").generate_state(1)[0])
+    strategy, params = resolve_strategy(strategy, store["labels"].shape, params, n_clusters)
     sampler = _make_sampler(strategy, store["labels"].shape[0], seed, block_size, params)
     p = sampler.attrs()
     inputs = [store.stage_hash("generate")]

@@ -17,6 +17,7 @@ import inspect
 import logging
 import numbers
 import time
+import warnings
 
 import numpy as np
 
@@ -165,7 +166,14 @@ def check_consensus_params(name, params, *, seed=0):
     method, kwargs = resolve_method(name, params)
     if "random_state" in inspect.signature(_estimator_class(method).__init__).parameters:
         kwargs.setdefault("random_state", int(stage_seed(seed, "consensus").generate_state(1)[0]))
-    est = _estimator(method, kwargs, name)
+    if method in PAIR_STARTS:
+        kwargs.setdefault("init", "auto")
+        if kwargs["init"] not in PAIR_STARTS[method]:
+            raise InputError(
+                f"consensus method {name!r}: init must be one of {list(PAIR_STARTS[method])} in a workflow; "
+                f"got {kwargs['init']!r}"
+            )
+    est = _estimator(method, _estimator_params(method, kwargs), name)
     for key, value in kwargs.items():
         if key in _PARAM_CHECKS:
             try:
@@ -181,6 +189,49 @@ def check_consensus_params(name, params, *, seed=0):
     return method, kwargs
 
 
+#: the starts a workflow can give the pair methods: ``auto`` (the default) offers the partitions of the
+#: store's labels by KCC (k-means on the one-hot labels) and by HBGF (spectral, on the bipartite graph of
+#: points and clusters) and the method descends from the one with the lower objective (PCC's f, PPC's P);
+#: ``random`` is the paper's Dirichlet draw
+PAIR_STARTS = {"pcc": ("auto", "random"), "ppc": ("auto", "random")}
+
+
+def _estimator_params(method, kwargs):
+    """The estimator's own parameters: a stage-level ``init: auto`` is resolved when fitting."""
+    if method in PAIR_STARTS and kwargs.get("init") == "auto":
+        return {k: v for k, v in kwargs.items() if k != "init"}
+    return kwargs
+
+
+def _label_starts(store, n_clusters, random_state):
+    """Candidate starts of the pair methods from the store's labels (KCC's and HBGF's), or None."""
+    if "labels" not in store:
+        logger.warning("no labels in the store: the pair method starts from a random point")
+        return None
+    from ..consensus.starts import label_starts
+
+    return label_starts(store["labels"][:], n_clusters, random_state=random_state)
+
+
+class TooFewPairsWarning(UserWarning):
+    """The co-association store holds too few partners per point for the number of clusters asked."""
+
+
+def _check_pairs_per_point(pairs, n_clusters):
+    """Warn when the stored partners per point are below ``2 K``: below that a point holds too few
+    partners from its own cluster for the pair methods to separate K clusters (benchmarks/pcc_pairs_curve.py)."""
+    n = pairs.n
+    per_point = pairs.nnz / max(n, 1)  # both (i, j) and (j, i) are stored: partners per point
+    if n_clusters and per_point < 2 * n_clusters:
+        warnings.warn(
+            f"the co-association store holds {per_point:.1f} partners per point, fewer than the "
+            f"{2 * n_clusters} (2 K) that n_clusters={n_clusters} needs; rebuild it with a larger l "
+            "(coassoc: {l: ...}, or give the pair methods' K to the coassoc stage)",
+            TooFewPairsWarning,
+            stacklevel=3,
+        )
+
+
 def _inputs(store, method):
     if METHODS[method] == "pairs":
         return [store.stage_hash("coassoc")]
@@ -192,12 +243,18 @@ def _inputs(store, method):
 
 def _fit(store, method, kwargs, client):
     """The fitted estimator of ``method`` with parameters ``kwargs`` on the store's data."""
-    est = _estimator(method, kwargs)
+    params = _estimator_params(method, kwargs)
+    if params is not kwargs:  # init: auto
+        starts = _label_starts(store, kwargs["n_clusters"], kwargs.get("random_state"))
+        params = {**params, "init": "random" if starts is None else starts}
+    est = _estimator(method, params)
     if METHODS[method] == "pairs":
         from ..coassoc import read_pairs
 
         # pairs never co-present in a clustering (possible with subsamples) carry no evidence
-        return est.fit(read_pairs(store.group).observed())
+        pairs = read_pairs(store.group).observed()
+        _check_pairs_per_point(pairs, kwargs.get("n_clusters"))
+        return est.fit(pairs)
     labels_bytes = 4 * int(np.prod(store["labels"].shape))
     if method == "bce" and client is not None and labels_bytes > DASK_BCE_BYTES:
         # labels too large for this process: the E-step runs on the workers, each reading its own
@@ -205,8 +262,14 @@ def _fit(store, method, kwargs, client):
         from ..federated.dask import fit_bce_dask
 
         kw = {**kwargs, "init": "random", "n_init": max(int(kwargs.get("n_init", 1)), 5)}
-        logger.info("bce: labels of %d bytes, E-step on the cluster's row blocks, %d random starts", labels_bytes, kw["n_init"])
-        return fit_bce_dask(f"{store.url}/labels", client=client, storage_options=store.storage_options or None, **kw)
+        logger.info(
+            "bce: labels of %d bytes, E-step on the cluster's row blocks, %d random starts",
+            labels_bytes,
+            kw["n_init"],
+        )
+        return fit_bce_dask(
+            f"{store.url}/labels", client=client, storage_options=store.storage_options or None, **kw
+        )
     labels = store["labels"][:]
     if method == "gbce":
         return est.fit(labels, store["X"][:])
@@ -235,8 +298,13 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
         return store[stage].attrs["metrics"]
     # fit first: bad parameters or data fail before the previous result is unmarked
     t0 = time.perf_counter()
-    est = _fit(store, method, kwargs, client)
+    with warnings.catch_warnings(record=True) as caught:  # recorded with the result, and logged
+        warnings.simplefilter("always")
+        est = _fit(store, method, kwargs, client)
     seconds = time.perf_counter() - t0
+    notes = [f"{w.category.__name__}: {w.message}" for w in caught]
+    for note in notes:
+        logger.warning("%s: %s", stage, note)
     with store.stage(stage, record, inputs):
         Y = np.asarray(est.memberships_, dtype=np.float32)
         n, k = Y.shape
@@ -274,6 +342,7 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
                 "objective_trace": trace,
                 "metrics": metrics,
                 "converged": converged,
+                "warnings": notes,
             }
         )
     return metrics
