@@ -162,7 +162,7 @@ def _parser():
     return ap
 
 
-def _print_summary(report, out=sys.stdout):
+def _print_summary(report, out=None):
     ds = report.get("dataset", {})
     print(f"data set: n={ds.get('n')} d={ds.get('d')} clusterings={ds.get('n_clusterings')}", file=out)
     rows = []

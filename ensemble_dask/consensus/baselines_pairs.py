@@ -233,10 +233,17 @@ def metis_parts(indptr, indices, weights, k, seed, ufactor=None, recursive=False
     opts = {"seed": int(seed)}
     if ufactor is not None:
         opts["ufactor"] = int(ufactor)
+    xadj = np.ascontiguousarray(indptr, dtype=np.int32)
+    adjncy = np.ascontiguousarray(indices, dtype=np.int32)
+    # pymetis >= 2025.2 takes the graph as a CSRAdjacency (xadj/adjncy are deprecated there)
+    graph = (
+        {"adjacency": pymetis.CSRAdjacency(xadj, adjncy)}
+        if hasattr(pymetis, "CSRAdjacency")
+        else {"xadj": xadj, "adjncy": adjncy}
+    )
     _, parts = pymetis.part_graph(
         k,
-        xadj=np.ascontiguousarray(indptr, dtype=np.int32),
-        adjncy=np.ascontiguousarray(indices, dtype=np.int32),
+        **graph,
         eweights=np.ascontiguousarray(weights, dtype=np.int32),
         options=pymetis.Options(**opts),
         recursive=recursive,
