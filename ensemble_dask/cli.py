@@ -319,7 +319,7 @@ def _report(report, fmt):
 def _federated(spec, args, progress):
     from . import pipeline
     from .federated import SiteLostError
-    from .stages.federated import StoreCheckpoint, run_federated_workflow
+    from .stages.federated import StoreCheckpoint
 
     pipeline.check_workflow(spec)
     if args.restart:
@@ -328,7 +328,8 @@ def _federated(spec, args, progress):
         store = spec.get("store") or f"runs/{spec.get('name', 'federated')}.zarr"
         StoreCheckpoint(RunStore(store, spec.get("storage_options"))).clear()
     try:
-        summary = run_federated_workflow(spec, progress=progress)
+        result = pipeline.run_workflow(spec, progress=progress)  # the federated run, then its report page
+        summary = result["federated"]
     except SiteLostError as exc:
         print(f"ensemble-dask: error: {exc}", file=sys.stderr)
         print(
@@ -346,6 +347,7 @@ def _federated(spec, args, progress):
     )
     if "H" in summary:
         print(f"whole federation vs reference: H={summary['H']:.4f} ARI={summary['ARI']:.4f} NMI={summary['NMI']:.4f}")
+    print(f"report: {result['html']}")
     return 0
 
 

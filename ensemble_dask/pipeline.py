@@ -253,7 +253,7 @@ def run_workflow(spec, *, progress=False):
         from .stages.federated import run_federated_workflow
         from .stages.report_page import report_page
 
-        summary = run_federated_workflow(spec)
+        summary = run_federated_workflow(spec, progress=progress)
         fed_store = open_store(
             spec.get("store") or f"runs/{spec.get('name', 'federated')}.zarr", spec.get("storage_options")
         )

@@ -65,6 +65,15 @@ def test_one_command_in_an_empty_directory(tmp_path):
     # the coordinator's store holds the model, never memberships; the checkpoint is gone once complete
     assert set(coord["federated"].array_keys()) == {"alpha", "beta"}
     assert "checkpoint" not in set(coord["federated"].group_keys())
+    # `ensemble-dask report` redraws the coordinator's page from its model and summary
+    page = root / "coordinator.zarr" / "report" / "index.html"
+    page.unlink()
+    rep = subprocess.run(
+        [sys.executable, "-m", "ensemble_dask.cli", "report", "--store", str(root / "coordinator.zarr"), "--format", "html"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert rep.returncode == 0, rep.stderr
+    assert rep.stdout.strip() == str(page) and "site-a" in page.read_text()
 
 
 def test_plain_tcp_is_refused_unless_insecure(tmp_path):

@@ -19,6 +19,11 @@ def write_report(store):
     describes what the store holds. Returns metrics.json's document plus ``"html"``, the page's
     path or URL.
     """
+    if "X" not in store and "labels" not in store and "federated" in store:
+        # a federated coordinator's store: the model and the summary its run wrote; redraw the page
+        from .report_page import _read_json, report_page
+
+        return {**(_read_json(store, "report/metrics.json") or {}), "html": report_page(store)}
     if "X" not in store and "labels" not in store:
         raise InputError(
             f"run store {store.url!r} holds no data set (no 'X' and no 'labels'); "
