@@ -23,7 +23,15 @@ import numpy as np
 from .._validation import InputError, check_labels_matrix, check_random_state
 from ..consensus.bce import BCE, StatsLayout, _offsets, compress_rows, encode_labels, estep_stats
 
-__all__ = ["fit_bce_dask", "read_labels", "block_meta", "prepare_block", "estep_task", "sum_vectors"]
+__all__ = [
+    "fit_bce_dask",
+    "load_label_blocks",
+    "read_labels",
+    "block_meta",
+    "prepare_block",
+    "estep_task",
+    "sum_vectors",
+]
 
 
 DEFAULT_BLOCK_ROWS = 65536
@@ -194,6 +202,37 @@ def _row_blocks(n, chunk):
     return [(a, min(a + chunk, n)) for a in range(0, n, chunk)]
 
 
+def load_label_blocks(client, labels, block_rows=None, storage_options=None, prefix="labels"):
+    """Row blocks of ``labels`` on the workers: ``(blocks, futures)``, ``blocks`` the ``(start, stop)`` rows.
+
+    A URL (zarr array or ``.npy``) is read by the workers themselves, block by block; an in-memory array
+    (NumPy, zarr or dask) is scattered in blocks. Blocks have a fixed size (at most
+    ``DEFAULT_BLOCK_ROWS``, or ``block_rows``), not one per worker, so sums over them are the same on any
+    cluster.
+    """
+    fit_id = uuid.uuid4().hex  # task keys unique to this fit
+    if isinstance(labels, str):
+        (n, _), chunk = labels_shape(labels, storage_options)
+        chunk = block_rows or min(chunk or DEFAULT_BLOCK_ROWS, DEFAULT_BLOCK_ROWS)
+        blocks = _row_blocks(n, chunk)
+        data = [
+            client.submit(
+                read_labels, labels, a, b, storage_options, pure=False, key=f"{prefix}-read-{a}-{b}-{fit_id}"
+            )
+            for a, b in blocks
+        ]
+        return blocks, data
+    if hasattr(labels, "chunks") and hasattr(labels, "shape") and not isinstance(labels, np.ndarray):
+        chunk = block_rows or labels.chunks[0]
+        if isinstance(chunk, tuple):  # dask array chunks
+            chunk = chunk[0]
+    else:
+        labels = check_labels_matrix(labels)
+        chunk = block_rows or max(1, -(-labels.shape[0] // 8))
+    blocks = _row_blocks(labels.shape[0], chunk)
+    return blocks, [client.scatter(np.asarray(labels[a:b])) for a, b in blocks]
+
+
 def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_options=None, **bce_params):
     """Fit :class:`~ensemble_dask.consensus.bce.BCE` with the E-step on row blocks on a Dask cluster.
 
@@ -233,29 +272,7 @@ def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
         )
     est = BCE(n_clusters, **bce_params)
     est._check_params()
-    fit_id = uuid.uuid4().hex  # task keys unique to this fit
-    if isinstance(labels, str):
-        (n, N), chunk = labels_shape(labels, storage_options)
-        # blocks of a fixed size (not of the worker count, so the sums are the same on any cluster)
-        chunk = block_rows or min(chunk or DEFAULT_BLOCK_ROWS, DEFAULT_BLOCK_ROWS)
-        blocks = _row_blocks(n, chunk)
-        data = [
-            client.submit(
-                read_labels, labels, a, b, storage_options, pure=False, key=f"bce-read-{a}-{b}-{fit_id}"
-            )
-            for a, b in blocks
-        ]
-    else:
-        if hasattr(labels, "chunks") and hasattr(labels, "shape") and not isinstance(labels, np.ndarray):
-            chunk = block_rows or labels.chunks[0]
-            if isinstance(chunk, tuple):  # dask array chunks
-                chunk = chunk[0]
-        else:
-            labels = check_labels_matrix(labels)
-            chunk = block_rows or max(1, -(-labels.shape[0] // 8))
-        n = labels.shape[0]
-        blocks = _row_blocks(n, chunk)
-        data = [client.scatter(np.asarray(labels[a:b])) for a, b in blocks]
+    blocks, data = load_label_blocks(client, labels, block_rows, storage_options, "bce")
     metas = client.gather([client.submit(block_meta, d, pure=False) for d in data])
     if len({m[0] for m in metas}) != 1:
         raise InputError(

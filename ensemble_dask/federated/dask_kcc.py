@@ -19,7 +19,6 @@ This module only decides where the in-memory functions run; the algorithm lives 
 from __future__ import annotations
 
 import operator
-import uuid
 
 import numpy as np
 
@@ -39,7 +38,7 @@ from ..consensus.kcc import (
     combine_stats,
     fit_kcc,
 )
-from .dask import DEFAULT_BLOCK_ROWS, _row_blocks, labels_shape, read_labels
+from .dask import load_label_blocks
 
 __all__ = ["fit_kcc_dask", "fit_gkcc_dask", "DaskBlocks"]
 
@@ -159,28 +158,7 @@ def fit_kcc_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
         client = get_client()
     est = KCC(n_clusters, **kcc_params)
     est._check_params()
-    fit_id = uuid.uuid4().hex
-    if isinstance(labels, str):
-        (n, N), chunk = labels_shape(labels, storage_options)
-        chunk = block_rows or min(chunk or DEFAULT_BLOCK_ROWS, DEFAULT_BLOCK_ROWS)
-        blocks = _row_blocks(n, chunk)
-        data = [
-            client.submit(
-                read_labels, labels, a, b, storage_options, pure=False, key=f"kcc-read-{a}-{b}-{fit_id}"
-            )
-            for a, b in blocks
-        ]
-    else:
-        if hasattr(labels, "chunks") and hasattr(labels, "shape") and not isinstance(labels, np.ndarray):
-            chunk = block_rows or labels.chunks[0]
-            if isinstance(chunk, tuple):
-                chunk = chunk[0]
-        else:
-            labels = check_labels_matrix(labels)
-            chunk = block_rows or max(1, -(-labels.shape[0] // 8))
-        n, N = labels.shape
-        blocks = _row_blocks(n, chunk)
-        data = [client.scatter(np.asarray(labels[a:b])) for a, b in blocks]
+    blocks, data = load_label_blocks(client, labels, block_rows, storage_options, "kcc")
     metas = client.gather([client.submit(_block_categories, d, pure=False) for d in data])
     if len({m[0] for m in metas}) != 1:
         raise InputError(
@@ -188,6 +166,7 @@ def fit_kcc_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
         )
     cats = [np.unique(np.concatenate([m[1][i] for m in metas])).astype(np.int64) for i in range(metas[0][0])]
     enc = Encoding.from_categories(cats)
+    n, N = blocks[-1][1], metas[0][0]
     check_encoding(enc, (n, N))
     est._check_params(n, enc.n_categories)
     gidx = [client.submit(_encode_block, d, enc, pure=False) for d in data]
