@@ -67,7 +67,8 @@ launch() {
 
 export_line() { printf 'export %s=%q\n' "$1" "$2"; }
 
-alive() { kill -0 -- "-$1" 2>/dev/null; }
+# the process group, or the process itself: right after launch its setsid may not have run yet
+alive() { kill -0 -- "-$1" 2>/dev/null || kill -0 "$1" 2>/dev/null; }
 
 # Send TERM to the process groups in the pid files given, wait up to 20 s for them all, KILL what is left.
 stop_group() {
