@@ -269,3 +269,15 @@ def test_gkcc_candidates_as_dask_tasks(client):
     d = fit_gkcc_dask(labels, 3, client=client, n_candidates=8, random_state=1)
     np.testing.assert_array_equal(d.labels_, ref.labels_)
     np.testing.assert_array_equal(d.partitions_, ref.partitions_)
+
+
+def test_equal_blocks_get_their_own_keys(client):
+    """Equal blocks scattered twice must not share a key: releasing one would lose the other."""
+    from ensemble_dask.federated.dask import load_label_blocks
+
+    labels = np.zeros((8, 2), dtype=np.int64)
+    _, data = load_label_blocks(client, labels, 4, None, "kcc")
+    _, again = load_label_blocks(client, labels, 4, None, "kcc")
+    assert len({f.key for f in data + again}) == 4
+    del data
+    np.testing.assert_array_equal(np.concatenate(client.gather(again)), labels)

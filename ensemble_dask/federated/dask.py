@@ -230,7 +230,9 @@ def load_label_blocks(client, labels, block_rows=None, storage_options=None, pre
         labels = check_labels_matrix(labels)
         chunk = block_rows or max(1, -(-labels.shape[0] // 8))
     blocks = _row_blocks(labels.shape[0], chunk)
-    return blocks, [client.scatter(np.asarray(labels[a:b])) for a, b in blocks]
+    # hash=False: equal blocks (or a re-run's) must not share a key, or releasing one
+    # future would drop the data another still needs ("lost dependencies").
+    return blocks, [client.scatter(np.asarray(labels[a:b]), hash=False) for a, b in blocks]
 
 
 def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_options=None, **bce_params):

@@ -95,7 +95,7 @@ class DaskBlocks:
     def step(self, MT, sq, n_far):
         c = self.client
         m = len(self.gidx)
-        MT_f, sq_f = c.scatter(MT, broadcast=True), c.scatter(sq, broadcast=True)
+        MT_f, sq_f = c.scatter([MT, sq], broadcast=True, hash=False)
         res = self._map(block_step, self.gidx, self.weight, self.labels, [MT_f] * m, [sq_f] * m, [n_far] * m)
         self.labels = [c.submit(operator.getitem, r, 1, pure=False) for r in res]
         stats = [c.submit(operator.getitem, r, 0, pure=False) for r in res]
@@ -179,7 +179,7 @@ def _candidate_mapper(client):
     """``mapper`` for :meth:`GKCC.fit`: a step's candidates as tasks, the shared arrays sent once."""
 
     def mapper(func, args):
-        shared = [client.scatter(x, broadcast=True) for x in args[0][:5]]
+        shared = client.scatter(list(args[0][:5]), broadcast=True, hash=False)
         per = list(zip(*[a[5:] for a in args], strict=True))
         futures = client.map(func, *[[f] * len(args) for f in shared], *per, pure=False)
         return client.gather(futures)
