@@ -218,8 +218,13 @@ def _run(args):
     if args.command == "certs":
         return _certs(args)
 
-    # only ingest creates a store; the other stages need one that exists
-    mode = "a" if args.command == "ingest" else "r+"
+    labels = None
+    if args.command == "import-labels":  # checked before a store is opened (or created)
+        from .stages.generate import read_labels_table
+
+        labels = read_labels_table(args.labels)
+    # only ingest and import-labels create a store; the other stages need one that exists
+    mode = "a" if args.command in ("ingest", "import-labels") else "r+"
     store = pipeline.open_store(args.store, _storage_options(args.storage_options), mode=mode)
     if args.command == "split-sites":
         import yaml
@@ -294,7 +299,7 @@ def _run(args):
     elif args.command == "import-labels":
         from .stages.generate import import_labels
 
-        info = import_labels(store, args.labels)
+        info = import_labels(store, args.labels, labels=labels)
         print(f"import-labels: {info['n_clusterings']} clusterings")
     elif args.command == "report":
         return _report(pipeline.write_report(store), args.format)

@@ -318,3 +318,26 @@ def test_demo_asks_for_the_classes_it_has():
         labels |= set(frame["label"])
     assert len(labels) == 4
     assert {p["n_clusters"] for p in spec["consensus"].values()} == {len(labels)}
+
+
+def test_import_labels_creates_the_store(tmp_path, capsys):
+    """Bring-your-own partitions need no data set: n comes from the labels."""
+    from sklearn.cluster import KMeans
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(300, centers=3, cluster_std=0.5, random_state=0)
+    lab = np.stack([KMeans(k, n_init=1, random_state=k).fit_predict(X) for k in (3, 4, 5, 6, 3, 4, 5, 6)], 1)
+    np.save(tmp_path / "labels.npy", lab)
+    store = tmp_path / "byo.zarr"
+    # a bad table creates nothing
+    np.save(tmp_path / "none.npy", np.full((300, 2), -1))
+    rc, _, err = main(capsys, "import-labels", tmp_path / "none.npy", "--store", store)
+    assert rc == 2 and "labels no point" in err and not store.exists()
+    rc, out, err = main(capsys, "import-labels", tmp_path / "labels.npy", "--store", store)
+    assert rc == 0 and "8 clusterings" in out, err
+    assert RunStore(store, mode="r").n == 300
+    for args in (("coassoc",), ("consensus", "pcc-l2", "--set", "n_clusters=3")):
+        rc, out, err = main(capsys, *args, "--store", store)
+        assert rc == 0, err
+    assert set(_records(store)) >= {"generate", "coassoc", "consensus/pcc-l2"}
+    assert RunStore(store, mode="r")["consensus/pcc-l2/labels"].shape == (300,)

@@ -26,6 +26,7 @@ __all__ = [
     "generate",
     "generate_params",
     "import_labels",
+    "read_labels_table",
     "base_partition_scores",
     "label_chunks",
     "LABEL_ROW_CHUNK",
@@ -201,13 +202,12 @@ def generate(store, client, *, progress=False, **params):
     return {"n_clusterings": p["n_clusterings"], "computed": len(todo), "skipped": False}
 
 
-def import_labels(store, url, *, storage_options=None, fmt=None):
-    """Bring precomputed partitions: read an ``n x N`` labels table into ``labels``.
+def read_labels_table(url, *, storage_options=None, fmt=None):
+    """Read and check an ``n x N`` labels table (CSV, Parquet, zarr, npy): an int32 array.
 
-    The table (CSV, Parquet, zarr, npy) holds one column per clustering with integer cluster
-    ids, ``-1`` (or an empty CSV field) for a point absent from that clustering. Its number of
-    rows must match the store's data set, if it has one. The stage is identified by the labels'
-    content (not the table's URL): the same labels imported again, from any path, are skipped.
+    One column per clustering with integer cluster ids, ``-1`` (or an empty CSV field) for a point
+    absent from that clustering. Raises :class:`InputError` naming ``url`` for an empty table,
+    non-integer ids, a table that labels nothing or a column that labels no point.
     """
     blocks = []
     for _, frame in iter_table_chunks(url, format=fmt, storage_options=storage_options):
@@ -216,8 +216,22 @@ def import_labels(store, url, *, storage_options=None, fmt=None):
         raise InputError(f"{url}: the labels table is empty")
     lab = check_labels_matrix(np.concatenate(blocks), name=f"labels in {url!r}")
     lab = np.asarray(lab, dtype=np.int32)
-    n, n_clust = lab.shape
     _check_imported_labels(lab, url)
+    return lab
+
+
+def import_labels(store, url, *, storage_options=None, fmt=None, labels=None):
+    """Bring precomputed partitions: read an ``n x N`` labels table into ``labels``.
+
+    The table (CSV, Parquet, zarr, npy) holds one column per clustering with integer cluster
+    ids, ``-1`` (or an empty CSV field) for a point absent from that clustering. Its number of
+    rows must match the store's data set, if it has one; a store without data takes its ``n``
+    from the labels. The stage is identified by the labels' content (not the table's URL): the
+    same labels imported again, from any path, are skipped. ``labels``, when given, is the table
+    already read by :func:`read_labels_table` from ``url``.
+    """
+    lab = read_labels_table(url, storage_options=storage_options, fmt=fmt) if labels is None else labels
+    n, n_clust = lab.shape
     store.check_n(n, f"labels table {url!r}")
     hashes = [column_hash(lab[:, u]) for u in range(n_clust)]
     params = {"imported": labels_identity(n, hashes), "n": n, "n_clusterings": n_clust}
