@@ -30,8 +30,10 @@ from ensemble_dask.federated.secure import decode_fixed, sum_words
 from ensemble_dask.federated.site import SiteSession
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.metrics import partition_scores
-from ensemble_dask.stages.federated import run_federated_workflow
+from ensemble_dask.pipeline import load_workflow
+from ensemble_dask.stages.federated import FEDERATED_KEYS, _check_kcc_params, run_federated_workflow
 
+from .conftest import REPO
 from .test_federated import DATA, SITES, Received, TLSCluster, leaks, make_sites, memberships
 
 CUTS = (45, 95)  # 45, 50, 55 rows: no site's row count equals the length of a protocol vector
@@ -165,6 +167,10 @@ def test_bad_method_and_bad_parameters_are_named(cluster, iris, tmp_path):
         run_federated_workflow(spec)
     with pytest.raises(InputError, match="'init' parameter of federated KCC.*'k-means\\+\\+'"):
         fit(cluster, sites, init="k-means++")
+    # the example workflow's section is one the stage accepts
+    fed = dict(load_workflow(REPO / "workflows" / "federated-kcc.yaml")["federated"])
+    assert fed["method"] == "kcc" and set(fed) <= FEDERATED_KEYS
+    _check_kcc_params(fed["n_clusters"], {k: fed[k] for k in ("mode", "n_init", "max_iter", "tol") if k in fed})
 
 
 def test_the_workflow_stage_writes_the_model_metrics_and_report(cluster, iris, tmp_path):
