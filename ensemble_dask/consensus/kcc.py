@@ -519,8 +519,9 @@ class KCC:
     init : {'k-means++', 'random', 'clusters'} or array of shape (K, G), default='k-means++'
         Start: greedy k-means++ on ``B`` (KCC++ of papers/004), ``K`` distinct random points (KCC),
         the centroids of ``K`` random clusters of the basic partitions (drawn in proportion to their
-        sizes; needs only per-cluster counts, the start of the federated KCC), or explicit centroids over the ``G = sum_i K_i`` categories (the sorted distinct labels of
-        each clustering, clustering by clustering, as :func:`encode` orders them).
+        sizes; needs only per-cluster counts: the start of the federated KCC), or explicit
+        centroids over the ``G = sum_i K_i`` categories (the sorted distinct labels of each
+        clustering, clustering by clustering, as :func:`encode` orders them).
     n_init : int, default=1
         Number of random starts; the lowest objective is kept (ignored for an explicit ``init``).
     max_iter : int, default=300
