@@ -165,13 +165,15 @@ def federated_html(fed, fname):
         for s, r, i in zip(fed["names"], fed["rows"], fed["iterations"], strict=True)
     )
     msgs = ", ".join(f"{k}: {v}" for k, v in sorted(fed["messages"].items()))
+    kcc = fed.get("method") == "kcc"
     facts = [
+        ("method", _esc("KCC (Lloyd)" if kcc else "BCE (EM)")),
         ("mode", _esc(fed["mode"])),
         ("TLS", tls),
         ("clusters K", _esc(fed["n_clusters"])),
-        ("EM iterations", _esc(fed["n_iter"])),
+        ("Lloyd iterations" if kcc else "EM iterations", _esc(fed["n_iter"])),
         ("converged", _esc(fed["converged"])),
-        ("lower bound", _esc(fed["lower_bound"])),
+        ("objective" if kcc else "lower bound", _esc(fmt(fed.get("objective"), ".6g") if kcc else fed["lower_bound"])),
         ("seconds", _esc(fmt(fed["seconds"], ".2f"))),
     ]
     if fed["scores"]:
@@ -183,8 +185,9 @@ def federated_html(fed, fname):
     return (
         f"<section id='federated'><h2>Federated run</h2>{facts}<table class='grid'><tr><th>site</th>"
         f"<th>rows</th><th>iterations</th></tr>{rows}</table><figure><img src='{fname}' alt='federated'>"
-        "<figcaption>Rows per site (counts only: no site's data leaves it) and the lower bound over EM "
-        "iterations.</figcaption></figure></section>"
+        "<figcaption>Rows per site (counts only: no site's data leaves it) and the "
+        + ("KCC objective over Lloyd" if kcc else "lower bound over EM")
+        + " iterations.</figcaption></figure></section>"
     )
 
 

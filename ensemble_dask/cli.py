@@ -58,7 +58,7 @@ def _parser():
     cluster_args(p)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a workflow key")
 
-    p = sub.add_parser("federated", parents=[common], help="row-distributed BCE over the sites of a workflow")
+    p = sub.add_parser("federated", parents=[common], help="row-distributed BCE or KCC over the sites of a workflow")
     p.add_argument("workflow")
     store_args(p, required=False)
     p.add_argument(
@@ -337,6 +337,9 @@ def _federated(spec, args, progress):
         summary = result["federated"]
     except SiteLostError as exc:
         print(f"ensemble-dask: error: {exc}", file=sys.stderr)
+        if (spec.get("federated") or {}).get("method") == "kcc":
+            print("ensemble-dask: (KCC runs are not checkpointed) bring the site back and run again", file=sys.stderr)
+            return 3
         print(
             "ensemble-dask: (alpha, beta) of the last complete iteration are checkpointed; bring the site "
             "back and run the same command to resume",
@@ -344,12 +347,19 @@ def _federated(spec, args, progress):
         )
         return 3
     tls = "TLS" if summary["tls"] else "no TLS"
-    print(
-        f"federated BCE ({summary['mode']}, {tls}) over {len(summary['sites'])} sites "
-        f"({summary['n_rows']} rows): {summary['iterations']} EM iterations, lower bound "
-        f"{summary['lower_bound']:.4f}, {summary['seconds']:.1f} s"
-        + (f", resumed at iteration {summary['resumed_from_iteration']}" if summary["resumed_from_iteration"] else "")
-    )
+    if summary.get("method") == "kcc":
+        print(
+            f"federated KCC ({summary['mode']}, {tls}) over {len(summary['sites'])} sites "
+            f"({summary['n_rows']} rows): {summary['iterations']} Lloyd iterations, objective "
+            f"{summary['objective']:.6f}, {summary['seconds']:.1f} s"
+        )
+    else:
+        print(
+            f"federated BCE ({summary['mode']}, {tls}) over {len(summary['sites'])} sites "
+            f"({summary['n_rows']} rows): {summary['iterations']} EM iterations, lower bound "
+            f"{summary['lower_bound']:.4f}, {summary['seconds']:.1f} s"
+            + (f", resumed at iteration {summary['resumed_from_iteration']}" if summary["resumed_from_iteration"] else "")
+        )
     if "H" in summary:
         print(f"whole federation vs reference: H={summary['H']:.4f} ARI={summary['ARI']:.4f} NMI={summary['NMI']:.4f}")
     print(f"report: {result['html']}")

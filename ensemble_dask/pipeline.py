@@ -240,7 +240,7 @@ def _pair_methods_k(consensus):
 def run_workflow(spec, *, progress=False):
     """Run every stage of ``spec`` (a dict from :func:`load_workflow`); return the report dict.
 
-    A workflow with a ``federated:`` section runs row-distributed BCE over its sites instead
+    A workflow with a ``federated:`` section runs row-distributed BCE (or KCC) over its sites instead
     (:func:`~ensemble_dask.stages.federated.run_federated_workflow`).
     """
     check_workflow(spec)

@@ -490,8 +490,8 @@ def base_partitions_figure(scores, k_asked, k_found, method_scores, method_k, *,
     return fig
 
 
-def federated_figure(site_names, site_rows, trace, *, mode="", n_iter=None, converged=None):
-    """Rows per site (counts only, never the sites' data) and the federated lower-bound trace."""
+def federated_figure(site_names, site_rows, trace, *, mode="", n_iter=None, converged=None, ylabel="lower bound"):
+    """Rows per site (counts only, never the sites' data) and the federated lower-bound (or objective) trace."""
     fig = Figure(figsize=(12, 4), layout="constrained")
     ax0, ax1 = fig.subplots(1, 2)
     rows = [np.nan if r is None else float(r) for r in site_rows]
@@ -510,5 +510,5 @@ def federated_figure(site_names, site_rows, trace, *, mode="", n_iter=None, conv
         ax0.set_title(f"rows per site ({mode})", fontsize=10)
     else:
         _empty(ax0, f"sites ({mode})", "rows per site not recorded")
-    draw_trace(ax1, trace, ylabel="lower bound", converged=converged, n_iter=n_iter)
+    draw_trace(ax1, trace, ylabel=ylabel, converged=converged, n_iter=n_iter)
     return fig

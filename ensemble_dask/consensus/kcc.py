@@ -40,8 +40,10 @@ __all__ = [
     "centers_from_stats",
     "centers_from_partition",
     "block_sizes",
+    "block_cooccurrence",
     "LocalBlocks",
     "fit_kcc",
+    "kcc_starts",
 ]
 
 
@@ -248,6 +250,24 @@ def centers_from_partition(gidx, weight, part, K, enc, prior):
     return centers_from_stats(st, enc, prior)
 
 
+def block_cooccurrence(gidx, weight, chosen, n_categories):
+    """Label counts (``K x G``) and weights (``K``) of the block's rows carrying each ``chosen`` category.
+
+    Row ``k`` holds the statistics of cluster ``chosen[k]`` of a basic partition, the same kind of
+    per-cluster counts :func:`block_step` returns (a row may count in several of them).
+    """
+    counts = np.zeros((len(chosen), n_categories))
+    sizes = np.zeros(len(chosen))
+    for k, g in enumerate(chosen):
+        members = (gidx == g).any(axis=1)
+        rows = gidx[members]
+        w = np.broadcast_to(weight[members][:, None], rows.shape)
+        ok = rows >= 0
+        counts[k] = np.bincount(rows[ok], weights=w[ok], minlength=n_categories)
+        sizes[k] = float(weight[members].sum())
+    return counts, sizes
+
+
 def block_closest(gidx, weight, closest, center, csq):
     """``(min(closest, d(., center)), its weighted sum)`` over a block; ``closest=None`` starts fresh."""
     out = np.empty(gidx.shape[0])
@@ -334,6 +354,10 @@ class LocalBlocks:
     def pick(self, b, r):
         return block_pick(self.gidx[b], self.weight[b], self.closest[b], r)
 
+    def cooccurrence(self, chosen, n_categories):
+        parts = [block_cooccurrence(g, w, chosen, n_categories) for g, w in zip(self.gidx, self.weight, strict=True)]
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
+
     def memberships(self, MT, sq):
         res = [block_memberships(g, MT, sq) for g in self.gidx]
         return np.concatenate([r[0] for r in res]), np.concatenate([r[1] for r in res])
@@ -382,6 +406,22 @@ def _random_init(backend, K, enc, prior, rng):
     return np.ascontiguousarray(np.array(rows).T)
 
 
+def _clusters_init(backend, K, enc, prior, rng, counts):
+    """Centroids of ``K`` clusters of the basic partitions: a start that needs no individual row.
+
+    ``K`` distinct global categories are drawn with probability proportional to their counts (the
+    category of a uniformly drawn row's uniformly drawn clustering, as far as distinct draws go);
+    centroid ``k`` is the mean of the one-hot rows carrying category ``k``. Only per-cluster counts,
+    the statistics of a Lloyd step, are needed, so a federation can compute it by a secure sum.
+    """
+    G = enc.n_categories
+    p = counts / counts.sum()
+    chosen = np.sort(rng.choice(G, size=K, replace=bool(np.count_nonzero(p) < K), p=p))
+    co, sizes = backend.cooccurrence(chosen, G)
+    st = {"counts": co, "sizes": sizes, "far_rows": np.zeros((0, enc.n_clusterings), dtype=np.int32)}
+    return centers_from_stats(st, enc, prior)
+
+
 def _csq(center, enc):
     return np.add.reduceat(center * center, enc.offsets[:-1])
 
@@ -415,8 +455,12 @@ def lloyd(backend, MT, enc, prior, max_iter, tol):
     return MT, float(sse), it + 1, converged
 
 
-def fit_kcc(est, backend, enc, rng):
-    """Run ``est``'s starts on ``backend`` and set its fitted attributes (the shared driver)."""
+def kcc_starts(est, backend, enc, rng):
+    """Run ``est``'s starts on ``backend``: ``((MT, sse, n_iter, converged) of the best, total weight)``.
+
+    Everything it reads from ``backend`` is a sum over rows (sizes, statistics), except for the
+    ``'k-means++'`` and ``'random'`` starts, which fetch individual rows.
+    """
     K = est._k
     counts, n_weight = backend.sizes(enc.n_categories)
     prior = _proportions(counts[None, :], enc)[0]
@@ -428,6 +472,8 @@ def fit_kcc(est, backend, enc, rng):
     for _ in range(n_init):
         if isinstance(init, str) and init == "k-means++":
             MT0 = _kmeanspp(backend, K, enc, prior, rng)
+        elif isinstance(init, str) and init == "clusters":
+            MT0 = _clusters_init(backend, K, enc, prior, rng, counts)
         elif isinstance(init, str):
             MT0 = _random_init(backend, K, enc, prior, rng)
         else:
@@ -435,7 +481,12 @@ def fit_kcc(est, backend, enc, rng):
         res = lloyd(backend, MT0, enc, prior, est.max_iter, tol)
         if best is None or res[1] < best[1]:
             best = res
-    MT, sse, n_iter, converged = best
+    return best, n_weight
+
+
+def fit_kcc(est, backend, enc, rng):
+    """Run ``est``'s starts on ``backend`` and set its fitted attributes (the shared driver)."""
+    (MT, sse, n_iter, converged), n_weight = kcc_starts(est, backend, enc, rng)
     labels, Y = backend.memberships(MT, block_norms(MT, enc.offsets))
     est.encoding_ = enc
     est.cluster_centers_ = [
@@ -465,10 +516,12 @@ class KCC:
     ----------
     n_clusters : int, default=2
         Number of consensus clusters ``K`` (``2 <= K <= n``).
-    init : {'k-means++', 'random'} or array of shape (K, G), default='k-means++'
+    init : {'k-means++', 'random', 'clusters'} or array of shape (K, G), default='k-means++'
         Start: greedy k-means++ on ``B`` (KCC++ of papers/004), ``K`` distinct random points (KCC),
-        or explicit centroids over the ``G = sum_i K_i`` categories (the sorted distinct labels of
-        each clustering, clustering by clustering, as :func:`encode` orders them).
+        the centroids of ``K`` random clusters of the basic partitions (drawn in proportion to their
+        sizes; needs only per-cluster counts: the start of the federated KCC), or explicit
+        centroids over the ``G = sum_i K_i`` categories (the sorted distinct labels of each
+        clustering, clustering by clustering, as :func:`encode` orders them).
     n_init : int, default=1
         Number of random starts; the lowest objective is kept (ignored for an explicit ``init``).
     max_iter : int, default=300
@@ -526,7 +579,7 @@ class KCC:
         if isinstance(self.tol, bool) or not isinstance(self.tol, int | float) or not (self.tol >= 0):
             raise InputError(f"The 'tol' parameter must be a number >= 0; got {self.tol!r}")
         if isinstance(self.init, str):
-            check_choice(self.init, "init", {"k-means++", "random"})
+            check_choice(self.init, "init", {"k-means++", "random", "clusters"})
         elif n_categories is not None:
             a = np.asarray(self.init, dtype=np.float64)
             if a.shape != (self._k, n_categories):

@@ -27,6 +27,7 @@ from ..consensus.kcc import (
     KCC,
     Encoding,
     block_closest,
+    block_cooccurrence,
     block_memberships,
     block_pick,
     block_row,
@@ -120,6 +121,11 @@ class DaskBlocks:
         return self.client.submit(
             block_pick, self.gidx[b], self.weight[b], self.closest[b], r, pure=False
         ).result()
+
+    def cooccurrence(self, chosen, n_categories):
+        m = len(self.gidx)
+        parts = self.client.gather(self._map(block_cooccurrence, self.gidx, self.weight, [chosen] * m, [n_categories] * m))
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
     def memberships(self, MT, sq):
         m = len(self.gidx)

@@ -161,29 +161,34 @@ def bce_promote(st, init):
 
 def bce_finish(st, output, storage_options):
     """Memberships and consensus labels of the site's rows; written to its own ``output``."""
-    from .dask import _local_path
-
     gamma = expand_gamma(st.data["best"], st.data["prepared"])
     memb = gamma / gamma.sum(axis=1, keepdims=True)
     st.data["labels_"] = np.argmax(memb, axis=1)
     if output:
-        memb32 = memb.astype(np.float32)
-        if output.endswith(".npy"):
-            np.save(_local_path(output), memb32)
-        else:
-            import zarr
-
-            from ..io.urls import make_zarr_store
-
-            z = zarr.create_array(
-                make_zarr_store(output, storage_options),
-                shape=memb32.shape,
-                dtype="float32",
-                chunks=(min(memb32.shape[0], 65536) or 1, memb32.shape[1]),
-                overwrite=True,
-            )
-            z[:] = memb32
+        write_memberships(output, memb, storage_options)
     return None
+
+
+def write_memberships(output, memb, storage_options):
+    """Write a site's memberships (float32) to its own ``output`` (``.npy`` path or zarr URL)."""
+    from .dask import _local_path
+
+    memb32 = memb.astype(np.float32)
+    if output.endswith(".npy"):
+        np.save(_local_path(output), memb32)
+        return
+    import zarr
+
+    from ..io.urls import make_zarr_store
+
+    z = zarr.create_array(
+        make_zarr_store(output, storage_options),
+        shape=memb32.shape,
+        dtype="float32",
+        chunks=(min(memb32.shape[0], 65536) or 1, memb32.shape[1]),
+        overwrite=True,
+    )
+    z[:] = memb32
 
 
 def bce_contingency(st, n_classes):

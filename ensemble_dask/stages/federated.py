@@ -1,8 +1,9 @@
-"""Federated workflows: row-distributed BCE over sites that keep their rows, over TLS, resumable.
+"""Federated workflows: row-distributed BCE or KCC over sites that keep their rows, over TLS.
 
 A workflow's ``federated:`` section::
 
     federated:
+      method: bce               # bce | kcc (row-distributed KCC, federated.rows_kcc)
       mode: secure              # secure | plain (statistics in clear: a baseline)
       n_clusters: 6
       certs: runs/federated-bce/certs   # ensemble-dask certs --out DIR --names coordinator,site-a,...
@@ -22,6 +23,10 @@ is simulated by a local worker process with its own certificate and masking key.
 The coordinator's store receives the model (``federated/alpha``, ``federated/beta``), a checkpoint of
 ``(alpha, beta)`` after every EM iteration (``federated/checkpoint``, removed when the run completes;
 a rerun resumes from it) and ``report/metrics.json``. Memberships stay with each site (``output``).
+With ``method: kcc`` the model is ``federated/centers`` (``K x G``, the blocks' ``offsets`` in its
+attributes); its parameters are ``n_clusters``, ``n_init``, ``max_iter``, ``tol`` (KCC's) and
+``n_labels``; it starts from clusters of the basic partitions (KCC's ``init="clusters"``), and it is
+not checkpointed (a rerun starts over).
 
 :func:`split_sites` cuts the ``labels`` (and ``y_true``) of a run store into per-site arrays.
 """
@@ -45,6 +50,7 @@ logger = logging.getLogger(__name__)
 
 FEDERATED_KEYS = {
     "sites",
+    "method",
     "mode",
     "n_clusters",
     "n_init",
@@ -364,6 +370,7 @@ def run_federated_workflow(spec, *, client=None, progress=False):
     unknown = set(fed) - FEDERATED_KEYS
     if unknown:
         raise InputError(f"unknown key(s) {sorted(unknown)} in 'federated'; known: {sorted(FEDERATED_KEYS)}")
+    method = _check_method(fed.pop("method", "bce"))
     raw_sites = fed.pop("sites", None)
     if not isinstance(raw_sites, list) or not raw_sites:
         raise InputError(f"'federated.sites' must be a non-empty list of sites; got {raw_sites!r}")
@@ -372,6 +379,10 @@ def run_federated_workflow(spec, *, client=None, progress=False):
     demo = fed.pop("demo", False)
     certs = fed.pop("certs", None)
     timeout = float(fed.pop("timeout", 120.0))
+    if method == "kcc":
+        _check_kcc_params(n_clusters, fed)  # before any cluster starts
+    else:
+        _check_bce_params(n_clusters, fed)  # before any cluster starts
     seed = int(spec.get("seed", 0))
     fed.setdefault("random_state", int(stage_seed(seed, "federated").generate_state(1)[0]))
     store_url = spec.get("store") or f"runs/{spec.get('name', 'federated')}.zarr"
@@ -390,7 +401,6 @@ def run_federated_workflow(spec, *, client=None, progress=False):
             "`ensemble-dask certs` (or federated.insecure: true for plain TCP)"
         )
     mode = fed.get("mode", "secure")
-    _check_bce_params(n_clusters, fed)  # before any cluster starts
     pins = None
     if mode == "secure" and len(sites) > 1:
         pins = {}
@@ -400,6 +410,8 @@ def run_federated_workflow(spec, *, client=None, progress=False):
             pins[s["name"]] = load_mask_public(s["mask_key"])
     site_opts = spec.get("site_storage_options")
     record = {"sites": sites, "n_clusters": n_clusters, "tls": tls, **fed}
+    if method != "bce":  # a BCE run's record (and so its stage fingerprint) stays as it was
+        record["method"] = method
     if client is not None:
         ctx = contextlib.nullcontext(client)
         tls = client.scheduler.address.startswith("tls://")
@@ -408,10 +420,12 @@ def run_federated_workflow(spec, *, client=None, progress=False):
     else:
         ctx = _local_sites_cluster(sites, certs, tls)
     checkpoint = StoreCheckpoint(store)
-    bar = _progress_bar(progress, fed.get("max_iter", 300))
+    bar = _progress_bar(progress, fed.get("max_iter", 300), "federated KCC" if method == "kcc" else "federated EM")
     with ctx as c, store.stage("federated", record, []):
         if demo and not all(_exists(s["url"]) for s in sites):
             make_demo_sites(sites, c, demo, seed, Path(store.url).parent / f"{Path(store.url).stem}-demo")
+        if method == "kcc":
+            return _run_kcc(store, sites, n_clusters, c, fed, pins, timeout, site_opts, bar, tls, checkpoint)
         try:
             result = run_federated_bce(
                 sites,
@@ -432,6 +446,79 @@ def run_federated_workflow(spec, *, client=None, progress=False):
     return summary
 
 
+def _check_method(method):
+    if method not in ("bce", "kcc"):
+        raise InputError(f"The 'federated.method' parameter must be one of ['bce', 'kcc']; got {method!r}")
+    return method
+
+
+_KCC_KEYS = ("n_init", "max_iter", "tol", "random_state")
+
+
+def _check_kcc_params(n_clusters, fed):
+    from ..consensus.kcc import KCC
+
+    if fed.get("mode", "secure") not in ("secure", "plain"):
+        raise InputError(f"The 'federated.mode' parameter must be 'secure' or 'plain'; got {fed['mode']!r}")
+    other = sorted(set(fed) - {*_KCC_KEYS, "mode", "n_labels"})
+    if other:
+        raise InputError(f"federated.method 'kcc' takes no {other} (BCE parameters); its parameters: {list(_KCC_KEYS)}")
+    KCC(n_clusters, init="clusters", **{k: fed[k] for k in _KCC_KEYS if k in fed})._check_params()
+
+
+def _run_kcc(store, sites, n_clusters, client, fed, pins, timeout, site_opts, bar, tls, checkpoint):
+    """The ``method: kcc`` branch of :func:`run_federated_workflow` (inside its stage and cluster)."""
+    from ..federated.rows_kcc import run_federated_kcc
+
+    try:
+        result = run_federated_kcc(
+            sites, n_clusters, client, pins=pins, timeout=timeout, storage_options=site_opts, progress=bar, **fed
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    summary = _write_kcc_results(store, result, n_clusters, tls)
+    checkpoint.clear()  # a BCE run's checkpoint left in this store belongs to another run
+    return summary
+
+
+def _write_kcc_results(store, result, n_clusters, tls):
+    group = store.group.require_group("federated")
+    for name in ("alpha", "beta"):  # a BCE model of an earlier run in this store
+        if name in group:
+            del group[name]
+    for key in ("lower_bound", "bound_trace"):
+        if key in group.attrs:
+            del group.attrs[key]
+    centers = np.hstack([np.asarray(c, dtype=np.float64) for c in result.cluster_centers_])
+    group.create_array("centers", data=centers, overwrite=True)
+    group["centers"].attrs["offsets"] = np.cumsum([0] + [c.shape[1] for c in result.cluster_centers_]).tolist()
+    summary = {
+        "method": "kcc",
+        "mode": result.mode,
+        "tls": bool(tls),
+        "sites": result.site_names,
+        "rows_per_site": result.rows_per_site,
+        "n_rows": int(sum(result.rows_per_site.values())),
+        "n_clusterings": len(result.categories_),
+        "n_clusters": n_clusters,
+        "iterations": int(result.n_iter_),
+        "converged": bool(result.converged_),
+        "objective": float(result.objective_),
+        "objective_trace": [float(v) for v in result.objective_trace_],
+        "seconds": round(result.seconds, 3),
+        "seconds_per_iteration": round(result.seconds_per_iteration, 6),
+        "resumed_from_iteration": None,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    if result.scores is not None:
+        summary.update({k: float(v) for k, v in result.scores.items()})
+        summary["methods"] = {"federated-kcc": {**summary_scores(result.scores), "seconds": summary["seconds"]}}
+    group.attrs.update({k: v for k, v in summary.items() if k != "methods"})
+    store.write_json("report/metrics.json", summary)
+    return summary
+
+
 def _check_bce_params(n_clusters, fed):
     from ..consensus.bce import BCE
 
@@ -441,8 +528,8 @@ def _check_bce_params(n_clusters, fed):
     BCE(n_clusters, **{k: fed[k] for k in keys if k in fed})._check_params()
 
 
-def _progress_bar(progress, total):
-    """A ``progress(t, bound)`` callback drawing a tqdm bar from the first EM iteration (or None)."""
+def _progress_bar(progress, total, desc="federated EM"):
+    """A ``progress(t, value)`` callback drawing a tqdm bar from the first iteration (or None)."""
     if not progress:
         return None
     from tqdm.auto import tqdm
@@ -451,9 +538,9 @@ def _progress_bar(progress, total):
 
     def update(t, bound):
         if not bars:
-            bars.append(tqdm(total=total, initial=t, desc="federated EM", unit="it"))
+            bars.append(tqdm(total=total, initial=t, desc=desc, unit="it"))
         bars[0].n = t + 1
-        bars[0].set_postfix(bound=f"{bound:.6g}", refresh=False)
+        bars[0].set_postfix({"objective" if "KCC" in desc else "bound": f"{bound:.6g}"}, refresh=False)
         bars[0].refresh()
 
     update.close = lambda: bars and bars[0].close()
@@ -467,6 +554,7 @@ def _write_results(store, result, n_clusters, tls):
     group.create_array("beta", data=np.concatenate(beta, axis=1), overwrite=True)
     group["beta"].attrs["offsets"] = np.cumsum([0] + [b.shape[1] for b in beta]).tolist()
     summary = {
+        "method": "bce",
         "mode": result.mode,
         "tls": bool(tls),
         "sites": result.site_names,

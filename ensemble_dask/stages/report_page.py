@@ -376,6 +376,7 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
             mode=fed["mode"],
             n_iter=fed["n_iter"],
             converged=fed["converged"],
+            ylabel=fed.get("trace_label", "lower bound"),
         )
         figures[f"fig-federated.{fmt}"] = plots.figure_bytes(fig, fmt)
     sections.append(facts_html(_facts(store, report, sample, seed), store.records()))
@@ -438,8 +439,21 @@ def _federated(store):
         "n_clusters": a.get("n_clusters"),
         "trace": a.get("lower_bound_trace") or a.get("bound_trace") or [],
         "messages": a.get("messages") or {},
+        **_federated_kcc(a),
         "scores": scores,
         "seconds": a.get("seconds"),
+    }
+
+
+def _federated_kcc(a):
+    """The entries of :func:`_federated` that differ for a federated KCC run (objective, Lloyd iterations)."""
+    if a.get("method") != "kcc":
+        return {"method": a.get("method", "bce")}
+    return {
+        "method": "kcc",
+        "objective": a.get("objective"),
+        "trace": a.get("objective_trace") or [],
+        "trace_label": "objective",
     }
 
 

@@ -1,0 +1,300 @@
+"""Row-distributed KCC across sites (papers/004) with secure aggregation: ``federated: method: kcc``.
+
+The same federation as row-distributed BCE (:mod:`.rows`): each site's rows stay in its session on its
+own worker, and the coordinator obtains only secure sums (:class:`~.aggregate.SecureAggregator`):
+
+1. each site reads its rows (only their counts come back); the category space of each clustering
+   comes from the secure sums of :mod:`.rows` (label range, then per-label counts);
+2. one secure sum of the per-category counts gives the pooled label distribution (the prior of
+   empty centroid blocks and the scale of ``tol``);
+3. the start (``init="clusters"``, see :class:`~ensemble_dask.consensus.kcc.KCC`): the coordinator
+   draws ``K`` categories from the pooled counts with the run's seed, and one secure sum of the
+   sites' label counts over the rows carrying each of them gives the ``K`` starting centroids. KCC's
+   ``'k-means++'`` and ``'random'`` starts pick individual rows and are refused;
+4. per Lloyd iteration the coordinator sends the centroids; each site assigns its rows (the
+   assignment stays in its session) and returns its statistics - per cluster, the counts of each
+   clustering's labels, the cluster sizes, the squared error and the number of rows that changed
+   cluster - masked; the coordinator decodes their total and updates the centroids with
+   :func:`~ensemble_dask.consensus.kcc.centers_from_stats`;
+5. each site writes its rows' memberships to its own ``output``; with reference labels at every
+   site, the contingency tables of its consensus labels join one more secure sum (H, ARI, NMI).
+
+**Empty clusters.** In memory, KCC reseeds an empty cluster at the rows farthest from their
+centroids; those are individual rows, so here no site sends any (``n_far = 0``) and an empty
+cluster's centroid becomes the pooled label distribution (the prior), which reveals no row. As long as
+no cluster empties - the usual case - the fit therefore equals ``KCC(n_clusters, init="clusters",
+random_state=seed, ...)`` on the pooled rows (counts are integers, summed exactly; the squared
+error up to floating-point summation order), with the same determinism for a seed and for any cut
+of the rows into sites.
+
+``mode="plain"`` sends the statistics in clear (the baseline that measures the cost of masking).
+KCC runs are not checkpointed: a Lloyd iteration is one pass over the rows, and a rerun starts over.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import InputError, check_int, check_random_state
+from ..consensus.kcc import (
+    KCC,
+    Encoding,
+    KCCConvergenceWarning,
+    block_cooccurrence,
+    block_memberships,
+    block_norms,
+    block_sizes,
+    block_step,
+    check_encoding,
+    kcc_starts,
+)
+from .aggregate import SecureAggregator
+from .rows import (
+    _category_space,
+    _check_sites,
+    bce_contingency,
+    bce_open,
+    bce_reference_bits,
+    scores_from_contingency,
+    write_memberships,
+)
+
+__all__ = ["FederatedKCCResult", "run_federated_kcc"]
+
+
+# --------------------------------------------------------------------------- site side (run in sessions)
+
+
+def kcc_prepare(st, categories):
+    """Encode the site's rows against the pooled categories; its assignment starts empty."""
+    labels = st.data.pop("labels")
+    st.data["gidx"] = Encoding.from_categories(categories).transform(labels)
+    st.data["weight"] = np.ones(labels.shape[0])
+    st.data["assign"] = np.full(labels.shape[0], -1, dtype=np.int64)
+
+
+def kcc_reset(st):
+    st.data["assign"] = np.full(st.data["gidx"].shape[0], -1, dtype=np.int64)
+
+
+def kcc_sizes(st, n_categories):
+    """The site's count of each global category, then its row count."""
+    counts, total = block_sizes(st.data["gidx"], st.data["weight"], n_categories)
+    return np.concatenate([counts, [total]])
+
+
+def kcc_cooccurrence(st, chosen, n_categories):
+    """Per chosen category, the label counts and the number of the site's rows carrying it."""
+    counts, sizes = block_cooccurrence(st.data["gidx"], st.data["weight"], chosen, n_categories)
+    return np.concatenate([counts.ravel(), sizes])
+
+
+def kcc_step(st, MT, sq):
+    """The site's Lloyd assignment: its statistics vector (masked by the caller); the assignment stays."""
+    stats, assign = block_step(st.data["gidx"], st.data["weight"], st.data["assign"], MT, sq, 0)
+    st.data["assign"] = assign
+    return np.concatenate([stats["counts"].ravel(), stats["sizes"], [stats["sse"], stats["changed"]]])
+
+
+def kcc_finish(st, MT, sq, output, storage_options):
+    """Memberships and consensus labels of the site's rows for the final centroids; written to ``output``."""
+    labels, memb = block_memberships(st.data["gidx"], MT, sq)
+    st.data["labels_"] = labels
+    st.data["k"] = MT.shape[1]
+    if output:
+        write_memberships(output, memb, storage_options)
+
+
+# --------------------------------------------------------------------------- coordinator
+
+
+class SiteSums:
+    """Backend of :func:`~ensemble_dask.consensus.kcc.kcc_starts` over sites: each call is one secure sum.
+
+    Offers only the aggregate calls (``sizes``, ``cooccurrence``, ``step``); the row-level ones of
+    :class:`~ensemble_dask.consensus.kcc.LocalBlocks` (``row``, ``pick``, ...) do not exist here.
+    Records the objective trace of every start.
+    """
+
+    def __init__(self, agg, n_rows, n_clusterings, progress=None):
+        self.agg = agg
+        self.P = len(agg.sites)
+        self.n = float(n_rows)
+        self.N = int(n_clusterings)
+        self.progress = progress
+        self.traces = []
+        self.seconds = 0.0
+        self.n_steps = 0
+
+    def reset(self):
+        if self.traces:  # the sites' assignments of the previous start
+            self.agg.call(kcc_reset, what=f"start {len(self.traces) + 1}")
+        self.traces.append([])
+
+    def sizes(self, n_categories):
+        vec = self.agg.sum(kcc_sizes, [(n_categories,)] * self.P, what="the category-count round")
+        return vec[:n_categories], float(vec[n_categories])
+
+    def cooccurrence(self, chosen, n_categories):
+        K = len(chosen)
+        what = f"the start round of start {len(self.traces) + 1}"
+        vec = self.agg.sum(kcc_cooccurrence, [(np.asarray(chosen), n_categories)] * self.P, what=what)
+        return vec[: K * n_categories].reshape(K, n_categories), vec[K * n_categories :]
+
+    def step(self, MT, sq, n_far):
+        G, K = MT.shape
+        trace = self.traces[-1]
+        what = f"Lloyd iteration {len(trace) + 1}" + (f" of start {len(self.traces)}" if len(self.traces) > 1 else "")
+        t0 = time.perf_counter()
+        vec = self.agg.sum(kcc_step, [(MT, sq)] * self.P, what=what)
+        self.seconds += time.perf_counter() - t0
+        self.n_steps += 1
+        stats = {
+            "counts": vec[: K * G].reshape(K, G),
+            "sizes": vec[K * G : K * G + K],
+            "sse": float(vec[K * G + K]),
+            "changed": float(np.rint(vec[K * G + K + 1])),  # a count: exact up to the fixed point's 2**-64
+            "far_d": np.empty(0),
+            "far_rows": np.zeros((0, self.N), dtype=np.int32),  # no row leaves a site
+        }
+        trace.append(stats["sse"] / self.n**2)
+        if self.progress is not None:
+            self.progress(len(trace) - 1, trace[-1])
+        return stats
+
+
+@dataclass
+class FederatedKCCResult:
+    """Outcome of a federated KCC fit: what the coordinator holds (centroids, totals, timings)."""
+
+    cluster_centers_: list
+    categories_: list
+    objective_: float
+    inertia_: float
+    objective_trace_: np.ndarray
+    n_iter_: int
+    converged_: bool
+    mode: str
+    site_names: list
+    rows_per_site: dict
+    seconds: float
+    seconds_per_iteration: float
+    scores: dict | None = None
+    method: str = "kcc"
+
+
+def run_federated_kcc(
+    sites,
+    n_clusters,
+    client,
+    *,
+    mode="secure",
+    init="clusters",
+    n_init=1,
+    max_iter=300,
+    tol=1e-4,
+    random_state=None,
+    n_labels=None,
+    pins=None,
+    timeout=120.0,
+    storage_options=None,
+    progress=None,
+):
+    """Row-distributed KCC across sites on a Dask cluster; the coordinator sees only secure sums.
+
+    Parameters
+    ----------
+    sites : list of dict
+        As for :func:`~.rows.run_federated_bce`: ``name``, ``url``, ``resource`` and optionally
+        ``output`` (the site's memberships) and ``reference`` (its rows' reference labels).
+    n_clusters : int
+    client : distributed.Client
+    mode : {"secure", "plain"}, default="secure"
+    init : {"clusters"} or array of shape (K, G), default="clusters"
+        The start; KCC's ``'k-means++'`` and ``'random'`` need individual rows and are refused.
+    n_init, max_iter, tol, random_state
+        As in :class:`~ensemble_dask.consensus.kcc.KCC`.
+    n_labels : int, default=None
+        Labels are ``0 .. n_labels - 1`` in every clustering (None: bounded by a secure sum).
+    pins, timeout, storage_options, progress
+        As for :func:`~.rows.run_federated_bce` (``progress(iteration, objective)`` per Lloyd step).
+
+    Returns
+    -------
+    FederatedKCCResult
+        Equal to ``KCC(n_clusters, init="clusters", ...)`` on the pooled rows while no cluster
+        empties (see the module's docstring).
+    """
+    t_start = time.perf_counter()
+    if mode not in ("secure", "plain"):
+        raise InputError(f"The 'mode' parameter must be one of ['plain', 'secure']; got {mode!r}")
+    if isinstance(init, str) and init != "clusters":
+        raise InputError(
+            f"The 'init' parameter of federated KCC must be 'clusters' or an array; got {init!r} "
+            "('k-means++' and 'random' pick individual rows, which never leave a site)"
+        )
+    sites = _check_sites(sites)
+    names = [s["name"] for s in sites]
+    est = KCC(n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol, random_state=random_state)
+    est._check_params()
+    if n_labels is not None:
+        n_labels = check_int(n_labels, "n_labels", min_value=1)
+    P = len(sites)
+    with SecureAggregator(client, sites, mode=mode, pins=pins, timeout=timeout) as agg:
+        infos = agg.call(
+            bce_open,
+            [(s["url"], storage_options, s.get("reference")) for s in sites],
+            what="loading the sites' rows",
+        )
+        N = infos[0]["n_clusterings"]
+        for s, info in zip(sites, infos, strict=True):
+            if info["n_clusterings"] != N:
+                raise InputError(
+                    f"site {s['name']!r} has {info['n_clusterings']} clusterings but site {names[0]!r} has {N}"
+                )
+        rows_per_site = {n: info["n_rows"] for n, info in zip(names, infos, strict=True)}
+        n = sum(rows_per_site.values())
+        categories = _category_space(agg, n_labels, N, "the label-range round", "the label-count round")
+        enc = Encoding.from_categories(categories)
+        check_encoding(enc, (n, N))
+        est._check_params(n, enc.n_categories)
+        agg.call(kcc_prepare, [(categories,)] * P, what="preparing the sites' rows")
+        backend = SiteSums(agg, n, N, progress)
+        (MT, sse, n_iter, converged), n_weight = kcc_starts(est, backend, enc, check_random_state(random_state))
+        # the best start is the one whose last step gave its squared error
+        trace = next((t for t in backend.traces if t and t[-1] == sse / n_weight**2), backend.traces[-1])
+        sq = block_norms(MT, enc.offsets)
+        agg.call(kcc_finish, [(MT, sq, s.get("output"), storage_options) for s in sites], what="writing memberships")
+        scores = None
+        if all(s.get("reference") for s in sites):
+            onehot = agg.sum(bce_reference_bits, what="the reference-range round")
+            n_classes = 1 << int(np.flatnonzero(onehot > 0.5).max())
+            table = agg.sum(bce_contingency, [(n_classes,)] * P, what="the contingency round")
+            scores = scores_from_contingency(table.reshape(est._k, n_classes))
+    if not converged:
+        warnings.warn(
+            f"federated KCC did not converge in max_iter={est.max_iter} Lloyd iterations "
+            "(centroid shift above tol)",
+            KCCConvergenceWarning,
+            stacklevel=2,
+        )
+    offsets = enc.offsets
+    return FederatedKCCResult(
+        cluster_centers_=[np.ascontiguousarray(MT[a:b].T) for a, b in zip(offsets[:-1], offsets[1:], strict=True)],
+        categories_=categories,
+        objective_=sse / n_weight**2,
+        inertia_=sse,
+        objective_trace_=np.asarray(trace),
+        n_iter_=int(n_iter),
+        converged_=bool(converged),
+        mode=mode,
+        site_names=names,
+        rows_per_site=rows_per_site,
+        seconds=time.perf_counter() - t_start,
+        seconds_per_iteration=backend.seconds / backend.n_steps if backend.n_steps else float("nan"),
+        scores=scores,
+    )
