@@ -110,8 +110,11 @@ def _parser():
     cluster_args(p)
     p.add_argument("-N", "--n-clusterings", type=int, default=100)
     p.add_argument("--ensemble", default="type1", help="type1 (k-means) or type2 (mixed algorithms)")
-    p.add_argument("--k-min", type=int, default=2)
-    p.add_argument("--k-max", type=int, default=10)
+    p.add_argument("--k-min", type=int, help="fewest clusters of a base clustering (default 2, or K // 2)")
+    p.add_argument("--k-max", type=int, help="most clusters of a base clustering (default 10, or 2K)")
+    p.add_argument(
+        "--n-clusters", type=int, help="the largest K you will ask of the consensus (sets the k range's default)"
+    )
     p.add_argument("--rate", type=float, default=1.0)
     p.add_argument("--algorithms", type=_csv_list)
     p.add_argument("--seed", type=int, default=0)
@@ -266,6 +269,7 @@ def _run(args):
                 ensemble=args.ensemble,
                 k_min=args.k_min,
                 k_max=args.k_max,
+                n_clusters=args.n_clusters,
                 rate=args.rate,
                 algorithms=args.algorithms,
                 seed=args.seed,

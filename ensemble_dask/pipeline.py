@@ -225,14 +225,14 @@ def _call(func, section, *args, **kwargs):
         raise
 
 
-def _pair_methods_k(consensus):
-    """The largest ``n_clusters`` of the consensus entries that fit on pairs (None if none does)."""
+def _largest_k(consensus, on=None):
+    """The largest ``n_clusters`` of the consensus entries (that fit on ``on``, e.g. ``"pairs"``), or None."""
     from .stages.consensus import METHODS, resolve_method
 
     ks = []
     for name, params in (consensus or {}).items():
         method, kw = resolve_method(name, params)
-        if METHODS[method] == "pairs" and isinstance(kw.get("n_clusters"), int):
+        if (on is None or METHODS[method] == on) and isinstance(kw.get("n_clusters"), int):
             ks.append(kw["n_clusters"])
     return max(ks) if ks else None
 
@@ -273,11 +273,12 @@ def run_workflow(spec, *, progress=False):
         if spec.get("generate") is not None:
             gen = dict(spec["generate"])
             gen.setdefault("seed", seed)
+            gen.setdefault("n_clusters", _largest_k(consensus))
             _call(generate, "generate", store, client, progress=progress, **gen)
         if spec.get("coassoc") is not None:
             co = dict(spec["coassoc"])
             co.setdefault("seed", seed)
-            co.setdefault("n_clusters", _pair_methods_k(consensus))
+            co.setdefault("n_clusters", _largest_k(consensus, "pairs"))
             info = _call(coassoc_stage, "coassoc", store, client, **co)
             logger.info("coassoc: %s", info)
         for name, params in consensus.items():

@@ -144,3 +144,14 @@ def test_pair_methods_bad_input(name):
         _make(name, 9).fit(pairs)
     with pytest.raises(InputError, match="PairCounts"):
         _make(name, 2).fit(SMALL)
+
+
+@pytest.mark.parametrize("name", LABEL_METHODS)
+def test_more_clusters_asked_than_distinct_label_rows(name):
+    """Three distinct rows of labels, K = 5: no error; HBGF and HGPA keep each row in its own cluster
+    (MCLA groups the base clusters, so it may join rows)."""
+    labels = np.repeat(np.array([[0, 0], [1, 1], [2, 1]]), 10, axis=0)
+    est = _make(name, 5).fit(labels)
+    assert est.memberships_.shape == (30, 5)
+    if name != "mcla":
+        assert _same_partition(est.labels_, np.repeat([0, 1, 2], 10))

@@ -158,3 +158,16 @@ def test_algorithms_are_checked_for_every_ensemble_type():
         plan_ensemble(100, 2, algorithms=["bogus"])
     with pytest.raises(InputError, match="'algorithms' parameter applies to ensemble='type2'"):
         plan_ensemble(100, 2, algorithms=["ward"])
+
+
+def test_default_k_range_follows_the_k_asked():
+    from ensemble_dask.stages.generate import default_k_range, generate_params
+
+    assert default_k_range() == (2, 10) == default_k_range(3) == default_k_range(5)
+    assert default_k_range(8) == (4, 16) and default_k_range(31) == (15, 62)
+    p = generate_params(n_clusters=31)
+    assert (p["k_min"], p["k_max"]) == (15, 62) and "n_clusters" not in p
+    # an explicit range wins, and the parameters (the stage's identity) are those of the old defaults
+    assert generate_params(n_clusters=31, k_min=2, k_max=10) == generate_params()
+    with pytest.raises(InputError, match="n_clusters"):
+        default_k_range(1)

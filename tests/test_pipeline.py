@@ -248,3 +248,34 @@ def test_kcc_and_the_baselines_as_workflow_entries():
             assert m["ARI"] >= base, (name, m["ARI"], base)
     assert store["consensus/kcc"].attrs["converged"] in (True, False)
     assert store["consensus/hbgf"].attrs["converged"] is None  # no iterations to converge
+
+
+def test_ensemble_and_pairs_too_small_for_the_k_asked_are_recorded():
+    """Both numbers in each warning; the result is kept, with its warnings, not reported as clean."""
+    spec = _spec("memory://pipeline-coarse", **{"pcc-l2": {"n_clusters": 8}, "bce": {"n_clusters": 8}})
+    spec["generate"] = {"n_clusterings": 6, "k_min": 2, "k_max": 4}
+    spec["coassoc"] = {"strategy": "per-point", "l": 5}
+    run_workflow(spec)
+    store = RunStore("memory://pipeline-coarse")
+    pcc = store["consensus/pcc-l2"].attrs["warnings"]
+    assert any(
+        w.startswith(
+            "CoarseEnsembleWarning: the base partitions have at most 4 clusters, fewer than n_clusters=8"
+        )
+        for w in pcc
+    ), pcc
+    assert any(w.startswith("TooFewPairsWarning:") and "fewer than the 16 (2 K)" in w for w in pcc), pcc
+    bce = store["consensus/bce"].attrs["warnings"]
+    kinds = {w.split(":")[0] for w in bce}
+    assert "CoarseEnsembleWarning" in kinds and "TooFewPairsWarning" not in kinds, bce  # BCE uses no pairs
+
+
+def test_generate_takes_its_k_range_from_the_k_asked():
+    spec = _spec("memory://pipeline-krange", bce={"n_clusters": 12})
+    spec["generate"] = {"n_clusterings": 8}
+    spec["coassoc"] = None
+    run_workflow(spec)
+    meta = RunStore("memory://pipeline-krange")["labels"].attrs["partitions"]
+    ks = [m["k"] for m in meta]
+    assert min(ks) >= 6 and max(ks) <= 24 and max(ks) > 10, ks
+    assert RunStore("memory://pipeline-krange")["consensus/bce"].attrs["warnings"] == []

@@ -257,7 +257,10 @@ class HBGF(_LabelBaseline):
         sig = np.sqrt(np.maximum(vals, 1e-300))
         U = (A @ V) / sig[None, :]
         U /= np.maximum(np.linalg.norm(U, axis=1, keepdims=True), 1e-300)
-        km = KMeans(self._k, n_init=self.n_init, random_state=int(rng.integers(2**31 - 1)))
-        parts = km.fit_predict(U, sample_weight=w)
+        seed = int(rng.integers(2**31 - 1))
+        if U.shape[0] <= self._k:  # no more distinct label rows than clusters asked: one cluster each
+            parts = np.arange(U.shape[0])
+        else:
+            parts = KMeans(self._k, n_init=self.n_init, random_state=seed).fit_predict(U, sample_weight=w)
         self.embedding_ = U[inv]
         return self._finish(parts, inv)

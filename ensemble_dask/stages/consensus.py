@@ -232,6 +232,26 @@ def _check_pairs_per_point(pairs, n_clusters):
         )
 
 
+class CoarseEnsembleWarning(UserWarning):
+    """The base partitions have fewer clusters than the consensus is asked for."""
+
+
+def _check_ensemble_range(store, n_clusters):
+    """Warn when no base partition has as many as ``n_clusters`` clusters: a consensus can split only
+    what some partitions split, and the pair methods then merge clusters (benchmarks/cli_defaults.py)."""
+    meta = store["labels"].attrs.get("partitions") or []
+    ks = [m.get("n_clusters_found", m.get("k")) for m in meta]
+    ks = [int(k) for k in ks if k is not None]
+    if n_clusters and ks and max(ks) < n_clusters:
+        warnings.warn(
+            f"the base partitions have at most {max(ks)} clusters, fewer than n_clusters={n_clusters}; "
+            f"generate an ensemble with k up to 2K (generate: {{n_clusters: {n_clusters}}}, or "
+            f"--n-clusters {n_clusters}, draws k in [{max(2, n_clusters // 2)}, {max(10, 2 * n_clusters)}])",
+            CoarseEnsembleWarning,
+            stacklevel=3,
+        )
+
+
 def _inputs(store, method):
     if METHODS[method] == "pairs":
         return [store.stage_hash("coassoc")]
@@ -248,6 +268,7 @@ def _fit(store, method, kwargs, client):
         starts = _label_starts(store, kwargs["n_clusters"], kwargs.get("random_state"))
         params = {**params, "init": "random" if starts is None else starts}
     est = _estimator(method, params)
+    _check_ensemble_range(store, kwargs.get("n_clusters"))
     if METHODS[method] == "pairs":
         from ..coassoc import read_pairs
 

@@ -25,6 +25,7 @@ from ..io.store import RunStore
 __all__ = [
     "generate",
     "generate_params",
+    "default_k_range",
     "import_labels",
     "read_labels_table",
     "base_partition_scores",
@@ -84,15 +85,43 @@ def _rows_of_x(store, ingest_hash, idx):
     return x if full else x[idx]
 
 
+def default_k_range(n_clusters=None):
+    """The default ``(k_min, k_max)`` of the base clusterings for a consensus of ``n_clusters``.
+
+    ``[2, 10]`` (the PCC paper's KDD ensemble) when no K is known or K <= 5; for larger K,
+    ``[K // 2, 2 K]``: consensus by co-association can split only what some base partitions split,
+    and pair methods merge clusters that an ensemble of coarser partitions keeps together
+    (measured in ``benchmarks/cli_defaults.py``: on 31 blobs PCC reaches ARI 0.27 from k in [2, 10],
+    0.997 from k in [15, 62]).
+    """
+    if n_clusters is None:
+        return 2, 10
+    k = check_int(n_clusters, "n_clusters", min_value=2)
+    return max(2, k // 2), max(10, 2 * k)
+
+
 def generate_params(
-    n_clusterings=100, *, ensemble="type1", k_min=2, k_max=10, rate=1.0, algorithms=None, seed=0
+    n_clusterings=100,
+    *,
+    ensemble="type1",
+    k_min=None,
+    k_max=None,
+    rate=1.0,
+    algorithms=None,
+    seed=0,
+    n_clusters=None,
 ):
-    """The ``generate`` stage's parameters, validated (see :func:`~ensemble_dask.clusterers.plan_ensemble`)."""
+    """The ``generate`` stage's parameters, validated (see :func:`~ensemble_dask.clusterers.plan_ensemble`).
+
+    ``n_clusters`` (the largest K the consensus will be asked for) only sets the defaults of
+    ``k_min`` and ``k_max`` (:func:`default_k_range`); it is not itself a parameter of the stage.
+    """
+    lo, hi = default_k_range(n_clusters)
     return dict(
         n_clusterings=check_int(n_clusterings, "n_clusterings", min_value=1),
         ensemble=ensemble,
-        k_min=k_min,
-        k_max=k_max,
+        k_min=lo if k_min is None else k_min,
+        k_max=hi if k_max is None else k_max,
         rate=rate,
         algorithms=None if algorithms is None else list(algorithms),
         seed=int(seed),

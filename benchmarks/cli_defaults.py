@@ -1,0 +1,104 @@
+"""Every consensus method through the CLI with its defaults, on many data sets; prints ARI per method.
+
+What an acceptance run does on a data set we never saw: ``ingest`` (a CSV with its class column),
+``generate`` and ``coassoc`` with no options, then ``consensus NAME --set n_clusters=K`` (K = the
+number of classes) for every method, and ``report``. Each method's ARI is printed beside the mean
+ARI of the base partitions; ``<`` marks a method below that mean.
+
+Data sets: the UCI sets in ``../shared/data/uci`` (iris, wine, glass, ionosphere, wdbc), scikit-learn's
+``digits`` (10 classes, ships with scikit-learn) and seeded ``make_blobs`` with 3, 10, 20 and 31
+centres (``--blobs-n`` points each).
+
+    python benchmarks/cli_defaults.py [--data-dir ../shared/data/uci] [--methods pcc-kl,bce] [--sets iris,blobs20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.datasets import load_digits, make_blobs
+
+from ensemble_dask.cli import main as cli_main
+from ensemble_dask.datasets import load_uci
+
+METHODS = "pcc-kl,pcc-l2,ppc,bce,mm,kcc,gkcc,hbgf,cspa,eac-al,mcla,hgpa,eac-sl"
+UCI = ("iris", "wine", "glass", "ionosphere", "wdbc")
+
+
+def datasets(data_dir, blobs_n):
+    for name in UCI:
+        if (Path(data_dir) / f"{name}.data.gz").exists():
+            yield (name, *load_uci(name, data_dir))
+    d = load_digits()
+    yield "digits", d.data, d.target
+    for c in (3, 10, 20, 31):
+        X, y = make_blobs(blobs_n, centers=c, n_features=10, cluster_std=2.5, random_state=0)
+        yield f"blobs{c}", X, y
+
+
+def cli(*args):
+    """Run ``ensemble-dask ARGS`` in this process; raise with its stderr on a non-zero exit."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli_main([str(a) for a in args])
+    if rc:
+        raise RuntimeError(f"ensemble-dask {' '.join(map(str, args))}: exit {rc}: {err.getvalue()[-500:]}")
+    return out.getvalue()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data-dir", default=str(Path(__file__).parents[1] / ".." / "shared" / "data" / "uci"))
+    ap.add_argument("--methods", default=METHODS)
+    ap.add_argument("--sets", default=None, help="comma-separated names (default: all)")
+    ap.add_argument("--blobs-n", type=int, default=5000)
+    args = ap.parse_args()
+    methods = args.methods.split(",")
+    wanted = None if args.sets is None else set(args.sets.split(","))
+    print(f"{'set':10s} {'n':>6s} {'K':>3s} {'base':>6s} " + " ".join(f"{m:>7s}" for m in methods))
+    below = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, X, y in datasets(args.data_dir, args.blobs_n):
+            if wanted is not None and name not in wanted:
+                continue
+            K = len(np.unique(y))
+            csv = Path(tmp) / f"{name}.csv"
+            frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
+            frame["class"] = y
+            frame.to_csv(csv, index=False)
+            store = Path(tmp) / f"{name}.zarr"
+            cli("ingest", csv, "--store", store, "--header", "--label-column", "class")
+            cli("generate", "--store", store, "--no-progress")
+            cli("coassoc", "--store", store, "--n-clusters", K)
+            row, secs = [], []
+            for m in methods:
+                t0 = time.perf_counter()
+                try:
+                    cli("consensus", m, "--store", store, "--set", f"n_clusters={K}")
+                except RuntimeError as exc:
+                    print(f"  {name} {m}: {exc}")
+                secs.append(time.perf_counter() - t0)
+            metrics = json.loads((store / "report" / "metrics.json").read_text())
+            base = metrics["base_partitions"]["ARI"]["mean"]
+            for m in methods:
+                ari = metrics["methods"].get(m, {}).get("ARI", float("nan"))
+                row.append(f"{ari:6.3f}{'<' if ari < base - 1e-9 else ' '}")
+                if not ari >= base - 1e-9:
+                    below.append((name, m, round(ari, 3), round(base, 3)))
+            print(f"{name:10s} {len(y):6d} {K:3d} {base:6.3f} " + " ".join(row), flush=True)
+            print(f"{'':10s} {'':6s} {'':3s} {'secs':>6s} " + " ".join(f"{s:7.1f}" for s in secs), flush=True)
+    print(f"\nbelow the mean base partition: {len(below)}")
+    for b in below:
+        print("  ", *b)
+
+
+if __name__ == "__main__":
+    main()
