@@ -87,7 +87,7 @@ def site_vectors(L, bounds, seed, **params):
     """Every vector each site computes in the run (its site functions, replayed on its rows here)."""
     gidx, enc = encode(L)
     rec = Recorder(gidx)
-    est = KCC(3, init="clusters", random_state=seed, **params)
+    est = KCC(3, init="clusters", random_state=seed, **{"n_init": 1, **params})
     est._check_params()
     kcc_starts(est, rec, enc, check_random_state(seed))
     G = enc.n_categories
@@ -113,7 +113,7 @@ def test_secure_kcc_equals_centralised_and_the_client_never_receives_a_sites_sta
     sites, bounds = make_sites(L, tmp_path, y, cuts=CUTS)
     with Received() as rx:
         res = fit(cluster, sites)
-    ref = KCC(3, init="clusters", random_state=3).fit(L)
+    ref = KCC(3, init="clusters", n_init=1, random_state=3).fit(L)
     assert res.rows_per_site == {"site-0": 45, "site-1": 50, "site-2": 55}
     assert res.converged_ and ref.converged_ and res.n_iter_ == ref.n_iter_
     for c, rc in zip(res.cluster_centers_, ref.cluster_centers_, strict=True):
@@ -186,7 +186,7 @@ def test_the_workflow_stage_writes_the_model_metrics_and_report(cluster, iris, t
     summary = run_federated_workflow(spec, client=cluster.client)
     store = RunStore(store_url)
     rs = store.record("federated")["params"]["random_state"]
-    ref = KCC(3, init="clusters", random_state=rs).fit(L)
+    ref = KCC(3, init="clusters", n_init=1, random_state=rs).fit(L)
     assert summary["method"] == "kcc" and summary["mode"] == "secure" and summary["tls"] is True
     assert summary["iterations"] == ref.n_iter_ and summary["converged"] is True
     assert summary["objective"] == pytest.approx(ref.objective_, rel=1e-12)

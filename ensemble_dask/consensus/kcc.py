@@ -522,8 +522,11 @@ class KCC:
         sizes; needs only per-cluster counts: the start of the federated KCC), or explicit
         centroids over the ``G = sum_i K_i`` categories (the sorted distinct labels of each
         clustering, clustering by clustering, as :func:`encode` orders them).
-    n_init : int, default=1
+    n_init : int, default=5
         Number of random starts; the lowest objective is kept (ignored for an explicit ``init``).
+        One start is a lottery on hard data: on 100 k-means labelings of wdbc, K = 2, the lowest
+        objective was found from 3 of 16 seeds with one start, 8 with three, 14 with five (ARI
+        -0.01 to 0.55 with one start). Each start costs one Lloyd run over the labels.
     max_iter : int, default=300
     tol : float, default=1e-4
         Relative tolerance on the squared centroid shift, scaled by the mean variance of the
@@ -561,7 +564,7 @@ class KCC:
     """
 
     def __init__(
-        self, n_clusters=2, *, init="k-means++", n_init=1, max_iter=300, tol=1e-4, random_state=None
+        self, n_clusters=2, *, init="k-means++", n_init=5, max_iter=300, tol=1e-4, random_state=None
     ):
         self.n_clusters = n_clusters
         self.init = init
