@@ -578,3 +578,31 @@ def test_bad_init_names_the_parameter(Est):
         InputError, match="'init' parameter must be 'k-means\\+\\+' or 'random'; got 'kmeans'"
     ):
         Est(2, init="kmeans").fit(np.array([[0, 1], [1, 0], [0, 0]]))
+
+
+def _kcc_objective(gidx, assign, k):
+    """Sum over rows of the squared distance of the one-hot row to its cluster's mean (observed entries)."""
+    total = 0.0
+    for j in range(gidx.shape[1]):
+        for h in range(k):
+            g = gidx[(assign == h) & (gidx[:, j] >= 0), j]
+            if g.size:
+                share = np.bincount(g) / g.size
+                total += g.size - g.size * np.sum(share**2)
+    return total
+
+
+def test_seed_partition_keeps_the_best_of_its_seedings():
+    L, _ = blob_ensemble(1200, centers=8, n_clusterings=10)
+    cats = label_categories(L)
+    gidx, _ = encode_labels(L, cats)
+    offsets = np.concatenate([[0], np.cumsum([c.size for c in cats])])
+    w = np.ones(len(gidx))
+    singles = []
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        _, a = seed_partition(gidx, w, offsets, 8, rng, n_seedings=1)
+        singles.append(_kcc_objective(gidx, a, 8))
+    _, best = seed_partition(gidx, w, offsets, 8, np.random.default_rng(3), n_seedings=5)
+    assert _kcc_objective(gidx, best, 8) == pytest.approx(min(singles), rel=1e-12)
+    assert len({round(s, 6) for s in singles}) > 1  # the seedings differ, so the choice mattered

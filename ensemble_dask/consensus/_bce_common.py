@@ -340,8 +340,16 @@ def run_em(estep, params, layout, offsets, *, max_iter, tol, reg_covar=1e-6, fit
 # --------------------------------------------------------------------------- seeding
 
 
-def seed_partition(gidx, w, offsets, k, rng, *, max_lloyd=20):
-    """A hard start for EM: greedy k-means++ on the label rows, then Lloyd steps of KCC.
+#: k-means++ seedings tried by :func:`seed_partition`; the lowest KCC objective is kept. One seeding
+#: reached ARI 0.870 on 10 blobs (k in [5, 20], 5,000 points) where BCE's optimum is 0.999; the
+#: seedings cost a Lloyd run each, far less than the EM they start
+N_SEEDINGS = 5
+
+
+def seed_partition(gidx, w, offsets, k, rng, *, max_lloyd=20, n_seedings=N_SEEDINGS):
+    """A hard start for EM: the best of ``n_seedings`` greedy k-means++ seedings on the label rows,
+    each followed by Lloyd steps of KCC, by KCC's objective (the weighted squared distance of the
+    rows to their cluster's centroid, over the observed entries).
 
     KCC is k-means on the one-hot coded labels (``-1`` entries skipped); the k-means++ distance
     between two rows is the share of their jointly observed entries that differ
@@ -363,12 +371,25 @@ def seed_partition(gidx, w, offsets, k, rng, *, max_lloyd=20):
         gidx, w = np.ascontiguousarray(gidx[keep]), np.ascontiguousarray(w[keep])
     if gidx.shape[0] == 0:
         return np.zeros((k, R)), full
-    first = int(rng.choice(gidx.shape[0], p=w / w.sum()))
-    u = rng.random((k, 2 + int(np.log(k))))
-    centers = kern.kmeanspp_rows(gidx, w, first, u)
     col_of_cat = np.repeat(np.arange(N), np.diff(offsets))
     to_col = np.zeros((R, N))
     to_col[np.arange(R), col_of_cat] = 1.0
+    best = None
+    for _ in range(n_seedings):
+        obj, counts, assign = _seeded_lloyd(gidx, w, k, R, col_of_cat, to_col, rng, max_lloyd)
+        # a near-tie keeps the earlier seeding, so rounding (e.g. merged identical rows) cannot decide
+        if best is None or obj < best[0] - 1e-9 * abs(best[0]):
+            best = (obj, counts, assign)
+    _, counts, assign = best
+    full[keep] = assign
+    return counts, full
+
+
+def _seeded_lloyd(gidx, w, k, R, col_of_cat, to_col, rng, max_lloyd):
+    """One k-means++ seeding and its Lloyd steps: ``(KCC objective, counts, assign)``."""
+    first = int(rng.choice(gidx.shape[0], p=w / w.sum()))
+    u = rng.random((k, 2 + int(np.log(k))))
+    centers = kern.kmeanspp_rows(gidx, w, first, u)
     centroid = np.zeros((k, R))
     for h, c in enumerate(centers):
         g = gidx[c][gidx[c] >= 0]
@@ -384,8 +405,10 @@ def seed_partition(gidx, w, offsets, k, rng, *, max_lloyd=20):
         centroid[live] = np.where(
             per_cat[live] > 0, counts[live] / np.where(per_cat[live] > 0, per_cat[live], 1), 0
         )
-    full[keep] = assign
-    return counts, full
+    # sum over clusters h and clusterings j of n_hj - sum_c counts_hc^2 / n_hj (one-hot rows)
+    per_cat = nobs[:, col_of_cat]
+    sq = np.where(per_cat > 0, counts**2 / np.where(per_cat > 0, per_cat, 1), 0.0)
+    return float(nobs.sum() - sq.sum()), counts, assign
 
 
 def soft_gamma(gidx, beta, a):
