@@ -1,0 +1,119 @@
+"""Where PCC-KL, PCC-L2 and PPC spend their time on the blobs ensemble of ``benchmarks/peers.py``; prints.
+
+The consensus stage's default path, split in its parts and timed one by one after a warm-up (numba
+compilation and imports excluded): pair sampling (``sample_pairs``, cocluster, ``l`` = the stage's default),
+counting (``count_pairs``), CSR assembly (``PairCounts.from_pairs``), the label starts (KCC and HBGF of
+``consensus.starts``), the choice between them (one objective per start) and the row-wise descent
+(``PCC.fit`` / ``PPC.fit`` given the chosen start; PPC has no visit counts). Also prints the descent's passes, visits and steps, and
+the ARI of the start and of the result against the blobs' truth.
+
+Usage: python benchmarks/pcc_profile.py [--n 50000 500000] [--K 8] [--cache DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def _timed(fn, *args, **kw):
+    t0 = time.perf_counter()
+    out = fn(*args, **kw)
+    return out, time.perf_counter() - t0
+
+
+def profile(labels, y, K):
+    from sklearn.metrics import adjusted_rand_score
+
+    from ensemble_dask.coassoc.counting import PairCounts, count_pairs
+    from ensemble_dask.coassoc.sampling import sample_pairs
+    from ensemble_dask.consensus import PCC, PPC
+    from ensemble_dask.consensus import _pcc_kernels as _k
+    from ensemble_dask.consensus import starts as _starts
+    from ensemble_dask.consensus.baselines_labels import HBGF
+    from ensemble_dask.consensus.kcc import KCC
+    from ensemble_dask.consensus.pcc import check_init
+    from ensemble_dask.stages.coassoc import default_pairs_per_point
+
+    n = labels.shape[0]
+    l = default_pairs_per_point(K)
+    times = {}
+    (i, j), times["sample pairs"] = _timed(sample_pairs, "cocluster", n, seed=0, labels=labels, l=l)
+    (co, both), times["count pairs"] = _timed(count_pairs, labels, i, j)
+    pairs, times["CSR (from_pairs)"] = _timed(PairCounts.from_pairs, n, i, j, co, both, labels.shape[1])
+    starts, times["label starts"] = _timed(_starts.label_starts, labels, K, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, times["  of which KCC"] = _timed(KCC(K, n_init=_starts.KCC_N_INIT, random_state=0).fit, labels)
+        _, times["  of which HBGF"] = _timed(HBGF(K, random_state=0).fit, labels)
+    rows = [("l", l), ("stored pairs per point", pairs.nnz / n)]
+    for s_no, s in enumerate(starts):
+        rows.append((f"ARI of start {s_no}", adjusted_rand_score(y, s)))
+    fits = {}
+    for name, make, code, diag in (
+        ("PCC-KL", lambda init: PCC(K, divergence="kl", init=init, random_state=0), _k.KL, 0.0),
+        ("PCC-L2", lambda init: PCC(K, divergence="l2", init=init, random_state=0), _k.L2, 0.0),
+        ("PPC", lambda init: PPC(K, init=init, random_state=0), _k.L2, 1.0),
+    ):
+        # the choice between the starts: one objective each (as _best_start does)
+        x = pairs.co / pairs.both
+        w = pairs.both.astype(np.float64) if diag == 0.0 else np.ones(pairs.nnz)
+        ind = pairs.indices.astype(np.int32)
+        t0 = time.perf_counter()
+        objs = [_k.objective(pairs.indptr, ind, x, w, check_init(s, n, K), code, 1e-10, diag) for s in starts]
+        t_choose = time.perf_counter() - t0
+        best = starts[int(np.argmin(objs))]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model, t_fit = _timed(make(best).fit, pairs)
+        fits[name] = (model, t_choose, t_fit)
+    return times, rows, fits
+
+
+def main(argv=None):
+    from peers import ensemble
+    from sklearn.metrics import adjusted_rand_score
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[50_000, 500_000])
+    ap.add_argument("--K", type=int, nargs="+", default=[8])
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "ensemble_dask_peers")
+    args = ap.parse_args(argv)
+    args.cache.mkdir(parents=True, exist_ok=True)
+    lab, y = ensemble(2000, 4, 4, 1.0, 0, args.cache)  # warm-up: imports and numba caches
+    profile(np.load(lab), y, 4)
+    for n in args.n:
+        for K in args.K:
+            lab_path, y = ensemble(n, K, K, 1.0, 0, args.cache)
+            labels = np.load(lab_path)
+            times, rows, fits = profile(labels, y, K)
+            print(f"\n## n = {n:,}, K = {K}")
+            for name, t in times.items():
+                print(f"{name:28s} {t:8.2f} s")
+            for name, v in rows:
+                print(f"{name:28s} {v:8.3f}")
+            print(
+                f"{'method':8s} {'choose s':>8s} {'fit s':>7s} {'passes':>6s} {'visits/n':>8s} {'steps/n':>8s} "
+                f"{'conv':>5s} {'ARI':>6s}"
+            )
+            for name, (m, t_choose, t) in fits.items():
+                visits = getattr(m, "n_visits_", float("nan")) / n
+                steps = getattr(m, "n_steps_", float("nan")) / n
+                print(
+                    f"{name:8s} {t_choose:8.2f} {t:7.2f} {m.n_iter_:6d} {visits:8.2f} {steps:8.2f} "
+                    f"{m.converged_!s:>5s} {adjusted_rand_score(y, m.labels_):6.3f}"
+                )
+
+
+if __name__ == "__main__":
+    main()
