@@ -5,9 +5,10 @@ compilation and imports excluded): pair sampling (``sample_pairs``, cocluster, `
 counting (``count_pairs``), CSR assembly (``PairCounts.from_pairs``), the label starts (KCC and HBGF of
 ``consensus.starts``), the choice between them (one objective per start) and the row-wise descent
 (``PCC.fit`` / ``PPC.fit`` given the chosen start; PPC has no visit counts). Also prints the descent's passes, visits and steps, and
-the ARI of the start and of the result against the blobs' truth.
+the ARI of the start and of the result against the blobs' truth. Seconds are the CPU time of this process
+(``--wall``: wall-clock), so that other jobs on a shared machine disturb them less.
 
-Usage: python benchmarks/pcc_profile.py [--n 50000 500000] [--K 8] [--cache DIR]
+Usage: python benchmarks/pcc_profile.py [--n 50000 500000] [--K 8] [--l L] [--wall] [--cache DIR]
 """
 
 from __future__ import annotations
@@ -27,35 +28,36 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def _timed(fn, *args, **kw):
-    t0 = time.perf_counter()
+    """``(result, seconds)``: CPU seconds of this process (robust to other jobs on a shared machine) unless
+    ``WALL`` is set."""
+    clock = time.perf_counter if WALL else time.process_time
+    t0 = clock()
     out = fn(*args, **kw)
-    return out, time.perf_counter() - t0
+    return out, clock() - t0
 
 
-def profile(labels, y, K):
+WALL = False
+
+
+def profile(labels, y, K, l=None):
     from sklearn.metrics import adjusted_rand_score
 
-    from ensemble_dask.coassoc.counting import PairCounts, count_pairs
+    from ensemble_dask.coassoc import coassociation
     from ensemble_dask.coassoc.sampling import sample_pairs
     from ensemble_dask.consensus import PCC, PPC
     from ensemble_dask.consensus import _pcc_kernels as _k
     from ensemble_dask.consensus import starts as _starts
-    from ensemble_dask.consensus.baselines_labels import HBGF
-    from ensemble_dask.consensus.kcc import KCC
     from ensemble_dask.consensus.pcc import check_init
     from ensemble_dask.stages.coassoc import default_pairs_per_point
 
     n = labels.shape[0]
-    l = default_pairs_per_point(K)
+    l = l or default_pairs_per_point(K, "cocluster")
     times = {}
-    (i, j), times["sample pairs"] = _timed(sample_pairs, "cocluster", n, seed=0, labels=labels, l=l)
-    (co, both), times["count pairs"] = _timed(count_pairs, labels, i, j)
-    pairs, times["CSR (from_pairs)"] = _timed(PairCounts.from_pairs, n, i, j, co, both, labels.shape[1])
+    _, times["  sample pairs (sorted i, j)"] = _timed(sample_pairs, "cocluster", n, seed=0, labels=labels, l=l)
+    pairs, times["coassociation (sample+count+CSR)"] = _timed(
+        coassociation, labels, strategy="cocluster", l=l, seed=0
+    )
     starts, times["label starts"] = _timed(_starts.label_starts, labels, K, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        _, times["  of which KCC"] = _timed(KCC(K, n_init=_starts.KCC_N_INIT, random_state=0).fit, labels)
-        _, times["  of which HBGF"] = _timed(HBGF(K, random_state=0).fit, labels)
     rows = [("l", l), ("stored pairs per point", pairs.nnz / n)]
     for s_no, s in enumerate(starts):
         rows.append((f"ARI of start {s_no}", adjusted_rand_score(y, s)))
@@ -69,9 +71,9 @@ def profile(labels, y, K):
         x = pairs.co / pairs.both
         w = pairs.both.astype(np.float64) if diag == 0.0 else np.ones(pairs.nnz)
         ind = pairs.indices.astype(np.int32)
-        t0 = time.perf_counter()
-        objs = [_k.objective(pairs.indptr, ind, x, w, check_init(s, n, K), code, 1e-10, diag) for s in starts]
-        t_choose = time.perf_counter() - t0
+        objs, t_choose = _timed(
+            lambda: [_k.objective(pairs.indptr, ind, x, w, check_init(s, n, K), code, 1e-10, diag) for s in starts]
+        )
         best = starts[int(np.argmin(objs))]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -87,8 +89,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="+", default=[50_000, 500_000])
     ap.add_argument("--K", type=int, nargs="+", default=[8])
+    ap.add_argument("--l", type=int, default=None, help="pairs per point (default: the stage's)")
+    ap.add_argument("--wall", action="store_true", help="wall-clock seconds instead of CPU seconds")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "ensemble_dask_peers")
     args = ap.parse_args(argv)
+    global WALL
+    WALL = args.wall
     args.cache.mkdir(parents=True, exist_ok=True)
     lab, y = ensemble(2000, 4, 4, 1.0, 0, args.cache)  # warm-up: imports and numba caches
     profile(np.load(lab), y, 4)
@@ -96,21 +102,22 @@ def main(argv=None):
         for K in args.K:
             lab_path, y = ensemble(n, K, K, 1.0, 0, args.cache)
             labels = np.load(lab_path)
-            times, rows, fits = profile(labels, y, K)
-            print(f"\n## n = {n:,}, K = {K}")
+            times, rows, fits = profile(labels, y, K, args.l)
+            print(f"\n## n = {n:,}, K = {K} ({'wall' if WALL else 'CPU'} seconds)")
             for name, t in times.items():
                 print(f"{name:28s} {t:8.2f} s")
             for name, v in rows:
                 print(f"{name:28s} {v:8.3f}")
             print(
                 f"{'method':8s} {'choose s':>8s} {'fit s':>7s} {'passes':>6s} {'visits/n':>8s} {'steps/n':>8s} "
-                f"{'conv':>5s} {'ARI':>6s}"
+                f"{'moves/n':>8s} {'conv':>5s} {'ARI':>6s}"
             )
             for name, (m, t_choose, t) in fits.items():
                 visits = getattr(m, "n_visits_", float("nan")) / n
                 steps = getattr(m, "n_steps_", float("nan")) / n
+                moves = getattr(m, "n_moves_", float("nan")) / n
                 print(
-                    f"{name:8s} {t_choose:8.2f} {t:7.2f} {m.n_iter_:6d} {visits:8.2f} {steps:8.2f} "
+                    f"{name:8s} {t_choose:8.2f} {t:7.2f} {m.n_iter_:6d} {visits:8.2f} {steps:8.2f} {moves:8.2f} "
                     f"{m.converged_!s:>5s} {adjusted_rand_score(y, m.labels_):6.3f}"
                 )
 

@@ -19,7 +19,7 @@ How each method is given the ``-1`` entries:
 * BCE, MM (ours): skipped (marginalised out of the likelihood);
 * PCC-KL, PCC-L2, PPC (ours), as the consensus stage runs them: started from the better of KCC's and HBGF's labels (by
   their objective) and fitted on
-  ``coassociation(labels, strategy="cocluster", l=max(30, 2K), seed=0)`` (the stage's defaults; the
+  ``coassociation(labels, strategy="cocluster", l=default_pairs_per_point(K, "cocluster"), seed=0)`` (the stage's defaults; the
   seconds include the KCC start and the pair sampling); a pair is counted only over the clusterings that
   label both points (``N_ij``); the same pairs for EAC-SL, EAC-AL and CSPA;
 * KCC, GKCC, HGPA, MCLA, HBGF (ours): on the labels, ``-1`` skipped;
@@ -63,11 +63,11 @@ N_CLUSTERINGS = 20
 
 
 def _pairs(labels, K):
-    """The pairs the consensus stage draws by default: cocluster, max(30, 2K) partners per point."""
+    """The pairs the consensus stage draws by default: cocluster, its default partners per point."""
     from ensemble_dask.coassoc import coassociation
     from ensemble_dask.stages.coassoc import default_pairs_per_point
 
-    return coassociation(labels, strategy="cocluster", l=default_pairs_per_point(K), seed=0)
+    return coassociation(labels, strategy="cocluster", l=default_pairs_per_point(K, "cocluster"), seed=0)
 
 
 def _label_starts(labels, K):
