@@ -87,35 +87,44 @@ def check_init(init, n, k, smoothing=0.0):
     )
 
 
-def _same_up_to_relabelling(A, B):
-    """Whether memberships B are A with its columns permuted (then f(A) = f(B): f is symmetric in them)."""
-    a, b = A.argmax(axis=1), B.argmax(axis=1)
-    k = A.shape[1]
-    pairs = np.unique(a * k + b)
-    if pairs.size != np.unique(a).size or pairs.size != np.unique(b).size:
-        return False
-    perm = np.arange(k)  # column of A that each column of B is; unused ones keep an unused partner
-    used_a, used_b = pairs // k, pairs % k
-    perm[used_b] = used_a
-    rest_b = np.setdiff1d(np.arange(k), used_b)
-    perm[rest_b] = np.setdiff1d(np.arange(k), used_a)
-    return bool(np.array_equal(A[:, perm], B))
+def _vertex_labels(Y):
+    """The labels of a start whose every row is a vertex of the simplex, else None."""
+    lab = Y.argmax(axis=1)
+    return lab if np.array_equal(Y[np.arange(Y.shape[0]), lab], np.ones(Y.shape[0])) else None
+
+
+def _matched(la, lb, k):
+    """``lb`` relabelled so that each of its clusters takes the label of A's cluster it overlaps most,
+    where that is one-to-one (f is symmetric in the labels; matching makes few rows differ)."""
+    table = np.bincount(lb * k + la, minlength=k * k).reshape(k, k)
+    to = table.argmax(axis=1)
+    used = table.sum(axis=1) > 0
+    if np.unique(to[used]).size != int(used.sum()):
+        return lb
+    return to[lb]
 
 
 def _best_start(starts, data, w, indices, code, diag):
-    """``(start, f or nan)``: of several candidate starts, the one with the lowest objective (f for PCC,
-    P for PPC), and that objective; the first of those that are one start with the clusters relabelled."""
+    """``(start, f)``: of several candidate starts (or one), the one with the lowest objective (f for PCC,
+    P for PPC), and that objective (nan for a random start: not drawn yet). Vertex starts (hard labels) are compared by
+    f(B) - f(A), summed over the pairs of the points whose (matched) labels differ: near-identical
+    starts cost next to nothing."""
+    if starts is None:
+        return None, np.nan
     if not isinstance(starts, list):
-        return starts, np.nan
-    distinct = []
-    for Y in starts:
-        if not any(_same_up_to_relabelling(Z, Y) for Z in distinct):
-            distinct.append(Y)
-    if len(distinct) == 1:
-        return distinct[0], np.nan
-    objs = [_k.objective(data.indptr, indices, data.x, w, Y, code, _KL_EPS, diag) for Y in distinct]
+        starts = [starts]
+    args = (data.indptr, indices, data.x, w)
+    labs = [_vertex_labels(Y) for Y in starts]
+    if all(lab is not None for lab in labs):
+        k = starts[0].shape[1]
+        base = labs[0]
+        objs = [_k.objective_labels(*args, base, code, _KL_EPS)]
+        for lab in labs[1:]:
+            objs.append(objs[0] + _k.objective_change_labels(*args, base, _matched(base, lab, k), code, _KL_EPS))
+    else:
+        objs = [_k.objective(*args, Y, code, _KL_EPS, diag) for Y in starts]
     best = int(np.argmin(objs))
-    return distinct[best], float(objs[best])
+    return starts[best], float(objs[best])
 
 
 def _start(rng, n, k):
