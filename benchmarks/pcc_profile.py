@@ -1,12 +1,12 @@
 """Where PCC-KL, PCC-L2 and PPC spend their time on the blobs ensemble of ``benchmarks/peers.py``; prints.
 
 The consensus stage's default path, split in its parts and timed one by one after a warm-up (numba
-compilation and imports excluded): pair sampling (``sample_pairs``, cocluster, ``l`` = the stage's default),
-counting (``count_pairs``), CSR assembly (``PairCounts.from_pairs``), the label starts (KCC and HBGF of
-``consensus.starts``), the choice between them (one objective per start) and the row-wise descent
-(``PCC.fit`` / ``PPC.fit`` given the chosen start; PPC has no visit counts). Also prints the descent's passes, visits and steps, and
-the ARI of the start and of the result against the blobs' truth. Seconds are the CPU time of this process
-(``--wall``: wall-clock), so that other jobs on a shared machine disturb them less.
+compilation and imports excluded): the pairs (``coassociation``: cocluster draws, ``l`` = the stage's default,
+counted, as a symmetric CSR; the draws alone as sorted ``(i, j)`` above it), the label starts (KCC and HBGF of
+``consensus.starts``), the choice between them (``pcc._best_start``) and the row-wise descent (``PCC.fit`` /
+``PPC.fit`` given the chosen start; PPC has no visit counts). Also prints the descent's passes, row visits,
+moves and steps per point, and the ARI of the starts and of the result against the blobs' truth. Seconds are
+the CPU time of this process (``--wall``: wall-clock), so that other jobs on a shared machine disturb them less.
 
 Usage: python benchmarks/pcc_profile.py [--n 50000 500000] [--K 8] [--l L] [--wall] [--cache DIR]
 """
@@ -47,7 +47,8 @@ def profile(labels, y, K, l=None):
     from ensemble_dask.consensus import PCC, PPC
     from ensemble_dask.consensus import _pcc_kernels as _k
     from ensemble_dask.consensus import starts as _starts
-    from ensemble_dask.consensus.pcc import check_init
+    from ensemble_dask.consensus._base import as_pair_data
+    from ensemble_dask.consensus.pcc import _best_start, check_init
     from ensemble_dask.stages.coassoc import default_pairs_per_point
 
     n = labels.shape[0]
@@ -67,14 +68,13 @@ def profile(labels, y, K, l=None):
         ("PCC-L2", lambda init: PCC(K, divergence="l2", init=init, random_state=0), _k.L2, 0.0),
         ("PPC", lambda init: PPC(K, init=init, random_state=0), _k.L2, 1.0),
     ):
-        # the choice between the starts: one objective each (as _best_start does)
-        x = pairs.co / pairs.both
-        w = pairs.both.astype(np.float64) if diag == 0.0 else np.ones(pairs.nnz)
-        ind = pairs.indices.astype(np.int32)
-        objs, t_choose = _timed(
-            lambda: [_k.objective(pairs.indptr, ind, x, w, check_init(s, n, K), code, 1e-10, diag) for s in starts]
-        )
-        best = starts[int(np.argmin(objs))]
+        # the choice between the starts, as the estimators make it (pcc._best_start)
+        data = as_pair_data(pairs, None)
+        w = data.w if diag == 0.0 else np.ones(data.nnz)
+        ind = data.indices.astype(np.int32)
+        cands = check_init(starts, n, K)
+        (best_y, _), t_choose = _timed(_best_start, cands, data, w, ind, code, diag)
+        best = starts[next(q for q, c in enumerate(cands) if c is best_y)]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model, t_fit = _timed(make(best).fit, pairs)

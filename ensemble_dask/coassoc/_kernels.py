@@ -263,12 +263,12 @@ def upper_csr_kernel(keys, n):
 
 
 @numba.njit(cache=True, nogil=True)
-def symmetric_csr_kernel(uptr, ucols):
-    """Both halves of an upper-triangle CSR: ``(indptr, indices, src)``.
+def symmetric_csr_kernel(uptr, ucols, uco, uboth):
+    """Both halves of an upper-triangle CSR with its counts: ``(indptr, indices, co, both)``.
 
     Row r holds its lower entries (columns < r, ascending) then its upper ones (columns > r,
-    ascending), so every row is sorted with no sort; ``src[e]`` is the position in ``ucols`` of
-    the unordered pair that stored entry e stands for (to copy per-pair values to both halves).
+    ascending), so every row is sorted with no sort; each entry gets the counts ``uco``, ``uboth``
+    of its unordered pair.
     """
     n = uptr.shape[0] - 1
     deg = np.zeros(n + 1, dtype=np.int64)
@@ -280,18 +280,21 @@ def symmetric_csr_kernel(uptr, ucols):
         deg[i + 1] += deg[i]
     nnz = deg[n]
     indices = np.empty(nnz, dtype=np.int64)
-    src = np.empty(nnz, dtype=np.int64)
+    co = np.empty(nnz, dtype=np.int32)
+    both = np.empty(nnz, dtype=np.int32)
     fill = deg[:-1].copy()
     for i in range(n):  # lower entries: row j gets column i, for i ascending
         for e in range(uptr[i], uptr[i + 1]):
-            j = ucols[e]
-            indices[fill[j]] = i
-            src[fill[j]] = e
-            fill[j] += 1
+            q = fill[ucols[e]]
+            indices[q] = i
+            co[q] = uco[e]
+            both[q] = uboth[e]
+            fill[ucols[e]] = q + 1
     for i in range(n):  # then the upper entries, after every lower one of the row
         q = fill[i]
         for e in range(uptr[i], uptr[i + 1]):
             indices[q] = ucols[e]
-            src[q] = e
+            co[q] = uco[e]
+            both[q] = uboth[e]
             q += 1
-    return deg, indices, src
+    return deg, indices, co, both

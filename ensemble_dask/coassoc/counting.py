@@ -228,5 +228,4 @@ def coassociation(labels, *, strategy, seed, block_size=DEFAULT_BLOCK_SIZE, **pa
     co = np.empty(ucols.size, dtype=np.int32)
     both = np.empty(ucols.size, dtype=np.int32)
     _k.count_pairs_kernel(labels, labels, rows, ucols, co, both)
-    indptr, indices, src = _k.symmetric_csr_kernel(uptr, ucols)
-    return PairCounts(indptr, indices, co[src], both[src], labels.shape[1])
+    return PairCounts(*_k.symmetric_csr_kernel(uptr, ucols, co, both), labels.shape[1])
