@@ -54,7 +54,9 @@ def profile(labels, y, K, l=None):
     n = labels.shape[0]
     l = l or default_pairs_per_point(K, "cocluster")
     times = {}
-    _, times["  sample pairs (sorted i, j)"] = _timed(sample_pairs, "cocluster", n, seed=0, labels=labels, l=l)
+    _, times["  sample pairs (sorted i, j)"] = _timed(
+        sample_pairs, "cocluster", n, seed=0, labels=labels, l=l
+    )
     pairs, times["coassociation (sample+count+CSR)"] = _timed(
         coassociation, labels, strategy="cocluster", l=l, seed=0
     )
