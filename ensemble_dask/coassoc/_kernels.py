@@ -67,7 +67,7 @@ def cluster_index_kernel(labels, n_ids):
     start : ndarray of shape (N, n_ids + 1), int64
     """
     n, n_clust = labels.shape
-    members = np.zeros((n_clust, n), dtype=np.int64)
+    members = np.empty((n_clust, n), dtype=np.int64)  # entries past start[u, n_ids] are never read
     start = np.zeros((n_clust, n_ids + 1), dtype=np.int64)
     for u in range(n_clust):
         for i in range(n):
