@@ -212,3 +212,20 @@ def test_cocluster_default_pairs_per_point_and_warning():
     few = coassociation(labels, strategy="cocluster", l=2, seed=0)
     with pytest.warns(TooFewPairsWarning, match="cocluster strategy's default l"):
         _check_pairs_per_point(few, 30, "cocluster")
+
+
+def test_pair_data_one_pass_equals_the_checked_path():
+    _, labels = _labels(n=200, missing=0.3, seed=10)
+    pc = coassociation(labels, strategy="cocluster", l=6, seed=0)
+    data = as_pair_data(pc.observed(), None)  # every N_ij > 0: the one-pass kernel
+    kept = pc.both > 0
+    np.testing.assert_array_equal(data.x, pc.co[kept] / pc.both[kept])
+    np.testing.assert_array_equal(data.w, pc.both[kept].astype(np.float64))
+    zero = as_pair_data(pc, None)  # N_ij = 0 entries present: dropped as before
+    np.testing.assert_array_equal(zero.x, data.x)
+    np.testing.assert_array_equal(zero.indptr, data.indptr)
+    co = pc.co.copy()
+    co[np.flatnonzero(kept)[0]] = 99
+    bad = PairCounts(pc.indptr, pc.indices, co, pc.both, pc.n_clusterings)
+    with pytest.raises(InputError, match="c_ij <= N_ij; got c=99"):
+        as_pair_data(bad, None)

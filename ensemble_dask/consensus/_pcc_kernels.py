@@ -251,6 +251,27 @@ def objective(indptr, indices, x, w, Y, code, eps, diag):
 
 
 @numba.njit(cache=True, nogil=True)
+def pair_values(co, both, x, w):
+    """``x = c / N`` and ``w = N`` of each stored entry in one pass: returns ``(first entry with
+    c < 0, N < 0 or c > N, or -1; number of entries with N = 0)`` (x and w are 0 there)."""
+    bad = -1
+    zeros = 0
+    for e in range(co.shape[0]):
+        c = co[e]
+        b = both[e]
+        if bad < 0 and (c < 0 or b < 0 or c > b):
+            bad = e
+        if b == 0:
+            zeros += 1
+            x[e] = 0.0
+            w[e] = 0.0
+        else:
+            x[e] = c / b
+            w[e] = b
+    return bad, zeros
+
+
+@numba.njit(cache=True, nogil=True)
 def objective_labels(indptr, indices, x, w, lab, code, eps):
     """f at the vertex start of hard labels ``lab`` (y_i.y_j is 1 within a label, 0 across; PPC's
     diagonal term is 0): :func:`objective` without reading the rows of Y."""
