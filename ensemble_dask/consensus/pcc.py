@@ -67,11 +67,20 @@ def check_init(init, n, k, smoothing=0.0):
     arr = np.asarray(init)
     if arr.shape == (n,) and np.issubdtype(arr.dtype, np.integer):
         known = arr >= 0
-        codes, inv = np.unique(arr[known], return_inverse=True)
-        if codes.size > k:
-            raise InputError(
-                f"The 'init' labels must have at most n_clusters={k} distinct values; got {codes.size}"
-            )
+        vals = arr[known]
+        if vals.size and int(vals.max()) <= 4 * n + 1024:  # small codes: a table instead of a sort
+            present = np.bincount(vals) > 0
+            n_codes = int(present.sum())
+            inv = (np.cumsum(present) - 1)[vals]
+        else:
+            codes, inv = np.unique(vals, return_inverse=True)
+            n_codes = codes.size
+        if n_codes > k:
+            raise InputError(f"The 'init' labels must have at most n_clusters={k} distinct values; got {n_codes}")
+        if smoothing == 0.0 and vals.size == n:  # every row a vertex
+            Y = np.zeros((n, k))
+            Y[np.arange(n), inv] = 1.0
+            return Y
         Y = np.full((n, k), 1.0 / k)
         Y[known] *= smoothing
         Y[np.flatnonzero(known), inv] += 1.0 - smoothing
