@@ -223,6 +223,25 @@ def _row_direction(Y, j, g, k_count):
 
 
 @numba.njit(cache=True, nogil=True)
+def _dot_rows(A, a, B, b, k_count):
+    q = 0.0
+    for k in range(k_count):
+        q += A[a, k] * B[b, k]
+    return q
+
+
+@numba.njit(cache=True, nogil=True)
+def _gap_of(Yr, r, g, k_count):
+    """The gap ``y.g - min g`` of row r of Yr (the weighting of :func:`_row_direction`), >= 0."""
+    gmin = g[0]
+    yg = 0.0
+    for k in range(k_count):
+        gmin = min(gmin, g[k])
+        yg += Yr[r, k] * g[k]
+    return max(yg - gmin, 0.0)
+
+
+@numba.njit(cache=True, nogil=True)
 def _self_dot(Y, j, k_count):
     q = 0.0
     for k in range(k_count):
@@ -371,10 +390,11 @@ def pcc_rows(
     gathered rows in cache) until J's gap (:func:`_row_direction`) is at most ``inner_tol`` or
     ``max_inner`` steps were taken. Each step is an exact line search on f, so f never
     increases. Rows are visited from a FIFO work list that starts with every row; a row that
-    moved raises a bound on each neighbour's gap by ``y_i.D - min D``, D the change of that
-    neighbour's gradient, and puts the neighbours whose bound exceeds ``gap_tol`` back on the list. A visit
-    whose gap is already at most ``gap_tol`` leaves the row alone. So when the list runs empty,
-    every row's gap is at most its bound, at most ``gap_tol``: the KKT test holds for Y.
+    moved adds the change of each neighbour's gradient to that neighbour's kept gradient (rows
+    not on the list), recomputes its gap from it, and puts the neighbours whose gap exceeds
+    ``gap_tol`` back on the list. A visit whose gap is already at most ``gap_tol`` leaves the row
+    alone. So when the list runs empty, every row's gap (from its gradient, exact up to rounding)
+    is at most ``gap_tol``: the KKT test holds for Y.
 
     Parameters
     ----------
@@ -404,8 +424,8 @@ def pcc_rows(
     Returns
     -------
     n_passes, f, gap, converged : int, float, float, bool
-        Passes run; f(Y); the KKT gap ``max_j gap_j`` (when the list ran empty, the largest
-        bound, which is at least the gap; recomputed from Y when the cap stopped the run);
+        Passes run; f(Y); the KKT gap ``max_j gap_j`` (when the list ran empty, from the kept
+        gradients, exact up to rounding; recomputed from Y when the cap stopped the run);
         whether the work list ran empty with every gap at most ``gap_tol``.
     """
     n, k_count = Y.shape
@@ -423,7 +443,8 @@ def pcc_rows(
     cw = np.empty(max_deg)
     gp = np.empty(k_count)  # the pairs' part of J's gradient
     g = np.empty(k_count)
-    bound = np.zeros(n)  # an upper bound on each row's gap, raised as its neighbours move
+    bound = np.zeros(n)  # each row's gap, kept up to date as its neighbours move
+    G = np.empty((n, k_count))  # each visited row's pair gradient, kept up to date likewise
     c0 = np.empty(max_deg)
     yj0 = np.empty(k_count)
     queue = np.arange(n)
@@ -534,22 +555,28 @@ def pcc_rows(
                         f += w[lo + t] * div_change(code, x[lo + t], a0[t], a[t], eps)
                 if diag != 0.0:
                     f += diag * ((1.0 - _self_dot(Y, j, k_count)) ** 2 - (1.0 - q_start) ** 2)
-                # pair (J, i)'s term of g_i went from c0 y_J0 to c y_J, a change D: i's gap
-                # y_i.g_i - min g_i moved by y_i.D - (min (g_i + D) - min g_i) <= y_i.D - min D
-                # (y_i = nb[t] is fixed until i's next visit, which recomputes its gap exactly)
+                # pair (J, i)'s term of g_i went from c0 y_J0 to c y_J: add the change to i's kept
+                # gradient and test i's gap y_i.g_i - min g_i from it (y_i = nb[t] is fixed until
+                # i's next visit, which recomputes g_i from its pairs); a row on the list is skipped
                 for t in range(m):
                     i = indices[lo + t]
-                    yd = 0.0
-                    dlo = np.inf
+                    if queued[i]:
+                        continue
                     for k in range(k_count):
-                        dk = c[t] * Y[j, k] - c0[t] * yj0[k]
-                        yd += nb[t, k] * dk
-                        dlo = min(dlo, dk)
-                    bound[i] += max(yd - dlo, 0.0)
-                    if bound[i] > gap_tol:
+                        G[i, k] += c[t] * Y[j, k] - c0[t] * yj0[k]
+                        g[k] = G[i, k]
+                    if diag != 0.0:
+                        cd_ = -4.0 * diag * (1.0 - _dot_rows(nb, t, nb, t, k_count))
+                        for k in range(k_count):
+                            g[k] += cd_ * nb[t, k]
+                    gi = _gap_of(nb, t, g, k_count)
+                    bound[i] = gi
+                    if gi > gap_tol:
                         count = _enqueue(queue, queued, head, count, i)
                 if gap > gap_tol:  # max_inner steps were not enough
                     count = _enqueue(queue, queued, head, count, j)
+        for k in range(k_count):
+            G[j, k] = gp[k]
         bound[j] = gap
         left -= 1
         if left == 0:
