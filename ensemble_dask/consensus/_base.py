@@ -16,7 +16,7 @@ import numpy as np
 
 from .._validation import InputError, check_int
 from ..coassoc.counting import PairCounts
-from . import _pcc_kernels as _pk
+from . import _pair_kernels as _pk
 
 __all__ = ["PairData", "as_pair_data", "check_tol", "normalized_entropy", "SoftConsensusMixin"]
 

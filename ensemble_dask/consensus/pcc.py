@@ -24,6 +24,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from .._validation import InputError, check_choice, check_int, check_random_state
+from . import _pair_kernels as _pairk
 from . import _pcc_kernels as _k
 from ._base import SoftConsensusMixin, as_pair_data, check_n_clusters, check_tol
 
@@ -128,9 +129,9 @@ def _best_start(starts, data, w, indices, code, diag):
     if all(lab is not None for lab in labs):
         k = starts[0].shape[1]
         base = labs[0]
-        objs = [_k.objective_labels(*args, base, code, _KL_EPS)]
+        objs = [_pairk.objective_labels(*args, base, code, _KL_EPS)]
         for lab in labs[1:]:
-            objs.append(objs[0] + _k.objective_change_labels(*args, base, _matched(base, lab, k), code, _KL_EPS))
+            objs.append(objs[0] + _pairk.objective_change_labels(*args, base, _matched(base, lab, k), code, _KL_EPS))
     else:
         objs = [_k.objective(*args, Y, code, _KL_EPS, diag) for Y in starts]
     best = int(np.argmin(objs))
