@@ -129,7 +129,7 @@ def _parser():
         help="auto: cocluster while the labels take at most 512 MiB, else per-point",
     )
     p.add_argument("--p", type=float, help="uniform: share of pairs kept (default 0.00025)")
-    p.add_argument("--l", type=int, help="per-point / cocluster: partners drawn per point (default max(30, 2K))")
+    p.add_argument("--l", type=int, help="per-point / cocluster: partners drawn per point (default per-point max(30, 2K), cocluster 10)")
     p.add_argument("--n-clusters", type=int, help="the largest K you will ask of the pair methods (sets l's default)")
     p.add_argument("--fraction", type=float, help="cocluster: share of draws from shared clusters")
     p.add_argument("--max-n", type=int, help="full: largest n accepted (default 5000)")

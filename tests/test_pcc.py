@@ -599,5 +599,7 @@ def test_candidate_starts_descend_from_the_lower_objective(cls):
     for starts in ([bad, truth], [truth, bad]):
         picked = cls(3, init=starts, random_state=0).fit(pairs)
         np.testing.assert_allclose(picked.memberships_, alone.memberships_)
-    from_bad = cls(3, init=bad, random_state=0).fit(pairs)
-    assert alone.objective_ <= from_bad.objective_
+    # at a tight tolerance (the default from a given start, 3e-2, may stop either run early)
+    tight = cls(3, init=truth, tol=1e-3, random_state=0).fit(pairs)
+    from_bad = cls(3, init=bad, tol=1e-3, random_state=0).fit(pairs)
+    assert tight.objective_ <= from_bad.objective_

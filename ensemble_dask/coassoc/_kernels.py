@@ -67,7 +67,7 @@ def cluster_index_kernel(labels, n_ids):
     start : ndarray of shape (N, n_ids + 1), int64
     """
     n, n_clust = labels.shape
-    members = np.zeros((n_clust, n), dtype=np.int64)
+    members = np.empty((n_clust, n), dtype=np.int64)  # entries past start[u, n_ids] are never read
     start = np.zeros((n_clust, n_ids + 1), dtype=np.int64)
     for u in range(n_clust):
         for i in range(n):
@@ -220,3 +220,81 @@ def split_pieces_kernel(rows_a, rows_b, co, both, row0_a, row0_b, ptr_a, data_a,
         data_b[q, 1] = co[p]
         data_b[q, 2] = both[p]
         fill[y] = q + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def upper_csr_kernel(keys, n):
+    """Distinct pair keys ``i * n + j`` (i < j, any order, repeats allowed) as an upper-triangle CSR.
+
+    A counting sort by ``i`` and a sort of each (short) row: O(P) work with local memory access,
+    instead of a global sort of the P keys.
+
+    Returns
+    -------
+    indptr : ndarray of shape (n + 1,), int64
+    cols : ndarray of shape (nnz,), int64
+        The ``j`` of row ``i``'s distinct pairs, ascending within a row.
+    """
+    start = np.zeros(n + 1, dtype=np.int64)
+    for p in range(keys.shape[0]):
+        start[keys[p] // n + 1] += 1
+    for i in range(n):
+        start[i + 1] += start[i]
+    cols = np.empty(keys.shape[0], dtype=np.int64)
+    fill = start[:-1].copy()
+    for p in range(keys.shape[0]):
+        i = keys[p] // n
+        cols[fill[i]] = keys[p] - i * n
+        fill[i] += 1
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    w = 0
+    for i in range(n):
+        seg = cols[start[i] : start[i + 1]]
+        seg.sort()
+        last = -1
+        for t in range(seg.shape[0]):
+            c = seg[t]
+            if c != last:
+                cols[w] = c
+                w += 1
+                last = c
+        indptr[i + 1] = w
+    return indptr, cols[:w]
+
+
+@numba.njit(cache=True, nogil=True)
+def symmetric_csr_kernel(uptr, ucols, uco, uboth):
+    """Both halves of an upper-triangle CSR with its counts: ``(indptr, indices, co, both)``.
+
+    Row r holds its lower entries (columns < r, ascending) then its upper ones (columns > r,
+    ascending), so every row is sorted with no sort; each entry gets the counts ``uco``, ``uboth``
+    of its unordered pair.
+    """
+    n = uptr.shape[0] - 1
+    deg = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        deg[i + 1] += uptr[i + 1] - uptr[i]
+        for e in range(uptr[i], uptr[i + 1]):
+            deg[ucols[e] + 1] += 1
+    for i in range(n):
+        deg[i + 1] += deg[i]
+    nnz = deg[n]
+    indices = np.empty(nnz, dtype=np.int64)
+    co = np.empty(nnz, dtype=np.int32)
+    both = np.empty(nnz, dtype=np.int32)
+    fill = deg[:-1].copy()
+    for i in range(n):  # lower entries: row j gets column i, for i ascending
+        for e in range(uptr[i], uptr[i + 1]):
+            q = fill[ucols[e]]
+            indices[q] = i
+            co[q] = uco[e]
+            both[q] = uboth[e]
+            fill[ucols[e]] = q + 1
+    for i in range(n):  # then the upper entries, after every lower one of the row
+        q = fill[i]
+        for e in range(uptr[i], uptr[i + 1]):
+            indices[q] = ucols[e]
+            co[q] = uco[e]
+            both[q] = uboth[e]
+            q += 1
+    return deg, indices, co, both

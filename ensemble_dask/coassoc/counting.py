@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 from .._validation import InputError, check_labels_matrix
 from . import _kernels as _k
-from .sampling import DEFAULT_BLOCK_SIZE, sample_pairs
+from .sampling import DEFAULT_BLOCK_SIZE, _make_sampler, _sample_upper
 
 __all__ = ["PairCounts", "dense_coassociation", "count_pairs", "coassociation"]
 
@@ -221,6 +221,11 @@ def coassociation(labels, *, strategy, seed, block_size=DEFAULT_BLOCK_SIZE, **pa
     (3, [1, 0, 1, 1, 0, 1], [2, 2, 2, 2, 2, 2])
     """
     labels = check_labels_matrix(labels)
-    i, j = sample_pairs(strategy, labels.shape[0], seed=seed, labels=labels, block_size=block_size, **params)
-    co, both = count_pairs(labels, i, j)
-    return PairCounts.from_pairs(labels.shape[0], i, j, co, both, labels.shape[1])
+    sampler = _make_sampler(strategy, labels.shape[0], seed, block_size, params)
+    # the upper triangle's rows straight from the draws, then both halves with no sort (O(pairs))
+    uptr, ucols = _sample_upper(sampler, labels)
+    rows = np.repeat(np.arange(sampler.n, dtype=np.int64), np.diff(uptr))
+    co = np.empty(ucols.size, dtype=np.int32)
+    both = np.empty(ucols.size, dtype=np.int32)
+    _k.count_pairs_kernel(labels, labels, rows, ucols, co, both)
+    return PairCounts(*_k.symmetric_csr_kernel(uptr, ucols, co, both), labels.shape[1])

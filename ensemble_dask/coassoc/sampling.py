@@ -198,6 +198,25 @@ def _sample_keys(sampler, labels=None, blocks=None):
     return keys if sampler.row_local else _unique(keys)
 
 
+def _sample_upper(sampler, labels=None):
+    """The pairs of every seed block as an upper-triangle CSR ``(indptr, cols)``: row i holds the
+    ``j > i`` of its pairs, ascending (the sorted unique keys, without a global sort)."""
+    index = _cluster_index(labels) if sampler.needs_labels else None
+    parts = [sampler.block_keys(b, index, labels) for b in range(sampler.n_blocks)]
+    keys = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return _k.upper_csr_kernel(keys, sampler.n)
+
+
+def _check_sampler_labels(sampler, labels):
+    if sampler.needs_labels:
+        if labels is None:
+            raise InputError("strategy 'cocluster' draws partners from base clusters: pass labels")
+        labels = check_labels_matrix(labels)
+        if labels.shape[0] != sampler.n:
+            raise InputError(f"labels has {labels.shape[0]} rows but n={sampler.n}")
+    return labels
+
+
 def sample_pairs(strategy, n, *, seed, labels=None, block_size=DEFAULT_BLOCK_SIZE, **params):
     """Draw a sparse set of unordered point pairs.
 
@@ -239,11 +258,6 @@ def sample_pairs(strategy, n, *, seed, labels=None, block_size=DEFAULT_BLOCK_SIZ
     (True, True)
     """
     sampler = _make_sampler(strategy, n, seed, block_size, params)
-    if sampler.needs_labels:
-        if labels is None:
-            raise InputError("strategy 'cocluster' draws partners from base clusters: pass labels")
-        labels = check_labels_matrix(labels)
-        if labels.shape[0] != sampler.n:
-            raise InputError(f"labels has {labels.shape[0]} rows but n={sampler.n}")
-    keys = _sample_keys(sampler, labels)
-    return keys // sampler.n, keys % sampler.n
+    labels = _check_sampler_labels(sampler, labels)
+    indptr, cols = _sample_upper(sampler, labels)
+    return np.repeat(np.arange(sampler.n, dtype=np.int64), np.diff(indptr)), cols

@@ -16,6 +16,7 @@ import numpy as np
 
 from .._validation import InputError, check_int
 from ..coassoc.counting import PairCounts
+from . import _pair_kernels as _pk
 
 __all__ = ["PairData", "as_pair_data", "check_tol", "normalized_entropy", "SoftConsensusMixin"]
 
@@ -101,6 +102,16 @@ def as_pair_data(pairs, sample_weight=None):
     if isinstance(pairs, PairCounts):
         if pairs.nnz == 0:
             raise InputError(f"pairs holds no pair of points (n={pairs.n}, nnz=0); nothing to fit")
+        if pairs.co.ndim == 1 and pairs.co.shape == pairs.both.shape == pairs.indices.shape:
+            # one pass over the counts when they are all valid and observed (the usual case)
+            x = np.empty(pairs.nnz)
+            w = np.empty(pairs.nnz)
+            bad, zeros = _pk.pair_values(pairs.co, pairs.both, x, w)
+            if bad < 0 and zeros == 0:
+                s = None if sample_weight is None else _check_pair_weights(sample_weight, pairs)
+                indptr = np.ascontiguousarray(pairs.indptr, dtype=np.int64)
+                indices = np.ascontiguousarray(pairs.indices, dtype=np.int64)
+                return PairData(pairs.n, indptr, indices, x, w, s)
         co = np.asarray(pairs.co, dtype=np.int64)
         both = np.asarray(pairs.both, dtype=np.int64)
         if np.any(both < 0):

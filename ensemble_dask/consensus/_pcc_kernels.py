@@ -53,6 +53,23 @@ def div(code, x1, x2, eps):
 
 
 @numba.njit(cache=True, nogil=True)
+def div_change(code, x1, x2_old, x2_new, eps):
+    """``d(x1, x2_new) - d(x1, x2_old)``; for KL inside [eps, 1 - eps] from two logarithms, not four
+    (the ``x1 log x1`` parts cancel)."""
+    if code == KL:
+        lo = min(x2_old, x2_new)
+        hi = max(x2_old, x2_new)
+        if lo >= eps and hi <= 1.0 - eps:
+            r = 0.0
+            if x1 > 0.0:
+                r -= x1 * np.log(x2_new / x2_old)
+            if x1 < 1.0:
+                r -= (1.0 - x1) * np.log((1.0 - x2_new) / (1.0 - x2_old))
+            return r
+    return div(code, x1, x2_new, eps) - div(code, x1, x2_old, eps)
+
+
+@numba.njit(cache=True, nogil=True)
 def ddiv(code, x1, x2, eps):
     """``d/dx2 d(x1, x2)`` of divergence ``code``."""
     if code == L2:
@@ -206,6 +223,25 @@ def _row_direction(Y, j, g, k_count):
 
 
 @numba.njit(cache=True, nogil=True)
+def _dot_rows(A, a, B, b, k_count):
+    q = 0.0
+    for k in range(k_count):
+        q += A[a, k] * B[b, k]
+    return q
+
+
+@numba.njit(cache=True, nogil=True)
+def _gap_of(Yr, r, g, k_count):
+    """The gap ``y.g - min g`` of row r of Yr (the weighting of :func:`_row_direction`), >= 0."""
+    gmin = g[0]
+    yg = 0.0
+    for k in range(k_count):
+        gmin = min(gmin, g[k])
+        yg += Yr[r, k] * g[k]
+    return max(yg - gmin, 0.0)
+
+
+@numba.njit(cache=True, nogil=True)
 def _self_dot(Y, j, k_count):
     q = 0.0
     for k in range(k_count):
@@ -293,6 +329,7 @@ def pcc_rows(
     max_inner,
     trace_f,
     stats,
+    f_start=np.nan,
 ):
     """Row-wise descent of PCC: the two-entry steps of papers/003 Sect. 5, many per visited row.
 
@@ -301,10 +338,11 @@ def pcc_rows(
     gathered rows in cache) until J's gap (:func:`_row_direction`) is at most ``inner_tol`` or
     ``max_inner`` steps were taken. Each step is an exact line search on f, so f never
     increases. Rows are visited from a FIFO work list that starts with every row; a row that
-    moved raises a bound on each neighbour's gap by the range of the change of that neighbour's
-    gradient, and puts the neighbours whose bound exceeds ``gap_tol`` back on the list. A visit
-    whose gap is already at most ``gap_tol`` leaves the row alone. So when the list runs empty,
-    every row's gap is at most its bound, at most ``gap_tol``: the KKT test holds for Y.
+    moved adds the change of each neighbour's gradient to that neighbour's kept gradient (rows
+    not on the list), recomputes its gap from it, and puts the neighbours whose gap exceeds
+    ``gap_tol`` back on the list. A visit whose gap is already at most ``gap_tol`` leaves the row
+    alone. So when the list runs empty, every row's gap (from its gradient, exact up to rounding)
+    is at most ``gap_tol``: the KKT test holds for Y.
 
     Parameters
     ----------
@@ -328,12 +366,14 @@ def pcc_rows(
         Receives f before the first pass and after each pass.
     stats : int64 array of length 3
         Receives the numbers of row visits, of visits that moved the row, and of steps.
+    f_start : float, default=nan
+        f at the start, when the caller has it already (nan: computed here).
 
     Returns
     -------
     n_passes, f, gap, converged : int, float, float, bool
-        Passes run; f(Y); the KKT gap ``max_j gap_j`` (when the list ran empty, the largest
-        bound, which is at least the gap; recomputed from Y when the cap stopped the run);
+        Passes run; f(Y); the KKT gap ``max_j gap_j`` (when the list ran empty, from the kept
+        gradients, exact up to rounding; recomputed from Y when the cap stopped the run);
         whether the work list ran empty with every gap at most ``gap_tol``.
     """
     n, k_count = Y.shape
@@ -351,14 +391,15 @@ def pcc_rows(
     cw = np.empty(max_deg)
     gp = np.empty(k_count)  # the pairs' part of J's gradient
     g = np.empty(k_count)
-    bound = np.zeros(n)  # an upper bound on each row's gap, raised as its neighbours move
+    bound = np.zeros(n)  # each row's gap, kept up to date as its neighbours move
+    G = np.empty((n, k_count))  # each visited row's pair gradient, kept up to date likewise
     c0 = np.empty(max_deg)
     yj0 = np.empty(k_count)
     queue = np.arange(n)
     queued = np.ones(n, dtype=np.bool_)
     head = 0
     count = n
-    f = objective(indptr, indices, x, w, Y, code, eps, diag)
+    f = objective(indptr, indices, x, w, Y, code, eps, diag) if np.isnan(f_start) else f_start
     trace_f[0] = f
     passes = 0
     left = count  # visits left in this pass
@@ -459,24 +500,31 @@ def pcc_rows(
                 stats[1] += 1
                 for t in range(m):  # f changed by the terms of the pairs whose y_J.y_i moved
                     if a[t] != a0[t]:
-                        f += w[lo + t] * (div(code, x[lo + t], a[t], eps) - div(code, x[lo + t], a0[t], eps))
+                        f += w[lo + t] * div_change(code, x[lo + t], a0[t], a[t], eps)
                 if diag != 0.0:
                     f += diag * ((1.0 - _self_dot(Y, j, k_count)) ** 2 - (1.0 - q_start) ** 2)
-                # pair (J, i)'s term of g_i went from c0 y_J0 to c y_J, a change D: i's gap
-                # y_i.g_i - min g_i moved by y_i.D - (min (g_i + D) - min g_i) <= max D - min D
+                # pair (J, i)'s term of g_i went from c0 y_J0 to c y_J: add the change to i's kept
+                # gradient and test i's gap y_i.g_i - min g_i from it (y_i = nb[t] is fixed until
+                # i's next visit, which recomputes g_i from its pairs); a row on the list is skipped
                 for t in range(m):
                     i = indices[lo + t]
-                    dhi = -np.inf
-                    dlo = np.inf
+                    if queued[i]:
+                        continue
                     for k in range(k_count):
-                        dk = c[t] * Y[j, k] - c0[t] * yj0[k]
-                        dhi = max(dhi, dk)
-                        dlo = min(dlo, dk)
-                    bound[i] += dhi - dlo
-                    if bound[i] > gap_tol:
+                        G[i, k] += c[t] * Y[j, k] - c0[t] * yj0[k]
+                        g[k] = G[i, k]
+                    if diag != 0.0:
+                        cd_ = -4.0 * diag * (1.0 - _dot_rows(nb, t, nb, t, k_count))
+                        for k in range(k_count):
+                            g[k] += cd_ * nb[t, k]
+                    gi = _gap_of(nb, t, g, k_count)
+                    bound[i] = gi
+                    if gi > gap_tol:
                         count = _enqueue(queue, queued, head, count, i)
                 if gap > gap_tol:  # max_inner steps were not enough
                     count = _enqueue(queue, queued, head, count, j)
+        for k in range(k_count):
+            G[j, k] = gp[k]
         bound[j] = gap
         left -= 1
         if left == 0:

@@ -239,12 +239,22 @@ class HBGF(_LabelBaseline):
         self.n_init = n_init
         self.random_state = random_state
 
-    def fit(self, labels, y=None):
+    def fit(self, labels, y=None, sample_weight=None):
+        """Fit on an ``n x N`` labels matrix (``-1`` = missing); ``sample_weight`` (positive, shape
+        ``(n,)``, None: all 1) makes a row count as that many points (e.g. distinct rows weighted by
+        their multiplicity)."""
         from scipy.linalg import eigh
         from sklearn.cluster import KMeans
 
         B, w, inv, n, g, enc = _incidence(labels)
         self._k = check_k(self.n_clusters, n)
+        if sample_weight is not None:
+            sw = np.asarray(sample_weight, dtype=np.float64)
+            if sw.shape != (n,) or not np.all(np.isfinite(sw)) or np.any(sw <= 0):
+                raise InputError(
+                    f"The 'sample_weight' parameter must hold {n} positive finite numbers; got shape {sw.shape}"
+                )
+            w = np.bincount(inv, weights=sw, minlength=w.size)
         rng = check_random_state(self.random_state)
         dx = np.asarray(B.sum(1)).ravel()
         dx = np.where(dx > 0, dx, 1.0)

@@ -312,9 +312,12 @@ def block_memberships(gidx, MT, sq):
 class LocalBlocks:
     """In-memory backend: row blocks of ``gidx`` with their weights, processed in this process."""
 
-    def __init__(self, gidx_blocks, weight_blocks=None):
+    def __init__(self, gidx_blocks, weight_blocks=None, *, weighted_picks=False):
         self.gidx = [np.ascontiguousarray(g) for g in gidx_blocks]
         self.weight = weight_blocks or [np.ones(g.shape[0]) for g in self.gidx]
+        # rows stand for their weight's worth of points also where a start picks rows at random
+        # (k-means++'s first centre, the 'random' init); off, a pick is uniform over the rows
+        self.weighted_picks = weighted_picks
         self.n_rows = [g.shape[0] for g in self.gidx]
         self.reset()
 
@@ -371,6 +374,11 @@ def _locate(totals, r):
 
 
 def _uniform_row(backend, rng):
+    if getattr(backend, "weighted_picks", False):
+        totals = np.array([float(w.sum()) for w in backend.weight])
+        b, r = _locate(totals, rng.uniform() * totals.sum())
+        j = min(int(np.searchsorted(np.cumsum(backend.weight[b]), r)), backend.n_rows[b] - 1)
+        return backend.row(b, j)
     n = sum(backend.n_rows)
     j = int(rng.integers(n))
     b, j = _locate(np.asarray(backend.n_rows, dtype=np.float64), j + 0.5)
@@ -397,7 +405,11 @@ def _kmeanspp(backend, K, enc, prior, rng):
 
 def _random_init(backend, K, enc, prior, rng):
     n = sum(backend.n_rows)
-    ids = np.sort(rng.choice(n, size=K, replace=False))
+    if getattr(backend, "weighted_picks", False):
+        w = np.concatenate(backend.weight)
+        ids = np.sort(rng.choice(n, size=K, replace=False, p=w / w.sum()))
+    else:
+        ids = np.sort(rng.choice(n, size=K, replace=False))
     bounds = np.concatenate([[0], np.cumsum(backend.n_rows)])
     rows = []
     for j in ids:
@@ -591,14 +603,28 @@ class KCC:
                     f"got {a.shape}"
                 )
 
-    def fit(self, labels, y=None):
-        """Fit on an ``n x N`` labels matrix (``-1`` = missing)."""
+    def fit(self, labels, y=None, sample_weight=None):
+        """Fit on an ``n x N`` labels matrix (``-1`` = missing).
+
+        ``sample_weight`` (positive, shape ``(n,)``; None: all 1) makes row x count as that many
+        points, in the centroids, the objective and the random picks of the start: a matrix of
+        the distinct label rows weighted by their multiplicity is fitted like the whole matrix,
+        in a fraction of the time.
+        """
         labels = check_labels_matrix(labels)
         gidx, enc = encode(labels)
         check_encoding(enc, labels.shape)
         self._check_params(labels.shape[0], enc.n_categories)
         rng = check_random_state(self.random_state)
-        return fit_kcc(self, LocalBlocks([gidx]), enc, rng)
+        if sample_weight is None:
+            return fit_kcc(self, LocalBlocks([gidx]), enc, rng)
+        w = np.asarray(sample_weight, dtype=np.float64)
+        if w.shape != (labels.shape[0],) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+            raise InputError(
+                f"The 'sample_weight' parameter must hold {labels.shape[0]} positive finite numbers; "
+                f"got shape {w.shape}"
+            )
+        return fit_kcc(self, LocalBlocks([gidx], [w], weighted_picks=True), enc, rng)
 
     def fit_predict(self, labels, y=None):
         return self.fit(labels).labels_

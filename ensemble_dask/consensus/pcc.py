@@ -24,6 +24,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from .._validation import InputError, check_choice, check_int, check_random_state
+from . import _pair_kernels as _pairk
 from . import _pcc_kernels as _k
 from ._base import SoftConsensusMixin, as_pair_data, check_n_clusters, check_tol
 
@@ -39,6 +40,19 @@ _INIT_SMOOTHING = 0.0  # a hard-label start keeps this much mass spread evenly o
 _BE_INIT_SMOOTHING = 0.1  # ... for Baum-Eagon, which never revives a zero entry
 _INNER_TOL = 0.5  # a row visit stops at this fraction of the KKT tolerance
 _MAX_INNER = 20  # ... or after this many steps, plus 2 K
+#: tol="auto": from a random start the descent crosses the simplex, and a loose test can stop it in a poor
+#: region; from a given start (e.g. ``label_starts``) it refines, and 3e-2 keeps the ARI of 1e-3 (to 4 digits)
+#: on the blobs of benchmarks/peers.py at K = 3, 8 and 30 with half to two thirds fewer row visits
+#: (benchmarks/pcc_profile.py)
+_TOL_RANDOM = 1e-3
+_TOL_GIVEN = 3e-2
+
+
+def _resolve_tol(tol, start):
+    if isinstance(tol, str):
+        check_choice(tol, "tol", {"auto"})
+        return _TOL_RANDOM if start is None else _TOL_GIVEN
+    return check_tol(tol)
 
 
 def check_init(init, n, k, smoothing=0.0):
@@ -54,11 +68,20 @@ def check_init(init, n, k, smoothing=0.0):
     arr = np.asarray(init)
     if arr.shape == (n,) and np.issubdtype(arr.dtype, np.integer):
         known = arr >= 0
-        codes, inv = np.unique(arr[known], return_inverse=True)
-        if codes.size > k:
-            raise InputError(
-                f"The 'init' labels must have at most n_clusters={k} distinct values; got {codes.size}"
-            )
+        vals = arr[known]
+        if vals.size and int(vals.max()) <= 4 * n + 1024:  # small codes: a table instead of a sort
+            present = np.bincount(vals) > 0
+            n_codes = int(present.sum())
+            inv = (np.cumsum(present) - 1)[vals]
+        else:
+            codes, inv = np.unique(vals, return_inverse=True)
+            n_codes = codes.size
+        if n_codes > k:
+            raise InputError(f"The 'init' labels must have at most n_clusters={k} distinct values; got {n_codes}")
+        if smoothing == 0.0 and vals.size == n:  # every row a vertex
+            Y = np.zeros((n, k))
+            Y[np.arange(n), inv] = 1.0
+            return Y
         Y = np.full((n, k), 1.0 / k)
         Y[known] *= smoothing
         Y[np.flatnonzero(known), inv] += 1.0 - smoothing
@@ -75,12 +98,44 @@ def check_init(init, n, k, smoothing=0.0):
     )
 
 
+def _vertex_labels(Y):
+    """The labels of a start whose every row is a vertex of the simplex, else None."""
+    lab = Y.argmax(axis=1)
+    return lab if np.array_equal(Y[np.arange(Y.shape[0]), lab], np.ones(Y.shape[0])) else None
+
+
+def _matched(la, lb, k):
+    """``lb`` relabelled so that each of its clusters takes the label of A's cluster it overlaps most,
+    where that is one-to-one (f is symmetric in the labels; matching makes few rows differ)."""
+    table = np.bincount(lb * k + la, minlength=k * k).reshape(k, k)
+    to = table.argmax(axis=1)
+    used = table.sum(axis=1) > 0
+    if np.unique(to[used]).size != int(used.sum()):
+        return lb
+    return to[lb]
+
+
 def _best_start(starts, data, w, indices, code, diag):
-    """Of several candidate starts, the one with the lowest objective (f for PCC, P for PPC)."""
+    """``(start, f)``: of several candidate starts (or one), the one with the lowest objective (f for PCC,
+    P for PPC), and that objective (nan for a random start: not drawn yet). Vertex starts (hard labels) are compared by
+    f(B) - f(A), summed over the pairs of the points whose (matched) labels differ: near-identical
+    starts cost next to nothing."""
+    if starts is None:
+        return None, np.nan
     if not isinstance(starts, list):
-        return starts
-    objs = [_k.objective(data.indptr, indices, data.x, w, Y, code, _KL_EPS, diag) for Y in starts]
-    return starts[int(np.argmin(objs))]
+        starts = [starts]
+    args = (data.indptr, indices, data.x, w)
+    labs = [_vertex_labels(Y) for Y in starts]
+    if all(lab is not None for lab in labs):
+        k = starts[0].shape[1]
+        base = labs[0]
+        objs = [_pairk.objective_labels(*args, base, code, _KL_EPS)]
+        for lab in labs[1:]:
+            objs.append(objs[0] + _pairk.objective_change_labels(*args, base, _matched(base, lab, k), code, _KL_EPS))
+    else:
+        objs = [_k.objective(*args, Y, code, _KL_EPS, diag) for Y in starts]
+    best = int(np.argmin(objs))
+    return starts[best], float(objs[best])
 
 
 def _start(rng, n, k):
@@ -109,7 +164,8 @@ class PCC(SoftConsensusMixin):
         array start every restart is the same, so ``n_init`` is ignored. A list of such arrays:
         candidate starts (e.g. the labels of KCC and of HBGF), of which the one with the lowest
         objective is descended.
-    tol : float, default=1e-3
+    tol : float or "auto", default="auto"
+        ``"auto"``: 1e-3 from a random start, 3e-2 from a given ``init`` (a refinement needs less).
         KKT tolerance: the fit has converged when every row's gap ``y_j.g_j - min_k g_jk``
         (``g_j`` the gradient of f in row j, eq. 7; the gap is 0 exactly where the KKT conditions
         of Sect. 5.3 hold, and bounds how much re-optimising row j alone could lower f) is at
@@ -180,7 +236,7 @@ class PCC(SoftConsensusMixin):
         *,
         divergence="kl",
         init="random",
-        tol=1e-3,
+        tol="auto",
         max_iter=100,
         n_init=1,
         random_state=None,
@@ -217,18 +273,18 @@ class PCC(SoftConsensusMixin):
         n = data.n
         k = check_n_clusters(self.n_clusters, n)
         code, closed = DIVERGENCES[check_choice(self.divergence, "divergence", DIVERGENCES)]
-        tol = check_tol(self.tol)
         max_iter = check_int(self.max_iter, "max_iter", min_value=0)
         n_init = check_int(self.n_init, "n_init", min_value=1)
         rng = check_random_state(self.random_state)
         start = check_init(self.init, n, k, _INIT_SMOOTHING)
+        tol = _resolve_tol(self.tol, start)
 
         w = data.w if data.s is None else data.w * data.s
         scale = float(w.sum()) / n  # mean per-point weight sum_j s_ij N_ij
         gap_tol = tol * scale
         # int32 point indices: half the memory traffic of the CSR pattern, exact below 2**31
         indices = data.indices.astype(np.int32) if n < 2**31 else data.indices
-        start = _best_start(start, data, w, indices, code, 0.0)
+        start, f_start = _best_start(start, data, w, indices, code, 0.0)
         best = None
         for _ in range(1 if start is not None else n_init):
             Y = _start(rng, n, k) if start is None else start.copy()
@@ -251,6 +307,7 @@ class PCC(SoftConsensusMixin):
                 _MAX_INNER + 2 * k,
                 trace,
                 stats,
+                f_start,
             )
             if best is None or obj < best[0]:
                 trace = np.column_stack([np.arange(passes + 1, dtype=np.float64), trace[: passes + 1]])
@@ -284,7 +341,8 @@ class PPC(SoftConsensusMixin):
         ``y_ik <- y_ik (S_i + G_ik) / (S_i + y_i.G_i)`` with ``G_i = sum_j s_ij (x_ij - y_i.y_j)
         y_j`` (diagonal included) and ``S_i = 1 + sum_j s_ij``: all rows at once per sweep, never
         increasing P, but needing many sweeps.
-    tol : float, default=1e-3
+    tol : float or "auto", default="auto"
+        As in :class:`PCC` (``"auto"``: 1e-3 from a random start, 3e-2 from a given ``init``).
         Stop when every row's KKT gap ``y_i.p_i - min_k p_ik`` (``p = dP/dY``) is at most
         ``tol`` times the mean ``S_i``.
     max_iter : int, default=100
@@ -326,7 +384,7 @@ class PPC(SoftConsensusMixin):
         *,
         init="random",
         algorithm="rows",
-        tol=1e-3,
+        tol="auto",
         max_iter=100,
         n_init=1,
         random_state=None,
@@ -348,18 +406,18 @@ class PPC(SoftConsensusMixin):
         n = data.n
         k = check_n_clusters(self.n_clusters, n)
         algorithm = check_choice(self.algorithm, "algorithm", {"rows", "baum-eagon"})
-        tol = check_tol(self.tol)
         max_iter = check_int(self.max_iter, "max_iter", min_value=0)
         n_init = check_int(self.n_init, "n_init", min_value=1)
         rng = check_random_state(self.random_state)
         smoothing = _INIT_SMOOTHING if algorithm == "rows" else _BE_INIT_SMOOTHING
         start = check_init(self.init, n, k, smoothing)
+        tol = _resolve_tol(self.tol, start)
 
         w = np.ones(data.nnz) if data.s is None else data.s
         scale = 1.0 + float(w.sum()) / n  # mean S_i
         gap_tol = tol * scale
         indices = data.indices.astype(np.int32) if n < 2**31 else data.indices
-        start = _best_start(start, data, w, indices, _k.L2, 1.0)
+        start, f_start = _best_start(start, data, w, indices, _k.L2, 1.0)
         best = None
         for _ in range(1 if start is not None else n_init):
             Y = _start(rng, n, k) if start is None else start.copy()
@@ -382,6 +440,7 @@ class PPC(SoftConsensusMixin):
                     _MAX_INNER + 2 * k,
                     trace,
                     np.zeros(3, np.int64),
+                    f_start,
                 )
                 trace = trace[: it + 1]
             else:

@@ -23,18 +23,37 @@ from __future__ import annotations
 
 import warnings
 
+from threadpoolctl import threadpool_limits
+
+from .._validation import check_labels_matrix
 from .baselines_labels import HBGF
+from .bce import compress_rows
 from .kcc import KCC
 
 __all__ = ["label_starts"]
 
-KCC_N_INIT = 3  # k-means++ starts of the KCC candidate (cheap: one pass over the labels each)
+KCC_N_INIT = 3  # k-means++ starts of the KCC candidate (cheap: one pass over the distinct label rows each) ...
+#: ... while the distinct rows are at most this many; above (e.g. subsampled labels, where nearly every row is
+#: distinct) one start, as the HBGF candidate is there too and the pair objective picks the better one
+KCC_FEW_ROWS = 20_000
+#: up to this many distinct label rows the starts run on one BLAS/OpenMP thread: the problem is too small to
+#: share, and on a loaded machine the threads' start-up and spinning cost 10x the work (0.16 s against 1.8 s
+#: for 500,000 points with 1,900 distinct rows)
+ONE_THREAD_ROWS = 50_000
 
 
 def label_starts(labels, n_clusters, *, random_state=None):
-    """``[KCC labels, HBGF labels]`` of ``labels`` (n x N, -1 = absent): candidate starts for PCC/PPC."""
-    with warnings.catch_warnings():  # a start need not have converged: PCC/PPC report their own status
-        warnings.simplefilter("ignore")
-        kcc = KCC(n_clusters, n_init=KCC_N_INIT, random_state=random_state).fit(labels)
-        hbgf = HBGF(n_clusters, random_state=random_state).fit(labels)
-    return [kcc.labels_, hbgf.labels_]
+    """``[KCC labels, HBGF labels]`` of ``labels`` (n x N, -1 = absent): candidate starts for PCC/PPC.
+
+    Both run on the distinct label rows weighted by their multiplicity (the same fit as on every row:
+    points with equal labels are equal to both methods), which an ensemble of a few dozen clusterings
+    has far fewer of than points.
+    """
+    labels = check_labels_matrix(labels)
+    rows, mult, inv = compress_rows(labels)
+    with warnings.catch_warnings(), threadpool_limits(1 if rows.shape[0] <= ONE_THREAD_ROWS else None):
+        warnings.simplefilter("ignore")  # a start need not have converged: PCC/PPC report their own status
+        n_init = KCC_N_INIT if rows.shape[0] <= KCC_FEW_ROWS else 1
+        kcc = KCC(n_clusters, n_init=n_init, random_state=random_state).fit(rows, sample_weight=mult)
+        hbgf = HBGF(n_clusters, random_state=random_state).fit(rows, sample_weight=mult)
+    return [kcc.labels_[inv], hbgf.labels_[inv]]

@@ -22,15 +22,23 @@ __all__ = ["coassoc_stage", "resolve_strategy", "default_pairs_per_point"]
 #: base cluster: the intra-cluster evidence that uniform draws miss at many clusters) while ``labels``
 #: fit a task; above this it draws ``per-point`` pairs, whose tasks read only the rows they need
 COCLUSTER_LABEL_BYTES = 512 << 20
-#: pairs per point: enough at K <= 15 (ARI flat from l = 20 on at K = 3 and 8), and 2K above, where fewer
-#: partners per point hold too few from a point's own cluster (benchmarks/pcc_pairs_curve.py)
+#: pairs per point of ``per-point`` (uniform) draws: enough at K <= 15 (ARI flat from l = 20 on at K = 3 and
+#: 8), and 2K above, where fewer partners per point hold too few from a point's own cluster
 MIN_PAIRS_PER_POINT = 30
+#: pairs per point of ``cocluster`` draws, whatever K: half of them are partners from the point's own base
+#: clusters, so the own-cluster evidence does not thin out as K grows. Started from the label starts, PCC-KL,
+#: PCC-L2 and PPC reach the same ARI from l = 10 as from l = 60 at K = 3, 8 and 30 (n = 20,000) and from l = 50
+#: at K = 100 (n = 100,000), in a fraction of the time (benchmarks/pcc_pairs_curve.py); at K = 100 the old
+#: 2 K = 200 would take over a minute.
+COCLUSTER_PAIRS_PER_POINT = 10
 
 logger = logging.getLogger(__name__)
 
-def default_pairs_per_point(n_clusters=None):
-    """Partners drawn per point when a workflow does not say: ``max(30, 2 K)``, K the largest ``n_clusters``
-    the pair methods of the run ask for (30 when unknown)."""
+def default_pairs_per_point(n_clusters=None, strategy="per-point"):
+    """Partners drawn per point when a workflow does not say: for ``cocluster``, 10 whatever K; else
+    ``max(30, 2 K)``, K the largest ``n_clusters`` the pair methods of the run ask for (30 when unknown)."""
+    if strategy == "cocluster":
+        return COCLUSTER_PAIRS_PER_POINT
     return max(MIN_PAIRS_PER_POINT, 2 * int(n_clusters or 0))
 
 
@@ -42,7 +50,7 @@ def resolve_strategy(strategy, labels_shape, params, n_clusters=None):
         strategy = "cocluster" if 4 * n * N <= COCLUSTER_LABEL_BYTES else "per-point"
         logger.info("coassoc: strategy auto -> %s (labels %d x %d)", strategy, n, N)
     if strategy in ("per-point", "cocluster") and "l" not in params:
-        params["l"] = min(default_pairs_per_point(n_clusters), max(1, labels_shape[0] - 1))
+        params["l"] = min(default_pairs_per_point(n_clusters, strategy), max(1, labels_shape[0] - 1))
     return strategy, params
 
 
@@ -76,7 +84,8 @@ def coassoc_stage(
         ``"auto"``: ``cocluster`` while the labels take at most 512 MiB, else ``per-point`` (see
         :func:`resolve_strategy`).
     n_clusters : int, default=None
-        The largest K the pair methods will ask for: sets the default ``l`` to ``max(30, 2 K)``.
+        The largest K the pair methods will ask for: sets the default ``l`` of ``per-point`` to
+        ``max(30, 2 K)`` (``cocluster``: 10 whatever K, see :func:`default_pairs_per_point`).
     seed, block_size, row_block, count_mode, nnz_chunk, spill, **params
         As in :func:`build_coassociation` (``l`` per point, ``p``, ``fraction``, ``max_n``). ``row_block``,
         ``count_mode``, ``nnz_chunk`` and ``spill`` do not change the result and are not part of the

@@ -217,15 +217,23 @@ class TooFewPairsWarning(UserWarning):
     """The co-association store holds too few partners per point for the number of clusters asked."""
 
 
-def _check_pairs_per_point(pairs, n_clusters):
-    """Warn when the stored partners per point are below ``2 K``: below that a point holds too few
-    partners from its own cluster for the pair methods to separate K clusters (benchmarks/pcc_pairs_curve.py)."""
+def _check_pairs_per_point(pairs, n_clusters, strategy=None):
+    """Warn when the stored partners per point are below ``2 K`` (uniform draws: below that a point holds too
+    few partners from its own cluster for the pair methods to separate K clusters), or, for ``cocluster``
+    draws (half of them from the point's own base clusters, whatever K), below the ``l`` of its default
+    (benchmarks/pcc_pairs_curve.py)."""
+    from .coassoc import COCLUSTER_PAIRS_PER_POINT
+
     n = pairs.n
     per_point = pairs.nnz / max(n, 1)  # both (i, j) and (j, i) are stored: partners per point
-    if n_clusters and per_point < 2 * n_clusters:
+    if strategy == "cocluster":
+        need, why = COCLUSTER_PAIRS_PER_POINT, "the cocluster strategy's default l"
+    else:
+        need, why = 2 * int(n_clusters or 0), f"2 K that n_clusters={n_clusters} needs"
+    if n_clusters and per_point < need:
         warnings.warn(
             f"the co-association store holds {per_point:.1f} partners per point, fewer than the "
-            f"{2 * n_clusters} (2 K) that n_clusters={n_clusters} needs; rebuild it with a larger l "
+            f"{need} ({why}); rebuild it with a larger l "
             "(coassoc: {l: ...}, or give the pair methods' K to the coassoc stage)",
             TooFewPairsWarning,
             stacklevel=3,
@@ -274,7 +282,8 @@ def _fit(store, method, kwargs, client):
 
         # pairs never co-present in a clustering (possible with subsamples) carry no evidence
         pairs = read_pairs(store.group).observed()
-        _check_pairs_per_point(pairs, kwargs.get("n_clusters"))
+        strategy = store.group["pairs"].attrs.get("strategy") if "pairs" in store.group else None
+        _check_pairs_per_point(pairs, kwargs.get("n_clusters"), strategy)
         return est.fit(pairs)
     labels_bytes = 4 * int(np.prod(store["labels"].shape))
     if method == "bce" and client is not None and labels_bytes > DASK_BCE_BYTES:

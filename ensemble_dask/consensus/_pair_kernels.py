@@ -1,0 +1,64 @@
+"""Numba kernels around the PCC/PPC descent: the pair arrays of a fit and the objective of hard-label starts.
+
+Plain arrays and scalars in, plain arrays out, as in :mod:`._pcc_kernels` (whose divergences they use).
+"""
+
+from __future__ import annotations
+
+import numba
+
+from ._pcc_kernels import div
+
+__all__ = ["pair_values", "objective_labels", "objective_change_labels"]
+
+
+@numba.njit(cache=True, nogil=True)
+def pair_values(co, both, x, w):
+    """``x = c / N`` and ``w = N`` of each stored entry in one pass: returns ``(first entry with
+    c < 0, N < 0 or c > N, or -1; number of entries with N = 0)`` (x and w are 0 there)."""
+    bad = -1
+    zeros = 0
+    for e in range(co.shape[0]):
+        c = co[e]
+        b = both[e]
+        if bad < 0 and (c < 0 or b < 0 or c > b):
+            bad = e
+        if b == 0:
+            zeros += 1
+            x[e] = 0.0
+            w[e] = 0.0
+        else:
+            x[e] = c / b
+            w[e] = b
+    return bad, zeros
+
+
+@numba.njit(cache=True, nogil=True)
+def objective_labels(indptr, indices, x, w, lab, code, eps):
+    """f at the vertex start of hard labels ``lab`` (y_i.y_j is 1 within a label, 0 across; PPC's
+    diagonal term is 0): :func:`objective` without reading the rows of Y."""
+    f = 0.0
+    for j in range(lab.shape[0]):
+        for e in range(indptr[j], indptr[j + 1]):
+            i = indices[e]
+            if i > j:
+                f += w[e] * div(code, x[e], 1.0 if lab[i] == lab[j] else 0.0, eps)
+    return f
+
+
+@numba.njit(cache=True, nogil=True)
+def objective_change_labels(indptr, indices, x, w, la, lb, code, eps):
+    """f(vertex start lb) - f(vertex start la): only the pairs with a point whose label differs count."""
+    d = 0.0
+    for j in range(la.shape[0]):
+        if la[j] == lb[j]:
+            continue
+        for e in range(indptr[j], indptr[j + 1]):
+            i = indices[e]
+            if la[i] != lb[i] and i < j:
+                continue  # counted from row i
+            sa = 1.0 if la[i] == la[j] else 0.0
+            sb = 1.0 if lb[i] == lb[j] else 0.0
+            if sa != sb:
+                d += w[e] * (div(code, x[e], sb, eps) - div(code, x[e], sa, eps))
+    return d

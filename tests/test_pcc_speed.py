@@ -1,0 +1,232 @@
+"""The fast path of the pair methods (issue 10): pair CSR without a global sort, starts on the distinct label
+rows, the start choice from label changes, tol="auto", the cocluster default l."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import adjusted_rand_score
+
+from ensemble_dask import InputError
+from ensemble_dask.coassoc import _kernels as CK
+from ensemble_dask.coassoc import coassociation
+from ensemble_dask.coassoc.counting import PairCounts, count_pairs
+from ensemble_dask.coassoc.sampling import _make_sampler, _sample_keys, sample_pairs
+from ensemble_dask.consensus import _pair_kernels as PK
+from ensemble_dask.consensus import _pcc_kernels as K
+from ensemble_dask.consensus._base import as_pair_data
+from ensemble_dask.consensus.baselines_labels import HBGF
+from ensemble_dask.consensus.bce import compress_rows
+from ensemble_dask.consensus.kcc import KCC
+from ensemble_dask.consensus.pcc import PCC, PPC, _best_start, check_init
+from ensemble_dask.consensus.starts import label_starts
+from ensemble_dask.stages.coassoc import default_pairs_per_point, resolve_strategy
+from ensemble_dask.stages.consensus import TooFewPairsWarning, _check_pairs_per_point
+
+
+def _labels(n=300, n_clust=8, k=4, missing=0.0, seed=0):
+    """Noisy copies of a k-block truth; ``missing`` of the entries set to -1."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, k, n)
+    labels = np.column_stack(
+        [np.where(rng.random(n) < 0.8, truth, rng.integers(0, k + 2, n)) for _ in range(n_clust)]
+    )
+    labels[rng.random(labels.shape) < missing] = -1
+    return truth, labels.astype(np.int32)
+
+
+# --------------------------------------------------------------------------- pairs
+
+
+@pytest.mark.parametrize(
+    "strategy, params", [("cocluster", {"l": 7}), ("per-point", {"l": 5}), ("uniform", {"p": 0.02})]
+)
+@pytest.mark.parametrize("missing", [0.0, 0.3])
+def test_coassociation_equals_sorted_pairs_counted(strategy, params, missing):
+    """The O(pairs) CSR equals the old path: globally sorted unique keys, counted, PairCounts.from_pairs."""
+    _, labels = _labels(n=400, missing=missing, seed=1)
+    pc = coassociation(labels, strategy=strategy, seed=5, block_size=64, **params)
+    sampler = _make_sampler(strategy, labels.shape[0], 5, 64, params)
+    keys = _sample_keys(sampler, labels)
+    i, j = keys // sampler.n, keys % sampler.n
+    co, both = count_pairs(labels, i, j)
+    ref = PairCounts.from_pairs(sampler.n, i, j, co, both, labels.shape[1])
+    for name in ("indptr", "indices", "co", "both"):
+        np.testing.assert_array_equal(getattr(pc, name), getattr(ref, name))
+    si, sj = sample_pairs(strategy, labels.shape[0], seed=5, labels=labels, block_size=64, **params)
+    np.testing.assert_array_equal(si, i)
+    np.testing.assert_array_equal(sj, j)
+
+
+def test_upper_csr_kernel_sorts_and_deduplicates():
+    n = 7
+    pairs = [(3, 5), (0, 6), (3, 4), (0, 6), (3, 5), (1, 2), (0, 1)]
+    keys = np.array([i * n + j for i, j in pairs], dtype=np.int64)
+    indptr, cols = CK.upper_csr_kernel(keys, n)
+    assert indptr.tolist() == [0, 2, 3, 3, 5, 5, 5, 5]
+    assert cols.tolist() == [1, 6, 2, 4, 5]
+
+
+# --------------------------------------------------------------------------- starts
+
+
+def test_kcc_on_distinct_rows_with_weights_equals_kcc_on_every_row():
+    """Rows weighted by multiplicity: the same centroids and objective as the full matrix from the same
+    explicit centroids (k-means++ draws differ, the Lloyd fit does not)."""
+    _, labels = _labels(n=500, missing=0.2, seed=2)
+    rows, mult, inv = compress_rows(labels)
+    assert rows.shape[0] < labels.shape[0]
+    start = KCC(4, random_state=0).fit(labels)
+    init = np.concatenate(start.cluster_centers_, axis=1)
+    full = KCC(4, init=init).fit(labels)
+    weighted = KCC(4, init=init).fit(rows, sample_weight=mult)
+    np.testing.assert_array_equal(weighted.labels_[inv], full.labels_)
+    np.testing.assert_allclose(weighted.objective_, full.objective_, rtol=1e-12)
+    for a, b in zip(weighted.cluster_centers_, full.cluster_centers_, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-12)
+    seeded = KCC(4, n_init=3, random_state=1).fit(rows, sample_weight=mult)  # k-means++ with weighted picks
+    assert seeded.converged_ and seeded.effective_k_ == 4
+
+
+def test_hbgf_on_distinct_rows_with_weights_equals_hbgf_on_every_row():
+    _, labels = _labels(n=500, missing=0.2, seed=3)
+    rows, mult, inv = compress_rows(labels)
+    full = HBGF(4, random_state=0).fit(labels)
+    weighted = HBGF(4, random_state=0).fit(rows, sample_weight=mult)
+    assert adjusted_rand_score(weighted.labels_[inv], full.labels_) == 1.0  # the same partition
+
+
+@pytest.mark.parametrize("cls", [KCC, HBGF])
+def test_sample_weight_bad_input(cls):
+    _, labels = _labels(n=50)
+    for bad in (np.ones(49), -np.ones(50), np.full(50, np.nan)):
+        with pytest.raises(InputError, match="'sample_weight' parameter must hold 50 positive"):
+            cls(3).fit(labels, sample_weight=bad)
+
+
+def test_label_starts_recover_the_blocks():
+    truth, labels = _labels(n=400, seed=4)
+    for start in label_starts(labels, 4, random_state=0):
+        assert start.shape == (400,)
+        # each start is a partition close to the truth
+        table = np.bincount(truth * 4 + start, minlength=16).reshape(4, 4)
+        assert table.max(axis=1).sum() >= 0.95 * 400
+
+
+# --------------------------------------------------------------------------- start choice
+
+
+def _pair_data(labels, seed=0):
+    pc = coassociation(labels, strategy="cocluster", l=8, seed=seed)
+    data = as_pair_data(pc, None)
+    return pc, data, data.indices.astype(np.int32)
+
+
+@pytest.mark.parametrize("code", [K.KL, K.L2])
+def test_objective_from_labels_and_its_change_equal_the_objective(code):
+    truth, labels = _labels(n=300, seed=5)
+    _, data, ind = _pair_data(labels)
+    rng = np.random.default_rng(0)
+    other = np.where(rng.random(300) < 0.1, rng.integers(0, 4, 300), truth)
+    fa = K.objective(data.indptr, ind, data.x, data.w, check_init(truth, 300, 4), code, 1e-10, 0.0)
+    fb = K.objective(data.indptr, ind, data.x, data.w, check_init(other, 300, 4), code, 1e-10, 0.0)
+    np.testing.assert_allclose(
+        PK.objective_labels(data.indptr, ind, data.x, data.w, truth, code, 1e-10), fa, rtol=1e-12
+    )
+    change = PK.objective_change_labels(data.indptr, ind, data.x, data.w, truth, other, code, 1e-10)
+    np.testing.assert_allclose(fa + change, fb, rtol=1e-10)
+
+
+def test_best_start_picks_the_lowest_objective_and_reports_it():
+    truth, labels = _labels(n=300, seed=6)
+    _, data, ind = _pair_data(labels)
+    rng = np.random.default_rng(1)
+    noisy = np.where(rng.random(300) < 0.3, rng.integers(0, 4, 300), truth)
+    relabelled = (truth + 1) % 4  # the same partition: the same objective
+    for cands in ([noisy, truth], [truth, noisy], [relabelled, noisy]):
+        Ys = check_init(cands, 300, 4)
+        best, f = _best_start(Ys, data, data.w, ind, K.KL, 0.0)
+        exact = [K.objective(data.indptr, ind, data.x, data.w, Y, K.KL, 1e-10, 0.0) for Y in Ys]
+        assert best is Ys[int(np.argmin(exact))]
+        np.testing.assert_allclose(f, min(exact), rtol=1e-10)
+    soft = [np.full((300, 4), 0.25) + 0.01 * np.eye(4)[truth], check_init(noisy, 300, 4)]  # not vertices
+    best, f = _best_start(soft, data, data.w, ind, K.L2, 0.0)
+    exact = [K.objective(data.indptr, ind, data.x, data.w, Y, K.L2, 1e-10, 0.0) for Y in soft]
+    assert best is soft[int(np.argmin(exact))] and f == min(exact)
+
+
+@pytest.mark.parametrize(
+    "make", [lambda i: PCC(4, init=i), lambda i: PCC(4, divergence="l2", init=i), lambda i: PPC(4, init=i)]
+)
+def test_descent_from_a_list_equals_descent_from_its_best_start(make):
+    """The start's objective handed to the descent is the objective: the fit and its trace are the same as
+    from that start alone (which computes it itself)."""
+    truth, labels = _labels(n=300, seed=7)
+    pc, _, _ = _pair_data(labels)
+    rng = np.random.default_rng(2)
+    noisy = np.where(rng.random(300) < 0.3, rng.integers(0, 4, 300), truth)
+    alone = make(truth).fit(pc)
+    listed = make([noisy, truth]).fit(pc)
+    np.testing.assert_array_equal(listed.memberships_, alone.memberships_)
+    np.testing.assert_allclose(listed.objective_trace_, alone.objective_trace_, rtol=1e-10)
+    assert np.all(np.diff(listed.objective_trace_[:, 1]) <= 1e-9 * abs(listed.objective_trace_[0, 1]))
+
+
+# --------------------------------------------------------------------------- tolerance and defaults
+
+
+def test_tol_auto_is_loose_from_a_given_start_and_tight_from_a_random_one():
+    truth, labels = _labels(n=300, seed=8)
+    pc, _, _ = _pair_data(labels)
+    given = PCC(4, init=truth, random_state=0).fit(pc)
+    given_loose = PCC(4, init=truth, tol=3e-2, random_state=0).fit(pc)
+    np.testing.assert_array_equal(given.memberships_, given_loose.memberships_)
+    rand = PCC(4, random_state=0).fit(pc)
+    rand_tight = PCC(4, tol=1e-3, random_state=0).fit(pc)
+    np.testing.assert_array_equal(rand.memberships_, rand_tight.memberships_)
+    assert given.converged_ and given.kkt_gap_ <= 3e-2 and rand.kkt_gap_ <= 1e-3
+    with pytest.raises(InputError, match="'tol'"):
+        PCC(4, tol="loose").fit(pc)
+
+
+def test_cap_is_still_reported_with_tol_auto():
+    truth, labels = _labels(n=300, seed=9)
+    pc, _, _ = _pair_data(labels)
+    with pytest.warns(ConvergenceWarning):
+        est = PCC(4, init=(truth + 1) % 4 * (np.arange(300) % 2), max_iter=1).fit(pc)
+    assert not est.converged_
+
+
+def test_cocluster_default_pairs_per_point_and_warning():
+    assert default_pairs_per_point(100, "cocluster") == 10
+    assert default_pairs_per_point(100) == 200 and default_pairs_per_point(None) == 30
+    assert resolve_strategy("auto", (1000, 20), {}, n_clusters=100) == ("cocluster", {"l": 10})
+    assert resolve_strategy("per-point", (1000, 20), {}, n_clusters=100) == ("per-point", {"l": 200})
+    _, labels = _labels(n=300)
+    pc = coassociation(labels, strategy="cocluster", l=10, seed=0)  # about 20 partners per point
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _check_pairs_per_point(pc, 30, "cocluster")
+    with pytest.warns(TooFewPairsWarning, match="2 K that n_clusters=30 needs"):
+        _check_pairs_per_point(pc, 30, "per-point")
+    few = coassociation(labels, strategy="cocluster", l=2, seed=0)
+    with pytest.warns(TooFewPairsWarning, match="cocluster strategy's default l"):
+        _check_pairs_per_point(few, 30, "cocluster")
+
+
+def test_pair_data_one_pass_equals_the_checked_path():
+    _, labels = _labels(n=200, missing=0.3, seed=10)
+    pc = coassociation(labels, strategy="cocluster", l=6, seed=0)
+    data = as_pair_data(pc.observed(), None)  # every N_ij > 0: the one-pass kernel
+    kept = pc.both > 0
+    np.testing.assert_array_equal(data.x, pc.co[kept] / pc.both[kept])
+    np.testing.assert_array_equal(data.w, pc.both[kept].astype(np.float64))
+    zero = as_pair_data(pc, None)  # N_ij = 0 entries present: dropped as before
+    np.testing.assert_array_equal(zero.x, data.x)
+    np.testing.assert_array_equal(zero.indptr, data.indptr)
+    co = pc.co.copy()
+    co[np.flatnonzero(kept)[0]] = 99
+    bad = PairCounts(pc.indptr, pc.indices, co, pc.both, pc.n_clusterings)
+    with pytest.raises(InputError, match="c_ij <= N_ij; got c=99"):
+        as_pair_data(bad, None)
