@@ -24,7 +24,14 @@ import numpy as np
 from .._validation import InputError, check_choice, check_int, check_random_state, stage_seed
 from ..io.store import RunStore, stage_hash
 
-__all__ = ["METHODS", "resolve_method", "check_consensus_params", "consensus_stage", "current_results"]
+__all__ = [
+    "METHODS",
+    "resolve_method",
+    "check_consensus_params",
+    "consensus_stage",
+    "current_results",
+    "uses_cluster",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -276,6 +283,15 @@ def _inputs(store, method):
     if METHODS[method] == "labels+X":
         hashes.append(store.stage_hash("ingest"))
     return hashes
+
+
+def uses_cluster(store, name, params):
+    """Whether the workflow entry ``name: params`` would fit on the cluster's workers (only BCE on
+    labels larger than :data:`DASK_BCE_BYTES` does; every other method fits in this process)."""
+    method, _ = resolve_method(name, params)
+    if method != "bce" or "labels" not in store:
+        return False
+    return 4 * int(np.prod(store["labels"].shape)) > DASK_BCE_BYTES
 
 
 def _fit(store, method, kwargs, client):
