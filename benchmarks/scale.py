@@ -80,6 +80,7 @@ class TreeWatcher(threading.Thread):
         self.interval = interval
         self.peaks = {}  # pid -> (role, bytes)
         self.together = 0  # the largest sum of the processes' current RSS seen at one poll
+        self.cpu = {}  # pid -> CPU seconds (user + system) at the last poll: a figure the load does not inflate
         self._done = threading.Event()
 
     def _poll(self):
@@ -96,6 +97,11 @@ class TreeWatcher(threading.Thread):
             self.peaks[proc.pid] = (role, max(hwm, self.peaks.get(proc.pid, (None, 0))[1]))
             if role != "moto":
                 now += _vm_hwm(proc.pid, "VmRSS") or 0
+            try:
+                times = proc.cpu_times()
+                self.cpu[proc.pid] = times.user + times.system
+            except psutil.Error:
+                pass
         self.together = max(self.together, now)
 
     def run(self):
@@ -129,7 +135,9 @@ def print_peaks(watcher):
     rows, total = watcher.summary()
     print("peak RSS (VmHWM) per process:")
     for pid, (role, b) in rows:
-        print(f"  {role:9s} pid {pid:7d}  {b / 2**20:8.0f} MiB")
+        print(f"  {role:9s} pid {pid:7d}  {b / 2**20:8.0f} MiB  {watcher.cpu.get(pid, 0.0):8.1f} CPU s")
+    cpu = sum(c for pid, c in watcher.cpu.items() if watcher.peaks.get(pid, ("",))[0] != "moto")
+    print(f"  CPU seconds of the run's processes: {cpu:.1f} (on a quiet 2-core machine wall >= CPU / 2)")
     print(f"  all processes of the run together: {total / 2**30:.2f} GiB (sum of peaks)")
     print(f"  largest total RSS at one moment (polled every {watcher.interval} s): {watcher.together / 2**30:.2f} GiB")
 
