@@ -1,5 +1,7 @@
 """Work keyed on content beside the stages (label starts of the pair methods), and the leaner label encoders."""
 
+import os
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -91,3 +93,40 @@ def test_auto_strategy_draws_per_point_pairs_without_labels_at_large_n():
     sampler = _make_sampler(strategy, 5_000_000, 0, 4096, params)
     assert not sampler.needs_labels
     assert resolve_strategy("auto", (100_000, 100), {}, n_clusters=3)[0] == "cocluster"
+
+
+def test_spill_of_a_remote_store_goes_through_local_disk_on_a_local_cluster(tmp_path, monkeypatch):
+    import tempfile
+
+    from ensemble_dask.coassoc import build_coassociation, coassociation, read_pairs
+
+    made = []
+    real = tempfile.mkdtemp
+
+    def mkdtemp(**kw):
+        made.append(real(dir=tmp_path, **kw))
+        return made[-1]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    labels = _labels(5, n=200, n_clust=6)
+    store = RunStore(f"memory://scale2-transit-{tmp_path.name}")  # a URL with a scheme: not this disk
+    store.group.create_array("labels", data=labels)
+    want = coassociation(labels, strategy="per-point", seed=3, l=4, block_size=16)
+    for count_mode in ("rows", "join"):
+        summary = build_coassociation(
+            store.url,
+            strategy="per-point",
+            seed=3,
+            l=4,
+            block_size=16,
+            row_block=64,
+            count_mode=count_mode,
+            spill=True,
+            client_or_scheduler="threads",
+        )
+        assert summary["spill"] is True and "_tmp" not in store.group["pairs"]
+        got = read_pairs(store.group)
+        assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.indices, want.indices)
+        assert np.array_equal(got.co, want.co) and np.array_equal(got.both, want.both)
+    # each build spilled into its own local directory, removed at its end
+    assert len(made) == 2 and not any(os.path.exists(d) for d in made)
