@@ -39,12 +39,12 @@ STAGES = ("ingest", "generate", "coassoc")
 
 
 # -- peak memory of a process tree ------------------------------------------------------------------
-def _vm_hwm(pid):
-    """Peak resident set size (VmHWM, bytes) of ``pid``, or None when it is gone."""
+def _vm_hwm(pid, field="VmHWM"):
+    """Peak resident set size (VmHWM, bytes) of ``pid`` (or another ``field``: VmRSS), or None when it is gone."""
     try:
         with open(f"/proc/{pid}/status") as fh:
             for line in fh:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         return None
@@ -79,6 +79,8 @@ class TreeWatcher(threading.Thread):
         self.root = psutil.Process(root_pid)
         self.interval = interval
         self.peaks = {}  # pid -> (role, bytes)
+        self.together = 0  # the largest sum of the processes' current RSS seen at one poll
+        self.cpu = {}  # pid -> CPU seconds (user + system) at the last poll: a figure the load does not inflate
         self._done = threading.Event()
 
     def _poll(self):
@@ -86,12 +88,21 @@ class TreeWatcher(threading.Thread):
             procs = [self.root, *self.root.children(recursive=True)]
         except psutil.Error:
             return
+        now = 0
         for proc in procs:
             hwm = _vm_hwm(proc.pid)
             if hwm is None:
                 continue
             role = self.peaks.get(proc.pid, (None, 0))[0] or _role(proc)
             self.peaks[proc.pid] = (role, max(hwm, self.peaks.get(proc.pid, (None, 0))[1]))
+            if role != "moto":
+                now += _vm_hwm(proc.pid, "VmRSS") or 0
+            try:
+                times = proc.cpu_times()
+                self.cpu[proc.pid] = times.user + times.system
+            except psutil.Error:
+                pass
+        self.together = max(self.together, now)
 
     def run(self):
         while not self._done.is_set():
@@ -124,8 +135,11 @@ def print_peaks(watcher):
     rows, total = watcher.summary()
     print("peak RSS (VmHWM) per process:")
     for pid, (role, b) in rows:
-        print(f"  {role:9s} pid {pid:7d}  {b / 2**20:8.0f} MiB")
+        print(f"  {role:9s} pid {pid:7d}  {b / 2**20:8.0f} MiB  {watcher.cpu.get(pid, 0.0):8.1f} CPU s")
+    cpu = sum(c for pid, c in watcher.cpu.items() if watcher.peaks.get(pid, ("",))[0] != "moto")
+    print(f"  CPU seconds of the run's processes: {cpu:.1f} (on a quiet 2-core machine wall >= CPU / 2)")
     print(f"  all processes of the run together: {total / 2**30:.2f} GiB (sum of peaks)")
+    print(f"  largest total RSS at one moment (polled every {watcher.interval} s): {watcher.together / 2**30:.2f} GiB")
 
 
 # -- the store's records and sizes ----------------------------------------------------------------------

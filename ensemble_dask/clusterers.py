@@ -15,6 +15,7 @@ Ensemble types of papers/003 Sect. 7.2: ``type1`` = k-means with a random k in [
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from dataclasses import dataclass
 
@@ -42,10 +43,12 @@ class Algorithm:
     max_samples: int | None = None
 
 
-def _kmeans(x, k, seed):
+def _kmeans(x, k, seed, overwrite=False):
     from sklearn.cluster import KMeans
 
-    return KMeans(n_clusters=k, n_init=1, init="k-means++", random_state=seed).fit(x).labels_
+    # copy_x=False centres ``x`` in place (and restores it) instead of centring a copy: the same labels
+    km = KMeans(n_clusters=k, n_init=1, init="k-means++", random_state=seed, copy_x=not overwrite)
+    return km.fit(x).labels_
 
 
 def _hierarchical(method):
@@ -176,8 +179,11 @@ def plan_ensemble(
     return plans
 
 
-def run_clustering(x_sub, spec):
+def run_clustering(x_sub, spec, *, overwrite_x=False):
     """Cluster the subsample rows ``x_sub`` as ``spec`` says; labels 0..k'-1 (int32).
+
+    ``overwrite_x``: ``x_sub`` is the caller's own copy, which a clusterer may use as its work space
+    (k-means then centres it in place instead of a copy of it: one subsample less in memory).
 
     The clusterer runs single-threaded (BLAS and OpenMP pools limited to one thread): parallelism
     comes from running clusterings side by side, and the floating-point reductions, hence the
@@ -190,8 +196,9 @@ def run_clustering(x_sub, spec):
         raise InputError(f"unknown algorithm {spec['algorithm']!r}; known: {sorted(ALGORITHMS)}")
     if spec["k"] > len(x_sub):
         raise InputError(f"k={spec['k']} is larger than the subsample of {len(x_sub)} points")
+    kw = {"overwrite": True} if overwrite_x and "overwrite" in inspect.signature(algo.fit).parameters else {}
     with threadpool_limits(1):
-        raw = np.asarray(algo.fit(x_sub, int(spec["k"]), int(spec["seed"])))
+        raw = np.asarray(algo.fit(x_sub, int(spec["k"]), int(spec["seed"]), **kw))
     _, labels = np.unique(raw, return_inverse=True)
     return labels.astype(np.int32)
 

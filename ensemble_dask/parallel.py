@@ -166,18 +166,22 @@ class LazyClient:
     report : str, default=None
         Local path of a Dask performance report (``distributed.performance_report``) of
         everything run on the cluster, written when the context closes (if the cluster started).
+    before_close : callable, default=None
+        Called with the real Client just before the cluster is closed (e.g. to describe it).
     """
 
-    def __init__(self, open_client, report=None):
+    def __init__(self, open_client, report=None, before_close=None):
         self._open_client = open_client
         self._report = report
+        self._before_close = before_close
         self._stack = None
         self._client = None
+        self._started = False
 
     @property
     def started(self):
-        """Whether the cluster has been started."""
-        return self._client is not None
+        """Whether the cluster has been started (and maybe released since)."""
+        return self._started
 
     def resolve(self):
         """The real Client (started now if need be)."""
@@ -193,11 +197,18 @@ class LazyClient:
             except BaseException:
                 stack.close()
                 raise
-            self._stack, self._client = stack, client
+            self._stack, self._client, self._started = stack, client, True
         return self._client
 
     def __getattr__(self, name):
-        if name.startswith("__") or name in ("_open_client", "_report", "_stack", "_client"):
+        if name.startswith("__") or name in (
+            "_open_client",
+            "_report",
+            "_before_close",
+            "_stack",
+            "_client",
+            "_started",
+        ):
             raise AttributeError(name)
         return getattr(self.resolve(), name)
 
@@ -210,8 +221,21 @@ class LazyClient:
     def close(self):
         """Write the performance report (if any) and close the cluster, when it was started."""
         stack, self._stack = self._stack, None
+        client, self._client = self._client, None
         if stack is not None:
-            stack.close()
+            try:
+                if self._before_close is not None:
+                    self._before_close(client)
+            finally:
+                stack.close()
+
+    def release(self):
+        """Close the cluster now, when no later stage needs it: its worker processes end and give
+        their memory back while this process works on alone. A later use starts a new cluster
+        (and its performance report replaces the first one's)."""
+        if self._stack is not None:
+            logger.info("closing the Dask client (no later stage needs it)")
+        self.close()
 
 
 def resolve_client(client):

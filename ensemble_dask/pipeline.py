@@ -202,15 +202,19 @@ def client_for_store(store, scheduler=None, dask_options=None):
             f"{scheduler!r} cannot see; use a file or object-store URL"
         )
     opts = dict(dask_options or {})
+
+    def describe(client):  # the report's "Dask cluster" line (only when a stage started one)
+        from .stages.report_page import cluster_facts
+
+        store.write_json("report/cluster.json", cluster_facts(client))
+
     with tempfile.TemporaryDirectory(prefix="ensemble-dask-") as tmp:
         report = os.path.join(tmp, "dask-performance.html")
-        lazy = LazyClient(functools.partial(dask_client, scheduler, processes=not in_memory, **opts), report)
+        lazy = LazyClient(
+            functools.partial(dask_client, scheduler, processes=not in_memory, **opts), report, describe
+        )
         with lazy:
             yield lazy
-            if lazy.started:  # the report's "Dask cluster" line (only when a stage started one)
-                from .stages.report_page import cluster_facts
-
-                store.write_json("report/cluster.json", cluster_facts(lazy.resolve()))
         if lazy.started and os.path.exists(report):
             store.write_file(PERFORMANCE_REPORT, report)
 
@@ -245,7 +249,7 @@ def run_workflow(spec, *, progress=False):
     """
     check_workflow(spec)
     from .stages.coassoc import coassoc_stage
-    from .stages.consensus import consensus_stage
+    from .stages.consensus import consensus_stage, uses_cluster
     from .stages.generate import generate
     from .stages.ingest import ingest
 
@@ -281,6 +285,8 @@ def run_workflow(spec, *, progress=False):
             co.setdefault("n_clusters", _largest_k(consensus, "pairs"))
             info = _call(coassoc_stage, "coassoc", store, client, **co)
             logger.info("coassoc: %s", info)
+        if not any(uses_cluster(store, name, params) for name, params in consensus.items()):
+            client.release()  # the workers' memory is given back before the in-process fits
         for name, params in consensus.items():
             metrics = consensus_stage(store, name, seed=seed, client=client, **(params or {}))
             logger.info("consensus %s: %s", name, metrics)

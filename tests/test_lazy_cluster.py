@@ -27,15 +27,35 @@ def test_rerun_of_a_finished_workflow_starts_no_cluster(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="ensemble_dask"):
         first = run_workflow(spec)
     assert STARTED in caplog.text
+    # no consensus method of this workflow fits on the workers: the cluster is closed before them
+    text = caplog.text
+    assert text.index("closing the Dask client") < text.index("label starts for K=2 computed")
+    assert (tmp_path / "run.zarr" / "report" / "cluster.json").exists()
     report = tmp_path / "run.zarr" / PERFORMANCE_REPORT
     assert report.exists() and b"<html" in report.read_bytes()[:4000].lower()
-    stamp = os.stat(report).st_mtime_ns
+    pages = [report, *(tmp_path / "run.zarr" / "report" / f for f in ("metrics.json", "index.html"))]
+    stamps = [os.stat(p).st_mtime_ns for p in pages]
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="ensemble_dask"):
         again = run_workflow(spec)
     assert STARTED not in caplog.text
-    assert again["methods"] == first["methods"]
-    assert os.stat(report).st_mtime_ns == stamp  # nothing computed, no new report
+    assert "report: up to date, skipped" in caplog.text  # the report is keyed on content too
+    assert again["methods"] == first["methods"] and again["base_partitions"] == first["base_partitions"]
+    assert again["html"] == first["html"]
+    assert [os.stat(p).st_mtime_ns for p in pages] == stamps  # nothing computed, nothing rewritten
+
+    # a new consensus method: it runs in this process (no cluster), its label starts and the base
+    # partitions' scores come from the store, and the report is rebuilt with both methods
+    caplog.clear()
+    spec["consensus"]["pcc-kl"] = {"n_clusters": 2}
+    with caplog.at_level(logging.INFO, logger="ensemble_dask"):
+        third = run_workflow(spec)
+    assert STARTED not in caplog.text
+    assert "label starts for K=2: from the store" in caplog.text and "starts for K=2 computed" not in caplog.text
+    assert "report: base partition scores from the store" in caplog.text
+    assert sorted(third["methods"]) == ["pcc-kl", "pcc-l2"] and third["methods"]["pcc-l2"] == first["methods"]["pcc-l2"]
+    assert third["base_partitions"] == first["base_partitions"]
+    assert os.stat(pages[2]).st_mtime_ns != stamps[2]
 
 
 def test_lazy_client_starts_on_first_use_only(tmp_path):
@@ -43,6 +63,10 @@ def test_lazy_client_starts_on_first_use_only(tmp_path):
         assert not lazy.started
         assert lazy.submit(sum, [1, 2]).result() == 3
         assert lazy.started
+        first = lazy.resolve()
+        lazy.release()  # closed now; a later use starts a new cluster
+        assert first.status in ("closing", "closed") and lazy.started
+        assert lazy.submit(sum, [3, 4]).result() == 7 and lazy.resolve() is not first
     store = RunStore(f"memory://lazy-{tmp_path.name}")
     with client_for_store(store) as client:
         pass

@@ -21,7 +21,10 @@ Examples
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 import time
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -48,6 +51,7 @@ from .csr import (
     _create_pairs_arrays,
     _finish,
     _labels_array,
+    _Locator,
     _locator,
     _new_pairs_group,
     _open_group,
@@ -170,8 +174,9 @@ def build_coassociation(
     bounds, per = _partition_bounds(n, sampler.block_size, row_block)
     n_parts = len(bounds) - 1
     locator = _locator(group_or_url, storage_options)
-    transit = _Transit(locator if spill else None)
     scheduler, owned = _resolve_scheduler(client_or_scheduler)
+    local_tmp = _local_transit_dir(locator, scheduler) if spill else None
+    transit = _Transit((locator if local_tmp is None else _Locator(local_tmp, "", None)) if spill else None)
     attrs = {
         **sampler.attrs(),
         "count_mode": count_mode,
@@ -181,8 +186,9 @@ def build_coassociation(
     pg = None
     if spill:
         pg = _new_pairs_group(group, attrs)
+        tg = pg if local_tmp is None else transit.locator.open("a").require_group(PAIRS_GROUP)
         for kind in ("gen", "up", "cnt", "lab"):
-            pg.require_group(f"{TMP_GROUP}/{kind}")
+            tg.require_group(f"{TMP_GROUP}/{kind}")
     running = []
     try:
         clock = time.perf_counter()
@@ -302,6 +308,8 @@ def build_coassociation(
             scheduler.close()
         if spill:
             _drop_tmp(transit, None)
+        if local_tmp is not None:
+            shutil.rmtree(local_tmp, ignore_errors=True)
     summary = {**attrs, **_summary(n, nnz, n_clust), "updates": []}
     _finish(pg, summary)
     logger.info("coassoc: %d pairs of %d points over %d clusterings", nnz // 2, n, n_clust)
@@ -312,6 +320,29 @@ def _log_round(message, clock, *args):
     now = time.perf_counter()
     logger.info("coassoc: " + message + " (%.1f s)", *args, now - clock)
     return now
+
+
+def _local_transit_dir(locator, scheduler):
+    """A new local directory for the spilled pieces, or None to spill them into the run store.
+
+    When the run store is remote (object storage) and every worker runs on this machine (the
+    embedded cluster, or Dask's threads), the pieces go through a temporary zarr group on local disk:
+    each piece is written once and read once or twice, and a round trip to the object store per
+    piece made the build several times slower (1,000,000 rows on a local S3 server: 82 s spilled
+    through the store against 24 s in memory). Workers on other machines share only the run store.
+    """
+    url = locator.store
+    if not isinstance(url, str) or "://" not in url or url.startswith("file://"):
+        return None
+    if not isinstance(scheduler, str) and scheduler is not None:
+        try:
+            workers = scheduler.scheduler_info()["workers"]
+        except Exception:  # not a distributed Client: keep to the run store
+            return None
+        hosts = {urlsplit(address).hostname for address in workers}
+        if not hosts or not hosts <= {"127.0.0.1", "localhost", "::1"}:
+            return None
+    return tempfile.mkdtemp(prefix="ensemble-dask-transit-")
 
 
 def _check_spill(spill):

@@ -112,8 +112,11 @@ def as_pair_data(pairs, sample_weight=None):
                 indptr = np.ascontiguousarray(pairs.indptr, dtype=np.int64)
                 indices = np.ascontiguousarray(pairs.indices, dtype=np.int64)
                 return PairData(pairs.n, indptr, indices, x, w, s)
-        co = np.asarray(pairs.co, dtype=np.int64)
-        both = np.asarray(pairs.both, dtype=np.int64)
+        # the counts as stored (int32 from the pairs store): no int64 copies of two nnz-long arrays
+        co = np.asarray(pairs.co)
+        both = np.asarray(pairs.both)
+        if not (np.issubdtype(co.dtype, np.integer) and np.issubdtype(both.dtype, np.integer)):
+            co, both = co.astype(np.int64), both.astype(np.int64)
         if np.any(both < 0):
             raise InputError(f"N_ij counts must be >= 0; got {both.min()} in pairs")
         _check_counts(co, both, "in pairs")

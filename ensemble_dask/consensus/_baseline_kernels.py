@@ -5,7 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["best_neighbours", "find_roots", "union_merges"]
+__all__ = ["best_neighbours", "find_roots", "union_merges", "weighted_gram"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -143,3 +143,20 @@ def contract(indptr, indices, data, mapping, group_ptr, group, m):
             out_val[fill[c]] = up_val[e]
             fill[c] += 1
     return out_ptr, out_idx, out_val
+
+
+@numba.njit(cache=True, nogil=True)
+def weighted_gram(indptr, indices, data, w, out):
+    """``out += A^T diag(w) A`` for the CSR matrix ``A`` (``indptr``, ``indices``, ``data``), ``out`` dense.
+
+    One pass over the rows, each adding the outer product of its few entries: no sparse product
+    and no temporary copy of ``A``.
+    """
+    n = indptr.shape[0] - 1
+    for i in range(n):
+        wi = w[i]
+        for e in range(indptr[i], indptr[i + 1]):
+            a = indices[e]
+            v = wi * data[e]
+            for f in range(indptr[i], indptr[i + 1]):
+                out[a, indices[f]] += v * data[f]

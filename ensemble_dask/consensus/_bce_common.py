@@ -190,22 +190,30 @@ def compress_rows(gidx):
     Identical label rows have identical E-steps (same start, same parameters), so the
     E-step runs once per distinct row, weighted by its multiplicity.
     """
-    gidx = np.ascontiguousarray(gidx, dtype=np.int64)
+    gidx = np.ascontiguousarray(gidx)
+    if gidx.dtype not in (np.int32, np.int64):
+        gidx = gidx.astype(np.int64)
     if gidx.shape[0] == 0:
-        return gidx, np.zeros(0), np.zeros(0, dtype=np.int64)
+        return gidx.astype(np.int64), np.zeros(0), np.zeros(0, dtype=np.int64)
     # distinct 64-bit row hashes first (one sort of integers), checked against the rows; the exact
     # byte-wise comparison is the fallback should two distinct rows ever share a hash
     _, first, inverse, counts = np.unique(
         kern.row_hashes(gidx), return_index=True, return_inverse=True, return_counts=True
     )
     inverse = inverse.ravel().astype(np.int64)
-    if not np.array_equal(gidx[first][inverse], gidx):
+    distinct = gidx[first]
+    step = max(1, (16 << 20) // max(1, gidx.itemsize * gidx.shape[1]))  # checked in blocks of ~16 MiB
+    if not all(
+        np.array_equal(distinct[inverse[s : s + step]], gidx[s : s + step]) for s in range(0, gidx.shape[0], step)
+    ):
+        gidx = np.ascontiguousarray(gidx, dtype=np.int64)
         keys = gidx.view(np.dtype((np.void, gidx.dtype.itemsize * gidx.shape[1]))).ravel()
         _, first, inverse, counts = np.unique(
             keys, return_index=True, return_inverse=True, return_counts=True
         )
         inverse = inverse.ravel().astype(np.int64)
-    return np.ascontiguousarray(gidx[first]), counts.astype(np.float64), inverse
+        distinct = gidx[first]
+    return np.ascontiguousarray(distinct, dtype=np.int64), counts.astype(np.float64), inverse
 
 
 def estep_stats(gidx, ucol, X, ufeat, params, gamma, tol, max_iter, rweight=None):

@@ -213,3 +213,14 @@ def encode_lut(labels, lut, lut_offsets, out):
                 out[x, i] = -1
             else:
                 out[x, i] = lut[a + v]
+
+
+@numba.njit(cache=True, nogil=True)
+def column_presence(labels, top, out):
+    """``out[i, v] = True`` where label ``v`` (``0 <= v < top[i]``) occurs in column ``i``; one pass over the rows."""
+    n, N = labels.shape
+    for x in range(n):
+        for i in range(N):
+            v = labels[x, i]
+            if v >= 0 and v < top[i]:
+                out[i, v] = True

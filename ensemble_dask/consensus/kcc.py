@@ -98,7 +98,9 @@ class Encoding:
             for i, cats in enumerate(self.categories):
                 lut[lut_off[i] + cats] = self.offsets[i] + np.arange(cats.size)
             gidx = np.empty(labels.shape, dtype=np.int32)
-            kern.encode_lut(labels.astype(np.int64, copy=False), lut, lut_off, gidx)
+            if labels.dtype not in (np.int32, np.int64):  # int32 labels are read as they are (no copy)
+                labels = labels.astype(np.int64)
+            kern.encode_lut(labels, lut, lut_off, gidx)
             return gidx
         gidx = np.full(labels.shape, -1, dtype=np.int32)
         for i, cats in enumerate(self.categories):
@@ -113,6 +115,13 @@ class Encoding:
 
 def column_categories(labels):
     """Sorted distinct non-missing labels of each column."""
+    labels = np.asarray(labels)
+    if labels.ndim == 2 and labels.size and labels.dtype.kind in "iu":
+        top = np.maximum(labels.max(axis=0).astype(np.int64) + 1, 0)
+        if int(top.max()) <= 4 * labels.shape[0] + 1024:  # small labels: one pass over the rows
+            seen = np.zeros((labels.shape[1], int(top.max())), dtype=np.bool_)
+            kern.column_presence(np.ascontiguousarray(labels), top, seen)
+            return [np.flatnonzero(row).astype(np.int64) for row in seen]
     out = []
     for col in np.asarray(labels).T:
         obs = col[col >= 0]

@@ -21,7 +21,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
 from .._validation import InputError, check_choice, check_int, check_random_state
 from . import _pair_kernels as _pairk
@@ -473,6 +472,8 @@ def _baum_eagon(indptr, indices, x, w, Y, gap_tol, max_iter):
 
 
 def _warn_cap(name, max_iter, gap, tol):
+    from sklearn.exceptions import ConvergenceWarning  # scikit-learn: imported only when warning
+
     warnings.warn(
         f"{name} stopped at max_iter={max_iter} with KKT gap {gap:.3g} > tol={tol:g}; "
         "raise max_iter or tol, or start from a better init",

@@ -22,10 +22,16 @@ import warnings
 import numpy as np
 
 from .._validation import InputError, check_choice, check_int, check_random_state, stage_seed
-from ..io.store import RunStore
-from ..metrics import partition_scores
+from ..io.store import RunStore, stage_hash
 
-__all__ = ["METHODS", "resolve_method", "check_consensus_params", "consensus_stage", "current_results"]
+__all__ = [
+    "METHODS",
+    "resolve_method",
+    "check_consensus_params",
+    "consensus_stage",
+    "current_results",
+    "uses_cluster",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -203,14 +209,52 @@ def _estimator_params(method, kwargs):
     return kwargs
 
 
+#: where the label starts are kept, one ``(candidates, n)`` int32 array per key (see :func:`_label_starts`)
+STARTS_CACHE = "_cache/starts"
+_STARTS_VERSION = 1  # bump when label_starts changes its result
+
+
+def _starts_key(store, n_clusters, random_state):
+    """The content key of the label starts: the labels' identity, K and the seed (None: not cacheable)."""
+    if not isinstance(random_state, numbers.Integral) or isinstance(random_state, bool):
+        return None
+    try:
+        labels_id = store.stage_hash("generate")
+    except InputError:
+        return None
+    params = {"n_clusters": int(n_clusters), "random_state": int(random_state), "version": _STARTS_VERSION}
+    return stage_hash(params, [labels_id])
+
+
 def _label_starts(store, n_clusters, random_state):
-    """Candidate starts of the pair methods from the store's labels (KCC's and HBGF's), or None."""
+    """Candidate starts of the pair methods from the store's labels (KCC's and HBGF's), or None.
+
+    They depend only on the labels' content, K and the seed, so they are kept in the store under
+    that key (``_cache/starts/<key>``): PCC-KL and PCC-L2 of one run, and any later run on the
+    same labels, compute them once.
+    """
     if "labels" not in store:
         logger.warning("no labels in the store: the pair method starts from a random point")
         return None
+    key = _starts_key(store, n_clusters, random_state)
+    path = f"{STARTS_CACHE}/{key}"
+    if key is not None and path in store and store[path].attrs.get("complete"):
+        logger.info("label starts for K=%d: from the store (%s)", n_clusters, path)
+        return list(np.asarray(store[path][:], dtype=np.int64))
     from ..consensus.starts import label_starts
 
-    return label_starts(store["labels"][:], n_clusters, random_state=random_state)
+    t0 = time.perf_counter()
+    starts = label_starts(store["labels"][:], n_clusters, random_state=random_state)
+    logger.info("label starts for K=%d computed in %.1f s", n_clusters, time.perf_counter() - t0)
+    if key is not None and store.mode != "r":
+        arr = store.group.create_array(
+            path,
+            data=np.stack(starts).astype(np.int32),
+            chunks=(1, max(1, min(len(starts[0]), 1 << 22))),
+            overwrite=True,
+        )
+        arr.attrs["complete"] = True  # set last: a half-written array is never read back
+    return starts
 
 
 class TooFewPairsWarning(UserWarning):
@@ -267,6 +311,15 @@ def _inputs(store, method):
     if METHODS[method] == "labels+X":
         hashes.append(store.stage_hash("ingest"))
     return hashes
+
+
+def uses_cluster(store, name, params):
+    """Whether the workflow entry ``name: params`` would fit on the cluster's workers (only BCE on
+    labels larger than :data:`DASK_BCE_BYTES` does; every other method fits in this process)."""
+    method, _ = resolve_method(name, params)
+    if method != "bce" or "labels" not in store:
+        return False
+    return 4 * int(np.prod(store["labels"].shape)) > DASK_BCE_BYTES
 
 
 def _fit(store, method, kwargs, client):
@@ -361,6 +414,8 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
         if objective is not None:
             metrics["objective"] = float(objective)
         if "y_true" in store:
+            from ..metrics import partition_scores  # scikit-learn: imported only when a result is scored
+
             metrics = {**partition_scores(est.labels_, store["y_true"][:]), **metrics}
         trace = getattr(est, "objective_trace_", getattr(est, "lower_bound_trace_", None))
         trace = [] if trace is None else np.asarray(trace).tolist()[-_TRACE_MAX:]

@@ -137,12 +137,15 @@ def _cluster_task(store_url, storage_options, ingest_hash, specs):
     store = RunStore(store_url, storage_options, mode="r+")
     labels = store["labels"]
     n = labels.shape[0]
-    block = np.full((n, len(specs)), -1, dtype=np.int32)
+    # int16 while the clusters' ids fit (half the memory of the task's n x columns block)
+    narrow = max(int(spec["k"]) for spec in specs) < np.iinfo(np.int16).max
+    block = np.full((n, len(specs)), -1, dtype=np.int16 if narrow else np.int32)
     meta = []
     for j, spec in enumerate(specs):
         idx = subsample_of(spec, n)
         t0 = time.perf_counter()
-        lab = run_clustering(_rows_of_x(store, ingest_hash, idx), spec)
+        # a subsample's rows are a fresh copy, which k-means may centre in place; all of X is the cache
+        lab = run_clustering(_rows_of_x(store, ingest_hash, idx), spec, overwrite_x=len(idx) < n)
         block[idx, j] = lab
         meta.append(
             {
@@ -153,7 +156,9 @@ def _cluster_task(store_url, storage_options, ingest_hash, specs):
             }
         )
     first = specs[0]["index"]
-    labels[:, first : first + len(specs)] = block
+    step = int(labels.chunks[0])
+    for r0 in range(0, n, step):  # whole row chunks, widened to int32 one chunk at a time
+        labels[r0 : r0 + step, first : first + len(specs)] = block[r0 : r0 + step].astype(np.int32)
     return meta
 
 

@@ -1,23 +1,86 @@
-"""The ``report`` stage: ``report/metrics.json`` from what the run store holds."""
+"""The ``report`` stage: ``report/metrics.json`` from what the run store holds.
+
+Like the other stages it is keyed on content: ``report/inputs.json`` holds the key of the stage
+records the report was built from, and a report whose key still matches is not rebuilt (a re-run
+of a finished workflow then reads two small JSON documents). The base partitions' scores, the
+costly part of a report on many clusterings, are kept under the identity of the labels and of
+``y_true``, so a report rebuilt because a consensus result changed does not re-score them.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+
+import fsspec
 import numpy as np
 
 from .._validation import InputError
+from ..io.store import stage_hash
 from .consensus import current_results
 from .generate import base_partition_scores
 
-__all__ = ["write_report"]
+__all__ = ["write_report", "REPORT_INPUTS", "BASE_SCORES"]
+
+logger = logging.getLogger(__name__)
+
+#: the key of the records the report in ``report/`` was built from
+REPORT_INPUTS = "report/inputs.json"
+#: the base partitions' scores with the identities of the labels and y_true they were computed on
+BASE_SCORES = "_cache/base-partitions.json"
+_REPORT_VERSION = 1  # bump when the report's content changes for the same records
 
 
-def write_report(store):
+def _json_doc(store, path):
+    """The JSON document at ``path`` in the store, or None (no matplotlib import, unlike the page's)."""
+    try:
+        with fsspec.open(store._file_url(path), "r", **store.storage_options) as fh:
+            return json.load(fh)
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+
+
+def _exists(store, path):
+    fs, target = fsspec.core.url_to_fs(store._file_url(path), **store.storage_options)
+    return fs.exists(target)
+
+
+def report_key(store):
+    """The content key of a report of ``store``: every stage record (its identity and when it finished)."""
+    records = {
+        name: [rec.get("hash"), rec.get("output"), rec.get("complete"), rec.get("finished")]
+        for name, rec in store.records().items()
+    }
+    return stage_hash({"report": _REPORT_VERSION}, records)
+
+
+def cached_base_scores(store):
+    """:func:`~ensemble_dask.stages.generate.base_partition_scores`, kept in the store under the
+    identities of ``labels`` and ``y_true`` (the generate and ingest stages' outputs)."""
+    if "y_true" not in store or "labels" not in store:
+        return None
+    try:
+        key = stage_hash({"base_scores": 1}, [store.stage_hash("generate"), store.stage_hash("ingest")])
+    except InputError:  # a stage without a record: nothing to key on, score afresh
+        return base_partition_scores(store)
+    cached = _json_doc(store, BASE_SCORES)
+    if cached and cached.get("key") == key:
+        logger.info("report: base partition scores from the store")
+        return cached["scores"]
+    scores = base_partition_scores(store)
+    if store.mode != "r":
+        store.write_json(BASE_SCORES, {"key": key, "scores": scores})
+    return scores
+
+
+def write_report(store, *, force=False):
     """Write ``report/metrics.json`` (data-set facts, base-partition accuracy, consensus methods)
     and ``report/index.html`` with its figures (:func:`~ensemble_dask.stages.report_page.report_page`).
 
     The ``methods`` entries are those of the consensus results in the store, so the report always
     describes what the store holds. Returns metrics.json's document plus ``"html"``, the page's
-    path or URL.
+    path or URL. Nothing is rebuilt when the stage records are those the report was built from
+    (see :func:`report_key`), unless ``force``.
     """
     if "X" not in store and "labels" not in store and "federated" in store:
         # a federated coordinator's store: the model and the summary its run wrote; redraw the page
@@ -29,6 +92,12 @@ def write_report(store):
             f"run store {store.url!r} holds no data set (no 'X' and no 'labels'); "
             "run ingest or import-labels first"
         )
+    key = report_key(store)
+    if not force and (_json_doc(store, REPORT_INPUTS) or {}).get("key") == key:
+        report = _json_doc(store, "report/metrics.json")
+        if report is not None and _exists(store, "report/index.html"):
+            logger.info("report: up to date, skipped")
+            return {**report, "html": store._file_url("report/index.html")}
     summary = store["X"].attrs.get("summary", {}) if "X" in store else {}
     ingest_rec = store.record("ingest") or {}
     dataset = {
@@ -45,10 +114,13 @@ def write_report(store):
         dataset["missing_fraction"] = round(1.0 - float(np.mean(rates)), 6) if rates else None
     report = {
         "dataset": dataset,
-        "base_partitions": base_partition_scores(store),
+        "base_partitions": cached_base_scores(store),
         "methods": current_results(store),
     }
     store.write_json("report/metrics.json", report)
     from .report_page import report_page  # matplotlib: imported only when a report is written
 
-    return {**report, "html": report_page(store, report)}
+    html = report_page(store, report)
+    if store.mode != "r":
+        store.write_json(REPORT_INPUTS, {"key": key})  # last: a half-written report is rebuilt
+    return {**report, "html": html}
