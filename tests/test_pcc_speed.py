@@ -230,3 +230,12 @@ def test_pair_data_one_pass_equals_the_checked_path():
     bad = PairCounts(pc.indptr, pc.indices, co, pc.both, pc.n_clusterings)
     with pytest.raises(InputError, match="c_ij <= N_ij; got c=99"):
         as_pair_data(bad, None)
+
+
+def test_label_starts_with_fewer_distinct_rows_than_clusters():
+    """Three distinct label rows, K = 5: one start, each distinct row its own cluster (no error)."""
+    labels = np.repeat(np.array([[0, 0], [1, 1], [2, 1]]), 10, axis=0)
+    (start,) = label_starts(labels, 5, random_state=0)
+    from sklearn.metrics import adjusted_rand_score
+
+    assert adjusted_rand_score(start, np.repeat([0, 1, 2], 10)) == 1.0 and start.max() < 5

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 from threadpoolctl import threadpool_limits
 
 from .._validation import check_labels_matrix
@@ -51,6 +52,8 @@ def label_starts(labels, n_clusters, *, random_state=None):
     """
     labels = check_labels_matrix(labels)
     rows, mult, inv = compress_rows(labels)
+    if rows.shape[0] <= n_clusters:  # no more distinct label rows than clusters: one cluster each
+        return [inv.astype(np.int64)]
     with warnings.catch_warnings(), threadpool_limits(1 if rows.shape[0] <= ONE_THREAD_ROWS else None):
         warnings.simplefilter("ignore")  # a start need not have converged: PCC/PPC report their own status
         n_init = KCC_N_INIT if rows.shape[0] <= KCC_FEW_ROWS else 1
