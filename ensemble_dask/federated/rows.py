@@ -259,6 +259,26 @@ def _category_space(agg, n_labels, N, what_bits, what_counts):
     return categories
 
 
+def open_sites(agg, sites, storage_options):
+    """Each site loads its rows (:func:`bce_open`, on its own workers): ``(N clusterings, {site: rows})``.
+
+    Raises :class:`InputError` when the sites disagree on the number of clusterings.
+    """
+    infos = agg.call(
+        bce_open,
+        [(s["url"], storage_options, s.get("reference")) for s in sites],
+        what="loading the sites' rows",
+    )
+    N = infos[0]["n_clusterings"]
+    for s, info in zip(sites, infos, strict=True):
+        if info["n_clusterings"] != N:
+            raise InputError(
+                f"site {s['name']!r} has {info['n_clusterings']} clusterings but site "
+                f"{sites[0]['name']!r} has {N}"
+            )
+    return N, {s["name"]: info["n_rows"] for s, info in zip(sites, infos, strict=True)}
+
+
 def run_federated_bce(
     sites,
     n_clusters,
@@ -336,19 +356,7 @@ def run_federated_bce(
     P = len(sites)
     agg = SecureAggregator(client, sites, mode=mode, pins=pins, timeout=timeout)
     with agg:
-        infos = agg.call(
-            bce_open,
-            [(s["url"], storage_options, s.get("reference")) for s in sites],
-            what="loading the sites' rows",
-        )
-        N = infos[0]["n_clusterings"]
-        for s, info in zip(sites, infos, strict=True):
-            if info["n_clusterings"] != N:
-                raise InputError(
-                    f"site {s['name']!r} has {info['n_clusterings']} clusterings but site "
-                    f"{names[0]!r} has {N}"
-                )
-        rows_per_site = {n: info["n_rows"] for n, info in zip(names, infos, strict=True)}
+        N, rows_per_site = open_sites(agg, sites, storage_options)
         categories = _category_space(agg, n_labels, N, "the label-range round", "the label-count round")
         offsets = _offsets(categories)
         layout = StatsLayout(k, int(offsets[-1]), 0)

@@ -57,8 +57,8 @@ from .rows import (
     _category_space,
     _check_sites,
     bce_contingency,
-    bce_open,
     bce_reference_bits,
+    open_sites,
     scores_from_contingency,
     write_memberships,
 )
@@ -245,18 +245,7 @@ def run_federated_kcc(
         n_labels = check_int(n_labels, "n_labels", min_value=1)
     P = len(sites)
     with SecureAggregator(client, sites, mode=mode, pins=pins, timeout=timeout) as agg:
-        infos = agg.call(
-            bce_open,
-            [(s["url"], storage_options, s.get("reference")) for s in sites],
-            what="loading the sites' rows",
-        )
-        N = infos[0]["n_clusterings"]
-        for s, info in zip(sites, infos, strict=True):
-            if info["n_clusterings"] != N:
-                raise InputError(
-                    f"site {s['name']!r} has {info['n_clusterings']} clusterings but site {names[0]!r} has {N}"
-                )
-        rows_per_site = {n: info["n_rows"] for n, info in zip(names, infos, strict=True)}
+        N, rows_per_site = open_sites(agg, sites, storage_options)
         n = sum(rows_per_site.values())
         categories = _category_space(agg, n_labels, N, "the label-range round", "the label-count round")
         enc = Encoding.from_categories(categories)

@@ -493,30 +493,11 @@ def _write_kcc_results(store, result, n_clusters, tls):
     centers = np.hstack([np.asarray(c, dtype=np.float64) for c in result.cluster_centers_])
     group.create_array("centers", data=centers, overwrite=True)
     group["centers"].attrs["offsets"] = np.cumsum([0] + [c.shape[1] for c in result.cluster_centers_]).tolist()
-    summary = {
-        "method": "kcc",
-        "mode": result.mode,
-        "tls": bool(tls),
-        "sites": result.site_names,
-        "rows_per_site": result.rows_per_site,
-        "n_rows": int(sum(result.rows_per_site.values())),
-        "n_clusterings": len(result.categories_),
-        "n_clusters": n_clusters,
-        "iterations": int(result.n_iter_),
-        "converged": bool(result.converged_),
+    fit = {
         "objective": float(result.objective_),
         "objective_trace": [float(v) for v in result.objective_trace_],
-        "seconds": round(result.seconds, 3),
-        "seconds_per_iteration": round(result.seconds_per_iteration, 6),
-        "resumed_from_iteration": None,
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    if result.scores is not None:
-        summary.update({k: float(v) for k, v in result.scores.items()})
-        summary["methods"] = {"federated-kcc": {**summary_scores(result.scores), "seconds": summary["seconds"]}}
-    group.attrs.update({k: v for k, v in summary.items() if k != "methods"})
-    store.write_json("report/metrics.json", summary)
-    return summary
+    return _write_summary(store, group, result, "kcc", n_clusters, tls, fit, None)
 
 
 def _check_bce_params(n_clusters, fed):
@@ -553,8 +534,18 @@ def _write_results(store, result, n_clusters, tls):
     beta = [np.asarray(b, dtype=np.float64) for b in result.beta_]
     group.create_array("beta", data=np.concatenate(beta, axis=1), overwrite=True)
     group["beta"].attrs["offsets"] = np.cumsum([0] + [b.shape[1] for b in beta]).tolist()
+    fit = {
+        "lower_bound": float(result.lower_bound_),
+        "bound_trace": [float(v) for v in result.lower_bound_trace_],
+    }
+    return _write_summary(store, group, result, "bce", n_clusters, tls, fit, result.resumed_from)
+
+
+def _write_summary(store, group, result, method, n_clusters, tls, fit, resumed_from):
+    """The run's summary (``fit``: the method's objective and its trace) in the group's attributes and
+    ``report/metrics.json``."""
     summary = {
-        "method": "bce",
+        "method": method,
         "mode": result.mode,
         "tls": bool(tls),
         "sites": result.site_names,
@@ -564,16 +555,17 @@ def _write_results(store, result, n_clusters, tls):
         "n_clusters": n_clusters,
         "iterations": int(result.n_iter_),
         "converged": bool(result.converged_),
-        "lower_bound": float(result.lower_bound_),
-        "bound_trace": [float(v) for v in result.lower_bound_trace_],
+        **fit,
         "seconds": round(result.seconds, 3),
         "seconds_per_iteration": round(result.seconds_per_iteration, 6),
-        "resumed_from_iteration": result.resumed_from,
+        "resumed_from_iteration": resumed_from,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     if result.scores is not None:
         summary.update({k: float(v) for k, v in result.scores.items()})
-        summary["methods"] = {"federated-bce": {**summary_scores(result.scores), "seconds": summary["seconds"]}}
+        summary["methods"] = {
+            f"federated-{method}": {**summary_scores(result.scores), "seconds": summary["seconds"]}
+        }
     group.attrs.update({k: v for k, v in summary.items() if k != "methods"})
     store.write_json("report/metrics.json", summary)
     return summary
