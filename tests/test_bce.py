@@ -606,3 +606,20 @@ def test_seed_partition_keeps_the_best_of_its_seedings():
     _, best = seed_partition(gidx, w, offsets, 8, np.random.default_rng(3), n_seedings=5)
     assert _kcc_objective(gidx, best, 8) == pytest.approx(min(singles), rel=1e-12)
     assert len({round(s, 6) for s in singles}) > 1  # the seedings differ, so the choice mattered
+
+
+def test_seed_partition_seeds_once_on_many_rows(monkeypatch):
+    import ensemble_dask.consensus._bce_common as common
+
+    L, _ = blob_ensemble(1200, centers=8, n_clusterings=10)
+    cats = label_categories(L)
+    gidx, _ = encode_labels(L, cats)
+    offsets = np.concatenate([[0], np.cumsum([c.size for c in cats])])
+    w = np.ones(len(gidx))
+    many = [seed_partition(gidx, w, offsets, 8, np.random.default_rng(s))[1] for s in range(3)]
+    monkeypatch.setattr(common, "SEEDINGS_FEW_ROWS", 100)
+    one = [seed_partition(gidx, w, offsets, 8, np.random.default_rng(s))[1] for s in range(3)]
+    ref = [seed_partition(gidx, w, offsets, 8, np.random.default_rng(s), n_seedings=1)[1] for s in range(3)]
+    for a, b in zip(one, ref, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert any(not np.array_equal(a, b) for a, b in zip(many, ref, strict=True))
