@@ -622,4 +622,6 @@ def test_seed_partition_seeds_once_on_many_rows(monkeypatch):
     ref = [seed_partition(gidx, w, offsets, 8, np.random.default_rng(s), n_seedings=1)[1] for s in range(3)]
     for a, b in zip(one, ref, strict=True):
         np.testing.assert_array_equal(a, b)
-    assert any(not np.array_equal(a, b) for a, b in zip(many, ref, strict=True))
+    five = [seed_partition(gidx, w, offsets, 8, np.random.default_rng(s), n_seedings=5)[1] for s in range(3)]
+    for a, b in zip(many, five, strict=True):  # below the threshold: five seedings
+        np.testing.assert_array_equal(a, b)
