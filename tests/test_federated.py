@@ -98,11 +98,11 @@ class TLSCluster:
             _stop(p)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def tls_cluster(tmp_path_factory, folder):
+    """A TLS scheduler and one worker per site (real processes), with a connected client as ``.client``."""
     from distributed import Client
 
-    tc = TLSCluster(tmp_path_factory.mktemp("tls"))
+    tc = TLSCluster(tmp_path_factory.mktemp(folder))
     try:
         tc.start_scheduler()
         for name in SITES:
@@ -116,15 +116,25 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def iris():
+def cluster(tmp_path_factory):
+    yield from tls_cluster(tmp_path_factory, "tls")
+
+
+def iris_ensemble(seed):
+    """10 k-means labelings of shuffled iris (``seed``), 15% of the entries missing: ``(labels, y)``."""
     X = np.loadtxt(DATA / "uci" / "iris.data.gz")
     y = np.loadtxt(DATA / "uci" / "iris.labels0.gz").astype(int)
-    order = np.random.default_rng(0).permutation(X.shape[0])  # iris rows are sorted by class
+    order = np.random.default_rng(seed).permutation(X.shape[0])  # iris rows are sorted by class
     X, y = X[order], y[order]
     L = np.column_stack([KMeans(3, n_init=1, init="random", random_state=s).fit_predict(X) for s in range(10)])
     L = L.astype(np.int32)
-    L[np.random.default_rng(0).random(L.shape) < 0.15] = -1
+    L[np.random.default_rng(seed).random(L.shape) < 0.15] = -1
     return L, y
+
+
+@pytest.fixture(scope="module")
+def iris():
+    return iris_ensemble(0)
 
 
 @pytest.fixture(scope="module")

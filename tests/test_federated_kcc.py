@@ -12,7 +12,6 @@ import json
 
 import numpy as np
 import pytest
-from sklearn.cluster import KMeans
 
 from ensemble_dask import InputError
 from ensemble_dask._validation import check_random_state
@@ -33,38 +32,19 @@ from ensemble_dask.pipeline import load_workflow
 from ensemble_dask.stages.federated import FEDERATED_KEYS, _check_kcc_params, run_federated_workflow
 
 from .conftest import REPO
-from .test_federated import DATA, SITES, Received, TLSCluster, leaks, make_sites, memberships
+from .test_federated import SITES, Received, iris_ensemble, leaks, make_sites, memberships, tls_cluster
 
 CUTS = (45, 95)  # 45, 50, 55 rows: no site's row count equals the length of a protocol vector
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    from distributed import Client
-
-    tc = TLSCluster(tmp_path_factory.mktemp("tls-kcc"))
-    try:
-        tc.start_scheduler()
-        for name in SITES:
-            tc.start_worker(name)
-        with Client(tc.address, security=tc.security(), timeout="30s") as c:
-            c.wait_for_workers(len(SITES), timeout=300)
-            tc.client = c
-            yield tc
-    finally:
-        tc.stop()
+    yield from tls_cluster(tmp_path_factory, "tls-kcc")
 
 
 @pytest.fixture(scope="module")
 def iris():
-    X = np.loadtxt(DATA / "uci" / "iris.data.gz")
-    y = np.loadtxt(DATA / "uci" / "iris.labels0.gz").astype(int)
-    order = np.random.default_rng(1).permutation(X.shape[0])
-    X, y = X[order], y[order]
-    L = np.column_stack([KMeans(3, n_init=1, init="random", random_state=s).fit_predict(X) for s in range(10)])
-    L = L.astype(np.int32)
-    L[np.random.default_rng(1).random(L.shape) < 0.15] = -1
-    return L, y
+    return iris_ensemble(1)
 
 
 class Recorder(LocalBlocks):
