@@ -412,10 +412,20 @@ def test_paircounts_round_trip_types():
     build_coassociation(g, strategy="full", seed=0, client_or_scheduler="sync")
     pc = read_pairs(g)
     assert isinstance(pc, PairCounts)
-    assert pc.indptr.dtype == np.int64 and pc.indices.dtype == np.int64
+    # int32 point indices, on disk and in memory: half the bytes of the pattern every solver streams
+    assert g["pairs/indices"].dtype == np.int32
+    assert pc.indptr.dtype == np.int64 and pc.indices.dtype == np.int32
     assert pc.co.dtype == np.int32 and pc.both.dtype == np.int32
     attrs = g["pairs"].attrs
     assert attrs["params"] == {"max_n": 5000} and attrs["block_size"] == 4096 and attrs["n"] == 40
+    # a store written with int64 indices (before they were int32) reads the same, as int32, chunk by chunk
+    idx = g["pairs/indices"][:]
+    del g["pairs/indices"]
+    g["pairs"].create_array("indices", shape=idx.shape, chunks=(7,), dtype="int64")
+    g["pairs/indices"][:] = idx.astype(np.int64)
+    old = read_pairs(g)
+    assert old.indices.dtype == np.int32 and np.array_equal(old.indices, pc.indices)
+    assert np.array_equal(old.co, pc.co) and np.array_equal(old.indptr, pc.indptr)
 
 
 # --------------------------------------------------------------------------- pipeline stage and CLI
@@ -700,3 +710,26 @@ def test_pairs_arrays_use_shuffled_lz4():
         assert (
             isinstance(codec, BloscCodec) and codec.cname.value == "lz4" and codec.shuffle.value == "shuffle"
         )
+
+
+def test_read_pair_fractions_equals_the_counts_path_chunk_by_chunk():
+    """The consensus stage's reader: c/N and N computed a few chunks at a time equal the in-memory
+    conversion of the whole counts (pairs never both present left out), and bad counts name the entry."""
+    from ensemble_dask.coassoc.csr import read_pair_fractions
+    from ensemble_dask.consensus._base import as_pair_data, pair_data_from_fractions
+
+    labels = random_labels(60, 6, missing=0.6, seed=3)  # many pairs never both present
+    g = zarr.open_group(store="memory://pair-fractions", mode="w")
+    write_pairs(g, coassociation(labels, strategy="full", seed=0), nnz_chunk=97)
+    whole = as_pair_data(read_pairs(g))
+    n, indptr, indices, x, w = read_pair_fractions(g, block=200)  # 3 chunks per read: many reads
+    assert (w == 0).any() and indices.dtype == np.int32
+    lean = pair_data_from_fractions(n, indptr, indices, x, w)
+    assert lean.n == whole.n and lean.nnz == whole.nnz < len(indices)
+    for a, b in ((lean.indptr, whole.indptr), (lean.indices, whole.indices), (lean.x, whole.x), (lean.w, whole.w)):
+        assert np.array_equal(a, b)
+    co = g["pairs/co"][:]
+    co[150] = g["pairs/both"][150] + 1
+    g["pairs/co"][:] = co
+    with pytest.raises(InputError, match=r"entry 150 has c_ij=\d+ and N_ij=\d+"):
+        read_pair_fractions(g, block=200)

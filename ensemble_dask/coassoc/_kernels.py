@@ -268,7 +268,8 @@ def symmetric_csr_kernel(uptr, ucols, uco, uboth):
 
     Row r holds its lower entries (columns < r, ascending) then its upper ones (columns > r,
     ascending), so every row is sorted with no sort; each entry gets the counts ``uco``, ``uboth``
-    of its unordered pair.
+    of its unordered pair. ``indices`` are int32 (the caller keeps ``n < 2**31``): half the bytes of the
+    pattern that every pair solver streams through.
     """
     n = uptr.shape[0] - 1
     deg = np.zeros(n + 1, dtype=np.int64)
@@ -279,7 +280,7 @@ def symmetric_csr_kernel(uptr, ucols, uco, uboth):
     for i in range(n):
         deg[i + 1] += deg[i]
     nnz = deg[n]
-    indices = np.empty(nnz, dtype=np.int64)
+    indices = np.empty(nnz, dtype=np.int32)
     co = np.empty(nnz, dtype=np.int32)
     both = np.empty(nnz, dtype=np.int32)
     fill = deg[:-1].copy()

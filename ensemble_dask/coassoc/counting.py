@@ -17,7 +17,12 @@ from .._validation import InputError, check_labels_matrix
 from . import _kernels as _k
 from .sampling import DEFAULT_BLOCK_SIZE, _make_sampler, _sample_upper
 
-__all__ = ["PairCounts", "dense_coassociation", "count_pairs", "coassociation"]
+__all__ = ["PairCounts", "dense_coassociation", "count_pairs", "coassociation", "index_dtype"]
+
+
+def index_dtype(n):
+    """The dtype of point indices in a pairs CSR of ``n`` points: int32 below 2**31 points, else int64."""
+    return np.dtype(np.int32 if n < 2**31 else np.int64)
 
 
 @dataclass(frozen=True)
@@ -27,8 +32,9 @@ class PairCounts:
     Attributes
     ----------
     indptr : ndarray of shape (n + 1,), int64
-    indices : ndarray of shape (nnz,), int64
-        Column of each stored entry; within a row, sorted ascending.
+    indices : ndarray of shape (nnz,), int32 (int64 from n = 2**31 points)
+        Column of each stored entry; within a row, sorted ascending. Given as another integer
+        type, it is converted.
     co : ndarray of shape (nnz,), int32
         c_ij, times i and j were put in the same cluster.
     both : ndarray of shape (nnz,), int32
@@ -42,6 +48,11 @@ class PairCounts:
     co: np.ndarray
     both: np.ndarray
     n_clusterings: int
+
+    def __post_init__(self):
+        dtype = index_dtype(self.n)
+        if self.indices.dtype != dtype:
+            object.__setattr__(self, "indices", np.asarray(self.indices, dtype=dtype))
 
     @property
     def n(self) -> int:
@@ -221,6 +232,8 @@ def coassociation(labels, *, strategy, seed, block_size=DEFAULT_BLOCK_SIZE, **pa
     (3, [1, 0, 1, 1, 0, 1], [2, 2, 2, 2, 2, 2])
     """
     labels = check_labels_matrix(labels)
+    if labels.shape[0] >= 2**31:
+        raise InputError(f"coassociation holds at most 2**31 - 1 points in memory; got {labels.shape[0]}")
     sampler = _make_sampler(strategy, labels.shape[0], seed, block_size, params)
     # the upper triangle's rows straight from the draws, then both halves with no sort (O(pairs))
     uptr, ucols = _sample_upper(sampler, labels)

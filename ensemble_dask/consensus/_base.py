@@ -15,10 +15,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import InputError, check_int
-from ..coassoc.counting import PairCounts
+from ..coassoc.counting import PairCounts, index_dtype
 from . import _pair_kernels as _pk
 
-__all__ = ["PairData", "as_pair_data", "check_tol", "normalized_entropy", "SoftConsensusMixin"]
+__all__ = [
+    "PairData",
+    "as_pair_data",
+    "pair_data_from_fractions",
+    "check_tol",
+    "normalized_entropy",
+    "SoftConsensusMixin",
+]
 
 
 @dataclass
@@ -29,8 +36,9 @@ class PairData:
     ----------
     n : int
         Number of points.
-    indptr, indices : ndarray of int64
-        Symmetric CSR pattern of the observed pairs (both orientations, no diagonal, rows sorted).
+    indptr, indices : ndarray of int64, ndarray of int32
+        Symmetric CSR pattern of the observed pairs (both orientations, no diagonal, rows sorted);
+        ``indices`` are int64 from n = 2**31 points.
     x : ndarray of float64, shape (nnz,)
         Co-association fraction ``c_ij / N_ij`` of each stored entry.
     w : ndarray of float64, shape (nnz,)
@@ -92,13 +100,21 @@ def as_pair_data(pairs, sample_weight=None):
 
     ``pairs`` is a :class:`~ensemble_dask.coassoc.counting.PairCounts` or a tuple ``(co, both)``
     of dense symmetric ``n x n`` count matrices, whose diagonal is ignored. Pairs with
-    ``N_ij = 0`` (never both present) carry no evidence and are left out.
+    ``N_ij = 0`` (never both present) carry no evidence and are left out. A :class:`PairData`
+    (this function's own result) is returned as it is, with ``sample_weight`` attached if given:
+    a caller that reads a large store converts once and lets the counts go before fitting.
 
     ``sample_weight`` is None or one positive weight per pair (e.g. its inverse inclusion
     probability under the sampling design): an array of shape ``(pairs.nnz,)`` aligned with the
     stored entries of a PairCounts, or of shape ``(n, n)`` for a ``(co, both)`` tuple; either way
     symmetric (``s_ij = s_ji``). It is returned in ``PairData.s`` on the kept pairs.
     """
+    if isinstance(pairs, PairData):
+        if sample_weight is None:
+            return pairs
+        return PairData(
+            pairs.n, pairs.indptr, pairs.indices, pairs.x, pairs.w, _check_pair_weights(sample_weight, pairs)
+        )
     if isinstance(pairs, PairCounts):
         if pairs.nnz == 0:
             raise InputError(f"pairs holds no pair of points (n={pairs.n}, nnz=0); nothing to fit")
@@ -110,7 +126,7 @@ def as_pair_data(pairs, sample_weight=None):
             if bad < 0 and zeros == 0:
                 s = None if sample_weight is None else _check_pair_weights(sample_weight, pairs)
                 indptr = np.ascontiguousarray(pairs.indptr, dtype=np.int64)
-                indices = np.ascontiguousarray(pairs.indices, dtype=np.int64)
+                indices = np.ascontiguousarray(pairs.indices, dtype=index_dtype(pairs.n))
                 return PairData(pairs.n, indptr, indices, x, w, s)
         # the counts as stored (int32 from the pairs store): no int64 copies of two nnz-long arrays
         co = np.asarray(pairs.co)
@@ -122,16 +138,8 @@ def as_pair_data(pairs, sample_weight=None):
         _check_counts(co, both, "in pairs")
         s = None if sample_weight is None else _check_pair_weights(sample_weight, pairs)
         indptr = np.ascontiguousarray(pairs.indptr, dtype=np.int64)
-        indices = np.ascontiguousarray(pairs.indices, dtype=np.int64)
-        keep = both > 0
-        if not keep.all():
-            if not keep.any():
-                raise InputError(f"pairs holds no pair with N_ij > 0 (n={pairs.n}); nothing to fit")
-            rows = np.repeat(np.arange(pairs.n, dtype=np.int64), np.diff(indptr))
-            indptr = np.zeros_like(indptr)
-            np.cumsum(np.bincount(rows[keep], minlength=pairs.n), out=indptr[1:])
-            indices, co, both = indices[keep], co[keep], both[keep]
-            s = None if s is None else s[keep]
+        indices = np.ascontiguousarray(pairs.indices, dtype=index_dtype(pairs.n))
+        indptr, (indices, co, both, s) = _keep_observed(pairs.n, indptr, both > 0, indices, co, both, s)
         return PairData(pairs.n, indptr, indices, co / both, both.astype(np.float64), s)
     if isinstance(pairs, tuple) and len(pairs) == 2:
         co = np.asarray(pairs[0])
@@ -163,11 +171,33 @@ def as_pair_data(pairs, sample_weight=None):
         nb = both[rows, cols].astype(np.float64)
         if sample_weight is not None:
             s = sw[rows, cols]
-        return PairData(n, indptr, cols.astype(np.int64), co[rows, cols] / nb, nb, s)
+        return PairData(n, indptr, cols.astype(index_dtype(n)), co[rows, cols] / nb, nb, s)
     raise InputError(
         "pairs must be a PairCounts or a (co, both) tuple of dense count matrices; "
         f"got {type(pairs).__name__}"
     )
+
+
+def _keep_observed(n, indptr, keep, *arrays):
+    """``(indptr, arrays)`` restricted to the stored entries where ``keep`` (``N_ij > 0``); None passes."""
+    if keep.all():
+        return indptr, arrays
+    if not keep.any():
+        raise InputError(f"pairs holds no pair with N_ij > 0 (n={n}); nothing to fit")
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    kept = np.zeros_like(indptr)
+    np.cumsum(np.bincount(rows[keep], minlength=n), out=kept[1:])
+    return kept, tuple(None if a is None else a[keep] for a in arrays)
+
+
+def pair_data_from_fractions(n, indptr, indices, x, w):
+    """:class:`PairData` of ``x = c / N`` and ``w = N`` per stored entry (``w = 0``: never both present,
+    left out), e.g. from :func:`~ensemble_dask.coassoc.csr.read_pair_fractions`, which computes them from a
+    large store chunk by chunk."""
+    if len(indices) == 0:
+        raise InputError(f"pairs holds no pair of points (n={n}, nnz=0); nothing to fit")
+    indptr, (indices, x, w) = _keep_observed(n, np.asarray(indptr, dtype=np.int64), w > 0, indices, x, w)
+    return PairData(n, indptr, np.ascontiguousarray(indices, dtype=index_dtype(n)), x, w)
 
 
 def _check_weight_values(sample_weight, shape):

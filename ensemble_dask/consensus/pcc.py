@@ -253,8 +253,9 @@ class PCC(SoftConsensusMixin):
 
         Parameters
         ----------
-        pairs : PairCounts or tuple (co, both)
-            Stored pairs with their ``c_ij`` and ``N_ij``, or dense ``n x n`` count matrices.
+        pairs : PairCounts, tuple (co, both) or PairData
+            Stored pairs with their ``c_ij`` and ``N_ij``, or dense ``n x n`` count matrices, or
+            :func:`~ensemble_dask.consensus._base.as_pair_data` of either (converted once).
             Pairs with ``N_ij = 0`` (never both present) carry no evidence and are skipped.
         y : ignored
         sample_weight : array-like or None, default=None
@@ -281,8 +282,7 @@ class PCC(SoftConsensusMixin):
         w = data.w if data.s is None else data.w * data.s
         scale = float(w.sum()) / n  # mean per-point weight sum_j s_ij N_ij
         gap_tol = tol * scale
-        # int32 point indices: half the memory traffic of the CSR pattern, exact below 2**31
-        indices = data.indices.astype(np.int32) if n < 2**31 else data.indices
+        indices = data.indices  # int32 below 2**31 points: half the memory traffic of int64
         start, f_start = _best_start(start, data, w, indices, code, 0.0)
         best = None
         for _ in range(1 if start is not None else n_init):
@@ -415,7 +415,7 @@ class PPC(SoftConsensusMixin):
         w = np.ones(data.nnz) if data.s is None else data.s
         scale = 1.0 + float(w.sum()) / n  # mean S_i
         gap_tol = tol * scale
-        indices = data.indices.astype(np.int32) if n < 2**31 else data.indices
+        indices = data.indices
         start, f_start = _best_start(start, data, w, indices, _k.L2, 1.0)
         best = None
         for _ in range(1 if start is not None else n_init):

@@ -331,10 +331,12 @@ def _fit(store, method, kwargs, client):
     est = _estimator(method, params)
     _check_ensemble_range(store, kwargs.get("n_clusters"))
     if METHODS[method] == "pairs":
-        from ..coassoc import read_pairs
+        from ..coassoc.csr import read_pair_fractions
+        from ..consensus._base import pair_data_from_fractions
 
-        # pairs never co-present in a clustering (possible with subsamples) carry no evidence
-        pairs = read_pairs(store.group).observed()
+        # c/N and N read chunk by chunk (the counts are never all in memory next to them); pairs never
+        # co-present in a clustering (possible with subsamples) carry no evidence and are left out
+        pairs = pair_data_from_fractions(*read_pair_fractions(store.group))
         strategy = store.group["pairs"].attrs.get("strategy") if "pairs" in store.group else None
         _check_pairs_per_point(pairs, kwargs.get("n_clusters"), strategy)
         return est.fit(pairs)
