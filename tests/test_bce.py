@@ -638,3 +638,14 @@ def test_label_rows_stay_int32():
     rows, mult, inv = compress_rows(gidx)
     assert rows.dtype == np.int32 and sorted(mult.tolist()) == [1.0, 1.0, 2.0]
     assert np.array_equal(rows[inv], gidx)
+
+
+def test_compress_rows_returns_distinct_rows_as_they_are():
+    """All rows distinct (subsampled clusterings): the rows come back uncopied, in their order."""
+    from ensemble_dask.consensus._bce_common import compress_rows
+
+    gidx = np.array([[0, 3], [1, -1], [2, 4]], dtype=np.int32)
+    rows, mult, inv = compress_rows(gidx)
+    assert rows is gidx and mult.tolist() == [1.0, 1.0, 1.0] and inv.tolist() == [0, 1, 2]
+    rows, mult, inv = compress_rows(gidx[[0, 1, 0]])
+    assert rows.shape == (2, 2) and sorted(mult.tolist()) == [1.0, 2.0] and np.array_equal(rows[inv], gidx[[0, 1, 0]])

@@ -201,7 +201,9 @@ def compress_rows(gidx):
     """Distinct rows of ``gidx``: ``(distinct rows, multiplicities as float64, inverse index)``.
 
     Identical label rows have identical E-steps (same start, same parameters), so the
-    E-step runs once per distinct row, weighted by its multiplicity.
+    E-step runs once per distinct row, weighted by its multiplicity. When every row is distinct
+    (subsampled base clusterings: each row has its own pattern of missing labels) ``gidx`` itself
+    is returned, in its own order, with no copy.
     """
     gidx = _int_rows(gidx)
     if gidx.shape[0] == 0:
@@ -211,6 +213,8 @@ def compress_rows(gidx):
     _, first, inverse, counts = np.unique(
         kern.row_hashes(gidx), return_index=True, return_inverse=True, return_counts=True
     )
+    if first.size == gidx.shape[0]:  # distinct hashes: distinct rows
+        return gidx, np.ones(gidx.shape[0]), np.arange(gidx.shape[0], dtype=np.int64)
     inverse = inverse.ravel().astype(np.int64)
     distinct = gidx[first]
     step = max(1, (16 << 20) // max(1, gidx.itemsize * gidx.shape[1]))  # checked in blocks of ~16 MiB

@@ -37,7 +37,7 @@ def _incidence(labels):
     present = g >= 0
     indptr = np.zeros(g.shape[0] + 1, dtype=np.int64)
     np.cumsum(present.sum(axis=1), out=indptr[1:])
-    indices = g[present].astype(np.int32)
+    indices = np.asarray(g[present], dtype=np.int32)  # no copy: g is int32
     del present
     B = sp.csr_array(
         (np.ones(indices.size), indices, indptr), shape=(g.shape[0], enc.n_categories), copy=False
@@ -257,7 +257,7 @@ class HBGF(_LabelBaseline):
         from sklearn.cluster import KMeans
 
         B, w, inv, n, g, enc = _incidence(labels)
-        del g
+        del g, labels
         self._k = check_k(self.n_clusters, n)
         if sample_weight is not None:
             sw = np.asarray(sample_weight, dtype=np.float64)
@@ -270,16 +270,18 @@ class HBGF(_LabelBaseline):
         counts = np.diff(B.indptr)
         dx = np.where(counts > 0, counts, 1).astype(np.float64)
         dc = np.asarray(B.T @ w).ravel()
-        dc = np.where(dc > 0, dc, 1.0)
-        # A = D_x^{-1/2} B D_c^{-1/2}, scaled in place on B's pattern (B's entries are ones)
-        B.data = np.repeat(1 / np.sqrt(dx), counts) * (1 / np.sqrt(dc))[B.indices]
-        A = B
-        M = np.zeros((A.shape[1], A.shape[1]))
-        kern.weighted_gram(A.indptr, A.indices, A.data, w, M)  # A^T D_w A, no sparse product
+        sc = 1 / np.sqrt(np.where(dc > 0, dc, 1.0))
+        # A = D_x^{-1/2} B D_c^{-1/2} is never formed (its entries would be three nnz-long temporaries:
+        # 0.6 GB on all of KDD 10%): A^T D_w A = D_c^{-1/2} (B^T D_{w/dx} B) D_c^{-1/2} and
+        # A V = D_x^{-1/2} B (D_c^{-1/2} V), on B's pattern of ones
+        M = np.zeros((B.shape[1], B.shape[1]))
+        kern.weighted_gram(B.indptr, B.indices, B.data, w / dx, M)  # no sparse product
+        M *= sc[:, None]
+        M *= sc[None, :]
         k = min(self._k, M.shape[0])
         vals, V = eigh(M, subset_by_index=[M.shape[0] - k, M.shape[0] - 1])
         sig = np.sqrt(np.maximum(vals, 1e-300))
-        U = (A @ V) / sig[None, :]
+        U = (B @ (sc[:, None] * V)) / np.sqrt(dx)[:, None] / sig[None, :]
         U /= np.maximum(np.linalg.norm(U, axis=1, keepdims=True), 1e-300)
         seed = int(rng.integers(2**31 - 1))
         if U.shape[0] <= self._k:  # no more distinct label rows than clusters asked: one cluster each
