@@ -302,11 +302,10 @@ def row_distance(a, b):
     """
     both = 0
     diff = 0
-    for j in range(a.size):
-        if a[j] >= 0 and b[j] >= 0:
-            both += 1
-            if a[j] != b[j]:
-                diff += 1
+    for j in range(a.size):  # counted without branches (missing entries fall at random)
+        ok = (a[j] >= 0) & (b[j] >= 0)
+        both += ok
+        diff += ok & (a[j] != b[j])
     if both == 0:
         return 1.0
     return diff / both
@@ -378,11 +377,12 @@ def kcc_counts(gidx, w, assign, k, R):
     nobs = np.zeros((k, N))
     for i in range(n):
         h = assign[i]
+        wi = w[i]
         for j in range(N):
             g = gidx[i, j]
-            if g >= 0:
-                counts[h, g] += w[i]
-                nobs[h, j] += w[i]
+            wp = wi if g >= 0 else 0.0  # a select, not a branch: a missing entry adds 0
+            counts[h, max(g, 0)] += wp
+            nobs[h, j] += wp
     return counts, nobs
 
 
@@ -405,8 +405,8 @@ def kcc_assign(gidx, centroid, sqnorm, assign):
             d = 0.0
             for j in range(N):
                 g = gidx[i, j]
-                if g >= 0:
-                    d += sqnorm[h, j] - 2.0 * centroid[h, g]
+                present = 1.0 if g >= 0 else 0.0  # a select, not a branch: a missing entry adds 0
+                d += present * (sqnorm[h, j] - 2.0 * centroid[h, max(g, 0)])
             if d < best:
                 best = d
                 arg = h
