@@ -28,6 +28,9 @@ def test_run_demo_workflow(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "base partitions" in r.stdout
+    # a run that went well ends quietly: no worker killed at the end, no traceback, no sizeof warnings
+    for noise in ("Traceback", "still alive", "Sizeof calculation", "CommClosedError"):
+        assert noise not in r.stderr, r.stderr
     report = json.loads((store / "report" / "metrics.json").read_text())
     assert set(report) == {"dataset", "base_partitions", "methods"}
     assert report["dataset"]["n"] == 3000 and report["dataset"]["n_clusterings"] == 6
