@@ -32,7 +32,7 @@ from pathlib import Path
 import yaml
 
 from ._validation import InputError
-from ._workflow_checks import STRATEGY_PARAMS, validate_workflow
+from ._workflow_checks import STRATEGY_PARAMS, check_against_data, validate_workflow
 from .io.store import RunStore
 from .parallel import LazyClient, dask_client
 
@@ -270,6 +270,7 @@ def run_workflow(spec, *, progress=False):
     url = data.pop("url")
     info = _call(ingest, "data", store, url, seed=seed, **data)
     logger.info("ingest: %s", info)
+    check_against_data(spec, store.n)
     consensus = spec.get("consensus") or {}
     if not any(spec.get(k) is not None for k in ("generate", "coassoc", "consensus")):
         return write_report(store)

@@ -279,6 +279,20 @@ def test_workflow_is_validated_before_the_first_stage(override, message, tmp_pat
     assert not store.exists()
 
 
+def test_more_clusters_than_points_stops_before_generate(tmp_path, capsys):
+    """Before: found by the consensus stage, after generate and coassoc had run."""
+    store = tmp_path / "run.zarr"
+    rc, _, err = main(
+        capsys, "run", REPO / "workflows" / "demo.yaml", "--store", store,
+        "--set", "data.url=synthetic:kdd99?n=300&seed=1", "--set", "consensus.pcc-l2.n_clusters=301",
+    )  # fmt: skip
+    assert rc == 2
+    assert err.strip().endswith(
+        "consensus method 'pcc-l2': The 'n_clusters' parameter must be <= n=300 (the data set's points); got 301"
+    )
+    assert set(_records(store)) == {"ingest"}
+
+
 def test_federated_takes_no_progress(tmp_path, capsys):
     wf = tmp_path / "wf.yaml"
     wf.write_text("data: synthetic:blobs?n=20\n")
