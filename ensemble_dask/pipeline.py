@@ -38,6 +38,7 @@ from .parallel import LazyClient, dask_client
 
 __all__ = [
     "load_workflow",
+    "removed_if_left_empty",
     "apply_overrides",
     "validate_workflow",
     "run_workflow",
@@ -181,6 +182,37 @@ def open_store(url, storage_options=None, *, mode="a"):
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise InputError(f"cannot reach run store {url!r}: {msg}") from exc
     return RunStore(url, storage_options, mode=mode)
+
+
+@contextlib.contextmanager
+def removed_if_left_empty(url, storage_options=None):
+    """Run a command that may create the run store at ``url``; if it fails, leave no empty store behind.
+
+    When the command raises, the store did not exist before and it holds nothing but its root
+    ``zarr.json`` (no stage wrote anything), it is removed: a typo in the input leaves no new, empty
+    store. A store that existed, or holds anything, is never touched. Local and ``memory://`` stores only
+    (an object store's prefix holds no empty folder, and probing it twice would double the wait on one
+    that cannot be reached).
+    """
+    import fsspec
+
+    if "://" in str(url) and not str(url).startswith(("file://", "memory://")):
+        yield
+        return
+    try:
+        fs, path = fsspec.core.url_to_fs(str(url), **(storage_options or {}))
+        existed = fs.exists(path)
+    except Exception:  # unreachable: the command says so, and there is nothing to remove
+        existed = True
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            with contextlib.suppress(Exception):
+                entries = [e.rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(path, detail=False)]
+                if entries == ["zarr.json"]:
+                    fs.rm(path, recursive=True)
+        raise
 
 
 PERFORMANCE_REPORT = "report/dask-performance.html"

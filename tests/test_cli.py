@@ -293,6 +293,24 @@ def test_more_clusters_than_points_stops_before_generate(tmp_path, capsys):
     assert set(_records(store)) == {"ingest"}
 
 
+def test_failed_ingest_or_run_leaves_no_new_empty_store(tmp_path, capsys):
+    """Before: a typo left a new run store holding only its zarr.json."""
+    (tmp_path / "t.csv").write_text("1,2,3\n4,x,6\n")
+    store = tmp_path / "new.zarr"
+    rc, _, err = main(capsys, "ingest", tmp_path / "t.csv", "--store", store)
+    assert rc == 2 and "non-numeric value 'x'" in err and not store.exists()
+    rc, _, err = main(capsys, "run", REPO / "workflows" / "demo.yaml", "--store", store, "--set", "data.url=nope.csv")
+    assert rc == 2 and "does not exist" in err and not store.exists()
+    # a store that existed is left as it was, even one holding nothing yet
+    zarr.open_group(str(store), mode="w")
+    rc, _, _ = main(capsys, "ingest", tmp_path / "t.csv", "--store", store)
+    assert rc == 2 and (store / "zarr.json").exists()
+    good = tmp_path / "good.zarr"
+    assert main(capsys, "ingest", "synthetic:blobs?n=40&d=2", "--store", good)[0] == 0
+    assert main(capsys, "ingest", tmp_path / "t.csv", "--store", good)[0] == 2
+    assert set(_records(good)) == {"ingest"} and RunStore(good, mode="r").n == 40
+
+
 def test_federated_takes_no_progress(tmp_path, capsys):
     wf = tmp_path / "wf.yaml"
     wf.write_text("data: synthetic:blobs?n=20\n")
