@@ -209,6 +209,8 @@ def _run(args):
         with pipeline.removed_if_left_empty(store_url, spec.get("storage_options")):
             report = pipeline.run_workflow(spec, progress=progress)
         _print_summary(report)
+        if report.get("html"):
+            print(f"report: {report['html']}")
         return 0
 
     if args.command == "federated":

@@ -28,6 +28,7 @@ def test_run_demo_workflow(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "base partitions" in r.stdout
+    assert r.stdout.strip().endswith(f"report: {store / 'report' / 'index.html'}")  # the page to open
     # a run that went well ends quietly: no worker killed at the end, no traceback, no sizeof warnings
     for noise in ("Traceback", "still alive", "Sizeof calculation", "CommClosedError"):
         assert noise not in r.stderr, r.stderr
