@@ -3,8 +3,9 @@
 Every section's parameters are validated as far as they do not depend on the data: unknown keys
 (named with the section, with the known ones listed), types, ranges and choices. A workflow with a
 bad value then fails in a second, before ingest, generate or coassoc have run (and been marked
-complete), instead of after them. Checks that need the data (``k_max`` against the subsample size,
-``n_clusters <= n`` ...) stay with the stages.
+complete), instead of after them. Checks that need the data stay with the stages (``k_max`` against the
+subsample size, at the start of generate), except :func:`check_against_data`, which the workflow runs
+once ingest knows ``n``, before generate and coassoc.
 
 Sits between the stages and :mod:`ensemble_dask.pipeline`: it imports the stages' own validators
 so that the rules live in one place.
@@ -24,7 +25,7 @@ from .stages.consensus import check_consensus_params
 from .stages.generate import generate_params
 from .stages.ingest import ingest_params
 
-__all__ = ["STRATEGY_PARAMS", "validate_workflow"]
+__all__ = ["STRATEGY_PARAMS", "check_against_data", "validate_workflow"]
 
 #: strategy -> the parameters it takes (and their defaults)
 STRATEGY_PARAMS = {k: dict(v) for k, v in _STRATEGY_PARAMS.items()}
@@ -188,3 +189,18 @@ def validate_workflow(spec):
     _check_generate(spec, int(seed))
     _check_coassoc(spec, int(seed))
     _check_consensus(spec, int(seed))
+
+
+def check_against_data(spec, n):
+    """The checks of a validated workflow that need the number of points ``n`` (known after ingest).
+
+    A consensus method asked for more clusters than there are points would otherwise fail only after
+    generate and coassoc have run.
+    """
+    for name, params in (spec.get("consensus") or {}).items():
+        k = (params or {}).get("n_clusters")
+        if k is not None and n is not None and int(k) > n:
+            raise InputError(
+                f"consensus method {name!r}: The 'n_clusters' parameter must be <= n={n} (the data set's "
+                f"points); got {k}"
+            )

@@ -205,8 +205,12 @@ def _run(args):
             spec["storage_options"] = _storage_options(args.storage_options)
         if args.n_workers:
             spec.setdefault("dask", {})["n_workers"] = args.n_workers
-        report = pipeline.run_workflow(spec, progress=progress)
+        store_url = spec.get("store") or f"runs/{spec.get('name', 'run')}.zarr"
+        with pipeline.removed_if_left_empty(store_url, spec.get("storage_options")):
+            report = pipeline.run_workflow(spec, progress=progress)
         _print_summary(report)
+        if report.get("html"):
+            print(f"report: {report['html']}")
         return 0
 
     if args.command == "federated":
@@ -228,7 +232,16 @@ def _run(args):
         labels = read_labels_table(args.labels)
     # only ingest and import-labels create a store; the other stages need one that exists
     mode = "a" if args.command in ("ingest", "import-labels") else "r+"
+    if args.command == "ingest":  # a failed ingest leaves no new, empty store behind
+        with pipeline.removed_if_left_empty(args.store, _storage_options(args.storage_options)):
+            return _stage(args, pipeline, pipeline.open_store(args.store, _storage_options(args.storage_options)))
     store = pipeline.open_store(args.store, _storage_options(args.storage_options), mode=mode)
+    return _stage(args, pipeline, store, labels)
+
+
+def _stage(args, pipeline, store, labels=None):
+    """Run the stage command ``args.command`` on ``store``."""
+    progress = not getattr(args, "no_progress", True)
     if args.command == "split-sites":
         import yaml
 

@@ -79,6 +79,7 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
 
     if resources is not None:
         with _resource_cluster(resources, threads_per_worker) as cluster, Client(cluster) as client:
+            client.register_plugin(_quiet_worker_logs(), name=_QUIET_PLUGIN)
             yield client
         return
     n_workers = n_workers or max(1, os.cpu_count() or 1)
@@ -94,7 +95,54 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
         ) as cluster,
         Client(cluster) as client,
     ):
+        if processes:
+            client.register_plugin(_quiet_worker_logs(), name=_QUIET_PLUGIN)
         yield client
+
+
+_QUIET_PLUGIN = "ensemble-dask-quiet-worker-logs"
+# what distributed's worker logs when a heartbeat is in flight as the worker closes its connections
+_HEARTBEAT_FAILURE = "Failed to communicate with scheduler during heartbeat."
+
+
+class _HeartbeatWhileClosing(logging.Filter):
+    """Drops the worker's heartbeat-failure traceback once ``worker`` is no longer running.
+
+    A heartbeat in flight while the worker closes fails with ``CommClosedError: ConnectionPool
+    closing``, which distributed logs as an ERROR with its traceback: at the end of a run, noise. A
+    heartbeat failure while the worker runs (a lost scheduler) is still logged.
+    """
+
+    def __init__(self, worker):
+        super().__init__()
+        self.worker = worker
+
+    def filter(self, record):
+        if record.msg != _HEARTBEAT_FAILURE:
+            return True
+        from distributed.core import Status
+
+        return self.worker.status == Status.running
+
+
+def _quiet_worker_logs():
+    """A WorkerPlugin for the embedded clusters' worker processes: no noise when nothing is wrong.
+
+    * ``distributed.sizeof`` warnings go: the worker's statistical profile is a call tree as deep as
+      the deepest stack it sampled (zarr's async calls, numba), and sizing it before sending it
+      (for the Dask performance report) exceeds Python's recursion limit, so every run printed
+      "Sizeof calculation for object of type 'dict' failed" twice; distributed then just
+      serialises that message off the event loop, which is all the warning says.
+    * the heartbeat failure of a closing worker goes (see :class:`_HeartbeatWhileClosing`).
+    """
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class QuietWorkerLogs(WorkerPlugin):
+        def setup(self, worker):
+            logging.getLogger("distributed.sizeof").setLevel(logging.ERROR)
+            logging.getLogger("distributed.worker").addFilter(_HeartbeatWhileClosing(worker))
+
+    return QuietWorkerLogs()
 
 
 _NANNY_CLOSE_SECONDS = 30

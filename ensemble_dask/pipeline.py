@@ -32,12 +32,13 @@ from pathlib import Path
 import yaml
 
 from ._validation import InputError
-from ._workflow_checks import STRATEGY_PARAMS, validate_workflow
+from ._workflow_checks import STRATEGY_PARAMS, check_against_data, validate_workflow
 from .io.store import RunStore
 from .parallel import LazyClient, dask_client
 
 __all__ = [
     "load_workflow",
+    "removed_if_left_empty",
     "apply_overrides",
     "validate_workflow",
     "run_workflow",
@@ -183,6 +184,37 @@ def open_store(url, storage_options=None, *, mode="a"):
     return RunStore(url, storage_options, mode=mode)
 
 
+@contextlib.contextmanager
+def removed_if_left_empty(url, storage_options=None):
+    """Run a command that may create the run store at ``url``; if it fails, leave no empty store behind.
+
+    When the command raises, the store did not exist before and it holds nothing but its root
+    ``zarr.json`` (no stage wrote anything), it is removed: a typo in the input leaves no new, empty
+    store. A store that existed, or holds anything, is never touched. Local and ``memory://`` stores only
+    (an object store's prefix holds no empty folder, and probing it twice would double the wait on one
+    that cannot be reached).
+    """
+    import fsspec
+
+    if "://" in str(url) and not str(url).startswith(("file://", "memory://")):
+        yield
+        return
+    try:
+        fs, path = fsspec.core.url_to_fs(str(url), **(storage_options or {}))
+        existed = fs.exists(path)
+    except Exception:  # unreachable: the command says so, and there is nothing to remove
+        existed = True
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            with contextlib.suppress(Exception):
+                entries = [e.rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(path, detail=False)]
+                if entries == ["zarr.json"]:
+                    fs.rm(path, recursive=True)
+        raise
+
+
 PERFORMANCE_REPORT = "report/dask-performance.html"
 
 
@@ -270,6 +302,7 @@ def run_workflow(spec, *, progress=False):
     url = data.pop("url")
     info = _call(ingest, "data", store, url, seed=seed, **data)
     logger.info("ingest: %s", info)
+    check_against_data(spec, store.n)
     consensus = spec.get("consensus") or {}
     if not any(spec.get(k) is not None for k in ("generate", "coassoc", "consensus")):
         return write_report(store)

@@ -270,6 +270,21 @@ def test_same_seed_same_result_and_restarts_keep_the_best_bound():
 # --------------------------------------------------------------------------- accuracy on real data
 
 
+@pytest.mark.parametrize("Est", [BCE, GBCE, MM])
+def test_the_cap_is_reported_honestly(Est, iris_labels):
+    """Stopped at max_iter: converged_ is False, with a ConvergenceWarning; given room, True and silent."""
+    L, _ = iris_labels
+    X, _ = load_uci("iris")
+    args = (L, X) if Est is GBCE else (L,)
+    with pytest.warns(ConvergenceWarning, match=f"{Est.__name__} did not converge in max_iter=2"):
+        capped = Est(3, max_iter=2, tol=0.0, random_state=0).fit(*args)
+    assert capped.converged_ is False and capped.n_iter_ == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        free = Est(3, random_state=0).fit(*args)
+    assert free.converged_ is True and free.n_iter_ < free.max_iter
+
+
 def test_bce_and_mm_recover_iris(iris_labels):
     L, y = iris_labels
     bce = BCE(3, n_init=3, random_state=0).fit(L)

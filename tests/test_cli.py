@@ -28,6 +28,10 @@ def test_run_demo_workflow(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "base partitions" in r.stdout
+    assert r.stdout.strip().endswith(f"report: {store / 'report' / 'index.html'}")  # the page to open
+    # a run that went well ends quietly: no worker killed at the end, no traceback, no sizeof warnings
+    for noise in ("Traceback", "still alive", "Sizeof calculation", "CommClosedError"):
+        assert noise not in r.stderr, r.stderr
     report = json.loads((store / "report" / "metrics.json").read_text())
     assert set(report) == {"dataset", "base_partitions", "methods"}
     assert report["dataset"]["n"] == 3000 and report["dataset"]["n_clusterings"] == 6
@@ -274,6 +278,38 @@ def test_workflow_is_validated_before_the_first_stage(override, message, tmp_pat
     assert rc == 2 and message in err, err
     assert len(err.strip().splitlines()) == 1 and "unexpected keyword" not in err
     assert not store.exists()
+
+
+def test_more_clusters_than_points_stops_before_generate(tmp_path, capsys):
+    """Before: found by the consensus stage, after generate and coassoc had run."""
+    store = tmp_path / "run.zarr"
+    rc, _, err = main(
+        capsys, "run", REPO / "workflows" / "demo.yaml", "--store", store,
+        "--set", "data.url=synthetic:kdd99?n=300&seed=1", "--set", "consensus.pcc-l2.n_clusters=301",
+    )  # fmt: skip
+    assert rc == 2
+    assert err.strip().endswith(
+        "consensus method 'pcc-l2': The 'n_clusters' parameter must be <= n=300 (the data set's points); got 301"
+    )
+    assert set(_records(store)) == {"ingest"}
+
+
+def test_failed_ingest_or_run_leaves_no_new_empty_store(tmp_path, capsys):
+    """Before: a typo left a new run store holding only its zarr.json."""
+    (tmp_path / "t.csv").write_text("1,2,3\n4,x,6\n")
+    store = tmp_path / "new.zarr"
+    rc, _, err = main(capsys, "ingest", tmp_path / "t.csv", "--store", store)
+    assert rc == 2 and "non-numeric value 'x'" in err and not store.exists()
+    rc, _, err = main(capsys, "run", REPO / "workflows" / "demo.yaml", "--store", store, "--set", "data.url=nope.csv")
+    assert rc == 2 and "does not exist" in err and not store.exists()
+    # a store that existed is left as it was, even one holding nothing yet
+    zarr.open_group(str(store), mode="w")
+    rc, _, _ = main(capsys, "ingest", tmp_path / "t.csv", "--store", store)
+    assert rc == 2 and (store / "zarr.json").exists()
+    good = tmp_path / "good.zarr"
+    assert main(capsys, "ingest", "synthetic:blobs?n=40&d=2", "--store", good)[0] == 0
+    assert main(capsys, "ingest", tmp_path / "t.csv", "--store", good)[0] == 2
+    assert set(_records(good)) == {"ingest"} and RunStore(good, mode="r").n == 40
 
 
 def test_federated_takes_no_progress(tmp_path, capsys):

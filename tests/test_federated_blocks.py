@@ -65,6 +65,7 @@ def test_column_distributed_equals_centralised(client, iris, reference, tmp_path
         url = str(tmp_path / f"cols{g}.npy")
         np.save(url, iris[:, a:b])
         holders.append({"name": f"vendor-{g}", "url": url, "resource": f"site-{g}"})
+    client.run(_clear_transfer_logs)
     res = run_column_distributed_bce(
         holders, 3, client, server_resource="site-2", random_state=0, max_iter=ITERS, tol=0.0
     )
@@ -73,5 +74,24 @@ def test_column_distributed_equals_centralised(client, iris, reference, tmp_path
     np.testing.assert_allclose(res.lower_bound_trace_, reference.lower_bound_trace_, rtol=1e-12)
     for b, rb in zip(res.beta_, reference.beta_, strict=True):
         np.testing.assert_allclose(b, rb, rtol=1e-10, atol=1e-14)
-    # clients never send labels or beta mid-fit: only log-likelihoods, to the server
+    # clients never send labels or beta mid-fit: only log-likelihoods, to the server. Checked on what
+    # each worker fetched from the others (distributed's own transfer logs), not only on the protocol's
+    # record of itself; the server's worker also holds vendor-2's columns, which need no transfer.
+    by_site = {
+        next(iter(w["resources"])): addr for addr, w in client.scheduler_info(n_workers=-1)["workers"].items()
+    }
+    fetched = client.run(_fetched_kinds)
+    assert fetched[by_site["site-2"]] == {"loglik"}
+    assert fetched[by_site["site-0"]] == fetched[by_site["site-1"]] == {"_phi_slice"}
     assert {m.kind for m in res.log.messages if m.receiver == "server"} == {"loglik"}
+
+
+def _clear_transfer_logs(dask_worker):
+    dask_worker.transfer_incoming_log.clear()
+
+
+def _fetched_kinds(dask_worker):
+    """The kinds of the results this worker fetched from other workers (``site-<name>-<kind>-<id>``
+    keys of the clients' tasks; ``<function>-<token>`` of the server's)."""
+    keys = {key for t in dask_worker.transfer_incoming_log for key in t["keys"]}
+    return {k.rsplit("-", 2)[1] if k.startswith("site-") else k.split("-", 1)[0] for k in keys}

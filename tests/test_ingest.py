@@ -182,6 +182,49 @@ def test_missing_file_and_empty_table(tmp_path):
     assert store.records() == {}
 
 
+def _corrupt(kind, path):
+    """Write a truncated, mislabelled or corrupt input of ``kind``; return its path."""
+    table = b"".join(b"%d,%d,%d\n" % (i, i * 7 % 11, i % 5) for i in range(50_000))
+    if kind == "truncated gzip":  # a download cut short
+        data = gzip.compress(table)
+        path = path / "t.csv.gz"
+        path.write_bytes(data[: len(data) // 2])
+    elif kind == "not gzip":
+        path = path / "t.csv.gz"
+        path.write_bytes(table)
+    elif kind == "not bz2":
+        path = path / "t.csv.bz2"
+        path.write_bytes(table)
+    elif kind == "not parquet":
+        path = path / "t.parquet"
+        path.write_bytes(table)
+    else:  # "not npy"
+        path = path / "t.npy"
+        path.write_bytes(table)
+    return path
+
+
+@pytest.mark.parametrize(
+    "kind, what",
+    [
+        ("truncated gzip", "a CSV file compressed with gzip (Compressed file ended before"),
+        ("not gzip", "a CSV file compressed with gzip (Not a gzipped file"),
+        ("not bz2", "a CSV file compressed with bz2 (Invalid data stream)"),
+        ("not parquet", "a Parquet file ("),
+        ("not npy", "a NumPy .npy file ("),
+    ],
+)
+def test_corrupt_input_is_one_clear_error(kind, what, tmp_path):
+    """Before: Python's EOFError, BadGzipFile, OSError, ArrowInvalid or ValueError traceback, exit 1."""
+    path = _corrupt(kind, tmp_path)
+    store = RunStore(tmp_path / "run.zarr")
+    with pytest.raises(InputError) as err:
+        ingest(store, str(path))
+    assert str(err.value).startswith(f"{path}: cannot read it as {what}")
+    assert str(err.value).endswith("is the file truncated or corrupt?")
+    assert store.records() == {}
+
+
 def test_unknown_class_and_too_large_subset(kdd_sample, tmp_path):
     store = RunStore(tmp_path / "run.zarr")
     with pytest.raises(InputError, match=r"classes \['nosuch'\] do not occur"):

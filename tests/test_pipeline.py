@@ -250,6 +250,44 @@ def test_kcc_and_the_baselines_as_workflow_entries():
     assert store["consensus/hbgf"].attrs["converged"] is None  # no iterations to converge
 
 
+@pytest.mark.parametrize(
+    "method, tol, message",
+    [
+        ("pcc-kl", "auto", None),  # PCC's own default, refused before
+        ("ppc", 1e-3, None),
+        ("bce", 0.0, None),  # 0: run to max_iter, as BCE(tol=0.0) does; refused before
+        ("kcc", 0.0, None),
+        ("pcc-l2", 0.0, "must be a positive number or 'auto'; got 0.0"),
+        ("mm", "auto", "must be a number >= 0; got 'auto'"),  # before: accepted, failed in the stage
+        ("gkcc", -1.0, "must be a number >= 0; got -1.0"),  # the same
+    ],
+)
+def test_tol_is_checked_as_each_estimator_takes_it(method, tol, message, tmp_path):
+    spec = _spec(str(tmp_path / "run.zarr"), **{method: {"n_clusters": 3, "tol": tol}})
+    if message is None:
+        validate_workflow(spec)
+    else:
+        with pytest.raises(InputError, match=f"consensus method '{method}': The 'tol' parameter {message}"):
+            validate_workflow(spec)
+
+
+def test_a_method_stopped_at_its_cap_is_recorded_as_not_converged():
+    """The stage's record, metrics.json and the report page say 'not converged' (issue 9: they said true)."""
+    capped = {"n_clusters": 3, "max_iter": 1}
+    spec = _spec("memory://pipeline-capped", **{"pcc-l2": capped, "bce": {**capped, "tol": 0.0}, "kcc": capped})
+    report = run_workflow(spec)
+    store = RunStore("memory://pipeline-capped")
+    for name in ("pcc-l2", "bce", "kcc"):
+        attrs = store[f"consensus/{name}"].attrs
+        assert report["methods"][name]["converged"] is False, name
+        assert attrs["converged"] is False and attrs["n_iter"] == 1, name
+        assert any("max_iter=1" in w for w in attrs["warnings"]), (name, attrs["warnings"])
+    import fsspec
+
+    page = fsspec.filesystem("memory").cat(report["html"]).decode()
+    assert page.count("no (iteration cap)") == 3
+
+
 def test_ensemble_and_pairs_too_small_for_the_k_asked_are_recorded():
     """Both numbers in each warning; the result is kept, with its warnings, not reported as clean."""
     spec = _spec("memory://pipeline-coarse", **{"pcc-l2": {"n_clusters": 8}, "bce": {"n_clusters": 8}})

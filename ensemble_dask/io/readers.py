@@ -9,9 +9,12 @@ slices). Formats: CSV (plain or compressed, inferred from the suffix), Parquet, 
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import lzma
 import os
 import re
+import zlib
 from collections.abc import Iterator
 from urllib.parse import parse_qsl
 
@@ -23,6 +26,7 @@ from .._validation import InputError
 from .urls import FORMATS, _check_exists, infer_format, make_zarr_store, strip_file_scheme
 
 __all__ = ["iter_table_chunks", "zarr_has_labels"]
+
 
 def iter_table_chunks(
     url: str,
@@ -78,6 +82,26 @@ def iter_table_chunks(
         yield from _iter_zarr(url, storage_options, chunk_rows)
     else:
         yield from _iter_npy(url, storage_options, chunk_rows)
+
+
+# what reading a corrupt, truncated or mislabelled file raises (gzip/bz2: OSError, a cut gzip: EOFError,
+# text that is not UTF-8: UnicodeDecodeError; Parquet: pyarrow's ArrowInvalid, np.load: ValueError)
+_CORRUPT_TEXT = (EOFError, OSError, zlib.error, lzma.LZMAError, UnicodeDecodeError)
+_CORRUPT_BINARY = (EOFError, OSError, ValueError)
+
+
+@contextlib.contextmanager
+def _readable(url, what, errors):
+    """Turn ``errors`` raised while reading ``url`` into one :class:`InputError` naming the file."""
+    try:
+        yield
+    except InputError:
+        raise
+    except errors as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(
+            f"{url}: cannot read it as {what} ({msg}); is the file truncated or corrupt?"
+        ) from exc
 
 
 class _FieldCountingReader:
@@ -215,7 +239,12 @@ def _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep, c
     single = len(sep) == 1 and sep != '"' and sep.isascii()
     if single:
         kwargs["engine"] = "c"
-    with fsspec.open(url, "rb", compression="infer", **(storage_options or {})) as raw:
+    compression = fsspec.utils.infer_compression(url)
+    what = f"a CSV file compressed with {compression}" if compression else "a CSV file"
+    with (
+        _readable(url, what, _CORRUPT_TEXT),
+        fsspec.open(url, "rb", compression="infer", **(storage_options or {})) as raw,
+    ):
         fh = raw
         if single:
             fh = _FieldCountingReader(raw, url, sep, expected=len(columns) if columns is not None else None)
@@ -251,7 +280,10 @@ def _iter_parquet(url, storage_options, usecols):
     import pyarrow.parquet as pq
 
     _check_exists(url, storage_options)
-    with fsspec.open(url, "rb", **(storage_options or {})) as fh:
+    with (
+        _readable(url, "a Parquet file", _CORRUPT_BINARY),
+        fsspec.open(url, "rb", **(storage_options or {})) as fh,
+    ):
         pf = pq.ParquetFile(fh)
         missing = [c for c in usecols or () if c not in pf.schema_arrow.names]
         if missing:
@@ -280,7 +312,6 @@ def zarr_has_labels(url, storage_options=None):
     """Whether the zarr input at ``url`` is a group holding reference labels ``y``."""
     import zarr
 
-
     try:
         node = zarr.open(
             store=make_zarr_store(strip_file_scheme(url), storage_options, read_only=True), mode="r"
@@ -292,7 +323,6 @@ def zarr_has_labels(url, storage_options=None):
 
 def _iter_zarr(url, storage_options, chunk_rows):
     import zarr
-
 
     try:
         node = zarr.open(store=make_zarr_store(url, storage_options, read_only=True), mode="r")
@@ -309,14 +339,15 @@ def _iter_zarr(url, storage_options, chunk_rows):
 
 def _iter_npy(url, storage_options, chunk_rows):
     fs, path = _check_exists(url, storage_options)
-    if "://" not in url and os.path.exists(url):
-        x = np.load(url, mmap_mode="r")
-    else:  # remote: read the header, then one row block at a time (never the whole file)
-        with fs.open(path, "rb") as fh:
-            x = _NpyRows(fh)
-            yield from _numeric_frames(x, None, chunk_rows)
-            return
-    yield from _numeric_frames(x, None, chunk_rows)
+    with _readable(url, "a NumPy .npy file", _CORRUPT_BINARY):
+        if "://" not in url and os.path.exists(url):
+            x = np.load(url, mmap_mode="r")
+        else:  # remote: read the header, then one row block at a time (never the whole file)
+            with fs.open(path, "rb") as fh:
+                x = _NpyRows(fh)
+                yield from _numeric_frames(x, None, chunk_rows)
+                return
+        yield from _numeric_frames(x, None, chunk_rows)
 
 
 class _NpyRows:

@@ -120,6 +120,21 @@ def _positive(name):
     return check
 
 
+def _check_tol(method, value):
+    """``tol`` as the method's estimator takes it (PCC and PPC: > 0 or 'auto'; the others: >= 0)."""
+    auto = method in ("pcc", "ppc")
+    if auto and isinstance(value, str) and value == "auto":
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not np.isfinite(value)
+        or (value <= 0 if auto else value < 0)
+    ):
+        want = "a positive number or 'auto'" if auto else "a number >= 0"
+        raise InputError(f"The 'tol' parameter must be {want}; got {value!r}")
+
+
 def _integer(name, min_value, none_ok=False):
     def check(value):
         if not (none_ok and value is None):
@@ -148,7 +163,6 @@ _PARAM_CHECKS = {
     "n_init": _integer("n_init", 1),
     "max_iter": _integer("max_iter", 0, none_ok=True),
     "e_step_max_iter": _integer("e_step_max_iter", 1),
-    "tol": _positive("tol"),
     "e_step_tol": _positive("e_step_tol"),
     "reg_covar": _positive("reg_covar"),
     "alpha_init": _positive("alpha_init"),
@@ -181,9 +195,9 @@ def check_consensus_params(name, params, *, seed=0):
             )
     est = _estimator(method, _estimator_params(method, kwargs), name)
     for key, value in kwargs.items():
-        if key in _PARAM_CHECKS:
+        if key in _PARAM_CHECKS or key == "tol":
             try:
-                _PARAM_CHECKS[key](value)
+                _check_tol(method, value) if key == "tol" else _PARAM_CHECKS[key](value)
             except InputError as exc:
                 raise InputError(f"consensus method {name!r}: {exc}") from None
     validate = getattr(est, "_check_params", None) or getattr(est, "_validate_params", None)
