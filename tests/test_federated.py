@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,6 +29,7 @@ from ensemble_dask.federated import SiteLostError, rows, run_federated_bce
 from ensemble_dask.federated.certs import load_mask_public, make_certs
 from ensemble_dask.federated.dask import estep_task, prepare_block
 from ensemble_dask.federated.secure import decode_fixed, sum_words
+from ensemble_dask.federated.site import PLUGIN_NAME
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.metrics import partition_scores
 from ensemble_dask.stages.federated import StoreCheckpoint
@@ -312,6 +314,15 @@ def fit(cluster, sites, **kw):
         return run_federated_bce(sites, 3, cluster.client, **kw)
 
 
+def open_sessions(client):
+    """``{worker: sessions}`` of the site workers still holding a session's state."""
+
+    def count(dask_worker):
+        return len(dask_worker.plugins[PLUGIN_NAME].sessions)
+
+    return {addr: n for addr, n in client.run(count).items() if n}
+
+
 def memberships(sites):
     """The sites' own outputs (read here by the test; the coordinator never gets them)."""
     return np.vstack([np.load(s["output"]) for s in sites])
@@ -437,4 +448,27 @@ def test_bad_sites_are_named(cluster, iris, tmp_path):
     bad[0]["resource"] = "site-1"  # site-1's worker holds site-1's key, not site-0's
     with pytest.raises(InputError, match="belongs to site 'site-1', not to site 'site-0'"):
         fit(cluster, bad, max_iter=2)
+    assert open_sessions(cluster.client) == {}  # the sites that had joined dropped the session again
 
+
+def test_a_site_that_stops_answering_ends_the_run_at_the_timeout(cluster, iris, tmp_path):
+    """A site whose worker hangs (still in the cluster) ends the round at ``timeout``, named; closing the
+    session does not wait for it again, and once it answers again it drops the session's state."""
+    L, _ = iris
+    sites, _ = make_sites(L, tmp_path)
+    worker = cluster.workers["site-2"]
+
+    def freeze_at_3(t, bound):
+        if t == 2:
+            worker.send_signal(signal.SIGSTOP)
+
+    try:
+        with pytest.raises(SiteLostError, match=r"site 'site-2' did not answer in EM iteration 4 within 5 s"):
+            fit(cluster, sites, timeout=5, progress=freeze_at_3)
+    finally:
+        worker.send_signal(signal.SIGCONT)
+
+    deadline = time.monotonic() + 60
+    while open_sessions(cluster.client) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert open_sessions(cluster.client) == {}
