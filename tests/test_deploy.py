@@ -4,8 +4,8 @@ The local test starts moto's S3 server, a TLS scheduler and worker processes on 
 deploy/local/demo.sh, runs the KDD and the federated workflows on them, and checks afterwards that
 no process and no listening port is left. The Compose file is checked against the compose-spec JSON
 schema (shipped by check-jsonschema), the Kubernetes core objects with kubernetes-validate and the
-Dask operator's objects against the CRD schemas shipped by dask-kubernetes (both in the `deploy`
-extra: those tests skip, saying so, when it is not installed).
+Dask operator's objects against the CRD schemas shipped by dask-kubernetes (all three in the `test`
+extra; a test whose validator is missing skips and says so).
 """
 
 from __future__ import annotations
@@ -355,7 +355,7 @@ def _crd_schemas():
     spec = importlib.util.find_spec("dask_kubernetes")
     if spec is None:
         pytest.skip(
-            "dask-kubernetes (the deploy extra) ships the operator's CRDs: pip install ensemble_dask[deploy]"
+            "dask-kubernetes (test extra) ships the operator's CRDs: pip install -e .[test]"
         )
     root = Path(spec.submodule_search_locations[0]) / "operator" / "deployment" / "helm"
     schemas = {}
@@ -408,7 +408,7 @@ def test_kubernetes_operator_objects_match_the_crds():
 def test_kubernetes_core_objects_validate():
     kv = pytest.importorskip(
         "kubernetes_validate",
-        reason="kubernetes-validate (the deploy extra): pip install ensemble_dask[deploy]",
+        reason="kubernetes-validate (test extra): pip install -e .[test]",
     )
     kinds = []
     for _name, doc in _k8s_docs():
