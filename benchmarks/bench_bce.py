@@ -28,7 +28,10 @@ consecutive E-step calls of fits with tol=0 (time stamps around the product's E-
 the first, cold E-step is left out), so setup (reading, encoding, merging, compilation) is not
 in it. The machine may be shared: the load average is printed with the figures.
 
-Usage: python benchmarks/bench_bce.py [--quick] [--iters 21] [--repeats 3] [--fed-repeats 8] [--federated-only]
+``--federated-only --rows 5000000`` times the federated configurations alone on 5 million rows of
+synthetic labels (:func:`synthetic_labels`: nearly all distinct, the E-step's worst case).
+
+Usage: python benchmarks/bench_bce.py [--quick] [--iters 21] [--repeats 3] [--fed-repeats 8] [--federated-only [--rows N]]
 """
 
 from __future__ import annotations
@@ -131,7 +134,7 @@ def per_iteration(estep_class, run, n_iter, repeats):
 
 def child_in_memory(store_url, n_iter, repeats, converge):
     """One core, in memory; runs in a fresh process. Returns a dict of figures."""
-    from ensemble_dask.consensus import bce as bce_mod
+    from ensemble_dask.consensus._bce_common import _InMemoryEStep
     from ensemble_dask.consensus.bce import BCE, compress_rows, encode_labels, estep_stats, label_categories
     from ensemble_dask.io.store import RunStore
 
@@ -142,7 +145,7 @@ def child_in_memory(store_url, n_iter, repeats, converge):
     out = {"rss_before_mib": status_mib("VmRSS"), "labels_mib": labels.nbytes / 2**20}
     out["peak_reset"] = reset_peak()
     out["iter"] = per_iteration(
-        bce_mod._InMemoryEStep,
+        _InMemoryEStep,
         lambda m: BCE(K, max_iter=m, tol=0.0, random_state=0).fit(labels),
         n_iter,
         repeats,
@@ -213,6 +216,25 @@ def demo_labels(tmp):
     return store["labels"][:], tmp
 
 
+def synthetic_labels(n, n_clusterings=20, seed=0):
+    """``n`` rows of labels without data behind them: 5 latent classes, clustering ``j`` a noisy copy.
+
+    Clustering ``j`` has ``k_j`` in 3..12 labels; a row's label is its class's label (a random map of
+    the 5 classes onto the ``k_j`` labels) with probability 0.7, else a uniform draw. Nearly every row
+    is distinct, so merging identical rows saves nothing: the E-step's worst case at this size.
+    """
+    rng = np.random.default_rng(seed)
+    cls = rng.integers(0, 5, size=n)
+    out = np.empty((n, n_clusterings), dtype=np.int32)
+    for j in range(n_clusterings):
+        k = int(rng.integers(3, 13))
+        noisy = rng.random(n) >= 0.7
+        col = rng.integers(0, k, size=5)[cls]
+        col[noisy] = rng.integers(0, k, size=int(noisy.sum()))
+        out[:, j] = col
+    return out
+
+
 def masking_seconds(result, repeats=200):
     """Seconds one site spends masking a statistics vector of ``result``'s size (2 peers, in this process)."""
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
@@ -239,7 +261,8 @@ def federated_section(labels, tmp, what, iters, repeats):
     consecutive EM iterations (``progress`` callback time stamps, first gap left out) over
     ``repeats`` fits of ``iters`` iterations; plain and secure fits interleaved on the same cluster.
     """
-    from ensemble_dask.consensus.bce import BCE, _InMemoryEStep
+    from ensemble_dask.consensus._bce_common import _InMemoryEStep
+    from ensemble_dask.consensus.bce import BCE
     from ensemble_dask.federated.certs import load_mask_public, make_certs
     from ensemble_dask.federated.rows import run_federated_bce
     from ensemble_dask.stages.federated import _local_sites_cluster
@@ -254,8 +277,11 @@ def federated_section(labels, tmp, what, iters, repeats):
         np.save(root / f"{name}.npy", labels[a:b])
         sites.append({"name": name, "url": str(root / f"{name}.npy"), "resource": name})
     mem = per_iteration(
-        _InMemoryEStep, lambda m: BCE(K, max_iter=m, tol=0.0, random_state=0).fit(labels), iters, 1
-    )
+        _InMemoryEStep,
+        lambda m: BCE(K, init="random", max_iter=m, tol=0.0, random_state=0).fit(labels),
+        iters,
+        1,
+    )  # the federated fits start from random draws too (k-means++ needs all rows in one place)
     rows = {"in memory": [mem["median"]]}
     bounds_seen = {}
     for tls in (False, True):
@@ -272,7 +298,7 @@ def federated_section(labels, tmp, what, iters, repeats):
                     rows.setdefault(f"{mode}, {'TLS' if tls else 'TCP'}", []).append(
                         float(np.median(np.diff(stamps)[1:]))
                     )
-    ref = BCE(K, max_iter=iters, tol=0.0, random_state=0).fit(labels)
+    ref = BCE(K, init="random", max_iter=iters, tol=0.0, random_state=0).fit(labels)
     print(
         f"\n== row-distributed BCE k={K}, {what} x {labels.shape[1]} clusterings, {len(SITES)} sites (one "
         f"worker process each); seconds per EM iteration, median over {repeats} fits x {iters - 2} warm "
@@ -313,6 +339,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="timed fits per configuration")
     ap.add_argument("--fed-repeats", type=int, default=8, help="timed federated fits per mode")
     ap.add_argument("--federated-only", action="store_true", help="only the federated timings (3 sites)")
+    ap.add_argument(
+        "--rows", type=int, default=0, help="with --federated-only: only N rows of synthetic labels (e.g. 5000000)"
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -463,6 +492,12 @@ def federated_only(args):
     from ensemble_dask.stages.ingest import ingest
 
     print(load_average())
+    if args.rows:
+        with tempfile.TemporaryDirectory(prefix="bench_fed_") as tmp:
+            labels = synthetic_labels(args.rows)
+            what = f"{args.rows:,} rows of synthetic labels ({len(np.unique(labels, axis=0)):,} distinct)"
+            federated_section(labels, tmp, what, args.iters, args.fed_repeats)
+        return
     with tempfile.TemporaryDirectory(prefix="bench_fed_") as tmp:
         federated_section(*demo_labels(tmp), "synthetic 20,000 rows", args.iters, args.fed_repeats)
         store = RunStore(os.path.join(tmp, "run.zarr"))

@@ -15,7 +15,7 @@
 #   SCHEDULER        address of the scheduler (tcp://... or tls://...)                    required
 #   DASK_DISTRIBUTED__COMM__TLS__CA_FILE, ..._CLIENT__CERT, ..._CLIENT__KEY   for a tls:// scheduler
 #   CERT_DIR         ca.pem, coordinator.pem, coordinator-key.pem and the sites' NAME-mask.pub
-#                    (federated.certs of the federated workflow)             with a tls:// scheduler
+#                    (federated.certs of the federated workflow)    required with a tls:// scheduler
 #   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_DEFAULT_REGION   the S3 service
 #   STORAGE_OPTIONS  fsspec options as JSON (default: made from the AWS_* variables)
 #   S3_BASE          bucket (and prefix) for data, runs and sites   default: s3://ensemble-dask
@@ -84,8 +84,12 @@ if ((${#site_names[@]})); then
         --out "$S3_BASE/sites" --names "$SITES" >"$tmp/sites.yaml"
     "$PYTHON" "$HELPERS" federated-workflow "$WORKFLOWS/federated-bce.yaml" "$tmp/sites.yaml" \
         "$tmp/federated.yaml" "$SITE_STATE_DIR"
-    declare -a tls=(--set federated.insecure=true)
-    [[ "$SCHEDULER" == tls://* ]] && tls=(--set "federated.certs=${CERT_DIR:?CERT_DIR: the certificates}")
+    if [[ "$SCHEDULER" == tls://* ]]; then
+        declare -a tls=(--set "federated.certs=${CERT_DIR:?CERT_DIR: the certificates}")
+    else # plain TCP: allowed explicitly; the sites' pinned masking keys still come from CERT_DIR
+        declare -a tls=(--set federated.insecure=true)
+        [[ -n "${CERT_DIR:-}" ]] && tls+=(--set "federated.certs=$CERT_DIR")
+    fi
     # shellcheck disable=SC2086
     ensemble-dask federated "$tmp/federated.yaml" --scheduler "$SCHEDULER" --no-progress \
         --store "$S3_BASE/runs/federated-bce.zarr" --storage-options "$STORAGE_OPTIONS" \

@@ -4,8 +4,8 @@ The local test starts moto's S3 server, a TLS scheduler and worker processes on 
 deploy/local/demo.sh, runs the KDD and the federated workflows on them, and checks afterwards that
 no process and no listening port is left. The Compose file is checked against the compose-spec JSON
 schema (shipped by check-jsonschema), the Kubernetes core objects with kubernetes-validate and the
-Dask operator's objects against the CRD schemas shipped by dask-kubernetes (both in the `deploy`
-extra: those tests skip, saying so, when it is not installed).
+Dask operator's objects against the CRD schemas shipped by dask-kubernetes (all three in the `test`
+extra; a test whose validator is missing skips and says so).
 """
 
 from __future__ import annotations
@@ -355,7 +355,7 @@ def _crd_schemas():
     spec = importlib.util.find_spec("dask_kubernetes")
     if spec is None:
         pytest.skip(
-            "dask-kubernetes (the deploy extra) ships the operator's CRDs: pip install ensemble_dask[deploy]"
+            "dask-kubernetes (test extra) ships the operator's CRDs: pip install -e .[test]"
         )
     root = Path(spec.submodule_search_locations[0]) / "operator" / "deployment" / "helm"
     schemas = {}
@@ -408,7 +408,7 @@ def test_kubernetes_operator_objects_match_the_crds():
 def test_kubernetes_core_objects_validate():
     kv = pytest.importorskip(
         "kubernetes_validate",
-        reason="kubernetes-validate (the deploy extra): pip install ensemble_dask[deploy]",
+        reason="kubernetes-validate (test extra): pip install -e .[test]",
     )
     kinds = []
     for _name, doc in _k8s_docs():
@@ -495,6 +495,43 @@ def test_tls_scheduler_without_client_credentials_is_a_clear_error(tmp_path):
         with pytest.raises(InputError, match="DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT"):
             with dask_client(address):
                 pass
+    finally:
+        subprocess.run([script, "stop"], env=env, capture_output=True, timeout=120)
+    _assert_nothing_left(run_dir)
+
+
+def test_plain_tcp_cluster_still_masks_the_sites(tmp_path):
+    """``TLS=0``: the site workers still load masking keys, so federated BCE runs in secure mode over plain
+    TCP once the workflow says ``insecure: true`` (the pins from ``CERT_DIR`` of env.sh)."""
+    import numpy as np
+
+    run_dir = tmp_path / "run"
+    env = _env(RUN_DIR=run_dir, TLS=0, S3=0, SITES="site-a,site-b", N_WORKERS=0)
+    script = str(DEPLOY / "local" / "cluster.sh")
+    r = subprocess.run([script, "start"], env=env, capture_output=True, text=True, timeout=300)
+    try:
+        assert r.returncode == 0, r.stderr
+        env_sh = (run_dir / "env.sh").read_text()
+        address = re.search(r"SCHEDULER=(\S+)", env_sh).group(1)
+        assert address.startswith("tcp://127.0.0.1:") and "DASK_DISTRIBUTED__COMM__TLS" not in env_sh
+        cert_dir = re.search(r"CERT_DIR=(\S+)", env_sh).group(1)
+        rng = np.random.default_rng(0)
+        sites = []
+        for name in ("site-a", "site-b"):
+            np.save(tmp_path / f"{name}.npy", rng.integers(0, 3, size=(40, 5)).astype(np.int32))
+            sites.append({"name": name, "url": str(tmp_path / f"{name}.npy")})
+        spec = {
+            "store": str(tmp_path / "coordinator.zarr"),
+            "federated": {"n_clusters": 2, "tol": 0.01, "insecure": True, "certs": cert_dir, "sites": sites},
+        }
+        (tmp_path / "wf.yaml").write_text(yaml.safe_dump(spec))
+        fed = subprocess.run(
+            [sys.executable, "-m", "ensemble_dask.cli", "federated", str(tmp_path / "wf.yaml"),
+             "--scheduler", address, "--no-progress"],
+            env=_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert fed.returncode == 0, fed.stderr
+        assert "federated BCE (secure, no TLS) over 2 sites (80 rows)" in fed.stdout
     finally:
         subprocess.run([script, "stop"], env=env, capture_output=True, timeout=120)
     _assert_nothing_left(run_dir)

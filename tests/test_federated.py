@@ -12,20 +12,24 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from distributed.diagnostics.plugin import WorkerPlugin
 from sklearn.cluster import KMeans
 
 from ensemble_dask import InputError
 from ensemble_dask._validation import check_random_state
 from ensemble_dask.consensus.bce import BCE, ConvergenceWarning, StatsLayout, _offsets, run_em
-from ensemble_dask.federated import SiteLostError, run_federated_bce
+from ensemble_dask.federated import SiteLostError, rows, run_federated_bce
 from ensemble_dask.federated.certs import load_mask_public, make_certs
 from ensemble_dask.federated.dask import estep_task, prepare_block
 from ensemble_dask.federated.secure import decode_fixed, sum_words
+from ensemble_dask.federated.site import PLUGIN_NAME
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.metrics import partition_scores
 from ensemble_dask.stages.federated import StoreCheckpoint
@@ -115,9 +119,36 @@ def tls_cluster(tmp_path_factory, folder):
         tc.stop()
 
 
+class TaskResults(WorkerPlugin):
+    """Every task result a worker holds: what a client could fetch from it by asking Dask for a key."""
+
+    name = "test-task-results"
+
+    def setup(self, worker):
+        self.worker = worker
+        self.values = []
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish == "memory" and key in self.worker.data:
+            self.values.append(self.worker.data[key])
+
+
+def held_results(client):
+    """The results the workers' recorders saw since the last call (then cleared)."""
+
+    def take(dask_worker):
+        plugin = dask_worker.plugins["test-task-results"]
+        out, plugin.values = plugin.values, []
+        return out
+
+    return [v for values in client.run(take).values() for v in values]
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    yield from tls_cluster(tmp_path_factory, "tls")
+    for tc in tls_cluster(tmp_path_factory, "tls"):
+        tc.client.register_plugin(TaskResults())
+        yield tc
 
 
 def iris_ensemble(seed):
@@ -193,6 +224,28 @@ def site_vectors(L, bounds, categories, params_seq):
     return out
 
 
+def setup_vectors(L, bounds, y=None, labels=None):
+    """What each site sends outside the EM rounds, replayed here with the sites' own functions: the
+    label-range and label-count vectors that fix the category space and, with reference labels, the
+    reference range and the contingency table of ``labels`` (the consensus) against them."""
+    states = [
+        SimpleNamespace(name=name, data={"labels": L[a:b]})
+        for name, a, b in zip(SITES, bounds[:-1], bounds[1:], strict=True)
+    ]
+    bits = [rows.bce_label_bits(st) for st in states]
+    onehot = np.sum(bits, axis=0).reshape(L.shape[1], 64)
+    sizes = [1 << int(np.flatnonzero(row > 0.5).max()) for row in onehot]
+    out = [[b, rows.bce_label_counts(st, sizes)] for b, st in zip(bits, states, strict=True)]
+    if y is not None:
+        for st, a, b in zip(states, bounds[:-1], bounds[1:], strict=True):
+            st.data.update(reference=y[a:b], labels_=labels[a:b], k=3)
+        ref_bits = [rows.bce_reference_bits(st) for st in states]
+        n_classes = 1 << int(np.flatnonzero(np.sum(ref_bits, axis=0) > 0.5).max())
+        for vecs, st, rb in zip(out, states, ref_bits, strict=True):
+            vecs += [rb, rows.bce_contingency(st, n_classes)]
+    return out
+
+
 class Received:
     """Every message the client process reads from its (TLS) connections, deserialised."""
 
@@ -220,23 +273,28 @@ class Received:
 
     def arrays(self, raw=False):
         """Every NumPy array inside the received messages (two-word fixed point decoded, unless ``raw``)."""
-        from distributed.protocol import Serialized, deserialize
+        return arrays_in(self.messages, raw)
 
-        found, stack = [], list(self.messages)
-        while stack:
-            obj = stack.pop()
-            if isinstance(obj, Serialized):
-                obj = deserialize(obj.header, obj.frames)
-            if isinstance(obj, dict):
-                stack.extend(obj.values())
-            elif isinstance(obj, (list, tuple, set)):
-                stack.extend(obj)
-            elif isinstance(obj, np.ndarray) and obj.dtype.kind in "fiu":
-                if obj.dtype == np.uint64 and obj.ndim == 2 and obj.shape[0] == 2:
-                    found.append(obj if raw else decode_fixed(obj))
-                else:
-                    found.append(np.asarray(obj, dtype=np.float64).ravel())
-        return found
+
+def arrays_in(objects, raw=False):
+    """Every NumPy array inside ``objects`` (messages, task results; two-word fixed point decoded unless ``raw``)."""
+    from distributed.protocol import Serialized, deserialize
+
+    found, stack = [], list(objects)
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, Serialized):
+            obj = deserialize(obj.header, obj.frames)
+        if isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set)):
+            stack.extend(obj)
+        elif isinstance(obj, np.ndarray) and obj.dtype.kind in "fiu":
+            if obj.dtype == np.uint64 and obj.ndim == 2 and obj.shape[0] == 2:
+                found.append(obj if raw else decode_fixed(obj))
+            else:
+                found.append(np.asarray(obj, dtype=np.float64).ravel())
+    return found
 
 
 def leaks(arrays, per_site):
@@ -256,6 +314,15 @@ def fit(cluster, sites, **kw):
         return run_federated_bce(sites, 3, cluster.client, **kw)
 
 
+def open_sessions(client):
+    """``{worker: sessions}`` of the site workers still holding a session's state."""
+
+    def count(dask_worker):
+        return len(dask_worker.plugins[PLUGIN_NAME].sessions)
+
+    return {addr: n for addr, n in client.run(count).items() if n}
+
+
 def memberships(sites):
     """The sites' own outputs (read here by the test; the coordinator never gets them)."""
     return np.vstack([np.load(s["output"]) for s in sites])
@@ -268,6 +335,7 @@ def test_secure_equals_centralised_and_the_client_never_receives_a_sites_statist
     L, y = iris
     ref, params_seen = reference
     sites, bounds = make_sites(L, tmp_path, y)
+    held_results(cluster.client)  # what earlier tests left in the recorders
     with Received() as rx:
         res = fit(cluster, sites)
     # the answer: centralised BCE on the pooled rows
@@ -288,6 +356,9 @@ def test_secure_equals_centralised_and_the_client_never_receives_a_sites_statist
     assert leaks(arrays, per_site) == []
     totals = [np.sum([per_site[p][r] for p in range(3)], axis=0) for r in range(ITERS)]
     assert leaks(arrays, [totals]) == []
+    # nor which labels a site holds (the category space), its reference classes or its contingency table
+    setup = setup_vectors(L, bounds, y, ref.labels_)
+    assert leaks(arrays, setup) == []
     # ... but masked vectors that add up to the totals (so the check above looked at the right data)
     words = [w for w in rx.arrays(raw=True) if w.ndim == 2 and w.shape == (2, totals[0].size)]
     assert len(words) == 3 * ITERS
@@ -297,18 +368,28 @@ def test_secure_equals_centralised_and_the_client_never_receives_a_sites_statist
     row_counts = {len(b) for b in blocks} | {L.shape[0]}
     row_counts |= {prepare_block(b, ref.categories_)["gidx"].shape[0] for b in blocks}
     assert not any(a.size in {3 * r for r in row_counts} for a in arrays)
+    # asking Dask would not give more: every result any task left on the site workers (what the client
+    # could fetch by its key) is masked as well; the recorders did see the masked vectors
+    held = held_results(cluster.client)
+    assert leaks(arrays_in(held), per_site) == [] and leaks(arrays_in(held), setup) == []
+    assert len([w for w in arrays_in(held, raw=True) if w.shape == (2, totals[0].size)]) == 3 * ITERS
+    assert not any(a.size in {3 * r for r in row_counts} for a in arrays_in(held))
 
 
 def test_detector_finds_statistics_sent_in_clear(cluster, iris, reference, tmp_path):
-    """The same check, on a plain run, does see each site's vectors (so the test above can fail)."""
-    L, _ = iris
+    """The same checks, on a plain run, do see each site's vectors (so the test above can fail)."""
+    L, y = iris
     ref, params_seen = reference
-    sites, bounds = make_sites(L, tmp_path)
+    sites, bounds = make_sites(L, tmp_path, y)
+    held_results(cluster.client)
     with Received() as rx:
         fit(cluster, sites, mode="plain", max_iter=4)
     per_site = site_vectors(L, bounds, ref.categories_, params_seen[:4])
-    hits = leaks(rx.arrays(), per_site)
-    assert sorted(hits) == sorted((s, r) for s in SITES for r in range(4))
+    every = sorted((s, r) for s in SITES for r in range(4))
+    assert sorted(leaks(rx.arrays(), per_site)) == every
+    assert sorted(leaks(arrays_in(held_results(cluster.client)), per_site)) == every
+    setup = setup_vectors(L, bounds, y, np.argmax(memberships(sites), axis=1))
+    assert sorted(leaks(rx.arrays(), setup)) == every  # label range, label counts, reference range, table
 
 
 def test_a_swapped_public_key_is_detected(cluster, iris, tmp_path):
@@ -368,3 +449,62 @@ def test_bad_sites_are_named(cluster, iris, tmp_path):
     bad[0]["resource"] = "site-1"  # site-1's worker holds site-1's key, not site-0's
     with pytest.raises(InputError, match="belongs to site 'site-1', not to site 'site-0'"):
         fit(cluster, bad, max_iter=2)
+    assert open_sessions(cluster.client) == {}  # the sites that had joined dropped the session again
+
+
+def test_the_command_names_a_lost_site_without_a_traceback(cluster, iris, tmp_path):
+    """`ensemble-dask federated --scheduler tls://...` with a site that does not answer: one error line
+    naming it, the resume hint, exit status 3, no traceback (also not from closing the connections)."""
+    import sys
+
+    import yaml
+
+    L, _ = iris
+    sites, _ = make_sites(L, tmp_path)
+    spec = {
+        "name": "lost-site",
+        "store": str(tmp_path / "coordinator.zarr"),
+        "federated": {"n_clusters": 3, "certs": str(cluster.certs), "timeout": 4, "sites": sites},
+    }
+    (tmp_path / "wf.yaml").write_text(yaml.safe_dump(spec))
+    worker = cluster.workers["site-2"]
+    worker.send_signal(signal.SIGSTOP)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ensemble_dask.cli", "federated", str(tmp_path / "wf.yaml"),
+             "--scheduler", cluster.address, "--no-progress"],
+            cwd=tmp_path, env=cluster.env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        worker.send_signal(signal.SIGCONT)
+    assert proc.returncode == 3, proc.stderr
+    assert "error: site 'site-2' did not answer in joining the session within 4 s" in proc.stderr
+    assert "run the same command to resume" in proc.stderr
+    assert "Traceback" not in proc.stderr and "CommClosedError" not in proc.stderr, proc.stderr
+    deadline = time.monotonic() + 60
+    while open_sessions(cluster.client) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert open_sessions(cluster.client) == {}
+
+
+def test_a_site_that_stops_answering_ends_the_run_at_the_timeout(cluster, iris, tmp_path):
+    """A site whose worker hangs (still in the cluster) ends the round at ``timeout``, named; closing the
+    session does not wait for it again, and once it answers again it drops the session's state."""
+    L, _ = iris
+    sites, _ = make_sites(L, tmp_path)
+    worker = cluster.workers["site-2"]
+
+    def freeze_at_3(t, bound):
+        if t == 2:
+            worker.send_signal(signal.SIGSTOP)
+
+    try:
+        with pytest.raises(SiteLostError, match=r"site 'site-2' did not answer in EM iteration 4 within 8 s"):
+            fit(cluster, sites, timeout=8, progress=freeze_at_3)
+    finally:
+        worker.send_signal(signal.SIGCONT)
+
+    deadline = time.monotonic() + 60
+    while open_sessions(cluster.client) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert open_sessions(cluster.client) == {}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import zarr
 
-from ensemble_dask.consensus.bce import BCE, EmptyRowsWarning
+from ensemble_dask.consensus.bce import BCE, ConvergenceWarning, EmptyRowsWarning
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.metrics import partition_scores
 
@@ -81,3 +81,37 @@ def test_plain_tcp_is_refused_unless_insecure(tmp_path):
     assert proc.returncode == 2
     assert "refuses plain TCP unless federated.insecure is true" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_plain_tcp_client_is_refused_unless_insecure(tmp_path):
+    """The rule holds for a client handed in too; with ``insecure: true`` the run goes ahead, ``"tls": false``."""
+    from distributed import Client, Scheduler, SpecCluster, Worker
+
+    from ensemble_dask import InputError
+    from ensemble_dask.stages.federated import run_federated_workflow
+
+    rng = np.random.default_rng(0)
+    sites = []
+    for name in ("site-a", "site-b"):
+        np.save(tmp_path / f"{name}.npy", rng.integers(0, 3, size=(30, 4)).astype(np.int32))
+        sites.append({"name": name, "url": str(tmp_path / f"{name}.npy")})
+    spec = {
+        "store": str(tmp_path / "coordinator.zarr"),
+        "federated": {"mode": "plain", "n_clusters": 2, "max_iter": 3, "tol": 0.1, "sites": sites},
+    }
+    workers = {  # threads of this process on plain TCP
+        name: {"cls": Worker, "options": {"nthreads": 1, "resources": {name: 1}, "host": "127.0.0.1"}}
+        for name in ("site-a", "site-b")
+    }
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0", "host": "127.0.0.1"}}
+    with SpecCluster(scheduler=scheduler, workers=workers) as cluster, Client(cluster) as client:
+        assert client.scheduler.address.startswith("tcp://")
+        with pytest.raises(InputError, match="refuses plain TCP unless federated.insecure is true"):
+            run_federated_workflow(spec, client=client)
+        spec["federated"]["insecure"] = True
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)  # 3 EM iterations may not converge
+            summary = run_federated_workflow(spec, client=client)
+    assert summary["tls"] is False and summary["mode"] == "plain" and summary["n_rows"] == 60
+    metrics = json.loads((tmp_path / "coordinator.zarr" / "report" / "metrics.json").read_text())
+    assert metrics["tls"] is False

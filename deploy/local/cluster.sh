@@ -9,7 +9,8 @@
 #   RUN_DIR        pid files, logs, certificates, env.sh       default: ./.deploy-local
 #   HOST           address every process binds to              default: 127.0.0.1
 #   TLS            1: tls:// with one certificate per process  default: 1
-#   CERT_DIR       CA + certificates (made with `ensemble-dask certs` when CERT_DIR/ca.pem is missing)
+#   CERT_DIR       CA + certificates and the sites' masking keys (made with `ensemble-dask certs` when
+#                  CERT_DIR/ca.pem is missing and TLS=1 or there are sites)
 #                                                              default: $RUN_DIR/certs
 #   SITES          comma-separated site names; one worker group per site, offering the Dask resource
 #                  NAME=1 and holding the site's certificate   default: site-a,site-b,site-c
@@ -151,7 +152,8 @@ cmd_start() {
     local -a site_list=()
     [[ -n "$SITES" ]] && IFS=, read -r -a site_list <<<"$SITES"
 
-    if [[ "$TLS" == 1 && ! -e "$CERT_DIR/ca.pem" ]]; then
+    # certificates for TLS, and the sites' masking keys for secure aggregation (also over plain TCP)
+    if [[ ( "$TLS" == 1 || ${#site_list[@]} -gt 0 ) && ! -e "$CERT_DIR/ca.pem" ]]; then
         local names="coordinator"
         [[ -n "$SITES" ]] && names="coordinator,$SITES"
         ensemble-dask certs --out "$CERT_DIR" --names "$names" >/dev/null
@@ -230,6 +232,8 @@ cmd_start() {
             export_line DASK_DISTRIBUTED__COMM__TLS__CA_FILE "$CERT_DIR/ca.pem"
             export_line DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT "$CERT_DIR/coordinator.pem"
             export_line DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY "$CERT_DIR/coordinator-key.pem"
+        fi
+        if [[ -e "$CERT_DIR/ca.pem" ]]; then
             echo "# the federated workflow's federated.certs (coordinator.pem, ca.pem, the sites' NAME-mask.pub)"
             export_line CERT_DIR "$CERT_DIR"
         fi

@@ -88,6 +88,7 @@ class SecureAggregator:
         self.session = uuid.uuid4().hex
         self.round = 0
         self.addresses = None
+        self.lost = set()  # sites a round gave up on: closing does not wait for them again
 
     # -- lifecycle -----------------------------------------------------------------------------
     def open(self):
@@ -104,15 +105,34 @@ class SecureAggregator:
             self._submit(i, site_join, self.session, name, roster, self.mode == "secure", kind="join")
             for i, name in enumerate(self.names)
         ]
-        self._wait(futs, "joining the session")
+        try:
+            self._wait(futs, "joining the session")
+        except BaseException:
+            self.close()  # the sites that did join drop the session (their pair keys) again
+            raise
         return self
 
     def close(self):
+        """Drop the session on every site; a site already lost is not waited for (the run stops now).
+
+        A lost site whose worker is still in the cluster (it stopped answering) gets its close task
+        anyway, fire-and-forget, so it drops the session's state if it comes back.
+        """
         if self.addresses is None:
             return
-        futs = [self._submit(i, site_close, self.session, kind="close") for i in range(len(self.sites))]
+        from distributed import fire_and_forget
+
         try:
-            self._wait(futs, "closing", timeout=min(self.timeout, 10.0))
+            present = set(_workers(self.client)) if self.lost else set()
+            futs = []
+            for i in range(len(self.sites)):
+                if i in self.lost and self.addresses[i] not in present:
+                    futs.append(None)  # its worker left: nothing to close
+                    continue
+                futs.append(self._submit(i, site_close, self.session, kind="close"))
+                if i in self.lost:
+                    fire_and_forget(futs[i])
+            self._wait(futs, "closing", timeout=min(self.timeout, 10.0), skip=self.lost)
         except (SiteLostError, OSError):  # a lost site has nothing left to close
             pass
         self.addresses = None
@@ -167,18 +187,24 @@ class SecureAggregator:
             return total
         return decode_fixed(sum_words(vecs))
 
-    def _wait(self, futures, what, timeout=None):
+    def _wait(self, futures, what, timeout=None, skip=()):
+        """Results of ``futures`` (one per site); sites in ``skip`` are not waited for (result None)."""
         from distributed import wait
 
         timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
+        watched = [i for i in range(len(futures)) if i not in skip]
         try:
             while True:
                 try:
-                    wait(futures, timeout=max(0.05, min(1.0, deadline - time.monotonic())))
+                    wait(
+                        [futures[i] for i in watched],
+                        timeout=max(0.05, min(1.0, deadline - time.monotonic())),
+                    )
                 except TimeoutError:
                     pass
-                for i, f in enumerate(futures):
+                for i in watched:
+                    f = futures[i]
                     if f.status == "error":
                         exc = f.exception()
                         if isinstance(exc, EnsembleDaskError):
@@ -186,22 +212,28 @@ class SecureAggregator:
                         raise SiteLostError(
                             f"site {self.names[i]!r} failed in {what}: {type(exc).__name__}: {exc}"
                         ) from exc
-                pending = [i for i, f in enumerate(futures) if f.status != "finished"]
+                pending = [i for i in watched if futures[i].status != "finished"]
                 if not pending:
-                    return self.client.gather(futures)
+                    results = self.client.gather([futures[i] for i in watched])
+                    out = [None] * len(futures)
+                    for i, r in zip(watched, results, strict=True):
+                        out[i] = r
+                    return out
                 present = set(_workers(self.client))
                 for i in pending:
                     if self.addresses[i] not in present:
+                        self.lost.add(i)
                         raise SiteLostError(
                             f"site {self.names[i]!r} was lost in {what}: its worker {self.addresses[i]} "
                             "left the cluster"
                         )
                 if time.monotonic() >= deadline:
+                    self.lost.update(pending)
                     names = [self.names[i] for i in pending]
                     raise SiteLostError(
                         f"site {names[0]!r} did not answer in {what} within {timeout:g} s"
                         + (f" (nor did {names[1:]})" if len(names) > 1 else "")
                     )
         except BaseException:
-            self.client.cancel([f for f in futures if f.status == "pending"])
+            self.client.cancel([f for f in futures if f is not None and f.status == "pending"])
             raise

@@ -362,7 +362,11 @@ def _site_defaults(sites, certs):
 
 
 def run_federated_workflow(spec, *, client=None, progress=False):
-    """Run the ``federated:`` section of a workflow; returns the coordinator's summary (metrics.json)."""
+    """Run the ``federated:`` section of a workflow; returns the coordinator's summary (metrics.json).
+
+    ``client``: an existing client to run on; like a ``scheduler`` address, it must be connected over
+    ``tls://`` unless ``federated.insecure`` is true.
+    """
     from ..federated.certs import load_mask_public, make_certs
     from ..federated.rows import run_federated_bce
 
@@ -414,7 +418,7 @@ def run_federated_workflow(spec, *, client=None, progress=False):
         record["method"] = method
     if client is not None:
         ctx = contextlib.nullcontext(client)
-        tls = client.scheduler.address.startswith("tls://")
+        tls = _check_tls_address(client.scheduler.address, insecure)  # a given client: the same rule
     elif scheduler:
         ctx = _remote_client(scheduler, certs, insecure)
     else:
