@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from .conftest import random_sites
+
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
 BIN = Path(sys.executable).parent
@@ -503,7 +505,6 @@ def test_tls_scheduler_without_client_credentials_is_a_clear_error(tmp_path):
 def test_plain_tcp_cluster_still_masks_the_sites(tmp_path):
     """``TLS=0``: the site workers still load masking keys, so federated BCE runs in secure mode over plain
     TCP once the workflow says ``insecure: true`` (the pins from ``CERT_DIR`` of env.sh)."""
-    import numpy as np
 
     run_dir = tmp_path / "run"
     env = _env(RUN_DIR=run_dir, TLS=0, S3=0, SITES="site-a,site-b", N_WORKERS=0)
@@ -515,11 +516,7 @@ def test_plain_tcp_cluster_still_masks_the_sites(tmp_path):
         address = re.search(r"SCHEDULER=(\S+)", env_sh).group(1)
         assert address.startswith("tcp://127.0.0.1:") and "DASK_DISTRIBUTED__COMM__TLS" not in env_sh
         cert_dir = re.search(r"CERT_DIR=(\S+)", env_sh).group(1)
-        rng = np.random.default_rng(0)
-        sites = []
-        for name in ("site-a", "site-b"):
-            np.save(tmp_path / f"{name}.npy", rng.integers(0, 3, size=(40, 5)).astype(np.int32))
-            sites.append({"name": name, "url": str(tmp_path / f"{name}.npy")})
+        sites = random_sites(tmp_path, (40, 5))
         spec = {
             "store": str(tmp_path / "coordinator.zarr"),
             "federated": {"n_clusters": 2, "tol": 0.01, "insecure": True, "certs": cert_dir, "sites": sites},

@@ -14,7 +14,7 @@ from ensemble_dask.consensus.bce import BCE, ConvergenceWarning, EmptyRowsWarnin
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.metrics import partition_scores
 
-from .conftest import REPO
+from .conftest import REPO, random_sites
 
 WORKFLOW = REPO / "workflows" / "federated-bce.yaml"
 SMALL_DEMO = '{data: "synthetic:kdd99?n=1200&seed=0", n_clusterings: 10, k_min: 3, k_max: 8, rate: 1.0}'
@@ -90,11 +90,7 @@ def test_a_plain_tcp_client_is_refused_unless_insecure(tmp_path):
     from ensemble_dask import InputError
     from ensemble_dask.stages.federated import run_federated_workflow
 
-    rng = np.random.default_rng(0)
-    sites = []
-    for name in ("site-a", "site-b"):
-        np.save(tmp_path / f"{name}.npy", rng.integers(0, 3, size=(30, 4)).astype(np.int32))
-        sites.append({"name": name, "url": str(tmp_path / f"{name}.npy")})
+    sites = random_sites(tmp_path, (30, 4))
     spec = {
         "store": str(tmp_path / "coordinator.zarr"),
         "federated": {"mode": "plain", "n_clusters": 2, "max_iter": 3, "tol": 0.1, "sites": sites},
