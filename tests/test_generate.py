@@ -81,6 +81,12 @@ def test_generate_writes_labels(kdd_store, client):
     assert generate(kdd_store, client, n_clusterings=12, rate=0.5, k_min=2, k_max=6, seed=3)["skipped"]
 
 
+def _x_cache_size():
+    from ensemble_dask.stages import generate as g
+
+    return len(g._X_CACHE)
+
+
 def test_labels_do_not_depend_on_workers_or_scheduler(kdd_sample, tmp_path, client, process_client):
     from distributed import Client, LocalCluster
 
@@ -90,6 +96,8 @@ def test_labels_do_not_depend_on_workers_or_scheduler(kdd_sample, tmp_path, clie
         ingest(store, str(kdd_sample), schema="kdd99", subset=1500)
         generate(store, c, n_clusterings=8, ensemble="type2", rate=0.6, k_min=2, k_max=5, seed=11)
         results.append(store["labels"][:])
+        # the workers keep no copy of X once the stage is done (the co-association comes next)
+        assert set(c.run(_x_cache_size).values()) == {0}
     with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cl, Client(cl) as one:
         store = RunStore(tmp_path / "one.zarr")
         ingest(store, str(kdd_sample), schema="kdd99", subset=1500)

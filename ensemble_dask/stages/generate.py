@@ -85,6 +85,10 @@ def _rows_of_x(store, ingest_hash, idx):
     return x if full else x[idx]
 
 
+def _drop_x_cache():
+    _X_CACHE.clear()
+
+
 def default_k_range(n_clusters=None):
     """The default ``(k_min, k_max)`` of the base clusterings for a consensus of ``n_clusters``.
 
@@ -229,8 +233,13 @@ def generate(store, client, *, progress=False, **params):
         ]
         from ..parallel import gather_with_progress
 
-        for part in gather_with_progress(client, futures, desc="generate", progress=progress):
-            meta += part
+        try:
+            for part in gather_with_progress(client, futures, desc="generate", progress=progress):
+                meta += part
+        finally:
+            # the workers drop their copy of X: the stages after this one never read it there (all of KDD
+            # 10%: 0.15 GB per worker less while the co-association is built)
+            client.run(_drop_x_cache)
         labels.attrs["partitions"] = meta
         record["output"] = labels_identity(n, [m["sha256"] for m in meta])
     return {"n_clusterings": p["n_clusterings"], "computed": len(todo), "skipped": False}
