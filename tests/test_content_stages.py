@@ -122,8 +122,11 @@ def test_stage_records_survive_concurrent_writers(tmp_path):
     url = tmp_path / "run.zarr"
     RunStore(url)
 
+    start = threading.Barrier(3)
+
     def writer(w):
         store = RunStore(url, mode="r+")  # each writer its own handle, as worker processes have
+        start.wait()  # all three write their first record at once: the records folder is created in a race
         for i in range(15):
             with store.stage(f"w{w}/s{i}", {"i": i}, []):
                 pass

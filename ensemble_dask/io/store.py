@@ -157,8 +157,10 @@ class RunStore:
     def _set_record(self, name, rec):
         url = self._record_url(name)
         if rec is not None and RECORDS_DIR not in self.group:
-            # a (childless) zarr group: zarr then knows the folder of records is part of the store
-            self.group.require_group(RECORDS_DIR).attrs["about"] = "one JSON record per stage"
+            # a (childless) zarr group: zarr then knows the folder of records is part of the store; a
+            # concurrent writer (another worker process) may create it between the check and here
+            with contextlib.suppress(zarr.errors.ContainsGroupError):
+                self.group.require_group(RECORDS_DIR).attrs["about"] = "one JSON record per stage"
         if rec is None:
             fs, path = fsspec.core.url_to_fs(url, **self.storage_options)
             with contextlib.suppress(FileNotFoundError):
