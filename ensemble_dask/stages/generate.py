@@ -233,13 +233,12 @@ def generate(store, client, *, progress=False, **params):
         ]
         from ..parallel import gather_with_progress
 
-        try:
-            for part in gather_with_progress(client, futures, desc="generate", progress=progress):
-                meta += part
-        finally:
-            # the workers drop their copy of X: the stages after this one never read it there (all of KDD
-            # 10%: 0.15 GB per worker less while the co-association is built)
-            client.run(_drop_x_cache)
+        for part in gather_with_progress(client, futures, desc="generate", progress=progress):
+            meta += part
+        # the workers drop their copy of X: the stages after this one never read it there (all of KDD
+        # 10%: 0.15 GB per worker less while the co-association is built). Only after a success: after a
+        # failure the cluster may be gone, and a cached X is keyed on its content, never served stale.
+        client.run(_drop_x_cache)
         labels.attrs["partitions"] = meta
         record["output"] = labels_identity(n, [m["sha256"] for m in meta])
     return {"n_clusterings": p["n_clusterings"], "computed": len(todo), "skipped": False}
