@@ -22,6 +22,7 @@ Examples
 from __future__ import annotations
 
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -54,9 +55,18 @@ def label_starts(labels, n_clusters, *, random_state=None):
     rows, mult, inv = compress_rows(labels)
     if rows.shape[0] <= n_clusters:  # no more distinct label rows than clusters: one cluster each
         return [inv.astype(np.int64)]
-    with warnings.catch_warnings(), threadpool_limits(1 if rows.shape[0] <= ONE_THREAD_ROWS else None):
+    n_init = KCC_N_INIT if rows.shape[0] <= KCC_FEW_ROWS else 1
+    kcc = KCC(n_clusters, n_init=n_init, random_state=random_state)
+    hbgf = HBGF(n_clusters, random_state=random_state)
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a start need not have converged: PCC/PPC report their own status
-        n_init = KCC_N_INIT if rows.shape[0] <= KCC_FEW_ROWS else 1
-        kcc = KCC(n_clusters, n_init=n_init, random_state=random_state).fit(rows, sample_weight=mult)
-        hbgf = HBGF(n_clusters, random_state=random_state).fit(rows, sample_weight=mult)
+        if rows.shape[0] <= ONE_THREAD_ROWS:
+            with threadpool_limits(1):
+                kcc.fit(rows, sample_weight=mult)
+                hbgf.fit(rows, sample_weight=mult)
+        else:  # the two fits side by side (KCC's kernels release the GIL); each is deterministic on its own
+            with ThreadPoolExecutor(2) as pool:
+                done = [pool.submit(m.fit, rows, sample_weight=mult) for m in (kcc, hbgf)]
+                for d in done:
+                    d.result()
     return [kcc.labels_[inv], hbgf.labels_[inv]]
