@@ -222,14 +222,49 @@ def test_pair_data_one_pass_equals_the_checked_path():
     kept = pc.both > 0
     np.testing.assert_array_equal(data.x, pc.co[kept] / pc.both[kept])
     np.testing.assert_array_equal(data.w, pc.both[kept].astype(np.float64))
-    zero = as_pair_data(pc, None)  # N_ij = 0 entries present: dropped as before
-    np.testing.assert_array_equal(zero.x, data.x)
-    np.testing.assert_array_equal(zero.indptr, data.indptr)
+    assert (pc.both == 0).any()
+    before = [a.copy() for a in (pc.indptr, pc.indices, pc.co, pc.both)]
+    zero = as_pair_data(pc, None)  # N_ij = 0 entries present: dropped in one pass (compact_observed)
+    for name in ("x", "w", "indptr", "indices"):
+        np.testing.assert_array_equal(getattr(zero, name), getattr(data, name))
+    for a, b in zip(before, (pc.indptr, pc.indices, pc.co, pc.both), strict=True):
+        np.testing.assert_array_equal(a, b)  # the caller's pairs are left whole
+    weighted = as_pair_data(pc, np.ones(pc.nnz))  # with weights: the checked path, the same pairs
+    np.testing.assert_array_equal(weighted.indices, data.indices)
     co = pc.co.copy()
     co[np.flatnonzero(kept)[0]] = 99
     bad = PairCounts(pc.indptr, pc.indices, co, pc.both, pc.n_clusterings)
     with pytest.raises(InputError, match="c_ij <= N_ij; got c=99"):
         as_pair_data(bad, None)
+
+
+def test_hbgf_compares_its_kmeans_starts_on_a_sample_of_many_rows(monkeypatch):
+    """Above KMEANS_SAMPLE distinct rows the n_init starts run on a sample and the best is refined on all:
+    the same partition of a clear ensemble as the n_init full runs, deterministic for a seed."""
+    from ensemble_dask.consensus import baselines_labels
+
+    truth, labels = _labels(n=3000, missing=0.4, seed=12)
+    rows, mult, inv = compress_rows(labels)
+    assert rows.shape[0] > 1000
+    full = HBGF(4, random_state=0).fit(rows, sample_weight=mult).labels_
+    monkeypatch.setattr(baselines_labels, "KMEANS_SAMPLE", 200)
+    sampled = HBGF(4, random_state=0).fit(rows, sample_weight=mult).labels_
+    again = HBGF(4, random_state=0).fit(rows, sample_weight=mult).labels_
+    np.testing.assert_array_equal(sampled, again)
+    assert adjusted_rand_score(sampled, full) > 0.98
+    assert adjusted_rand_score(truth, sampled[inv]) >= adjusted_rand_score(truth, full[inv]) - 0.01 > 0.9
+
+
+def test_label_starts_side_by_side_equal_the_sequential_ones(monkeypatch):
+    """Many distinct rows: KCC and HBGF fit on two threads, with the results of the one-thread path."""
+    from ensemble_dask.consensus import starts
+
+    _, labels = _labels(n=600, missing=0.4, seed=13)
+    one = label_starts(labels, 4, random_state=0)
+    monkeypatch.setattr(starts, "ONE_THREAD_ROWS", 10)
+    two = label_starts(labels, 4, random_state=0)
+    for a, b in zip(one, two, strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_label_starts_with_fewer_distinct_rows_than_clusters():

@@ -123,10 +123,16 @@ def as_pair_data(pairs, sample_weight=None):
             x = np.empty(pairs.nnz)
             w = np.empty(pairs.nnz)
             bad, zeros = _pk.pair_values(pairs.co, pairs.both, x, w)
-            if bad < 0 and zeros == 0:
+            if bad < 0 and (zeros == 0 or sample_weight is None) and zeros < pairs.nnz:
                 s = None if sample_weight is None else _check_pair_weights(sample_weight, pairs)
                 indptr = np.ascontiguousarray(pairs.indptr, dtype=np.int64)
                 indices = np.ascontiguousarray(pairs.indices, dtype=index_dtype(pairs.n))
+                if zeros:  # pairs never both present (N_ij = 0) carry no evidence: left out in one pass
+                    if np.shares_memory(indices, pairs.indices):
+                        indices = indices.copy()  # compacted in place below; the caller's pairs stay whole
+                    kept = np.empty_like(indptr)
+                    m = _pk.compact_observed(indptr, indices, x, w, kept)
+                    indptr, indices, x, w = kept, indices[:m], x[:m], w[:m]
                 return PairData(pairs.n, indptr, indices, x, w, s)
         # the counts as stored (int32 from the pairs store): no int64 copies of two nnz-long arrays
         co = np.asarray(pairs.co)

@@ -9,7 +9,7 @@ import numba
 
 from ._pcc_kernels import div
 
-__all__ = ["pair_values", "objective_labels", "objective_change_labels"]
+__all__ = ["pair_values", "compact_observed", "objective_labels", "objective_change_labels"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -31,6 +31,23 @@ def pair_values(co, both, x, w):
             x[e] = c / b
             w[e] = b
     return bad, zeros
+
+
+@numba.njit(cache=True, nogil=True)
+def compact_observed(indptr, indices, x, w, out_indptr):
+    """Drop the entries with ``w = 0`` (N = 0) in place, keeping row order: ``indices``, ``x`` and ``w``
+    are compacted to their first ``out_indptr[-1]`` entries; returns that number."""
+    e_out = 0
+    out_indptr[0] = 0
+    for j in range(indptr.shape[0] - 1):
+        for e in range(indptr[j], indptr[j + 1]):
+            if w[e] != 0.0:
+                indices[e_out] = indices[e]
+                x[e_out] = x[e]
+                w[e_out] = w[e]
+                e_out += 1
+        out_indptr[j + 1] = e_out
+    return e_out
 
 
 @numba.njit(cache=True, nogil=True)
