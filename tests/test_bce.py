@@ -664,3 +664,45 @@ def test_compress_rows_returns_distinct_rows_as_they_are():
     assert rows is gidx and mult.tolist() == [1.0, 1.0, 1.0] and inv.tolist() == [0, 1, 2]
     rows, mult, inv = compress_rows(gidx[[0, 1, 0]])
     assert rows.shape == (2, 2) and sorted(mult.tolist()) == [1.0, 2.0] and np.array_equal(rows[inv], gidx[[0, 1, 0]])
+
+
+# --------------------------------------------------------------------------- E-step arithmetic and blocks
+
+
+def test_row_estep_linear_factors_and_log_domain_fallback_agree_with_the_log_domain():
+    """phi from k exponentials per sweep (and, where every product underflows, the log-domain form) equals
+    the log-domain softmax; lognorm gives log phi = Psi + ll - lognorm."""
+    ll = np.array([[-1.0, -2.0, -0.5], [-900.0, 0.0, -5.0], [0.0, -900.0, -800.0]])
+    for gamma0 in (np.array([0.5, 2.0, 1.0]), np.array([1e-300, 1e-300, 300.0])):
+        gamma = gamma0.copy()
+        el, lmax = np.empty_like(ll), np.empty(3)
+        kern.linear_factors(ll, el, lmax)
+        phi, dig, lognorm = np.empty_like(ll), np.empty(3), np.empty(3)
+        kern.row_estep(ll, el, lmax, np.ones(3), np.full(3, 0.1), gamma, phi, dig, lognorm, 1e-12, 1)
+        d = digamma(gamma0)
+        v = d[None, :] + ll
+        ref = np.exp(v - v.max(axis=1, keepdims=True))
+        ref /= ref.sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(phi, ref, rtol=1e-12, atol=1e-300)
+        np.testing.assert_allclose(dig, d, rtol=1e-12)
+        mask = ref > 1e-200
+        np.testing.assert_allclose((d[None, :] + ll - lognorm[:, None])[mask], np.log(ref[mask]), atol=1e-9)
+
+
+def test_estep_blocks_on_threads_give_one_result_on_any_number_of_cores(monkeypatch):
+    """Rows in fixed E-step blocks, run side by side and summed in block order: the same fit on 1 or 4
+    threads, and the fit of one block up to rounding."""
+    from ensemble_dask.consensus import _bce_common
+
+    labels, _ = random_labels(np.random.default_rng(5), 400, 8)
+    assert np.unique(labels, axis=0).shape[0] > 4 * 37
+    whole = BCE(3, random_state=0).fit(labels)
+    monkeypatch.setattr(_bce_common, "ESTEP_BLOCK", 37)
+    fits = []
+    for cores in (1, 4):
+        monkeypatch.setattr(_bce_common.os, "cpu_count", lambda cores=cores: cores)
+        fits.append(BCE(3, random_state=0).fit(labels))
+    np.testing.assert_array_equal(fits[0].memberships_, fits[1].memberships_)
+    np.testing.assert_array_equal(fits[0].lower_bound_trace_, fits[1].lower_bound_trace_)
+    np.testing.assert_allclose(fits[0].memberships_, whole.memberships_, rtol=1e-8, atol=1e-12)
+    np.testing.assert_array_equal(fits[0].labels_, whole.labels_)

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +53,8 @@ __all__ = [
 ]
 
 _TINY = 1e-300
+#: rows per E-step block in memory: blocks run on the cores side by side, their statistics summed in order
+ESTEP_BLOCK = 65_536
 
 
 class BCEWarning(UserWarning):
@@ -219,7 +223,8 @@ def compress_rows(gidx):
     distinct = gidx[first]
     step = max(1, (16 << 20) // max(1, gidx.itemsize * gidx.shape[1]))  # checked in blocks of ~16 MiB
     if not all(
-        np.array_equal(distinct[inverse[s : s + step]], gidx[s : s + step]) for s in range(0, gidx.shape[0], step)
+        np.array_equal(distinct[inverse[s : s + step]], gidx[s : s + step])
+        for s in range(0, gidx.shape[0], step)
     ):
         keys = gidx.view(np.dtype((np.void, gidx.dtype.itemsize * gidx.shape[1]))).ravel()
         _, first, inverse, counts = np.unique(
@@ -443,15 +448,10 @@ def soft_gamma(gidx, beta, a):
     """``gamma_i = a + sum_j phi_ij`` with ``phi_ijh`` proportional to ``beta_h(x_ij)`` (a flat prior):
     a warm start for the E-step that lets every row choose its clusters under ``beta``."""
     logbeta = np.log(np.maximum(beta, _TINY))
-    gamma = np.full((gidx.shape[0], beta.shape[0]), float(a))
-    for j in range(gidx.shape[1]):
-        g = gidx[:, j]
-        obs = g >= 0
-        ll = logbeta[:, g[obs]].T
-        ll -= ll.max(axis=1, keepdims=True)
-        p = np.exp(ll)
-        gamma[obs] += p / p.sum(axis=1, keepdims=True)
-    gamma[~(gidx >= 0).any(axis=1)] = -1.0
+    p = np.exp(logbeta.T - logbeta.max(axis=0)[:, None])  # (R, k): phi of each category, one per label
+    p /= p.sum(axis=1, keepdims=True)
+    gamma = np.empty((gidx.shape[0], beta.shape[0]))
+    kern.soft_gamma_rows(_int_rows(gidx), p, float(a), gamma)
     return gamma
 
 
@@ -566,17 +566,29 @@ class _InMemoryEStep:
         self.tol, self.max_iter = tol, max_iter
 
     def __call__(self, params, t):
-        return estep_stats(
-            self.gidx,
-            self.ucol,
-            self.X,
-            self.ufeat,
-            params,
-            self.gamma,
-            self.tol,
-            self.max_iter,
-            self.rweight,
-        )
+        n = self.gidx.shape[0]
+        blocks = [slice(a, min(a + ESTEP_BLOCK, n)) for a in range(0, n, ESTEP_BLOCK)]
+
+        def block(b):
+            g = self.gamma[b]  # a view: updated in place
+            return estep_stats(
+                self.gidx[b],
+                self.ucol,
+                self.X[b],
+                self.ufeat,
+                params,
+                g,
+                self.tol,
+                self.max_iter,
+                self.rweight[b],
+            )
+
+        if len(blocks) == 1:
+            return block(blocks[0])
+        # fixed blocks summed in their order: the same result on any number of threads
+        with ThreadPoolExecutor(min(len(blocks), os.cpu_count() or 1)) as pool:
+            parts = list(pool.map(block, blocks))
+        return np.sum(parts, axis=0)
 
     def reset(self):
         self.gamma.fill(-1.0)

@@ -25,6 +25,10 @@ import numpy as np
 LOG_2PI = math.log(2.0 * math.pi)
 
 
+#: below this sum of an entry's products the E-step takes that entry in the log domain (no underflow)
+_LINEAR_FLOOR = 1e-250
+
+
 @numba.njit(cache=True, nogil=True)
 def digamma(x):
     """Digamma function for ``x > 0`` (recurrence to ``x >= 10``, then the asymptotic series)."""
@@ -44,38 +48,56 @@ def digamma(x):
 
 
 @numba.njit(cache=True, nogil=True)
-def row_estep(ll, w, alpha, gamma, phi, tol, max_iter):
+def row_estep(ll, el, lmax, w, alpha, gamma, phi, dig, lognorm, tol, max_iter):
     """Coordinate ascent on (phi, gamma) of one row; ``gamma`` and ``phi`` are updated in place.
 
     ``phi_jh ∝ exp(Psi(gamma_h) + ll_jh)`` (eq. 5; ``Psi(sum gamma)`` cancels in the
     normalisation) and ``gamma_h = alpha_h + sum_j w_j phi_jh`` (eq. 6 / 14), until the
     mean absolute change of ``gamma`` is below ``tol`` (scikit-learn's LDA rule) or after
-    ``max_iter`` sweeps.
+    ``max_iter`` sweeps. ``el`` holds ``exp(ll_jh - lmax_j)`` with ``lmax_j = max_h ll_jh``
+    (:func:`linear_factors`), so a sweep takes ``k``
+    exponentials, ``exp(Psi_h - max Psi)``, and multiplies (an entry whose products all
+    underflow is taken in the log domain instead). On return ``dig`` holds the ``Psi(gamma_h)``
+    of the last sweep and ``lognorm`` each entry's normaliser: ``log phi_jh = dig_h + ll_jh -
+    lognorm_j`` (what :func:`row_bound` needs instead of ``m k`` logarithms).
     Returns the number of sweeps.
     """
     m, k = ll.shape
-    dig = np.empty(k)
+    edig = np.empty(k)
     newg = np.empty(k)
     it = 0
     while it < max_iter:
         it += 1
+        dmax = -np.inf
         for h in range(k):
             dig[h] = digamma(gamma[h])
+            dmax = max(dmax, dig[h])
             newg[h] = alpha[h]
+        for h in range(k):
+            edig[h] = math.exp(dig[h] - dmax)
         for j in range(m):
-            mx = -np.inf
-            for h in range(k):
-                v = dig[h] + ll[j, h]
-                phi[j, h] = v
-                if v > mx:
-                    mx = v
             s = 0.0
             for h in range(k):
-                e = math.exp(phi[j, h] - mx)
+                e = edig[h] * el[j, h]
                 phi[j, h] = e
                 s += e
+            if s >= _LINEAR_FLOOR:
+                lognorm[j] = dmax + lmax[j] + math.log(s)
+            else:  # both factors tiny where the other is 1: this entry in the log domain
+                mx = -np.inf
+                for h in range(k):
+                    v = dig[h] + ll[j, h]
+                    phi[j, h] = v
+                    mx = max(mx, v)
+                s = 0.0
+                for h in range(k):
+                    e = math.exp(phi[j, h] - mx)
+                    phi[j, h] = e
+                    s += e
+                lognorm[j] = mx + math.log(s)
+            inv = 1.0 / s
             for h in range(k):
-                phi[j, h] /= s
+                phi[j, h] *= inv
                 newg[h] += w[j] * phi[j, h]
         diff = 0.0
         for h in range(k):
@@ -87,13 +109,28 @@ def row_estep(ll, w, alpha, gamma, phi, tol, max_iter):
 
 
 @numba.njit(cache=True, nogil=True)
-def row_bound(ll, w, alpha, lg_alpha_const, gamma, phi, elog):
+def linear_factors(ll, el, lmax):
+    """``lmax_j = max_h ll_jh`` and ``el_jh = exp(ll_jh - lmax_j)`` of each row of ``ll`` (for :func:`row_estep`)."""
+    m, k = ll.shape
+    for j in range(m):
+        mx = -np.inf
+        for h in range(k):
+            mx = max(mx, ll[j, h])
+        lmax[j] = mx
+        for h in range(k):
+            el[j, h] = math.exp(ll[j, h] - mx)
+
+
+@numba.njit(cache=True, nogil=True)
+def row_bound(w, alpha, lg_alpha_const, gamma, phi, dig, lognorm, elog):
     """Variational lower bound of one row; writes ``E[log theta_h] = Psi(gamma_h) - Psi(sum gamma)``.
 
     ``lg_alpha_const = lgamma(sum alpha) - sum_h lgamma(alpha_h)``. The bound is
-    ``E_q[log p(theta|alpha)] + sum_j w_j E_q[log p(z_j|theta) + log p(x_j|z_j)] + H(q)``.
+    ``E_q[log p(theta|alpha)] + sum_j w_j E_q[log p(z_j|theta) + log p(x_j|z_j)] + H(q)``, whose
+    entry terms ``sum_h phi_jh (elog_h + ll_jh - log phi_jh)`` are, with ``dig`` and ``lognorm``
+    from :func:`row_estep`, ``sum_h phi_jh (elog_h - dig_h) + lognorm_j``.
     """
-    m, k = ll.shape
+    m, k = phi.shape
     sg = 0.0
     for h in range(k):
         sg += gamma[h]
@@ -103,11 +140,9 @@ def row_bound(ll, w, alpha, lg_alpha_const, gamma, phi, elog):
         elog[h] = digamma(gamma[h]) - dsg
         b += (alpha[h] - gamma[h]) * elog[h] + math.lgamma(gamma[h])
     for j in range(m):
-        acc = 0.0
+        acc = lognorm[j]
         for h in range(k):
-            p = phi[j, h]
-            if p > 0.0:
-                acc += p * (elog[h] + ll[j, h] - math.log(p))
+            acc += phi[j, h] * (elog[h] - dig[h])
         b += w[j] * acc
     return b
 
@@ -160,7 +195,16 @@ def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, t
     k = alpha.size
     R = logbeta.shape[1]
     D = X.shape[1]
-    counts = np.zeros((k, R))
+    # per category, contiguous: log beta, its max over clusters and exp(log beta - max) (label
+    # entries then take no exponential at all)
+    lbT = np.empty((R, k))
+    elT = np.empty((R, k))
+    lmT = np.empty(R)
+    linear_factors(np.ascontiguousarray(logbeta.T), elT, lmT)
+    for g in range(R):
+        for h in range(k):
+            lbT[g, h] = logbeta[h, g]
+    countsT = np.zeros((R, k))
     wsum = np.zeros((k, D))
     wy = np.zeros((k, D))
     wy2 = np.zeros((k, D))
@@ -170,8 +214,12 @@ def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, t
     sweeps = 0
     mtot = N + D
     ll = np.empty((mtot, k))
+    el = np.empty((mtot, k))
+    lmax = np.empty(mtot)
     w = np.empty(mtot)
     phi = np.empty((mtot, k))
+    dig = np.empty(k)
+    lognorm = np.empty(mtot)
     idx = np.empty(mtot, dtype=np.int64)
     elog = np.empty(k)
     logvar = np.log(var)
@@ -183,7 +231,9 @@ def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, t
             g = gidx[i, j]
             if g >= 0 and ucol[j] > 0.0:
                 for h in range(k):
-                    ll[m, h] = logbeta[h, g]
+                    ll[m, h] = lbT[g, h]
+                    el[m, h] = elT[g, h]
+                lmax[m] = lmT[g]
                 w[m] = ucol[j]
                 wtot += ucol[j]
                 idx[m] = g
@@ -203,19 +253,23 @@ def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, t
             for h in range(k):
                 gamma[i, h] = alpha[h]
             continue
+        if m > mg:
+            linear_factors(ll[mg:m], el[mg:m], lmax[mg:m])
         if gamma[i, 0] < 0.0:
             for h in range(k):
                 gamma[i, h] = alpha[h] + wtot / k
-        sweeps += row_estep(ll[:m], w[:m], alpha, gamma[i], phi[:m], tol, max_iter)
+        sweeps += row_estep(
+            ll[:m], el[:m], lmax[:m], w[:m], alpha, gamma[i], phi[:m], dig, lognorm[:m], tol, max_iter
+        )
         rw = rweight[i]
-        bound += rw * row_bound(ll[:m], w[:m], alpha, lgc, gamma[i], phi[:m], elog)
+        bound += rw * row_bound(w[:m], alpha, lgc, gamma[i], phi[:m], dig, lognorm[:m], elog)
         n_rows += rw
         for h in range(k):
             ss[h] += rw * elog[h]
         for r in range(mg):
             g = idx[r]
             for h in range(k):
-                counts[h, g] += rw * w[r] * phi[r, h]
+                countsT[g, h] += rw * w[r] * phi[r, h]
         for r in range(mg, m):
             d = idx[r]
             y = X[i, d]
@@ -224,7 +278,29 @@ def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, t
                 wsum[h, d] += a
                 wy[h, d] += a * y
                 wy2[h, d] += a * y * y
+    counts = np.ascontiguousarray(countsT.T)
     return counts, wsum, wy, wy2, ss, bound, n_rows, sweeps
+
+
+@numba.njit(cache=True, nogil=True)
+def soft_gamma_rows(gidx, p, a, gamma):
+    """``gamma_i = a + sum_j p[gidx_ij]`` over the row's observed labels (``-1`` skipped); a row with
+    none gets ``gamma_i0 = -1`` (a fresh start for :func:`estep_block`)."""
+    n, N = gidx.shape
+    k = p.shape[1]
+    for i in range(n):
+        for h in range(k):
+            gamma[i, h] = a
+        m = 0
+        for j in range(N):
+            g = gidx[i, j]
+            if g >= 0:
+                m += 1
+                for h in range(k):
+                    gamma[i, h] += p[g, h]
+        if m == 0:
+            for h in range(k):
+                gamma[i, h] = -1.0
 
 
 @numba.njit(cache=True, nogil=True)
@@ -242,8 +318,12 @@ def estep_from_loglik(ll_all, u, alpha, gamma, tol, max_iter):
     bound = 0.0
     n_rows = 0
     ll = np.empty((N, k))
+    el = np.empty((N, k))
+    lmax = np.empty(N)
     w = np.empty(N)
     phi = np.empty((N, k))
+    dig = np.empty(k)
+    lognorm = np.empty(N)
     idx = np.empty(N, dtype=np.int64)
     elog = np.empty(k)
     lgc = _lg_alpha_const(alpha)
@@ -265,8 +345,9 @@ def estep_from_loglik(ll_all, u, alpha, gamma, tol, max_iter):
         if gamma[i, 0] < 0.0:
             for h in range(k):
                 gamma[i, h] = alpha[h] + wtot / k
-        row_estep(ll[:m], w[:m], alpha, gamma[i], phi[:m], tol, max_iter)
-        bound += row_bound(ll[:m], w[:m], alpha, lgc, gamma[i], phi[:m], elog)
+        linear_factors(ll[:m], el[:m], lmax[:m])
+        row_estep(ll[:m], el[:m], lmax[:m], w[:m], alpha, gamma[i], phi[:m], dig, lognorm[:m], tol, max_iter)
+        bound += row_bound(w[:m], alpha, lgc, gamma[i], phi[:m], dig, lognorm[:m], elog)
         n_rows += 1
         for h in range(k):
             ss[h] += elog[h]
