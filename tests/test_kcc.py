@@ -297,3 +297,34 @@ def test_default_starts_find_the_lowest_objective_on_hard_data(uci_dir):
     best = KCC(2, n_init=20, random_state=0).fit(labels).objective_
     hits = [KCC(2, random_state=s).fit(labels).objective_ <= best * (1 + 1e-9) for s in range(16)]
     assert sum(hits) >= 12, hits  # 3 of 16 with one start, 8 with three
+
+
+@pytest.mark.parametrize("missing", [0.0, 0.5])
+def test_many_rows_take_the_distinct_rows_and_sampled_starts(monkeypatch, missing):
+    """Above START_SAMPLE rows with random starts: few distinct rows are fitted weighted (complete labels),
+    and the n_init starts are compared on a sample (many distinct rows): the optimum found row by row,
+    deterministic for a seed; the sample is used."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from ensemble_dask.consensus import kcc as kcc_module
+
+    labels, y = _ensemble(n=3000, seed=4)
+    labels[np.random.default_rng(1).random(labels.shape) < missing] = -1
+    row_by_row = KCC(4, random_state=0).fit(labels)
+    monkeypatch.setattr(kcc_module, "START_SAMPLE", 100)  # the sample: max(100, 50 K) = 200 rows
+    seen = []
+    real = kcc_module.kcc_starts
+    monkeypatch.setattr(
+        kcc_module, "kcc_starts", lambda est, b, *a: seen.append(sum(b.n_rows)) or real(est, b, *a)
+    )
+    fast = KCC(4, random_state=0).fit(labels)
+    # the same optimum (rows at equal distance from two centroids may take either)
+    assert fast.objective_ == pytest.approx(row_by_row.objective_, rel=1e-9)
+    assert adjusted_rand_score(y, fast.labels_) >= adjusted_rand_score(y, row_by_row.labels_) - 0.02
+    assert fast.memberships_.shape == (3000, 4) and fast.uncertainty_.shape == (3000,)
+    distinct = np.unique(labels, axis=0).shape[0]
+    if missing:  # starts on the 200-row sample, then one run on all (distinct) rows
+        assert distinct > 200 and seen == [200, distinct]
+    else:  # few distinct rows: no sample needed
+        assert distinct < 200 and seen == [distinct]
+    np.testing.assert_array_equal(KCC(4, random_state=0).fit(labels).labels_, fast.labels_)

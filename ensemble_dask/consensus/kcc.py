@@ -29,6 +29,7 @@ import numpy as np
 from .._validation import InputError, check_choice, check_int, check_labels_matrix, check_random_state
 from . import _kcc_kernels as kern
 from ._base import normalized_entropy
+from ._bce_common import compress_rows
 
 __all__ = [
     "KCC",
@@ -52,6 +53,12 @@ class KCCConvergenceWarning(UserWarning):
 
 
 # --------------------------------------------------------------------------- encoding
+
+
+#: without weights, fit on the distinct label rows when they are at most this share of the rows
+DISTINCT_SHARE = 0.5
+#: above this many (distinct) rows the random starts are compared on a sample of them
+START_SAMPLE = 20_000
 
 
 @dataclass(frozen=True)
@@ -367,7 +374,10 @@ class LocalBlocks:
         return block_pick(self.gidx[b], self.weight[b], self.closest[b], r)
 
     def cooccurrence(self, chosen, n_categories):
-        parts = [block_cooccurrence(g, w, chosen, n_categories) for g, w in zip(self.gidx, self.weight, strict=True)]
+        parts = [
+            block_cooccurrence(g, w, chosen, n_categories)
+            for g, w in zip(self.gidx, self.weight, strict=True)
+        ]
         return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
     def memberships(self, MT, sq):
@@ -476,11 +486,12 @@ def lloyd(backend, MT, enc, prior, max_iter, tol):
     return MT, float(sse), it + 1, converged
 
 
-def kcc_starts(est, backend, enc, rng):
+def kcc_starts(est, backend, enc, rng, start=None):
     """Run ``est``'s starts on ``backend``: ``((MT, sse, n_iter, converged) of the best, total weight)``.
 
     Everything it reads from ``backend`` is a sum over rows (sizes, statistics), except for the
-    ``'k-means++'`` and ``'random'`` starts, which fetch individual rows.
+    ``'k-means++'`` and ``'random'`` starts, which fetch individual rows. ``start`` (``K x G``
+    centroids, as an array ``init``) replaces ``est.init`` by one start from there.
     """
     K = est._k
     counts, n_weight = backend.sizes(enc.n_categories)
@@ -488,7 +499,7 @@ def kcc_starts(est, backend, enc, rng):
     p = counts / n_weight  # column means of the dense B (missing entries as 0), for the tolerance
     tol = est.tol * float(np.mean(p * (1 - p)))
     best = None
-    init = est.init
+    init = est.init if start is None else start
     n_init = 1 if isinstance(init, np.ndarray) or not isinstance(init, str) else est.n_init
     for _ in range(n_init):
         if isinstance(init, str) and init == "k-means++":
@@ -505,9 +516,10 @@ def kcc_starts(est, backend, enc, rng):
     return best, n_weight
 
 
-def fit_kcc(est, backend, enc, rng):
-    """Run ``est``'s starts on ``backend`` and set its fitted attributes (the shared driver)."""
-    (MT, sse, n_iter, converged), n_weight = kcc_starts(est, backend, enc, rng)
+def fit_kcc(est, backend, enc, rng, start=None):
+    """Run ``est``'s starts on ``backend`` (or one from ``start``) and set its fitted attributes (the shared
+    driver)."""
+    (MT, sse, n_iter, converged), n_weight = kcc_starts(est, backend, enc, rng, start)
     labels, Y = backend.memberships(MT, block_norms(MT, enc.offsets))
     est.encoding_ = enc
     est.cluster_centers_ = [
@@ -547,7 +559,9 @@ class KCC:
         Number of random starts; the lowest objective is kept (ignored for an explicit ``init``).
         One start is a lottery on hard data: on 100 k-means labelings of wdbc, K = 2, the lowest
         objective was found from 3 of 16 seeds with one start, 8 with three, 14 with five (ARI
-        -0.01 to 0.55 with one start). Each start costs one Lloyd run over the labels.
+        -0.01 to 0.55 with one start). Each start costs one Lloyd run over the labels; above 20,000
+        distinct label rows the starts are compared on a sample of 20,000 and only the best is run
+        on all of them.
     max_iter : int, default=300
     tol : float, default=1e-4
         Relative tolerance on the squared centroid shift, scaled by the mean variance of the
@@ -618,7 +632,10 @@ class KCC:
         ``sample_weight`` (positive, shape ``(n,)``; None: all 1) makes row x count as that many
         points, in the centroids, the objective and the random picks of the start: a matrix of
         the distinct label rows weighted by their multiplicity is fitted like the whole matrix,
-        in a fraction of the time.
+        in a fraction of the time. Without weights, with random starts on more than 20,000 rows,
+        this is done whenever at most half the rows are distinct (the k-means++ picks are then drawn
+        by multiplicity: the same distribution, other draws than row by row), and the starts are
+        compared on a sample: so there a seed gives another result than the row-distributed fit.
         """
         labels = check_labels_matrix(labels)
         gidx, enc = encode(labels)
@@ -626,14 +643,49 @@ class KCC:
         self._check_params(labels.shape[0], enc.n_categories)
         rng = check_random_state(self.random_state)
         if sample_weight is None:
-            return fit_kcc(self, LocalBlocks([gidx]), enc, rng)
+            if not self._sampled_starts(gidx.shape[0]):  # row by row, as the row-distributed fit
+                return fit_kcc(self, LocalBlocks([gidx]), enc, rng)
+            rows, mult, inverse = compress_rows(gidx)
+            if rows.shape[0] > DISTINCT_SHARE * gidx.shape[0]:
+                return self._fit_rows(gidx, None, enc, rng)
+            # few distinct label rows (complete ensembles: a few thousand among 500,000 points): the same
+            # objective on the distinct rows weighted by their multiplicity, in a fraction of the time
+            del gidx
+            self._fit_rows(rows, mult, enc, rng)
+            self.labels_, self.memberships_ = self.labels_[inverse], self.memberships_[inverse]
+            self.uncertainty_ = self.uncertainty_[inverse]
+            return self
         w = np.asarray(sample_weight, dtype=np.float64)
         if w.shape != (labels.shape[0],) or not np.all(np.isfinite(w)) or np.any(w <= 0):
             raise InputError(
                 f"The 'sample_weight' parameter must hold {labels.shape[0]} positive finite numbers; "
                 f"got shape {w.shape}"
             )
-        return fit_kcc(self, LocalBlocks([gidx], [w], weighted_picks=True), enc, rng)
+        return self._fit_rows(gidx, w, enc, rng)
+
+    def _start_sample(self):
+        return max(START_SAMPLE, 50 * self._k)
+
+    def _sampled_starts(self, n_rows):
+        """Whether a fit on ``n_rows`` rows takes the fast path: random starts (k-means++ or random) on more
+        rows than the start sample. (The row-distributed fit and explicit starts work row by row.)"""
+        return isinstance(self.init, str) and self.init != "clusters" and n_rows > self._start_sample()
+
+    def _fit_rows(self, gidx, w, enc, rng):
+        """Fit on rows ``gidx`` weighted by ``w`` (None: 1 each). Above :data:`START_SAMPLE` rows the
+        ``n_init`` random starts are compared on a uniform sample of them (weights kept: an unbiased estimate of the
+        objective) and the best one's centroids start the one Lloyd run on every row."""
+        backend = LocalBlocks([gidx]) if w is None else LocalBlocks([gidx], [w], weighted_picks=True)
+        if not (self._sampled_starts(gidx.shape[0]) and self.n_init > 1):
+            return fit_kcc(self, backend, enc, rng)
+        sample = np.sort(rng.choice(gidx.shape[0], size=self._start_sample(), replace=False))
+        part = (
+            LocalBlocks([gidx[sample]])
+            if w is None
+            else LocalBlocks([gidx[sample]], [w[sample]], weighted_picks=True)
+        )
+        (MT, *_), _ = kcc_starts(self, part, enc, rng)
+        return fit_kcc(self, backend, enc, rng, start=np.ascontiguousarray(MT.T))
 
     def fit_predict(self, labels, y=None):
         return self.fit(labels).labels_
