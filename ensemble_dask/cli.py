@@ -236,6 +236,8 @@ def _run(args):
         with pipeline.removed_if_left_empty(args.store, _storage_options(args.storage_options)):
             return _stage(args, pipeline, pipeline.open_store(args.store, _storage_options(args.storage_options)))
     store = pipeline.open_store(args.store, _storage_options(args.storage_options), mode=mode)
+    if args.command in ("generate", "coassoc", "consensus", "report"):
+        store.check_report_folder()  # they write under report/: stop before the stage, not after it
     return _stage(args, pipeline, store, labels)
 
 

@@ -25,9 +25,11 @@ import zarr.errors
 from .._validation import EnsembleDaskError, InputError
 from .urls import make_zarr_store, strip_file_scheme
 
-__all__ = ["RunStore", "make_zarr_store", "stage_hash", "RECORDS_DIR"]
+__all__ = ["RunStore", "make_zarr_store", "stage_hash", "RECORDS_DIR", "REPORT_DIR"]
 
 RECORDS_DIR = "_stages"
+#: the folder the report stage (and the Dask cluster's facts) are written into
+REPORT_DIR = "report"
 
 logger = logging.getLogger(__name__)
 
@@ -217,6 +219,21 @@ class RunStore:
     # -- JSON documents (report/) -------------------------------------------------------------
     def _file_url(self, path):
         return f"{strip_file_scheme(self.url)}/{path}"
+
+    def check_report_folder(self):
+        """Raise :class:`InputError` when ``report`` in a local store exists but is not a folder.
+
+        The report stage writes ``report/metrics.json``, ``report/index.html`` ... and the stages that
+        start a Dask cluster write ``report/cluster.json``: a file in its place would fail them with
+        a traceback after their work, so the commands call this before any stage runs. Object
+        stores are not checked (a key ``report`` and keys under ``report/`` coexist there).
+        """
+        path = self._file_url(REPORT_DIR)
+        if "://" not in path and os.path.lexists(path) and not os.path.isdir(path):
+            raise InputError(
+                f"{path!r} is a file, but the report of run store {self.url!r} is written into a folder "
+                "of that name; move or remove that file"
+            )
 
     def write_json(self, path, obj):
         url = self._file_url(path)

@@ -1,0 +1,72 @@
+"""Where the ``report`` folder goes and where the report's text goes: a file in the folder's place,
+a reader of stdout that stops early."""
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from ensemble_dask.cli import main as cli_main
+from ensemble_dask.io.store import RunStore
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main(capsys, *args):
+    """``ensemble-dask ARGS`` in this process: (exit status, stdout, stderr)."""
+    rc = cli_main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _labelled_store(tmp_path, capsys):
+    """A store with X (60 points) and 5 imported base partitions: every later stage can run on it."""
+    store = tmp_path / "run.zarr"
+    assert main(capsys, "ingest", "synthetic:blobs?n=60&d=2&centers=2", "--store", store)[0] == 0
+    np.save(tmp_path / "labels.npy", np.random.default_rng(0).integers(0, 3, (60, 5)))
+    assert main(capsys, "import-labels", tmp_path / "labels.npy", "--store", store)[0] == 0
+    return store
+
+
+def _file_in_place_of_report(store):
+    shutil.rmtree(store / "report", ignore_errors=True)
+    (store / "report").write_text("not a folder\n")
+    return store / "report"
+
+
+def _one_line_error(rc, err, path):
+    assert rc == 2, err
+    assert "Traceback" not in err
+    assert err.startswith("ensemble-dask: error: ") and err.count("\n") == 1, err
+    assert f"{str(path)!r} is a file" in err and "move or remove that file" in err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["generate", "-N", 2, "--no-progress"], ["coassoc"], ["consensus", "bce", "--set", "n_clusters=2"], ["report"]],
+    ids=lambda c: c[0],
+)
+def test_a_file_where_report_goes_stops_the_stage_commands(command, tmp_path, capsys):
+    """Before: each ended in a FileExistsError traceback; generate and coassoc after their stage was
+    marked complete (writing report/cluster.json), consensus after its fit."""
+    store = _labelled_store(tmp_path, capsys)
+    before = RunStore(store, mode="r").records()
+    path = _file_in_place_of_report(store)
+    rc, out, err = main(capsys, *command, "--store", store)
+    _one_line_error(rc, err, path)
+    assert RunStore(store, mode="r").records() == before  # nothing newly marked complete
+    assert path.read_text() == "not a folder\n"
+
+
+def test_a_file_where_report_goes_stops_a_workflow_before_its_first_stage(tmp_path, capsys):
+    store = tmp_path / "run.zarr"
+    zarr.open_group(str(store), mode="w")
+    path = _file_in_place_of_report(store)
+    rc, out, err = main(
+        capsys, "run", REPO / "workflows" / "demo.yaml", "--store", store, "--no-progress",
+        "--set", "data.url=synthetic:blobs?n=60&d=2&centers=2", "--set", "generate.n_clusterings=4",
+    )  # fmt: skip
+    _one_line_error(rc, err, path)
+    assert RunStore(store, mode="r").records() == {} and "X" not in RunStore(store, mode="r")
