@@ -2,6 +2,8 @@
 a reader of stdout that stops early."""
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -70,3 +72,9 @@ def test_a_file_where_report_goes_stops_a_workflow_before_its_first_stage(tmp_pa
     )  # fmt: skip
     _one_line_error(rc, err, path)
     assert RunStore(store, mode="r").records() == {} and "X" not in RunStore(store, mode="r")
+
+
+def test_python_dash_m():
+    """``python -m ensemble_dask`` is the command (before: "cannot be directly executed")."""
+    r = subprocess.run([sys.executable, "-m", "ensemble_dask", "--version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("ensemble-dask "), r.stderr
