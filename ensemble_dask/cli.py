@@ -2,12 +2,14 @@
 
 Subcommands: ``run WORKFLOW`` (every stage of a workflow), and one per stage: ``ingest``,
 ``generate``, ``import-labels``, ``coassoc``, ``report``; ``federated`` and ``certs`` (keys of a federation). Errors on bad input print one line naming the
-file, parameter or value, and exit with status 2.
+file, parameter or value, and exit with status 2. When the reader of stdout stops early
+(``ensemble-dask report --format json | head``), the command ends quietly with status 141 (128 + SIGPIPE).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -406,10 +408,19 @@ def main(argv=None):
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return _run(args)
+        status = _run(args)
+        sys.stdout.flush()  # here, not at exit: a reader that has gone is then caught below
+        return status
     except EnsembleDaskError as exc:
         print(f"ensemble-dask: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader of stdout stopped early (``report --format json | head``): end quietly, as
+        # Python's docs advise: stdout points at devnull so that flushing it at exit cannot raise again
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # not a real file (tests)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE (13): the status a shell reports for a command SIGPIPE ended
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,6 +1,7 @@
 """Where the ``report`` folder goes and where the report's text goes: a file in the folder's place,
 a reader of stdout that stops early."""
 
+import json
 import shutil
 import subprocess
 import sys
@@ -78,3 +79,37 @@ def test_python_dash_m():
     """``python -m ensemble_dask`` is the command (before: "cannot be directly executed")."""
     r = subprocess.run([sys.executable, "-m", "ensemble_dask", "--version"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.startswith("ensemble-dask "), r.stderr
+
+
+def test_reader_of_stdout_that_stops_early(tmp_path, capsys):
+    """``report --format json | head -1``: before, a BrokenPipeError traceback and status 1."""
+    table = tmp_path / "t.csv"
+    n = 6000  # one class per row: the JSON (class counts) is far larger than a pipe holds
+    rows = "".join(f"{i % 7}.5,{(i * 3) % 11},c{i:05d}\n" for i in range(n))
+    table.write_text("a,b,label\n" + rows)
+    store = tmp_path / "run.zarr"
+    rc, _, err = main(capsys, "ingest", table, "--store", store, "--header", "--label-column", "label")
+    assert rc == 0, err
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ensemble_dask", "report", "--format", "json", "--store", str(store)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout.readline() == b"{\n"
+        proc.stdout.close()  # the reader goes; more than a pipe's worth of JSON is still to come
+        err = proc.stderr.read().decode()
+        rc = proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert err == ""
+    assert rc == 141
+    # read to the end, the same command prints the whole document
+    r = subprocess.run(
+        [sys.executable, "-m", "ensemble_dask", "report", "--format", "json", "--store", str(store)],
+        capture_output=True,
+        timeout=120,
+    )
+    assert r.returncode == 0 and len(r.stdout) > 200_000
+    assert len(json.loads(r.stdout)["dataset"]["class_counts"]) == n
