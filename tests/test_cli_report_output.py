@@ -1,7 +1,8 @@
-"""Where the ``report`` folder goes and where the report's text goes: a file in the folder's place,
-a reader of stdout that stops early."""
+"""The report through the CLI: a file where its folder goes, a reader of stdout that stops early,
+the stages listed in the order they ran."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -113,3 +114,40 @@ def test_reader_of_stdout_that_stops_early(tmp_path, capsys):
     )
     assert r.returncode == 0 and len(r.stdout) > 200_000
     assert len(json.loads(r.stdout)["dataset"]["class_counts"]) == n
+
+
+def _stages_on_page(store):
+    page = (store / "report" / "index.html").read_text()
+    table = page[page.index("<h3>Stages</h3>") :].split("</table>")[0]
+    return re.findall(r"<tr><td>([^<]+)</td><td class='num'>", table)
+
+
+def test_page_lists_the_stages_in_the_order_they_ran(tmp_path, capsys):
+    """Before: alphabetically (consensus/bce, consensus/mm, generate, ingest)."""
+    store = _labelled_store(tmp_path, capsys)  # ingest, then generate (import-labels)
+    for name in ("mm", "bce"):
+        rc, _, err = main(capsys, "consensus", name, "--store", store, "--set", "n_clusters=2")
+        assert rc == 0, err
+    assert main(capsys, "report", "--store", store)[0] == 0
+    assert _stages_on_page(store) == ["ingest", "generate", "consensus/mm", "consensus/bce"]
+    assert list(RunStore(store, mode="r").records()) == ["ingest", "generate", "consensus/mm", "consensus/bce"]
+
+
+def test_records_without_start_times_keep_the_pipeline_order(tmp_path):
+    """Records written before they had ``started``: by when they finished (to the second), ties in
+    the order a workflow runs the stages."""
+    store = RunStore(tmp_path / "run.zarr")
+    at = "2026-01-01T10:00:0{}+00:00".format
+    old = {
+        "consensus/bce": at(1),
+        "coassoc": at(1),
+        "consensus/a-late": at(3),
+        "generate": at(1),
+        "ingest": at(1),
+        "consensus/zz": at(2),
+    }
+    for name, finished in old.items():
+        store._set_record(name, {"complete": True, "finished": finished, "hash": name})
+    assert list(store.records()) == [
+        "ingest", "generate", "coassoc", "consensus/bce", "consensus/zz", "consensus/a-late"
+    ]  # fmt: skip
