@@ -273,7 +273,13 @@ def _stage(args, pipeline, store, labels=None):
             standardize=args.standardize,
             impute=args.impute,
         )
-        print(f"ingest: n={info['n']} d={info['d']}" + (" (up to date)" if info["skipped"] else ""))
+        const = [str(c) for c in info.get("constant_columns") or []]
+        note = f" (constant over the rows kept: {', '.join(const[:5])}{', ...' if len(const) > 5 else ''})"
+        print(
+            f"ingest: n={info['n']} d={info['d']}"
+            + (note if const else "")
+            + (" (up to date)" if info["skipped"] else "")
+        )
     elif args.command == "generate":
         from .stages.generate import generate
 

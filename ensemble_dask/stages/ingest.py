@@ -12,8 +12,10 @@ The input is streamed in row blocks three times, so it never has to fit in memor
 Preprocessing
 -------------
 - Numeric columns are parsed as float64; with ``standardize=True`` each is centred and divided by
-  its standard deviation over the kept rows (a column with zero variance is only centred, or
-  dropped with ``drop_constant=True``).
+  its standard deviation over the kept rows. A column constant over the kept rows has no scale: it
+  is only centred, so it is all zeros in ``X`` (harmless to k-means and to the pair methods: it
+  adds nothing to any distance), or dropped with ``drop_constant=True``. Either way the summary
+  names it (``constant_columns`` when kept, ``dropped_constant`` when dropped).
 - Categorical columns are **ordinal-coded**: a value's code is its rank in the sorted list of
   the values present in the kept rows (so the coding does not depend on row order or chunking),
   and the code column is then standardised like any numeric column. This is the "discretising"
@@ -335,7 +337,9 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
     Returns
     -------
     dict
-        ``{"n", "d", "n_total", "classes", "class_counts", "feature_names", "skipped"}``.
+        ``{"n", "d", "n_total", "classes", "class_counts", "feature_names", "dropped_constant",
+        "constant_columns", "skipped"}``; ``constant_columns`` names the columns kept in ``X``
+        although constant over the kept rows (all zeros when standardised).
     """
     p = ingest_params(url, **options)
     if p["format"] == "zarr" and p["label_column"] is None and zarr_has_labels(p["url"], storage_options):
@@ -402,6 +406,8 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
             "n_total": reader.n_total,
             "feature_names": [nm for nm, k in zip(names, keep_cols, strict=True) if k],
             "dropped_constant": [nm for nm, k in zip(names, keep_cols, strict=True) if not k],
+            # kept although constant over the kept rows: all zeros when standardised, else as read
+            "constant_columns": [nm for nm, c, k in zip(names, constant, keep_cols, strict=True) if c and k],
             "classes": reader.classes,
         }
         if reader.y is not None:
@@ -430,5 +436,11 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
                 "vocabularies": reader.vocab,
                 "summary": summary,
             }
+        )
+    if summary["constant_columns"]:
+        logger.info(
+            "ingest: columns constant over the kept rows, kept %s: %s",
+            "as zeros (centred)" if p["standardize"] else "as read",
+            _shorten(summary["constant_columns"]),
         )
     return {**summary, "skipped": False}
