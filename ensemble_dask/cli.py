@@ -102,7 +102,12 @@ def _parser():
     p.add_argument("--header", action="store_true", help="the CSV's first line holds column names")
     p.add_argument("--classes", type=_csv_list)
     p.add_argument("--subset", type=int)
-    p.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument(
+        "--standardize",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="z-score each feature column over the kept rows (the default); --no-standardize keeps the values",
+    )
     p.add_argument("--impute", choices=["mean"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--overwrite", action="store_true")
