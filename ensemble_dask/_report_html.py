@@ -46,7 +46,8 @@ def _kv_table(rows):
 
 
 def facts_html(rows, records):
-    """The run facts (``[(label, text)]``) and the stage records (``{stage: record}``) as HTML."""
+    """The run facts (``[(label, text)]``) and the stage records (``{stage: record}``, listed in
+    the dict's order: :meth:`~ensemble_dask.io.store.RunStore.records` gives the order they ran) as HTML."""
     stage_rows = "".join(
         f"<tr><td>{_esc(name)}</td><td class='num'>{_esc(fmt(rec.get('seconds'), '.2f'))}</td>"
         f"<td>{'yes' if rec.get('complete') else '<b>no</b>'}</td><td>{_esc(rec.get('finished') or '')}</td></tr>"

@@ -2,12 +2,14 @@
 
 Subcommands: ``run WORKFLOW`` (every stage of a workflow), and one per stage: ``ingest``,
 ``generate``, ``import-labels``, ``coassoc``, ``report``; ``federated`` and ``certs`` (keys of a federation). Errors on bad input print one line naming the
-file, parameter or value, and exit with status 2.
+file, parameter or value, and exit with status 2. When the reader of stdout stops early
+(``ensemble-dask report --format json | head``), the command ends quietly with status 141 (128 + SIGPIPE).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -100,7 +102,12 @@ def _parser():
     p.add_argument("--header", action="store_true", help="the CSV's first line holds column names")
     p.add_argument("--classes", type=_csv_list)
     p.add_argument("--subset", type=int)
-    p.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument(
+        "--standardize",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="z-score each feature column over the kept rows (the default); --no-standardize keeps the values",
+    )
     p.add_argument("--impute", choices=["mean"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--overwrite", action="store_true")
@@ -236,6 +243,8 @@ def _run(args):
         with pipeline.removed_if_left_empty(args.store, _storage_options(args.storage_options)):
             return _stage(args, pipeline, pipeline.open_store(args.store, _storage_options(args.storage_options)))
     store = pipeline.open_store(args.store, _storage_options(args.storage_options), mode=mode)
+    if args.command in ("generate", "coassoc", "consensus", "report"):
+        store.check_report_folder()  # they write under report/: stop before the stage, not after it
     return _stage(args, pipeline, store, labels)
 
 
@@ -269,7 +278,13 @@ def _stage(args, pipeline, store, labels=None):
             standardize=args.standardize,
             impute=args.impute,
         )
-        print(f"ingest: n={info['n']} d={info['d']}" + (" (up to date)" if info["skipped"] else ""))
+        const = [str(c) for c in info.get("constant_columns") or []]
+        note = f" (constant over the rows kept: {', '.join(const[:5])}{', ...' if len(const) > 5 else ''})"
+        print(
+            f"ingest: n={info['n']} d={info['d']}"
+            + (note if const else "")
+            + (" (up to date)" if info["skipped"] else "")
+        )
     elif args.command == "generate":
         from .stages.generate import generate
 
@@ -404,10 +419,19 @@ def main(argv=None):
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return _run(args)
+        status = _run(args)
+        sys.stdout.flush()  # here, not at exit: a reader that has gone is then caught below
+        return status
     except EnsembleDaskError as exc:
         print(f"ensemble-dask: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader of stdout stopped early (``report --format json | head``): end quietly, as
+        # Python's docs advise: stdout points at devnull so that flushing it at exit cannot raise again
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # not a real file (tests)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE (13): the status a shell reports for a command SIGPIPE ended
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -298,6 +298,7 @@ def run_workflow(spec, *, progress=False):
     seed = int(spec.get("seed", 0))
     store_url = spec.get("store") or f"runs/{spec.get('name', 'run')}.zarr"
     store = open_store(store_url, spec.get("storage_options"))
+    store.check_report_folder()  # the report is written last: stop before the first stage instead
     data = dict(spec["data"])
     url = data.pop("url")
     info = _call(ingest, "data", store, url, seed=seed, **data)

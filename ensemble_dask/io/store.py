@@ -2,7 +2,7 @@
 
 Layout (see DESIGN.md): ``X``, ``y_true``, ``labels``, ``pairs/...``, ``consensus/<method>/...``,
 ``report/metrics.json``. Each stage's record is one JSON document ``_stages/<name>.json``
-``{"params", "inputs", "hash", "output", "meta", "complete", "finished", "seconds"}``; ``inputs``
+``{"params", "inputs", "hash", "output", "meta", "complete", "started", "finished", "seconds"}``; ``inputs``
 are the content identities of the stage's inputs (see :meth:`RunStore.stage_hash`). A stage is marked complete
 only after all its data is written; a stage whose record matches the requested parameters and
 inputs is skipped on re-run.
@@ -25,15 +25,32 @@ import zarr.errors
 from .._validation import EnsembleDaskError, InputError
 from .urls import make_zarr_store, strip_file_scheme
 
-__all__ = ["RunStore", "make_zarr_store", "stage_hash", "RECORDS_DIR"]
+__all__ = ["RunStore", "make_zarr_store", "stage_hash", "RECORDS_DIR", "REPORT_DIR"]
 
 RECORDS_DIR = "_stages"
+#: the stages in the order a workflow runs them (consensus/<name> under "consensus"): it orders
+#: records whose times are equal or missing
+STAGE_ORDER = ("ingest", "generate", "coassoc", "consensus", "federated")
+#: the folder the report stage (and the Dask cluster's facts) are written into
+REPORT_DIR = "report"
 
 logger = logging.getLogger(__name__)
 
 
 def _jsonable(obj):
     return json.loads(json.dumps(obj, sort_keys=True, default=str))
+
+
+def _run_order(item):
+    """Sort key of a ``(name, record)`` pair: when the stage started (records written before
+    ``started`` existed: when it finished, to the second), then its place in :data:`STAGE_ORDER`."""
+    name, rec = item
+    when = None
+    with contextlib.suppress(TypeError, ValueError):
+        when = _dt.datetime.fromisoformat(rec.get("started") or rec.get("finished")).timestamp()
+    top = name.split("/", 1)[0]
+    rank = STAGE_ORDER.index(top) if top in STAGE_ORDER else len(STAGE_ORDER)
+    return (when is None, when or 0.0, rank, name)
 
 
 def stage_hash(params, inputs):
@@ -113,7 +130,7 @@ class RunStore:
         return fs, root.rstrip("/")
 
     def records(self):
-        """``{stage name: record}`` of every stage recorded in the store."""
+        """``{stage name: record}`` of every stage recorded in the store, in the order they ran."""
         fs, root = self._fs()
         base = f"{root}/{RECORDS_DIR}"
         out = {}
@@ -127,7 +144,7 @@ class RunStore:
                 rec = self.record(rel[: -len(".json")])
                 if rec is not None:
                     out[rel[: -len(".json")]] = rec
-        return out
+        return dict(sorted(out.items(), key=_run_order))
 
     def record(self, name):
         """The record of stage ``name``, or None."""
@@ -195,6 +212,7 @@ class RunStore:
             raise EnsembleDaskError(f"run store {self.url!r} is open read-only")
         params = _jsonable(params)
         self._set_record(name, None)
+        started = _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds")  # orders the records
         t0 = time.perf_counter()
         result = {}
         yield result
@@ -208,6 +226,7 @@ class RunStore:
                 "output": result.get("output"),
                 "meta": _jsonable(meta or {}),
                 "complete": True,
+                "started": started,
                 "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                 "seconds": round(seconds, 3),
             },
@@ -217,6 +236,21 @@ class RunStore:
     # -- JSON documents (report/) -------------------------------------------------------------
     def _file_url(self, path):
         return f"{strip_file_scheme(self.url)}/{path}"
+
+    def check_report_folder(self):
+        """Raise :class:`InputError` when ``report`` in a local store exists but is not a folder.
+
+        The report stage writes ``report/metrics.json``, ``report/index.html`` ... and the stages that
+        start a Dask cluster write ``report/cluster.json``: a file in its place would fail them with
+        a traceback after their work, so the commands call this before any stage runs. Object
+        stores are not checked (a key ``report`` and keys under ``report/`` coexist there).
+        """
+        path = self._file_url(REPORT_DIR)
+        if "://" not in path and os.path.lexists(path) and not os.path.isdir(path):
+            raise InputError(
+                f"{path!r} is a file, but the report of run store {self.url!r} is written into a folder "
+                "of that name; move or remove that file"
+            )
 
     def write_json(self, path, obj):
         url = self._file_url(path)

@@ -391,6 +391,7 @@ def run_federated_workflow(spec, *, client=None, progress=False):
     fed.setdefault("random_state", int(stage_seed(seed, "federated").generate_state(1)[0]))
     store_url = spec.get("store") or f"runs/{spec.get('name', 'federated')}.zarr"
     store = RunStore(store_url, spec.get("storage_options"))
+    store.check_report_folder()  # report/metrics.json is written at the end of the run
     scheduler = spec.get("scheduler")
     if scheduler and client is None:
         _check_tls_address(scheduler, insecure)

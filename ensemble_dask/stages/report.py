@@ -82,6 +82,7 @@ def write_report(store, *, force=False):
     path or URL. Nothing is rebuilt when the stage records are those the report was built from
     (see :func:`report_key`), unless ``force``.
     """
+    store.check_report_folder()
     if "X" not in store and "labels" not in store and "federated" in store:
         # a federated coordinator's store: the model and the summary its run wrote; redraw the page
         from .report_page import _read_json, report_page

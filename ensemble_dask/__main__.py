@@ -1,0 +1,8 @@
+"""``python -m ensemble_dask ARGS``: the ``ensemble-dask`` command (:mod:`ensemble_dask.cli`)."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
