@@ -22,7 +22,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["assign_stats", "distances", "point_distances", "memberships"]
+__all__ = ["assign_stats", "assign_many", "partition_counts", "distances", "point_distances", "memberships"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -145,6 +145,99 @@ def assign_stats(gidx, weight, MT, sq, labels, counts, sizes, far_d, far_row):
         for g in range(G):
             counts[c, g] += cext[c, g]
     return sse, n_changed
+
+
+@numba.njit(cache=True, nogil=True)
+def assign_many(gidx, weight, MTs, sqs, cand, labels, cext, sizes, far_d, far_row, sse, changed):
+    """One Lloyd assignment of every row for several k-means at once (GKCC's candidates of a step).
+
+    Run ``a`` has centroids ``MTs[a]`` (``G x K``) with block norms ``sqs[a]`` (``K x N``); its labels
+    are column ``cand[a]`` of ``labels`` (``n x J`` int32, ``-1`` if none; updated in place) and its
+    label counts per cluster are ``cext[cand[a]]`` (``K x (G + N)``, the extra column per clustering
+    taking the missing entries), kept from pass to pass: only the rows whose cluster changed are
+    moved, which with integer weights gives exactly the counts a fresh pass accumulates (the labels
+    start at ``-1`` and ``cext`` at 0). Each run's distances, labels, ``sse[a]``, ``changed[a]``,
+    ``sizes[a]`` and farthest rows (``far_d[a]``, ``far_row[a]``) are the same floating-point
+    values :func:`assign_stats` gives for that run alone; here the row is read once for all runs
+    and the lookups of all runs' centroids go through one table, a loop the compiler vectorises.
+    """
+    n, N = gidx.shape
+    A, G, K = MTs.shape
+    AK = A * K
+    m = far_d.shape[1]
+    T = np.empty((G + N, AK))
+    tot = np.empty(AK)
+    for a in range(A):
+        for j in range(m):
+            far_d[a, j] = -1.0
+            far_row[a, j] = -1
+        for g in range(G):
+            for c in range(K):
+                T[g, a * K + c] = 2.0 * MTs[a, g, c]
+        for i in range(N):
+            for c in range(K):
+                T[G + i, a * K + c] = 1.0 + sqs[a, c, i]
+        for c in range(K):
+            s = 0.0
+            for i in range(N):
+                s += 1.0 + sqs[a, c, i]
+            tot[a * K + c] = s
+    d = np.empty(AK)
+    slots = np.empty(N, dtype=np.int64)
+    for x in range(n):
+        for i in range(N):
+            g = gidx[x, i]
+            slots[i] = g if g >= 0 else G + i
+        for q in range(AK):
+            d[q] = tot[q]
+        for i in range(N):
+            s = slots[i]
+            for q in range(AK):
+                d[q] -= T[s, q]
+        w = weight[x]
+        for a in range(A):
+            b0 = a * K
+            best = 0
+            bd = d[b0]
+            for c in range(1, K):
+                if d[b0 + c] < bd:
+                    bd = d[b0 + c]
+                    best = c
+            if bd < 0.0:
+                bd = 0.0
+            sse[a] += w * bd
+            sizes[a, best] += w
+            j = cand[a]
+            old = labels[x, j]
+            if old != best:
+                changed[a] += w
+                labels[x, j] = best
+                for i in range(N):
+                    cext[j, best, slots[i]] += w
+                if old >= 0:
+                    for i in range(N):
+                        cext[j, old, slots[i]] -= w
+            if m > 0 and bd > far_d[a, m - 1]:
+                r = m - 1
+                while r > 0 and far_d[a, r - 1] < bd:
+                    far_d[a, r] = far_d[a, r - 1]
+                    far_row[a, r] = far_row[a, r - 1]
+                    r -= 1
+                far_d[a, r] = bd
+                far_row[a, r] = x
+
+
+@numba.njit(cache=True, nogil=True)
+def partition_counts(gidx, weight, part, counts):
+    """``counts[part[x], gidx[x, i]] += weight[x]`` over the present entries (``counts`` is ``K x G``)."""
+    n, N = gidx.shape
+    for x in range(n):
+        k = part[x]
+        w = weight[x]
+        for i in range(N):
+            g = gidx[x, i]
+            if g >= 0:
+                counts[k, g] += w
 
 
 @numba.njit(cache=True, nogil=True)

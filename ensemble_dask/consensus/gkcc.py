@@ -11,8 +11,9 @@ partition, so the result is deterministic for a seed.
 
 Identical input rows get identical labels in every partition generated (each is a Lloyd fixed
 point with deterministic ties), so the whole run works on the distinct rows weighted by their
-multiplicity; the 59 candidate runs of a step are independent (:func:`run_candidate`), and ``fit``
-takes a ``mapper`` so that a Dask layer can run them as 59 tasks.
+multiplicity; the 59 candidate runs of a step are independent (:func:`run_candidate`) and run
+together, one pass over the rows per Lloyd iteration for all of them (:func:`run_candidates`), in
+one or more groups: ``fit`` takes a ``mapper`` so that a Dask layer can run the groups as tasks.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import warnings
 import numpy as np
 
 from .._validation import InputError, check_int, check_labels_matrix, check_random_state
+from . import _kcc_kernels as kern
 from ._base import normalized_entropy
 from .bce import compress_rows
 from .kcc import (
@@ -33,12 +35,13 @@ from .kcc import (
     block_norms,
     block_sizes,
     centers_from_partition,
+    centers_from_stats,
     check_encoding,
     encode,
     lloyd,
 )
 
-__all__ = ["GKCC", "run_candidate"]
+__all__ = ["GKCC", "run_candidate", "run_candidates"]
 
 
 def _prior_tol(gidx, weight, enc, tol):
@@ -60,6 +63,55 @@ def run_candidate(gidx, weight, enc, prior, MT_prev, row, max_iter, tol):
     backend = LocalBlocks([gidx], [weight])
     MT, sse, _, converged = lloyd(backend, MT0, enc, prior, max_iter, tol)
     return backend.labels[0].astype(np.int32), sse, converged
+
+
+def run_candidates(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol):
+    """The candidates of a GKCC step at ``rows`` (``J x N``), as :func:`run_candidate` each, in one pass per iteration.
+
+    Each candidate's Lloyd run is :func:`~ensemble_dask.consensus.kcc.lloyd`'s, step for step (the
+    same stopping rules, the same floating-point values: see
+    :func:`~ensemble_dask.consensus._kcc_kernels.assign_many`), but the passes over the rows are
+    shared: a pass reads each row once and assigns it for every candidate still running (a
+    candidate that has converged drops out; one that stopped on the centroid shift takes a last
+    pass for its labels and squared error, as ``lloyd`` does). The counts of a candidate are kept
+    between its passes and only changed rows move, which is exact for integer ``weight`` (GKCC's
+    row multiplicities). Returns ``(labels (n x J) int32, sse (J,), converged (J,) bool)``; the
+    result of a candidate does not depend on which others run with it.
+    """
+    rows = np.atleast_2d(np.asarray(rows))
+    J, n, G, N = rows.shape[0], gidx.shape[0], enc.n_categories, enc.n_clusterings
+    K = MT_prev.shape[1] + 1
+    MT = [np.ascontiguousarray(np.column_stack([MT_prev, _row_center(r, enc, prior)])) for r in rows]
+    labels = np.full((n, J), -1, dtype=np.int32)
+    cext = np.zeros((J, K, G + N))
+    sse = np.zeros(J)
+    it = np.zeros(J, dtype=np.int64)
+    phase = np.zeros(J, dtype=np.int8)  # 0 iterating, 1 one last pass for labels and sse, 2 done
+    converged = np.zeros(J, dtype=bool)
+    while (act := np.flatnonzero(phase < 2)).size:
+        MTs = np.stack([MT[j] for j in act])
+        sqs = np.stack([block_norms(MT[j], enc.offsets) for j in act])
+        sizes, far_d = np.zeros((act.size, K)), np.empty((act.size, K))
+        far_row = np.empty((act.size, K), dtype=np.int64)
+        a_sse, a_changed = np.zeros(act.size), np.zeros(act.size)
+        kern.assign_many(gidx, weight, MTs, sqs, act, labels, cext, sizes, far_d, far_row, a_sse, a_changed)
+        for a, j in enumerate(act):
+            if phase[j] == 1:  # the last pass after a stop on the shift: labels and sse of the final MT
+                sse[j], phase[j] = a_sse[a], 2
+                continue
+            keep = far_row[a] >= 0
+            st = {"counts": cext[j, :, :G].copy(), "sizes": sizes[a], "far_rows": gidx[far_row[a][keep]]}
+            new = centers_from_stats(st, enc, prior)
+            shift = float(((new - MT[j]) ** 2).sum())
+            MT[j] = new
+            if it[j] > 0 and a_changed[a] == 0:
+                sse[j], phase[j], converged[j] = a_sse[a], 2, True
+            elif shift <= tol:
+                phase[j], converged[j] = 1, True
+            it[j] += 1
+            if phase[j] == 0 and it[j] >= max_iter:
+                phase[j] = 1
+    return labels, sse, converged
 
 
 def _append(gidx, enc, parts):
@@ -116,11 +168,13 @@ class GKCC:
         self.tol = tol
         self.random_state = random_state
 
-    def fit(self, labels, y=None, *, mapper=None):
+    def fit(self, labels, y=None, *, mapper=None, n_tasks=None):
         """Fit on an ``n x N`` labels matrix (``-1`` = missing).
 
         ``mapper(func, list_of_argument_tuples)`` runs the candidate k-means of a step (default: a
-        loop here); each call is :func:`run_candidate` on plain arrays.
+        loop here); each call is :func:`run_candidates` on plain arrays, for one of ``n_tasks``
+        groups of the step's candidates (default: one group without a mapper, one candidate per
+        group with one). The result does not depend on the grouping.
         """
         labels = check_labels_matrix(labels)
         n = labels.shape[0]
@@ -133,6 +187,9 @@ class GKCC:
             raise InputError(f"The 'tol' parameter must be a number >= 0; got {self.tol!r}")
         gidx_full, enc = encode(labels)
         check_encoding(enc, labels.shape)
+        if n_tasks is None:
+            n_tasks = 1 if mapper is None else n_cand
+        n_tasks = check_int(n_tasks, "n_tasks", min_value=1)
         mapper = mapper or _serial_map
         rng = check_random_state(self.random_state)
 
@@ -148,10 +205,12 @@ class GKCC:
             ids = rng.choice(n, size=min(n_cand, n), replace=False)
             if ids.size < n_cand:  # fewer points than candidates: draw again with replacement
                 ids = np.concatenate([ids, rng.choice(n, size=n_cand - ids.size)])
-            args = [(gidx, weight, enc, prior, MT_prev, gidx[inverse[i]], max_iter, tol) for i in ids]
-            res = mapper(run_candidate, args)
-            parts = np.column_stack([r[0] for r in res]).astype(np.int32, copy=False)
-            sse = np.array([r[1] for r in res])
+            rows = gidx[inverse[ids]]
+            groups = np.array_split(np.arange(ids.size), min(n_tasks, ids.size))
+            args = [(gidx, weight, enc, prior, MT_prev, rows[q], max_iter, tol) for q in groups]
+            res = mapper(run_candidates, args)
+            parts = res[0][0] if len(res) == 1 else np.hstack([r[0] for r in res])
+            sse = np.concatenate([r[1] for r in res])
             del res
             winner = parts[:, int(np.argmin(sse))]
             parts_all.append(parts)
