@@ -22,7 +22,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["assign_stats", "assign_many", "partition_counts", "distances", "point_distances", "memberships"]
+__all__ = ["assign_stats", "assign_many", "assign_first", "partition_counts", "distances", "point_distances", "memberships"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -225,6 +225,104 @@ def assign_many(gidx, weight, MTs, sqs, cand, labels, cext, sizes, far_d, far_ro
                     r -= 1
                 far_d[a, r] = bd
                 far_row[a, r] = x
+
+
+@numba.njit(cache=True, nogil=True)
+def assign_first(gidx, weight, MTs, sqs, labels, base, moved, sizes, far_d, far_row, sse):
+    """The first pass of :func:`assign_many` for runs that share their first ``K - 1`` centroids.
+
+    GKCC's candidates of a step start from the same previous centres plus each its own point, so
+    the distances to the shared centres (``MTs[0][:, :K-1]``, whose block norms must be those of
+    every run) are computed once per row, and a run's nearest centroid is the new one exactly where
+    that one is strictly nearer than the nearest shared one (``argmin`` takes the first minimum).
+    ``labels`` (``n x A``, all runs) is overwritten; ``base`` (``(K-1) x (G + N)``, zeroed) receives
+    the counts of the rows' nearest shared centroid and ``moved`` (``(K-1) x (G + N) x A``, zeroed)
+    at ``[b, slot, a]`` those of the rows of ``b`` that went to run ``a``'s new centroid: run
+    ``a``'s counts are then ``base[b] - moved_b`` and, for the new cluster, the sum of the moved.
+    Distances, labels, ``sse``, ``sizes`` and far rows are :func:`assign_stats`'s for each run.
+    """
+    n, N = gidx.shape
+    A, G, K = MTs.shape
+    K1 = K - 1
+    m = far_d.shape[1]
+    Tb = np.empty((G + N, K1))
+    Tn = np.empty((G + N, A))
+    totb = np.empty(K1)
+    totn = np.empty(A)
+    for g in range(G):
+        for c in range(K1):
+            Tb[g, c] = 2.0 * MTs[0, g, c]
+        for a in range(A):
+            Tn[g, a] = 2.0 * MTs[a, g, K1]
+    for i in range(N):
+        for c in range(K1):
+            Tb[G + i, c] = 1.0 + sqs[0, c, i]
+        for a in range(A):
+            Tn[G + i, a] = 1.0 + sqs[a, K1, i]
+    for c in range(K1):
+        s = 0.0
+        for i in range(N):
+            s += 1.0 + sqs[0, c, i]
+        totb[c] = s
+    for a in range(A):
+        s = 0.0
+        for i in range(N):
+            s += 1.0 + sqs[a, K1, i]
+        totn[a] = s
+        for j in range(m):
+            far_d[a, j] = -1.0
+            far_row[a, j] = -1
+    db = np.empty(K1)
+    dn = np.empty(A)
+    wm = np.empty(A)
+    slots = np.empty(N, dtype=np.int64)
+    for x in range(n):
+        for i in range(N):
+            g = gidx[x, i]
+            slots[i] = g if g >= 0 else G + i
+        for c in range(K1):
+            db[c] = totb[c]
+        for a in range(A):
+            dn[a] = totn[a]
+        for i in range(N):
+            s = slots[i]
+            for c in range(K1):
+                db[c] -= Tb[s, c]
+            for a in range(A):
+                dn[a] -= Tn[s, a]
+        b = 0
+        bb = db[0]
+        for c in range(1, K1):
+            if db[c] < bb:
+                bb = db[c]
+                b = c
+        w = weight[x]
+        any_moved = False
+        for a in range(A):  # selects, not branches: the new centre wins for about half the runs
+            mv = dn[a] < bb
+            best = K1 if mv else b
+            bd = dn[a] if mv else bb
+            wm[a] = w if mv else 0.0
+            any_moved |= mv
+            bd = max(bd, 0.0)
+            sse[a] += w * bd
+            sizes[a, best] += w
+            labels[x, a] = best
+            if m > 0 and bd > far_d[a, m - 1]:
+                r = m - 1
+                while r > 0 and far_d[a, r - 1] < bd:
+                    far_d[a, r] = far_d[a, r - 1]
+                    far_row[a, r] = far_row[a, r - 1]
+                    r -= 1
+                far_d[a, r] = bd
+                far_row[a, r] = x
+        for i in range(N):
+            base[b, slots[i]] += w
+        if any_moved:  # (moved[b, s, a], not a flat index b * A + a: that one defeats the vectoriser)
+            for i in range(N):
+                s = slots[i]
+                for a in range(A):
+                    moved[b, s, a] += wm[a]
 
 
 @numba.njit(cache=True, nogil=True)

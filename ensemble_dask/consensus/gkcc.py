@@ -94,7 +94,17 @@ def run_candidates(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol):
         sizes, far_d = np.zeros((act.size, K)), np.empty((act.size, K))
         far_row = np.empty((act.size, K), dtype=np.int64)
         a_sse, a_changed = np.zeros(act.size), np.zeros(act.size)
-        kern.assign_many(gidx, weight, MTs, sqs, act, labels, cext, sizes, far_d, far_row, a_sse, a_changed)
+        if it.max() == 0 and np.array_equal(sqs[:, : K - 1], np.broadcast_to(sqs[:1, : K - 1], sqs[:, : K - 1].shape)):
+            # the first pass: the shared previous centres' distances once per row (assign_first)
+            base, moved = np.zeros((K - 1, G + N)), np.zeros((K - 1, G + N, J))
+            kern.assign_first(gidx, weight, MTs, sqs, labels, base, moved, sizes, far_d, far_row, a_sse)
+            moved = moved.transpose(2, 0, 1)  # J x (K - 1) x (G + N)
+            cext[:, : K - 1] = base[None] - moved
+            cext[:, K - 1] = moved.sum(axis=1)
+            a_changed[:] = float(weight.sum())
+            del base, moved
+        else:
+            kern.assign_many(gidx, weight, MTs, sqs, act, labels, cext, sizes, far_d, far_row, a_sse, a_changed)
         for a, j in enumerate(act):
             if phase[j] == 1:  # the last pass after a stop on the shift: labels and sse of the final MT
                 sse[j], phase[j] = a_sse[a], 2
