@@ -148,7 +148,7 @@ def assign_stats(gidx, weight, MT, sq, labels, counts, sizes, far_d, far_row):
 
 
 @numba.njit(cache=True, nogil=True)
-def assign_many(gidx, weight, MTs, sqs, cand, labels, cext, sizes, far_d, far_row, sse, changed):
+def assign_many(gidx, weight, MTs, sqs, cand, labels, cext, sizes, far_d, far_row, sse, changed, lhash):
     """One Lloyd assignment of every row for several k-means at once (GKCC's candidates of a step).
 
     Run ``a`` has centroids ``MTs[a]`` (``G x K``) with block norms ``sqs[a]`` (``K x N``); its labels
@@ -160,6 +160,7 @@ def assign_many(gidx, weight, MTs, sqs, cand, labels, cext, sizes, far_d, far_ro
     ``sizes[a]`` and farthest rows (``far_d[a]``, ``far_row[a]``) are the same floating-point
     values :func:`assign_stats` gives for that run alone; here the row is read once for all runs
     and the lookups of all runs' centroids go through one table, a loop the compiler vectorises.
+    ``lhash[a]`` (uint64, zeroed) receives a hash of run ``a``'s new labels (equal labels, equal hashes).
     """
     n, N = gidx.shape
     A, G, K = MTs.shape
@@ -207,6 +208,7 @@ def assign_many(gidx, weight, MTs, sqs, cand, labels, cext, sizes, far_d, far_ro
                 bd = 0.0
             sse[a] += w * bd
             sizes[a, best] += w
+            lhash[a] = lhash[a] * np.uint64(1000003) + np.uint64(best + 1)
             j = cand[a]
             old = labels[x, j]
             if old != best:
@@ -228,7 +230,7 @@ def assign_many(gidx, weight, MTs, sqs, cand, labels, cext, sizes, far_d, far_ro
 
 
 @numba.njit(cache=True, nogil=True)
-def assign_first(gidx, weight, MTs, sqs, labels, base, moved, sizes, far_d, far_row, sse):
+def assign_first(gidx, weight, MTs, sqs, labels, base, moved, sizes, far_d, far_row, sse, lhash):
     """The first pass of :func:`assign_many` for runs that share their first ``K - 1`` centroids.
 
     GKCC's candidates of a step start from the same previous centres plus each its own point, so
@@ -239,7 +241,8 @@ def assign_first(gidx, weight, MTs, sqs, labels, base, moved, sizes, far_d, far_
     the counts of the rows' nearest shared centroid and ``moved`` (``(K-1) x (G + N) x A``, zeroed)
     at ``[b, slot, a]`` those of the rows of ``b`` that went to run ``a``'s new centroid: run
     ``a``'s counts are then ``base[b] - moved_b`` and, for the new cluster, the sum of the moved.
-    Distances, labels, ``sse``, ``sizes`` and far rows are :func:`assign_stats`'s for each run.
+    Distances, labels, ``sse``, ``sizes`` and far rows are :func:`assign_stats`'s for each run;
+    ``lhash`` as in :func:`assign_many`.
     """
     n, N = gidx.shape
     A, G, K = MTs.shape
@@ -307,6 +310,7 @@ def assign_first(gidx, weight, MTs, sqs, labels, base, moved, sizes, far_d, far_
             bd = max(bd, 0.0)
             sse[a] += w * bd
             sizes[a, best] += w
+            lhash[a] = lhash[a] * np.uint64(1000003) + np.uint64(best + 1)
             labels[x, a] = best
             if m > 0 and bd > far_d[a, m - 1]:
                 r = m - 1

@@ -18,7 +18,9 @@ one or more groups: ``fit`` takes a ``mapper`` so that a Dask layer can run the 
 
 from __future__ import annotations
 
+import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -84,28 +86,40 @@ def run_candidates(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol):
     MT = [np.ascontiguousarray(np.column_stack([MT_prev, _row_center(r, enc, prior)])) for r in rows]
     labels = np.full((n, J), -1, dtype=np.int32)
     cext = np.zeros((J, K, G + N))
+    lhash = np.zeros(J, dtype=np.uint64)
     sse = np.zeros(J)
     it = np.zeros(J, dtype=np.int64)
     phase = np.zeros(J, dtype=np.int8)  # 0 iterating, 1 one last pass for labels and sse, 2 done
     converged = np.zeros(J, dtype=bool)
     while (act := np.flatnonzero(phase < 2)).size:
-        MTs = np.stack([MT[j] for j in act])
-        sqs = np.stack([block_norms(MT[j], enc.offsets) for j in act])
-        sizes, far_d = np.zeros((act.size, K)), np.empty((act.size, K))
-        far_row = np.empty((act.size, K), dtype=np.int64)
-        a_sse, a_changed = np.zeros(act.size), np.zeros(act.size)
-        if it.max() == 0 and np.array_equal(sqs[:, : K - 1], np.broadcast_to(sqs[:1, : K - 1], sqs[:, : K - 1].shape)):
+        first = it.max() == 0
+        # candidates in the same state (centroids, labels) have the same pass: it runs once for them
+        reps, pos = (act, np.arange(J)) if first else _same_state(act, MT, labels, lhash)
+        MTs = np.stack([MT[j] for j in reps])
+        sqs = np.stack([block_norms(MT[j], enc.offsets) for j in reps])
+        sizes, far_d = np.zeros((reps.size, K)), np.empty((reps.size, K))
+        far_row = np.empty((reps.size, K), dtype=np.int64)
+        a_sse, a_changed, a_hash = np.zeros(reps.size), np.zeros(reps.size), np.zeros(reps.size, dtype=np.uint64)
+        if first and np.array_equal(sqs[:, : K - 1], np.broadcast_to(sqs[:1, : K - 1], sqs[:, : K - 1].shape)):
             # the first pass: the shared previous centres' distances once per row (assign_first)
             base, moved = np.zeros((K - 1, G + N)), np.zeros((K - 1, G + N, J))
-            kern.assign_first(gidx, weight, MTs, sqs, labels, base, moved, sizes, far_d, far_row, a_sse)
+            kern.assign_first(gidx, weight, MTs, sqs, labels, base, moved, sizes, far_d, far_row, a_sse, a_hash)
             moved = moved.transpose(2, 0, 1)  # J x (K - 1) x (G + N)
             cext[:, : K - 1] = base[None] - moved
             cext[:, K - 1] = moved.sum(axis=1)
             a_changed[:] = float(weight.sum())
             del base, moved
         else:
-            kern.assign_many(gidx, weight, MTs, sqs, act, labels, cext, sizes, far_d, far_row, a_sse, a_changed)
-        for a, j in enumerate(act):
+            kern.assign_many(
+                gidx, weight, MTs, sqs, reps, labels, cext, sizes, far_d, far_row, a_sse, a_changed, a_hash
+            )
+        for j in act:
+            a = pos[j]
+            r = reps[a]
+            if r != j:  # a follower: its representative's pass is its own
+                labels[:, j] = labels[:, r]
+                cext[j] = cext[r]
+            lhash[j] = a_hash[a]
             if phase[j] == 1:  # the last pass after a stop on the shift: labels and sse of the final MT
                 sse[j], phase[j] = a_sse[a], 2
                 continue
@@ -124,11 +138,36 @@ def run_candidates(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol):
     return labels, sse, converged
 
 
+def _same_state(act, MT, labels, lhash):
+    """Representatives of the candidates ``act`` by state: ``(reps, pos)`` with ``reps[pos[j]]`` the
+    candidate whose pass ``j`` takes (the same centroids and labels, checked, not only hashed)."""
+    reps, pos, seen = [], {}, {}
+    for j in act:
+        key = (MT[j].tobytes(), int(lhash[j]))
+        r = seen.get(key)
+        if r is not None and np.array_equal(MT[j], MT[r]) and np.array_equal(labels[:, j], labels[:, r]):
+            pos[j] = pos[r]
+            continue
+        if r is None:
+            seen[key] = j
+        pos[j] = len(reps)
+        reps.append(j)
+    return np.array(reps, dtype=np.int64), pos
+
+
 def _append(gidx, enc, parts):
     """``gidx`` and encoding of the data with the partitions ``parts`` (u x 59) appended one-hot."""
     g2, e2 = encode(parts)
     new = Encoding.from_categories(list(enc.categories) + list(e2.categories))
     return np.ascontiguousarray(np.hstack([gidx, g2 + np.int32(enc.n_categories)]), dtype=np.int32), new
+
+
+def _check_n_jobs(n_jobs):
+    if n_jobs is None:
+        return 1
+    if n_jobs == -1:
+        return os.cpu_count() or 1
+    return check_int(n_jobs, "n_jobs", min_value=1)
 
 
 def _serial_map(func, args):
@@ -150,6 +189,9 @@ class GKCC:
         Relative tolerance of every k-means (see :class:`~ensemble_dask.consensus.kcc.KCC`).
     random_state : int, Generator or None, default=None
         Seeds the candidate draws; the result is deterministic for a seed.
+    n_jobs : int or None, default=None
+        Threads running a step's candidates in this process, each a share of them in its own
+        passes over the rows (None: 1, -1: one per core). The result does not depend on it.
 
     Attributes
     ----------
@@ -171,12 +213,13 @@ class GKCC:
     (6, 4)
     """
 
-    def __init__(self, n_clusters=2, *, n_candidates=59, max_iter=300, tol=1e-4, random_state=None):
+    def __init__(self, n_clusters=2, *, n_candidates=59, max_iter=300, tol=1e-4, random_state=None, n_jobs=None):
         self.n_clusters = n_clusters
         self.n_candidates = n_candidates
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     def fit(self, labels, y=None, *, mapper=None, n_tasks=None):
         """Fit on an ``n x N`` labels matrix (``-1`` = missing).
@@ -195,12 +238,28 @@ class GKCC:
         max_iter = check_int(self.max_iter, "max_iter", min_value=1)
         if isinstance(self.tol, bool) or not isinstance(self.tol, int | float) or not (self.tol >= 0):
             raise InputError(f"The 'tol' parameter must be a number >= 0; got {self.tol!r}")
+        n_jobs = _check_n_jobs(self.n_jobs)
+        if n_tasks is None:
+            n_tasks = n_jobs if mapper is None else n_cand
+        n_tasks = check_int(n_tasks, "n_tasks", min_value=1)
+        pool = None
+        if mapper is None and n_jobs > 1:
+            pool = ThreadPoolExecutor(n_jobs)  # the kernels release the GIL
+
+            def mapper(func, args):
+                return list(pool.map(lambda a: func(*a), args))
+
+        mapper = mapper or _serial_map
+        try:
+            self._fit(labels, n, K, n_cand, max_iter, mapper, n_tasks)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+        return self
+
+    def _fit(self, labels, n, K, n_cand, max_iter, mapper, n_tasks):
         gidx_full, enc = encode(labels)
         check_encoding(enc, labels.shape)
-        if n_tasks is None:
-            n_tasks = 1 if mapper is None else n_cand
-        n_tasks = check_int(n_tasks, "n_tasks", min_value=1)
-        mapper = mapper or _serial_map
         rng = check_random_state(self.random_state)
 
         gidx, weight, inverse = compress_rows(gidx_full)
