@@ -22,7 +22,15 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["assign_stats", "assign_many", "assign_first", "partition_counts", "distances", "point_distances", "memberships"]
+__all__ = [
+    "assign_stats",
+    "assign_many",
+    "assign_first",
+    "partition_counts",
+    "distances",
+    "point_distances",
+    "memberships",
+]
 
 
 @numba.njit(cache=True, nogil=True)

@@ -99,11 +99,19 @@ def run_candidates(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol):
         sqs = np.stack([block_norms(MT[j], enc.offsets) for j in reps])
         sizes, far_d = np.zeros((reps.size, K)), np.empty((reps.size, K))
         far_row = np.empty((reps.size, K), dtype=np.int64)
-        a_sse, a_changed, a_hash = np.zeros(reps.size), np.zeros(reps.size), np.zeros(reps.size, dtype=np.uint64)
-        if first and np.array_equal(sqs[:, : K - 1], np.broadcast_to(sqs[:1, : K - 1], sqs[:, : K - 1].shape)):
+        a_sse, a_changed, a_hash = (
+            np.zeros(reps.size),
+            np.zeros(reps.size),
+            np.zeros(reps.size, dtype=np.uint64),
+        )
+        if first and np.array_equal(
+            sqs[:, : K - 1], np.broadcast_to(sqs[:1, : K - 1], sqs[:, : K - 1].shape)
+        ):
             # the first pass: the shared previous centres' distances once per row (assign_first)
             base, moved = np.zeros((K - 1, G + N)), np.zeros((K - 1, G + N, J))
-            kern.assign_first(gidx, weight, MTs, sqs, labels, base, moved, sizes, far_d, far_row, a_sse, a_hash)
+            kern.assign_first(
+                gidx, weight, MTs, sqs, labels, base, moved, sizes, far_d, far_row, a_sse, a_hash
+            )
             moved = moved.transpose(2, 0, 1)  # J x (K - 1) x (G + N)
             cext[:, : K - 1] = base[None] - moved
             cext[:, K - 1] = moved.sum(axis=1)
@@ -213,7 +221,9 @@ class GKCC:
     (6, 4)
     """
 
-    def __init__(self, n_clusters=2, *, n_candidates=59, max_iter=300, tol=1e-4, random_state=None, n_jobs=None):
+    def __init__(
+        self, n_clusters=2, *, n_candidates=59, max_iter=300, tol=1e-4, random_state=None, n_jobs=None
+    ):
         self.n_clusters = n_clusters
         self.n_candidates = n_candidates
         self.max_iter = max_iter
