@@ -39,6 +39,7 @@ from .kcc import (
     centers_from_partition,
     centers_from_stats,
     check_encoding,
+    column_categories,
     encode,
     lloyd,
 )
@@ -163,11 +164,30 @@ def _same_state(act, MT, labels, lhash):
     return np.array(reps, dtype=np.int64), pos
 
 
+def _index_dtype(bound):
+    """The smallest of int16 and int32 holding global indices below ``bound``."""
+    return np.int16 if bound < np.iinfo(np.int16).max else np.int32
+
+
+def _encode_into(parts, out, shift=0):
+    """Global indices (``shift`` + :func:`~ensemble_dask.consensus.kcc.encode`'s) of the labels
+    ``parts`` (``u x m``, all present, small) written into ``out`` (``u x m``); returns their categories."""
+    cats = column_categories(parts)
+    offsets = Encoding.from_categories(cats).offsets
+    lut_off = np.concatenate([[0], np.cumsum([int(c[-1]) + 1 for c in cats])]).astype(np.int64)
+    lut = np.full(lut_off[-1], -1, dtype=np.int32)
+    for i, c in enumerate(cats):
+        lut[lut_off[i] + c] = shift + offsets[i] + np.arange(c.size)
+    kern.encode_lut(np.ascontiguousarray(parts), lut, lut_off, out)
+    return cats
+
+
 def _append(gidx, enc, parts):
     """``gidx`` and encoding of the data with the partitions ``parts`` (u x 59) appended one-hot."""
-    g2, e2 = encode(parts)
-    new = Encoding.from_categories(list(enc.categories) + list(e2.categories))
-    return np.ascontiguousarray(np.hstack([gidx, g2 + np.int32(enc.n_categories)]), dtype=np.int32), new
+    aug = np.empty((gidx.shape[0], gidx.shape[1] + parts.shape[1]), dtype=gidx.dtype)
+    aug[:, : gidx.shape[1]] = gidx
+    cats = _encode_into(parts, aug[:, gidx.shape[1] :], shift=enc.n_categories)
+    return aug, Encoding.from_categories(list(enc.categories) + cats)
 
 
 def _check_n_jobs(n_jobs):
@@ -273,12 +293,16 @@ class GKCC:
         rng = check_random_state(self.random_state)
 
         gidx, weight, inverse = compress_rows(gidx_full)
-        gidx = np.asarray(gidx, dtype=np.int32)  # the rows themselves when all are distinct: no copy
         del gidx_full
-        identity = gidx.shape[0] == n and bool(np.all(inverse == np.arange(n)))
+        # the augmented data's indices stay small: int16 unless there are 32767 categories or more
+        bound = enc.n_categories + enc.n_clusterings + n_cand * ((K - 2) + sum(range(2, K)))
+        gidx = np.asarray(gidx, dtype=_index_dtype(bound))
+        u = gidx.shape[0]
+        identity = u == n and bool(np.all(inverse == np.arange(n)))
         prior, tol = _prior_tol(gidx, weight, enc, self.tol)
         MT_prev = prior[:, None].copy()
-        parts_all, objs, cands = [], [], []
+        P = np.empty((u, n_cand * (K - 1)), dtype=np.int32)  # the generated partitions, step by step
+        objs, cands = [], []
         winner = None
         for k in range(2, K + 1):
             ids = rng.choice(n, size=min(n_cand, n), replace=False)
@@ -291,22 +315,23 @@ class GKCC:
             parts = res[0][0] if len(res) == 1 else np.hstack([r[0] for r in res])
             sse = np.concatenate([r[1] for r in res])
             del res
-            winner = parts[:, int(np.argmin(sse))]
-            parts_all.append(parts)
+            block = P[:, (k - 2) * n_cand : (k - 1) * n_cand]
+            block[...] = parts
+            winner = block[:, int(np.argmin(sse))]
             objs.append(sse / n**2)
             cands.append(ids)
             if k == K:
                 break
             gidx, enc = _append(gidx, enc, parts)
+            del parts
             prior, tol = _prior_tol(gidx, weight, enc, self.tol)
             MT0 = centers_from_partition(gidx, weight, winner, k, enc, prior)
             MT_prev = lloyd(LocalBlocks([gidx], [weight]), MT0, enc, prior, max_iter, tol)[0]
 
-        del gidx  # the augmented data: the final KCC needs only the generated partitions
+        del gidx, parts  # the augmented data: the final KCC needs only the generated partitions
         # final KCC on the generated partitions, from the last winner's partition
-        P = np.hstack(parts_all)
-        del parts_all
-        gP, encP = encode(P)
+        gP = np.empty(P.shape, dtype=_index_dtype(n_cand * sum(range(2, K + 1))))
+        encP = Encoding.from_categories(_encode_into(P, gP))
         priorP, tolP = _prior_tol(gP, weight, encP, self.tol)
         MT0 = centers_from_partition(gP, weight, winner, K, encP, priorP)
         backend = LocalBlocks([gP], [weight])
