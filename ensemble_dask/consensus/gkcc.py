@@ -39,7 +39,6 @@ from .kcc import (
     centers_from_partition,
     centers_from_stats,
     check_encoding,
-    column_categories,
     encode,
     lloyd,
 )
@@ -68,7 +67,7 @@ def run_candidate(gidx, weight, enc, prior, MT_prev, row, max_iter, tol):
     return backend.labels[0].astype(np.int32), sse, converged
 
 
-def run_candidates(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol):
+def run_candidates(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol, out=None):
     """The candidates of a GKCC step at ``rows`` (``J x N``), as :func:`run_candidate` each, in one pass per iteration.
 
     Each candidate's Lloyd run is :func:`~ensemble_dask.consensus.kcc.lloyd`'s, step for step (the
@@ -79,13 +78,15 @@ def run_candidates(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol):
     pass for its labels and squared error, as ``lloyd`` does). The counts of a candidate are kept
     between its passes and only changed rows move, which is exact for integer ``weight`` (GKCC's
     row multiplicities). Returns ``(labels (n x J) int32, sse (J,), converged (J,) bool)``; the
-    result of a candidate does not depend on which others run with it.
+    result of a candidate does not depend on which others run with it. ``out`` (``n x J`` int32,
+    may be a view) receives the labels (and is returned) instead of a new array.
     """
     rows = np.atleast_2d(np.asarray(rows))
     J, n, G, N = rows.shape[0], gidx.shape[0], enc.n_categories, enc.n_clusterings
     K = MT_prev.shape[1] + 1
     MT = [np.ascontiguousarray(np.column_stack([MT_prev, _row_center(r, enc, prior)])) for r in rows]
-    labels = np.full((n, J), -1, dtype=np.int32)
+    labels = np.empty((n, J), dtype=np.int32) if out is None else out
+    labels[...] = -1
     cext = np.zeros((J, K, G + N))
     lhash = np.zeros(J, dtype=np.uint64)
     sse = np.zeros(J)
@@ -171,14 +172,18 @@ def _index_dtype(bound):
 
 def _encode_into(parts, out, shift=0):
     """Global indices (``shift`` + :func:`~ensemble_dask.consensus.kcc.encode`'s) of the labels
-    ``parts`` (``u x m``, all present, small) written into ``out`` (``u x m``); returns their categories."""
-    cats = column_categories(parts)
+    ``parts`` (``u x m``, all present, small; may be a view) written into ``out`` (``u x m``, may be
+    a view); returns their categories."""
+    top = np.maximum(parts.max(axis=0).astype(np.int64) + 1, 0)
+    seen = np.zeros((parts.shape[1], int(top.max())), dtype=np.bool_)
+    kern.column_presence(parts, top, seen)
+    cats = [np.flatnonzero(row).astype(np.int64) for row in seen]
     offsets = Encoding.from_categories(cats).offsets
-    lut_off = np.concatenate([[0], np.cumsum([int(c[-1]) + 1 for c in cats])]).astype(np.int64)
+    lut_off = np.concatenate([[0], np.cumsum(top)]).astype(np.int64)
     lut = np.full(lut_off[-1], -1, dtype=np.int32)
     for i, c in enumerate(cats):
         lut[lut_off[i] + c] = shift + offsets[i] + np.arange(c.size)
-    kern.encode_lut(np.ascontiguousarray(parts), lut, lut_off, out)
+    kern.encode_lut(parts, lut, lut_off, out)
     return cats
 
 
@@ -272,22 +277,21 @@ class GKCC:
         if n_tasks is None:
             n_tasks = n_jobs if mapper is None else n_cand
         n_tasks = check_int(n_tasks, "n_tasks", min_value=1)
-        pool = None
-        if mapper is None and n_jobs > 1:
+        local, pool = mapper is None, None
+        if local and n_jobs > 1:
             pool = ThreadPoolExecutor(n_jobs)  # the kernels release the GIL
 
             def mapper(func, args):
                 return list(pool.map(lambda a: func(*a), args))
 
-        mapper = mapper or _serial_map
         try:
-            self._fit(labels, n, K, n_cand, max_iter, mapper, n_tasks)
+            self._fit(labels, n, K, n_cand, max_iter, mapper or _serial_map, n_tasks, local)
         finally:
             if pool is not None:
                 pool.shutdown()
         return self
 
-    def _fit(self, labels, n, K, n_cand, max_iter, mapper, n_tasks):
+    def _fit(self, labels, n, K, n_cand, max_iter, mapper, n_tasks, local):
         gidx_full, enc = encode(labels)
         check_encoding(enc, labels.shape)
         rng = check_random_state(self.random_state)
@@ -310,25 +314,30 @@ class GKCC:
                 ids = np.concatenate([ids, rng.choice(n, size=n_cand - ids.size)])
             rows = gidx[inverse[ids]]
             groups = np.array_split(np.arange(ids.size), min(n_tasks, ids.size))
-            args = [(gidx, weight, enc, prior, MT_prev, rows[q], max_iter, tol) for q in groups]
+            block = P[:, (k - 2) * n_cand : (k - 1) * n_cand]
+            # in this process the candidates' labels go straight into P (a mapper's come back)
+            args = [
+                (gidx, weight, enc, prior, MT_prev, rows[q], max_iter, tol)
+                + ((block[:, q[0] : q[-1] + 1],) if local else ())
+                for q in groups
+            ]
             res = mapper(run_candidates, args)
-            parts = res[0][0] if len(res) == 1 else np.hstack([r[0] for r in res])
+            if not local:
+                block[...] = np.hstack([r[0] for r in res])
             sse = np.concatenate([r[1] for r in res])
             del res
-            block = P[:, (k - 2) * n_cand : (k - 1) * n_cand]
-            block[...] = parts
             winner = block[:, int(np.argmin(sse))]
             objs.append(sse / n**2)
             cands.append(ids)
             if k == K:
                 break
-            gidx, enc = _append(gidx, enc, parts)
-            del parts
+            gidx, enc = _append(gidx, enc, block)
             prior, tol = _prior_tol(gidx, weight, enc, self.tol)
             MT0 = centers_from_partition(gidx, weight, winner, k, enc, prior)
             MT_prev = lloyd(LocalBlocks([gidx], [weight]), MT0, enc, prior, max_iter, tol)[0]
 
-        del gidx, parts  # the augmented data: the final KCC needs only the generated partitions
+        # the augmented data (args hold it too): the final KCC needs only the generated partitions
+        del gidx, args
         # final KCC on the generated partitions, from the last winner's partition
         gP = np.empty(P.shape, dtype=_index_dtype(n_cand * sum(range(2, K + 1))))
         encP = Encoding.from_categories(_encode_into(P, gP))
