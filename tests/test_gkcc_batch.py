@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ensemble_dask import InputError
 from ensemble_dask.consensus.bce import compress_rows
 from ensemble_dask.consensus.gkcc import GKCC, _prior_tol, run_candidate, run_candidates
 from ensemble_dask.consensus.kcc import centers_from_partition, encode
@@ -110,3 +111,33 @@ def test_gkcc_does_not_depend_on_the_grouping_of_candidates():
         np.testing.assert_array_equal(got.partitions_, ref.partitions_)
         np.testing.assert_array_equal(got.labels_, ref.labels_)
     assert calls == [2, 2, 5, 5, 11, 11, 11, 11]
+
+
+def test_gkcc_threads_give_the_same_fit():
+    L, _ = _labels(n=1000, N=10, seed=8, dup=200)
+    ref = GKCC(3, n_candidates=9, random_state=4).fit(L)
+    for n_jobs in (2, 3, -1):
+        got = GKCC(3, n_candidates=9, random_state=4, n_jobs=n_jobs).fit(L)
+        np.testing.assert_array_equal(got.partitions_, ref.partitions_)
+        np.testing.assert_array_equal(got.labels_, ref.labels_)
+        np.testing.assert_array_equal(got.step_objectives_, ref.step_objectives_)
+
+
+@pytest.mark.parametrize("n_jobs", [0, -2, 1.5, True])
+def test_gkcc_bad_n_jobs(n_jobs):
+    L, _ = _labels(n=50, N=4)
+    with pytest.raises(InputError, match="'n_jobs'"):
+        GKCC(2, n_candidates=2, n_jobs=n_jobs).fit(L)
+
+
+def test_gkcc_with_more_categories_than_int16_indices():
+    """33,000 labels in one clustering: the augmented data's indices are int32, the fit the same."""
+    rng = np.random.default_rng(3)
+    n = 34_000
+    y = rng.integers(0, 3, n)
+    L = np.column_stack([y, (y + (rng.random(n) < 0.1)) % 3, rng.permutation(n) % 33_000])
+    assert np.unique(L[:, 2]).size > np.iinfo(np.int16).max
+    new = GKCC(3, n_candidates=3, random_state=0).fit(L)
+    old = GKCC(3, n_candidates=3, random_state=0).fit(L, mapper=_one_by_one)
+    np.testing.assert_array_equal(new.partitions_, old.partitions_)
+    np.testing.assert_array_equal(new.labels_, old.labels_)
