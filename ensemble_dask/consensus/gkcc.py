@@ -14,6 +14,16 @@ point with deterministic ties), so the whole run works on the distinct rows weig
 multiplicity; the 59 candidate runs of a step are independent (:func:`run_candidate`) and run
 together, one pass over the rows per Lloyd iteration for all of them (:func:`run_candidates`), in
 one or more groups: ``fit`` takes a ``mapper`` so that a Dask layer can run the groups as tasks.
+
+The shared passes compute what the candidates alone would, bit for bit (the same floating-point
+operations per candidate; label counts are sums of integer row weights, exact in any order), and
+cost far less: a row is read once per pass for all candidates and its table lookups vectorise
+across them; in the first pass the previous centres' distances, the same for every candidate, are
+computed once; counts move only for rows that changed cluster; and candidates that reach the same
+state (on KDD, 59 candidates are 14 distinct k-means after two passes) share one. All of KDD 10%
+(494,021 rows x 100 subsampled clusterings), K = 3, on one core: 11 s instead of 121 s, the same
+labels; the augmented data is kept as int16 indices when its categories allow, written in place
+(0.5 GB above the input at the peak instead of 0.9 GB): see ``benchmarks/bench_gkcc.py``.
 """
 
 from __future__ import annotations
@@ -59,7 +69,8 @@ def run_candidate(gidx, weight, enc, prior, MT_prev, row, max_iter, tol):
     All inputs are plain arrays (``gidx`` rows of the current augmented data, their weights, the
     :class:`~ensemble_dask.consensus.kcc.Encoding`, the per-clustering proportions ``prior``, the
     previous centres ``MT_prev`` as ``G x (k - 1)``, the candidate's ``gidx`` row) and ``tol`` is
-    absolute. Returns ``(labels, sse, converged)``.
+    absolute. Returns ``(labels, sse, converged)``. ``fit`` runs :func:`run_candidates` instead,
+    which gives the same for each candidate; this is its reference.
     """
     MT0 = np.ascontiguousarray(np.column_stack([MT_prev, _row_center(row, enc, prior)]))
     backend = LocalBlocks([gidx], [weight])
