@@ -91,12 +91,34 @@ def run_candidates(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol, out=N
     row multiplicities). Returns ``(labels (n x J) int32, sse (J,), converged (J,) bool)``; the
     result of a candidate does not depend on which others run with it. ``out`` (``n x J`` int32,
     may be a view) receives the labels (and is returned) instead of a new array.
+
+    The candidates run in chunks whose per-candidate tables (centroids, counts: ``K (G + N)``
+    numbers each) take at most :data:`CHUNK_BYTES` together; at large ``K`` (``G`` grows with
+    every step's 59 partitions) a chunk is a few candidates, at small ``K`` one chunk is all.
     """
     rows = np.atleast_2d(np.asarray(rows))
+    J, n = rows.shape[0], gidx.shape[0]
+    labels = np.empty((n, J), dtype=np.int32) if out is None else out
+    per = 8 * (MT_prev.shape[1] + 1) * (enc.n_categories + enc.n_clusterings)
+    step = max(1, CHUNK_BYTES // per)
+    sse, converged = np.zeros(J), np.zeros(J, dtype=bool)
+    for a in range(0, J, step):
+        b = min(a + step, J)
+        _, sse[a:b], converged[a:b] = _run_chunk(
+            gidx, weight, enc, prior, MT_prev, rows[a:b], max_iter, tol, labels[:, a:b]
+        )
+    return labels, sse, converged
+
+
+#: bytes of the per-candidate tables of one chunk of :func:`run_candidates` (a few such arrays live at once)
+CHUNK_BYTES = 32 << 20
+
+
+def _run_chunk(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol, labels):
+    """:func:`run_candidates` on one chunk of candidates, their labels written into ``labels``."""
     J, n, G, N = rows.shape[0], gidx.shape[0], enc.n_categories, enc.n_clusterings
     K = MT_prev.shape[1] + 1
     MT = [np.ascontiguousarray(np.column_stack([MT_prev, _row_center(r, enc, prior)])) for r in rows]
-    labels = np.empty((n, J), dtype=np.int32) if out is None else out
     labels[...] = -1
     cext = np.zeros((J, K, G + N))
     lhash = np.zeros(J, dtype=np.uint64)
