@@ -116,7 +116,7 @@ CHUNK_BYTES = 32 << 20
 
 def _run_chunk(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol, labels):
     """:func:`run_candidates` on one chunk of candidates, their labels written into ``labels``."""
-    J, n, G, N = rows.shape[0], gidx.shape[0], enc.n_categories, enc.n_clusterings
+    J, G, N = rows.shape[0], enc.n_categories, enc.n_clusterings
     K = MT_prev.shape[1] + 1
     MT = [np.ascontiguousarray(np.column_stack([MT_prev, _row_center(r, enc, prior)])) for r in rows]
     labels[...] = -1
