@@ -141,3 +141,17 @@ def test_gkcc_with_more_categories_than_int16_indices():
     old = GKCC(3, n_candidates=3, random_state=0).fit(L, mapper=_one_by_one)
     np.testing.assert_array_equal(new.partitions_, old.partitions_)
     np.testing.assert_array_equal(new.labels_, old.labels_)
+
+
+def test_gkcc_candidates_in_small_chunks_give_the_same_fit(monkeypatch):
+    """Chunks of one or two candidates (the tables of large K) change nothing but the memory."""
+    import ensemble_dask.consensus.gkcc as gkcc
+
+    L, _ = _labels(n=700, N=8, seed=9, dup=100)
+    ref = GKCC(4, n_candidates=7, random_state=6).fit(L)
+    G = sum(np.unique(c[c >= 0]).size for c in L.T)
+    monkeypatch.setattr(gkcc, "CHUNK_BYTES", 8 * 3 * (G + L.shape[1]) * 2)  # step 2: two per chunk
+    got = GKCC(4, n_candidates=7, random_state=6).fit(L)
+    np.testing.assert_array_equal(got.partitions_, ref.partitions_)
+    np.testing.assert_array_equal(got.labels_, ref.labels_)
+    np.testing.assert_array_equal(got.step_objectives_, ref.step_objectives_)
