@@ -220,12 +220,12 @@ def _encode_into(parts, out, shift=0):
     return cats
 
 
-def _append(gidx, enc, parts):
-    """``gidx`` and encoding of the data with the partitions ``parts`` (u x 59) appended one-hot."""
-    aug = np.empty((gidx.shape[0], gidx.shape[1] + parts.shape[1]), dtype=gidx.dtype)
-    aug[:, : gidx.shape[1]] = gidx
-    cats = _encode_into(parts, aug[:, gidx.shape[1] :], shift=enc.n_categories)
-    return aug, Encoding.from_categories(list(enc.categories) + cats)
+def _append(aug, gidx, enc, parts):
+    """The data ``gidx`` (the first columns of ``aug``) with the partitions ``parts`` (u x 59) appended
+    one-hot in the next columns of ``aug``: ``(gidx, encoding)``, the new ``gidx`` a view of ``aug``."""
+    N, m = gidx.shape[1], parts.shape[1]
+    cats = _encode_into(parts, aug[:, N : N + m], shift=enc.n_categories)
+    return aug[:, : N + m], Encoding.from_categories(list(enc.categories) + cats)
 
 
 def _check_n_jobs(n_jobs):
@@ -333,8 +333,11 @@ class GKCC:
         del gidx_full
         # the augmented data's indices stay small: int16 unless there are 32767 categories or more
         bound = enc.n_categories + enc.n_clusterings + n_cand * ((K - 2) + sum(range(2, K)))
-        gidx = np.asarray(gidx, dtype=_index_dtype(bound))
-        u = gidx.shape[0]
+        u, N0 = gidx.shape
+        # room for the partitions appended at steps 2 .. K - 1 (written in place, never copied)
+        aug = np.empty((u, N0 + n_cand * (K - 2)), dtype=_index_dtype(bound))
+        aug[:, :N0] = gidx
+        gidx = aug[:, :N0]
         identity = u == n and bool(np.all(inverse == np.arange(n)))
         prior, tol = _prior_tol(gidx, weight, enc, self.tol)
         MT_prev = prior[:, None].copy()
@@ -364,13 +367,13 @@ class GKCC:
             cands.append(ids)
             if k == K:
                 break
-            gidx, enc = _append(gidx, enc, block)
+            gidx, enc = _append(aug, gidx, enc, block)
             prior, tol = _prior_tol(gidx, weight, enc, self.tol)
             MT0 = centers_from_partition(gidx, weight, winner, k, enc, prior)
             MT_prev = lloyd(LocalBlocks([gidx], [weight]), MT0, enc, prior, max_iter, tol)[0]
 
         # the augmented data (args hold it too): the final KCC needs only the generated partitions
-        del gidx, args
+        del gidx, aug, args
         # final KCC on the generated partitions, from the last winner's partition
         gP = np.empty(P.shape, dtype=_index_dtype(n_cand * sum(range(2, K + 1))))
         encP = Encoding.from_categories(_encode_into(P, gP))
