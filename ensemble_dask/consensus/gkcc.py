@@ -23,7 +23,7 @@ computed once; counts move only for rows that changed cluster; and candidates th
 state (on KDD, 59 candidates are 14 distinct k-means after two passes) share one. All of KDD 10%
 (494,021 rows x 100 subsampled clusterings), K = 3, on one core: 11 s instead of 121 s, the same
 labels; the augmented data is kept as int16 indices when its categories allow, written in place
-(0.5 GB above the input at the peak instead of 0.9 GB): see ``benchmarks/bench_gkcc.py``.
+(0.4 GB above the input at the peak instead of 0.9 GB): see ``benchmarks/bench_gkcc.py``.
 """
 
 from __future__ import annotations
