@@ -11,7 +11,8 @@ peak RSS of the fit above the loaded labels, and H and ARI against the 23 classe
 
 * ``shared``: the default; a step's 59 candidate k-means run together, one pass over the rows per
   Lloyd iteration for all of them, candidates in the same state counted once;
-* ``n_jobs=2``: the same on two threads (each half of the candidates; the same result);
+* ``n_jobs=2``: the same with each pass on two threads (each runs half of the pass's
+  candidates, after those in the same state are merged; the same result);
 * ``one by one`` (``--old``): each candidate its own Lloyd run (``run_candidate``, the former
   path, through ``fit``'s mapper); its labels must equal the shared path's, bit for bit.
 

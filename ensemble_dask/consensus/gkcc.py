@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 
@@ -78,7 +79,7 @@ def run_candidate(gidx, weight, enc, prior, MT_prev, row, max_iter, tol):
     return backend.labels[0].astype(np.int32), sse, converged
 
 
-def run_candidates(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol, out=None):
+def run_candidates(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol, out=None, pool=None, n_threads=1):
     """The candidates of a GKCC step at ``rows`` (``J x N``), as :func:`run_candidate` each, in one pass per iteration.
 
     Each candidate's Lloyd run is :func:`~ensemble_dask.consensus.kcc.lloyd`'s, step for step (the
@@ -95,6 +96,8 @@ def run_candidates(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol, out=N
     The candidates run in chunks whose per-candidate tables (centroids, counts: ``K (G + N)``
     numbers each) take at most :data:`CHUNK_BYTES` together; at large ``K`` (``G`` grows with
     every step's 59 partitions) a chunk is a few candidates, at small ``K`` one chunk is all.
+    With a thread ``pool``, each pass splits the candidates it runs into ``n_threads`` shares, one
+    kernel call each (the kernels release the GIL); nothing else changes.
     """
     rows = np.atleast_2d(np.asarray(rows))
     J, n = rows.shape[0], gidx.shape[0]
@@ -105,7 +108,7 @@ def run_candidates(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol, out=N
     for a in range(0, J, step):
         b = min(a + step, J)
         _, sse[a:b], converged[a:b] = _run_chunk(
-            gidx, weight, enc, prior, MT_prev, rows[a:b], max_iter, tol, labels[:, a:b]
+            gidx, weight, enc, prior, MT_prev, rows[a:b], max_iter, tol, labels[:, a:b], pool, n_threads
         )
     return labels, sse, converged
 
@@ -114,7 +117,7 @@ def run_candidates(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol, out=N
 CHUNK_BYTES = 32 << 20
 
 
-def _run_chunk(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol, labels):
+def _run_chunk(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol, labels, pool, n_threads):
     """:func:`run_candidates` on one chunk of candidates, their labels written into ``labels``."""
     J, G, N = rows.shape[0], enc.n_categories, enc.n_clusterings
     K = MT_prev.shape[1] + 1
@@ -143,19 +146,26 @@ def _run_chunk(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol, labels):
             sqs[:, : K - 1], np.broadcast_to(sqs[:1, : K - 1], sqs[:, : K - 1].shape)
         ):
             # the first pass: the shared previous centres' distances once per row (assign_first)
-            base, moved = np.zeros((K - 1, G + N)), np.zeros((K - 1, G + N, J))
-            kern.assign_first(
-                gidx, weight, MTs, sqs, labels, base, moved, sizes, far_d, far_row, a_sse, a_hash
-            )
-            moved = moved.transpose(2, 0, 1)  # J x (K - 1) x (G + N)
-            cext[:, : K - 1] = base[None] - moved
-            cext[:, K - 1] = moved.sum(axis=1)
+            arrs = (gidx, weight, MTs, sqs, labels, cext, sizes, far_d, far_row, a_sse, a_hash)
+            _in_shares(partial(_first_share, arrs), J, pool, n_threads)
             a_changed[:] = float(weight.sum())
-            del base, moved
         else:
-            kern.assign_many(
-                gidx, weight, MTs, sqs, reps, labels, cext, sizes, far_d, far_row, a_sse, a_changed, a_hash
+            arrs = (
+                gidx,
+                weight,
+                MTs,
+                sqs,
+                reps,
+                labels,
+                cext,
+                sizes,
+                far_d,
+                far_row,
+                a_sse,
+                a_changed,
+                a_hash,
             )
+            _in_shares(partial(_many_share, arrs), reps.size, pool, n_threads)
         for j in act:
             a = pos[j]
             r = reps[a]
@@ -179,6 +189,40 @@ def _run_chunk(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol, labels):
             if phase[j] == 0 and it[j] >= max_iter:
                 phase[j] = 1
     return labels, sse, converged
+
+
+def _first_share(arrs, sl):
+    """:func:`~ensemble_dask.consensus._kcc_kernels.assign_first` for the candidates ``sl`` (a slice)."""
+    gidx, weight, MTs, sqs, labels, cext, sizes, far_d, far_row, sse, lhash = arrs
+    K, GN = cext.shape[1], cext.shape[2]
+    base, moved = np.zeros((K - 1, GN)), np.zeros((K - 1, GN, sl.stop - sl.start))
+    kern.assign_first(
+        gidx, weight, MTs[sl], sqs[sl], labels[:, sl], base, moved, sizes[sl], far_d[sl], far_row[sl],
+        sse[sl], lhash[sl],
+    )  # fmt: skip
+    moved = moved.transpose(2, 0, 1)  # share x (K - 1) x (G + N)
+    cext[sl, : K - 1] = base[None] - moved
+    cext[sl, K - 1] = moved.sum(axis=1)
+
+
+def _many_share(arrs, sl):
+    """:func:`~ensemble_dask.consensus._kcc_kernels.assign_many` for the runs at positions ``sl``."""
+    gidx, weight, MTs, sqs, reps, labels, cext, sizes, far_d, far_row, sse, changed, lhash = arrs
+    kern.assign_many(
+        gidx, weight, MTs[sl], sqs[sl], reps[sl], labels, cext, sizes[sl], far_d[sl], far_row[sl],
+        sse[sl], changed[sl], lhash[sl],
+    )  # fmt: skip
+
+
+def _in_shares(func, m, pool, n_threads):
+    """``func(slice)`` on ``min(n_threads, m)`` contiguous shares of ``range(m)``, on ``pool`` if given."""
+    cuts = np.linspace(0, m, min(max(n_threads, 1), m) + 1).astype(int)
+    shares = [slice(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    if pool is None or len(shares) == 1:
+        for sl in shares:
+            func(sl)
+    else:
+        list(pool.map(func, shares))
 
 
 def _same_state(act, MT, labels, lhash):
@@ -256,8 +300,8 @@ class GKCC:
     random_state : int, Generator or None, default=None
         Seeds the candidate draws; the result is deterministic for a seed.
     n_jobs : int or None, default=None
-        Threads running a step's candidates in this process, each a share of them in its own
-        passes over the rows (None: 1, -1: one per core). The result does not depend on it.
+        Threads of the passes over the rows in this process, each running a share of the
+        candidates (None: 1, -1: one per core). The result does not depend on it.
 
     Attributes
     ----------
@@ -308,23 +352,20 @@ class GKCC:
             raise InputError(f"The 'tol' parameter must be a number >= 0; got {self.tol!r}")
         n_jobs = _check_n_jobs(self.n_jobs)
         if n_tasks is None:
-            n_tasks = n_jobs if mapper is None else n_cand
+            n_tasks = 1 if mapper is None else n_cand
         n_tasks = check_int(n_tasks, "n_tasks", min_value=1)
-        local, pool = mapper is None, None
-        if local and n_jobs > 1:
-            pool = ThreadPoolExecutor(n_jobs)  # the kernels release the GIL
-
-            def mapper(func, args):
-                return list(pool.map(lambda a: func(*a), args))
-
+        local = mapper is None
+        pool = ThreadPoolExecutor(n_jobs) if local and n_jobs > 1 else None  # the kernels release the GIL
         try:
-            self._fit(labels, n, K, n_cand, max_iter, mapper or _serial_map, n_tasks, local)
+            extra = (pool, n_jobs) if local else None
+            self._fit(labels, n, K, n_cand, max_iter, mapper or _serial_map, n_tasks, extra)
         finally:
             if pool is not None:
                 pool.shutdown()
         return self
 
     def _fit(self, labels, n, K, n_cand, max_iter, mapper, n_tasks, local):
+        """``local``: None with a caller's mapper, else ``(thread pool or None, threads)`` for the passes."""
         gidx_full, enc = encode(labels)
         check_encoding(enc, labels.shape)
         rng = check_random_state(self.random_state)
@@ -354,11 +395,11 @@ class GKCC:
             # in this process the candidates' labels go straight into P (a mapper's come back)
             args = [
                 (gidx, weight, enc, prior, MT_prev, rows[q], max_iter, tol)
-                + ((block[:, q[0] : q[-1] + 1],) if local else ())
+                + ((block[:, q[0] : q[-1] + 1], *local) if local else ())
                 for q in groups
             ]
             res = mapper(run_candidates, args)
-            if not local:
+            if local is None:
                 block[...] = np.hstack([r[0] for r in res])
             sse = np.concatenate([r[1] for r in res])
             del res
