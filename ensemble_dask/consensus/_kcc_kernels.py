@@ -22,7 +22,15 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["assign_stats", "distances", "point_distances", "memberships"]
+__all__ = [
+    "assign_stats",
+    "assign_many",
+    "assign_first",
+    "partition_counts",
+    "distances",
+    "point_distances",
+    "memberships",
+]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -145,6 +153,201 @@ def assign_stats(gidx, weight, MT, sq, labels, counts, sizes, far_d, far_row):
         for g in range(G):
             counts[c, g] += cext[c, g]
     return sse, n_changed
+
+
+@numba.njit(cache=True, nogil=True)
+def assign_many(gidx, weight, MTs, sqs, cand, labels, cext, sizes, far_d, far_row, sse, changed, lhash):
+    """One Lloyd assignment of every row for several k-means at once (GKCC's candidates of a step).
+
+    Run ``a`` has centroids ``MTs[a]`` (``G x K``) with block norms ``sqs[a]`` (``K x N``); its labels
+    are column ``cand[a]`` of ``labels`` (``n x J`` int32, ``-1`` if none; updated in place) and its
+    label counts per cluster are ``cext[cand[a]]`` (``K x (G + N)``, the extra column per clustering
+    taking the missing entries), kept from pass to pass: only the rows whose cluster changed are
+    moved, which with integer weights gives exactly the counts a fresh pass accumulates (the labels
+    start at ``-1`` and ``cext`` at 0). Each run's distances, labels, ``sse[a]``, ``changed[a]``,
+    ``sizes[a]`` and farthest rows (``far_d[a]``, ``far_row[a]``) are the same floating-point
+    values :func:`assign_stats` gives for that run alone; here the row is read once for all runs
+    and the lookups of all runs' centroids go through one table, a loop the compiler vectorises.
+    ``lhash[a]`` (uint64, zeroed) receives a hash of run ``a``'s new labels (equal labels, equal hashes).
+    """
+    n, N = gidx.shape
+    A, G, K = MTs.shape
+    AK = A * K
+    m = far_d.shape[1]
+    T = np.empty((G + N, AK))
+    tot = np.empty(AK)
+    for a in range(A):
+        for j in range(m):
+            far_d[a, j] = -1.0
+            far_row[a, j] = -1
+        for g in range(G):
+            for c in range(K):
+                T[g, a * K + c] = 2.0 * MTs[a, g, c]
+        for i in range(N):
+            for c in range(K):
+                T[G + i, a * K + c] = 1.0 + sqs[a, c, i]
+        for c in range(K):
+            s = 0.0
+            for i in range(N):
+                s += 1.0 + sqs[a, c, i]
+            tot[a * K + c] = s
+    d = np.empty(AK)
+    slots = np.empty(N, dtype=np.int64)
+    for x in range(n):
+        for i in range(N):
+            g = gidx[x, i]
+            slots[i] = g if g >= 0 else G + i
+        for q in range(AK):
+            d[q] = tot[q]
+        for i in range(N):
+            s = slots[i]
+            for q in range(AK):
+                d[q] -= T[s, q]
+        w = weight[x]
+        for a in range(A):
+            b0 = a * K
+            best = 0
+            bd = d[b0]
+            for c in range(1, K):
+                if d[b0 + c] < bd:
+                    bd = d[b0 + c]
+                    best = c
+            if bd < 0.0:
+                bd = 0.0
+            sse[a] += w * bd
+            sizes[a, best] += w
+            lhash[a] = lhash[a] * np.uint64(1000003) + np.uint64(best + 1)
+            j = cand[a]
+            old = labels[x, j]
+            if old != best:
+                changed[a] += w
+                labels[x, j] = best
+                for i in range(N):
+                    cext[j, best, slots[i]] += w
+                if old >= 0:
+                    for i in range(N):
+                        cext[j, old, slots[i]] -= w
+            if m > 0 and bd > far_d[a, m - 1]:
+                r = m - 1
+                while r > 0 and far_d[a, r - 1] < bd:
+                    far_d[a, r] = far_d[a, r - 1]
+                    far_row[a, r] = far_row[a, r - 1]
+                    r -= 1
+                far_d[a, r] = bd
+                far_row[a, r] = x
+
+
+@numba.njit(cache=True, nogil=True)
+def assign_first(gidx, weight, MTs, sqs, labels, base, moved, sizes, far_d, far_row, sse, lhash):
+    """The first pass of :func:`assign_many` for runs that share their first ``K - 1`` centroids.
+
+    GKCC's candidates of a step start from the same previous centres plus each its own point, so
+    the distances to the shared centres (``MTs[0][:, :K-1]``, whose block norms must be those of
+    every run) are computed once per row, and a run's nearest centroid is the new one exactly where
+    that one is strictly nearer than the nearest shared one (``argmin`` takes the first minimum).
+    ``labels`` (``n x A``, all runs) is overwritten; ``base`` (``(K-1) x (G + N)``, zeroed) receives
+    the counts of the rows' nearest shared centroid and ``moved`` (``(K-1) x (G + N) x A``, zeroed)
+    at ``[b, slot, a]`` those of the rows of ``b`` that went to run ``a``'s new centroid: run
+    ``a``'s counts are then ``base[b] - moved_b`` and, for the new cluster, the sum of the moved.
+    Distances, labels, ``sse``, ``sizes`` and far rows are :func:`assign_stats`'s for each run;
+    ``lhash`` as in :func:`assign_many`.
+    """
+    n, N = gidx.shape
+    A, G, K = MTs.shape
+    K1 = K - 1
+    m = far_d.shape[1]
+    Tb = np.empty((G + N, K1))
+    Tn = np.empty((G + N, A))
+    totb = np.empty(K1)
+    totn = np.empty(A)
+    for g in range(G):
+        for c in range(K1):
+            Tb[g, c] = 2.0 * MTs[0, g, c]
+        for a in range(A):
+            Tn[g, a] = 2.0 * MTs[a, g, K1]
+    for i in range(N):
+        for c in range(K1):
+            Tb[G + i, c] = 1.0 + sqs[0, c, i]
+        for a in range(A):
+            Tn[G + i, a] = 1.0 + sqs[a, K1, i]
+    for c in range(K1):
+        s = 0.0
+        for i in range(N):
+            s += 1.0 + sqs[0, c, i]
+        totb[c] = s
+    for a in range(A):
+        s = 0.0
+        for i in range(N):
+            s += 1.0 + sqs[a, K1, i]
+        totn[a] = s
+        for j in range(m):
+            far_d[a, j] = -1.0
+            far_row[a, j] = -1
+    db = np.empty(K1)
+    dn = np.empty(A)
+    wm = np.empty(A)
+    slots = np.empty(N, dtype=np.int64)
+    for x in range(n):
+        for i in range(N):
+            g = gidx[x, i]
+            slots[i] = g if g >= 0 else G + i
+        for c in range(K1):
+            db[c] = totb[c]
+        for a in range(A):
+            dn[a] = totn[a]
+        for i in range(N):
+            s = slots[i]
+            for c in range(K1):
+                db[c] -= Tb[s, c]
+            for a in range(A):
+                dn[a] -= Tn[s, a]
+        b = 0
+        bb = db[0]
+        for c in range(1, K1):
+            if db[c] < bb:
+                bb = db[c]
+                b = c
+        w = weight[x]
+        any_moved = False
+        for a in range(A):  # selects, not branches: the new centre wins for about half the runs
+            mv = dn[a] < bb
+            best = K1 if mv else b
+            bd = dn[a] if mv else bb
+            wm[a] = w if mv else 0.0
+            any_moved |= mv
+            bd = max(bd, 0.0)
+            sse[a] += w * bd
+            sizes[a, best] += w
+            lhash[a] = lhash[a] * np.uint64(1000003) + np.uint64(best + 1)
+            labels[x, a] = best
+            if m > 0 and bd > far_d[a, m - 1]:
+                r = m - 1
+                while r > 0 and far_d[a, r - 1] < bd:
+                    far_d[a, r] = far_d[a, r - 1]
+                    far_row[a, r] = far_row[a, r - 1]
+                    r -= 1
+                far_d[a, r] = bd
+                far_row[a, r] = x
+        for i in range(N):
+            base[b, slots[i]] += w
+        if any_moved:  # (moved[b, s, a], not a flat index b * A + a: that one defeats the vectoriser)
+            for i in range(N):
+                s = slots[i]
+                for a in range(A):
+                    moved[b, s, a] += wm[a]
+
+
+@numba.njit(cache=True, nogil=True)
+def partition_counts(gidx, weight, part, counts):
+    """``counts[part[x], gidx[x, i]] += weight[x]`` over the present entries (``counts`` is ``K x G``)."""
+    n, N = gidx.shape
+    for x in range(n):
+        k = part[x]
+        w = weight[x]
+        for i in range(N):
+            g = gidx[x, i]
+            if g >= 0:
+                counts[k, g] += w
 
 
 @numba.njit(cache=True, nogil=True)

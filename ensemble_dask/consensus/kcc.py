@@ -258,9 +258,7 @@ def centers_from_stats(stats, enc, prior):
 def centers_from_partition(gidx, weight, part, K, enc, prior):
     """Centroids ``MT`` of a given partition ``part`` (int, ``0..K-1``) of the rows."""
     counts = np.zeros((K, enc.n_categories))
-    for i in range(gidx.shape[1]):
-        ok = gidx[:, i] >= 0
-        np.add.at(counts, (part[ok], gidx[ok, i]), weight[ok])
+    kern.partition_counts(gidx, np.asarray(weight, dtype=np.float64), np.asarray(part, dtype=np.int64), counts)
     sizes = np.bincount(part, weights=weight, minlength=K)
     st = {"counts": counts, "sizes": sizes, "far_rows": np.zeros((0, gidx.shape[1]), dtype=np.int32)}
     return centers_from_stats(st, enc, prior)

@@ -204,4 +204,6 @@ def fit_gkcc_dask(labels, n_clusters=2, *, client=None, **gkcc_params):
         from distributed import get_client
 
         client = get_client()
-    return GKCC(n_clusters, **gkcc_params).fit(labels, mapper=_candidate_mapper(client))
+    # one group of candidates per worker thread (each group runs its candidates in shared passes)
+    n_tasks = max(1, sum(client.nthreads().values()))
+    return GKCC(n_clusters, **gkcc_params).fit(labels, mapper=_candidate_mapper(client), n_tasks=n_tasks)
