@@ -1,0 +1,108 @@
+"""The labels encoding of KCC and GKCC: each clustering's sorted distinct labels, and every label's
+global category index ``offset_i + code`` (``-1`` for missing), as :func:`encode` gives them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import InputError
+from . import _kcc_kernels as kern
+
+__all__ = ["Encoding", "column_categories", "encode", "check_encoding"]
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """Global category indices of a labels matrix.
+
+    Attributes
+    ----------
+    categories : list of ndarray
+        Sorted distinct labels of each clustering.
+    offsets : ndarray of int64, shape (N + 1,)
+        Category ``j`` of clustering ``i`` has global index ``offsets[i] + j``.
+    """
+
+    categories: list
+    offsets: np.ndarray
+
+    @classmethod
+    def from_categories(cls, categories):
+        cats = [np.asarray(c, dtype=np.int64) for c in categories]
+        sizes = np.array([c.size for c in cats], dtype=np.int64)
+        return cls(cats, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
+
+    @property
+    def n_clusterings(self):
+        return len(self.categories)
+
+    @property
+    def n_categories(self):
+        return int(self.offsets[-1])
+
+    @property
+    def column(self):
+        """Clustering of each global category, shape (G,)."""
+        return np.repeat(np.arange(self.n_clusterings), np.diff(self.offsets))
+
+    def transform(self, labels):
+        """``gidx`` (int32, ``-1`` where missing or unseen) of a labels block."""
+        labels = np.ascontiguousarray(labels)
+        tops = [int(c[-1]) + 1 if c.size else 0 for c in self.categories]
+        if sum(tops) <= 4 * labels.size + 1024:  # small label values: one lookup table per clustering
+            lut_off = np.concatenate([[0], np.cumsum(tops)]).astype(np.int64)
+            lut = np.full(lut_off[-1], -1, dtype=np.int32)
+            for i, cats in enumerate(self.categories):
+                lut[lut_off[i] + cats] = self.offsets[i] + np.arange(cats.size)
+            gidx = np.empty(labels.shape, dtype=np.int32)
+            if labels.dtype not in (np.int32, np.int64):  # int32 labels are read as they are (no copy)
+                labels = labels.astype(np.int64)
+            kern.encode_lut(labels, lut, lut_off, gidx)
+            return gidx
+        gidx = np.full(labels.shape, -1, dtype=np.int32)
+        for i, cats in enumerate(self.categories):
+            col = labels[:, i]
+            obs = col >= 0
+            if cats.size == 0 or not obs.any():
+                continue
+            pos = np.minimum(np.searchsorted(cats, col[obs]), cats.size - 1)
+            gidx[obs, i] = np.where(cats[pos] == col[obs], self.offsets[i] + pos, -1)
+        return gidx
+
+
+def column_categories(labels):
+    """Sorted distinct non-missing labels of each column."""
+    labels = np.asarray(labels)
+    if labels.ndim == 2 and labels.size and labels.dtype.kind in "iu":
+        top = np.maximum(labels.max(axis=0).astype(np.int64) + 1, 0)
+        if int(top.max()) <= 4 * labels.shape[0] + 1024:  # small labels: one pass over the rows
+            seen = np.zeros((labels.shape[1], int(top.max())), dtype=np.bool_)
+            kern.column_presence(np.ascontiguousarray(labels), top, seen)
+            return [np.flatnonzero(row).astype(np.int64) for row in seen]
+    out = []
+    for col in np.asarray(labels).T:
+        obs = col[col >= 0]
+        if obs.size and int(obs.max()) <= 4 * col.size + 1024:
+            out.append(np.flatnonzero(np.bincount(obs)).astype(np.int64))
+        else:
+            out.append(np.unique(obs).astype(np.int64))
+    return out
+
+
+def encode(labels):
+    """Validated ``(gidx, Encoding)`` of an in-memory labels matrix (no checks on its content)."""
+    labels = np.asarray(labels)
+    enc = Encoding.from_categories(column_categories(labels))
+    return enc.transform(labels), enc
+
+
+def check_encoding(enc, shape, name="labels"):
+    """Reject a labels matrix of ``shape`` all missing, or with a clustering of fewer than 2 labels."""
+    if all(c.size == 0 for c in enc.categories):
+        raise InputError(f"{name} are all missing (-1) in shape {tuple(shape)}; nothing to fit")
+    for i, u in enumerate(enc.categories):
+        if u.size < 2:
+            what = "no label (all missing)" if u.size == 0 else f"a single label {int(u[0])}"
+            raise InputError(f"{name} column {i} has {what}; each basic partition needs at least 2 clusters")
