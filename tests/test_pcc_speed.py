@@ -263,8 +263,11 @@ def test_label_starts_side_by_side_equal_the_sequential_ones(monkeypatch):
     one = label_starts(labels, 4, random_state=0)
     monkeypatch.setattr(starts, "ONE_THREAD_ROWS", 10)
     two = label_starts(labels, 4, random_state=0)
-    for a, b in zip(one, two, strict=True):
+    monkeypatch.setattr(starts, "SIDE_BY_SIDE_BYTES", 10)  # large rows: one after the other
+    after = label_starts(labels, 4, random_state=0)
+    for a, b, c in zip(one, two, after, strict=True):
         np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
 
 
 def test_label_starts_with_fewer_distinct_rows_than_clusters():
