@@ -66,7 +66,7 @@ logger = logging.getLogger(__name__)
 
 _AUTO_JOIN_BYTES = 512 << 20  # labels larger than this are counted by row-block join
 _LABEL_GEN_TASKS = 2  # drawing tasks of the strategies that read the whole labels matrix
-_AUTO_SPILL_BYTES = 256 << 20  # pairs in transit larger than this go through pairs/_tmp
+_AUTO_SPILL_BYTES = 128 << 20  # pairs in transit larger than this are spilled (a local directory or pairs/_tmp)
 _TRANSIT_BYTES_PER_PAIR = 16
 _ASSEMBLE_BYTES = 64 << 20  # at most about this many output bytes per assembling task
 _CHECK_BYTES = 64 << 20  # label bytes per validation task of update_coassociation
@@ -140,7 +140,8 @@ def build_coassociation(
         Whether pairs travel between tasks through temporary arrays under ``pairs/_tmp/`` of
         the run store (deleted at the end) instead of worker memory. Workers then hold at most
         the pieces of the tasks they run. ``auto`` spills when the strategy is expected to draw
-        more than 256 MiB of pairs (about 16.7 million). Does not change the result.
+        more than 128 MiB of pairs (about 8.4 million, e.g. all of KDD 10% at l = 30). Does not change
+        the result.
 
     Returns
     -------
