@@ -487,6 +487,21 @@ def test_the_command_names_a_lost_site_without_a_traceback(cluster, iris, tmp_pa
     assert open_sessions(cluster.client) == {}
 
 
+def test_a_join_that_arrives_after_its_close_leaves_no_session(cluster):
+    """A frozen site may run the coordinator's join after its fire-and-forget close: no state is left."""
+    from ensemble_dask.federated.site import site_close, site_join
+
+    addr = sorted(cluster.client.scheduler_info()["workers"])[0]
+    run = lambda f, *a: cluster.client.submit(f, *a, workers=[addr], pure=False).result()  # noqa: E731
+    run(site_close, "closed-first")
+    run(site_join, "closed-first", "site-0", {"site-0": b""}, False)
+    assert addr not in open_sessions(cluster.client)
+    run(site_join, "joined", "site-0", {"site-0": b""}, False)  # an open session is kept until its close
+    assert open_sessions(cluster.client).get(addr) == 1
+    run(site_close, "joined")
+    assert addr not in open_sessions(cluster.client)
+
+
 def test_a_site_that_stops_answering_ends_the_run_at_the_timeout(cluster, iris, tmp_path):
     """A site whose worker hangs (still in the cluster) ends the round at ``timeout``, named; closing the
     session does not wait for it again, and once it answers again it drops the session's state."""

@@ -23,6 +23,7 @@ workers execute, which Dask does not offer.
 
 from __future__ import annotations
 
+import collections
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,6 +109,9 @@ class SitePlugin:
         self.pins_source = pins
         self.site_name = site_name
         self.sessions = {}
+        # sessions already closed here: a join that arrives after its close (a site frozen mid-run whose
+        # close, sent fire-and-forget, ran first) must not leave the session's state behind
+        self.closed = collections.deque(maxlen=1024)
         self._private = None
         self._pins = {}
 
@@ -157,6 +161,8 @@ def site_join(session, name, roster, secure):
     from .secure import derive_pair_keys
 
     plugin = _plugin(create=not secure)
+    if plugin is not None and session in plugin.closed:
+        return None  # the coordinator closed this session already: nothing to join
     n_sites = len(roster)
     st = SiteSession(name=name, session=session, secure=bool(secure), n_sites=n_sites)
     if secure and n_sites > 1:
@@ -216,6 +222,8 @@ def site_close(session):
     plugin = _plugin()
     if plugin is not None:
         plugin.sessions.pop(session, None)
+        if session not in plugin.closed:
+            plugin.closed.append(session)
 
 
 # --------------------------------------------------------------------------- `dask worker --preload`
