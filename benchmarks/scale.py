@@ -81,6 +81,7 @@ class TreeWatcher(threading.Thread):
         self.peaks = {}  # pid -> (role, bytes)
         self.together = 0  # the largest sum of the processes' current RSS seen at one poll
         self.cpu = {}  # pid -> CPU seconds (user + system) at the last poll: a figure the load does not inflate
+        self.samples = []  # (wall clock, pid, VmRSS bytes) of every poll: which stage a peak belongs to
         self._done = threading.Event()
 
     def _poll(self):
@@ -96,7 +97,9 @@ class TreeWatcher(threading.Thread):
             role = self.peaks.get(proc.pid, (None, 0))[0] or _role(proc)
             self.peaks[proc.pid] = (role, max(hwm, self.peaks.get(proc.pid, (None, 0))[1]))
             if role != "moto":
-                now += _vm_hwm(proc.pid, "VmRSS") or 0
+                rss = _vm_hwm(proc.pid, "VmRSS") or 0
+                now += rss
+                self.samples.append((time.time(), proc.pid, rss))
             try:
                 times = proc.cpu_times()
                 self.cpu[proc.pid] = times.user + times.system
@@ -139,7 +142,33 @@ def print_peaks(watcher):
     cpu = sum(c for pid, c in watcher.cpu.items() if watcher.peaks.get(pid, ("",))[0] != "moto")
     print(f"  CPU seconds of the run's processes: {cpu:.1f} (on a quiet 2-core machine wall >= CPU / 2)")
     print(f"  all processes of the run together: {total / 2**30:.2f} GiB (sum of peaks)")
-    print(f"  largest total RSS at one moment (polled every {watcher.interval} s): {watcher.together / 2**30:.2f} GiB")
+    print(
+        f"  largest total RSS at one moment (polled every {watcher.interval} s): {watcher.together / 2**30:.2f} GiB"
+    )
+
+
+def print_stage_peaks(watcher, store_url, storage_options=None):
+    """The largest RSS each process was seen at (polled) while each stage ran, from the records' start and end."""
+    import datetime as dt
+
+    sys.path.insert(0, str(HERE.parent))
+    from ensemble_dask.io.store import RunStore
+
+    records = RunStore(store_url, storage_options, mode="r").records()
+    pids = sorted(watcher.peaks, key=lambda pid: (watcher.peaks[pid][0], pid))
+    pids = [pid for pid in pids if watcher.peaks[pid][0] not in ("moto", "tracker")]
+    print("largest RSS seen during each stage (MiB, polled every", watcher.interval, "s):")
+    print(f"  {'stage':22s}" + "".join(f"{watcher.peaks[pid][0] + ' ' + str(pid):>16s}" for pid in pids))
+    for name, rec in records.items():
+        if not rec.get("started") or not rec.get("finished"):
+            continue
+        t0 = dt.datetime.fromisoformat(rec["started"]).timestamp()
+        t1 = dt.datetime.fromisoformat(rec["finished"]).timestamp() + 1.0  # finished is to the second
+        top = {pid: 0 for pid in pids}
+        for t, pid, rss in watcher.samples:
+            if t0 <= t <= t1 and pid in top:
+                top[pid] = max(top[pid], rss)
+        print(f"  {name:22s}" + "".join(f"{top[pid] / 2**20:16.0f}" for pid in pids))
 
 
 # -- the store's records and sizes ----------------------------------------------------------------------
@@ -284,6 +313,7 @@ def bench_rows(n_rows, args, opts, workdir):
     print(f"workflow: {seconds:.1f} s wall, exit code {code}; load average now {os.getloadavg()[0]:.1f}")
     print_stages(store, n_rows, opts)
     print_peaks(watcher)
+    print_stage_peaks(watcher, store, opts)
     print(f"bytes in the run store: {du(store, opts) / 2**20:.1f} MiB")
     for path in (csv_path, pq_path):
         path.unlink()
@@ -309,6 +339,8 @@ def main(argv=None):
         if args.store:
             print_stages(args.store, args.n or 0)
         print_peaks(watcher)
+        if args.store:
+            print_stage_peaks(watcher, args.store)
         return code
     moto, opts = start_moto()
     try:
