@@ -54,6 +54,9 @@ os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout (python benchmarks/bench_bce.py) without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helpers
+
+from _proc import ONE_THREAD, load_average, reset_peak, status_mib  # noqa: E402
 
 from ensemble_dask.metrics import micro_precision  # noqa: E402
 
@@ -62,33 +65,6 @@ K = 5
 SITES = ["site-a", "site-b", "site-c"]
 BLOCK_ROWS = 50_000
 CONVERGE_MAX_ITER = 2000  # BCE's default max_iter=300 stops this fit short of tol=1e-5
-ONE_THREAD = {
-    v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
-}
-
-
-def status_mib(field):
-    """A ``Vm*`` field of /proc/self/status, in MiB."""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def reset_peak():
-    """Reset this process's VmHWM to its current RSS (Linux ``clear_refs`` 5)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def load_average():
-    a, b, c = os.getloadavg()
-    return f"load average {a:.2f} {b:.2f} {c:.2f} on {os.cpu_count()} cores"
 
 
 @contextlib.contextmanager
@@ -340,7 +316,10 @@ def main():
     ap.add_argument("--fed-repeats", type=int, default=8, help="timed federated fits per mode")
     ap.add_argument("--federated-only", action="store_true", help="only the federated timings (3 sites)")
     ap.add_argument(
-        "--rows", type=int, default=0, help="with --federated-only: only N rows of synthetic labels (e.g. 5000000)"
+        "--rows",
+        type=int,
+        default=0,
+        help="with --federated-only: only N rows of synthetic labels (e.g. 5000000)",
     )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -39,34 +39,11 @@ os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helpers
+
+from _proc import ONE_THREAD, load_average, reset_peak, status_mib  # noqa: E402
 
 KDD_FILE = ROOT.parent / "shared" / "data" / "kddcup99" / "kddcup.data_10_percent.gz"
-ONE_THREAD = {
-    v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
-}
-
-
-def status_mib(field):
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def reset_peak():
-    """Reset this process's VmHWM to its current RSS (Linux ``clear_refs`` 5)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def load_average():
-    a, b, c = os.getloadavg()
-    return f"load average {a:.2f} {b:.2f} {c:.2f} on {os.cpu_count()} cores"
 
 
 def one_by_one(func, args):
@@ -168,7 +145,9 @@ def main():
         del labels
         variants = [("shared", "new")] + ([] if args.no_threads else [("n_jobs=2", "threads")])
         variants += [("one by one", "old")] if args.old else []
-        print(f"{'path':>12s} {'wall s':>8s} {'cpu s':>8s} {'peak MiB':>9s} {'H':>7s} {'ARI':>7s}  same labels")
+        print(
+            f"{'path':>12s} {'wall s':>8s} {'cpu s':>8s} {'peak MiB':>9s} {'H':>7s} {'ARI':>7s}  same labels"
+        )
         ref = None
         for name, variant in variants:
             r = run_child(path, variant, args.K)

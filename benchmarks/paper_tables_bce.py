@@ -42,6 +42,9 @@ os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helpers
+
+from _proc import load_average  # noqa: E402
 
 from ensemble_dask.metrics import micro_precision  # noqa: E402
 
@@ -61,11 +64,6 @@ def load(name):
     X = np.loadtxt(UCI / f"{name}.data.gz")
     y = np.loadtxt(UCI / f"{name}.labels0.gz").astype(int)
     return X, y
-
-
-def load_average():
-    a, b, c = os.getloadavg()
-    return f"load average {a:.2f} {b:.2f} {c:.2f} on {os.cpu_count()} cores"
 
 
 def base_clusterings(X, k, n_clusterings, seed):

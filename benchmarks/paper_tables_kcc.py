@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import os
 import sys
 import time
 from pathlib import Path
@@ -37,6 +36,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helpers
+
+from _proc import load_average  # noqa: E402
 
 from ensemble_dask.metrics import nmi, normalized_rand  # noqa: E402
 
@@ -59,11 +61,6 @@ KDD_CATEGORY = {
     ),
     **dict.fromkeys(["buffer_overflow", "loadmodule", "perl", "rootkit"], "u2r"),
 }
-
-
-def load_average():
-    a, b, c = os.getloadavg()
-    return f"load average {a:.2f} {b:.2f} {c:.2f} on {os.cpu_count()} cores"
 
 
 def load_set(name):
