@@ -263,11 +263,34 @@ def test_label_starts_side_by_side_equal_the_sequential_ones(monkeypatch):
     one = label_starts(labels, 4, random_state=0)
     monkeypatch.setattr(starts, "ONE_THREAD_ROWS", 10)
     two = label_starts(labels, 4, random_state=0)
+    threads_gen = label_starts(labels, 4, random_state=np.random.default_rng(0))  # one seed each, drawn first
     monkeypatch.setattr(starts, "SIDE_BY_SIDE_BYTES", 10)  # large rows: one after the other
     after = label_starts(labels, 4, random_state=0)
+    after_gen = label_starts(labels, 4, random_state=np.random.default_rng(0))
     for a, b, c in zip(one, two, after, strict=True):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(a, c)
+    for a, b in zip(threads_gen, after_gen, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_label_starts_give_each_fit_its_own_seed_from_a_generator(monkeypatch):
+    """A Generator is never shared by the two fits (side by side, the order of their draws would vary):
+    each gets an int seed drawn from it first; an int seed is passed on as it is."""
+    from ensemble_dask.consensus import starts
+
+    seen = []
+    for name in ("KCC", "HBGF"):
+        real = getattr(starts, name)
+        monkeypatch.setattr(
+            starts, name, lambda *a, real=real, **kw: seen.append(kw["random_state"]) or real(*a, **kw)
+        )
+    _, labels = _labels(n=300, missing=0.4, seed=14)
+    label_starts(labels, 4, random_state=np.random.default_rng(0))
+    assert all(isinstance(s, int) for s in seen) and seen[0] != seen[1]
+    seen.clear()
+    label_starts(labels, 4, random_state=7)
+    assert seen == [7, 7]
 
 
 def test_label_starts_with_fewer_distinct_rows_than_clusters():

@@ -21,13 +21,14 @@ Examples
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from .._validation import check_labels_matrix
+from .._validation import check_labels_matrix, check_random_state
 from .baselines_labels import HBGF
 from .bce import compress_rows
 from .kcc import KCC
@@ -58,8 +59,13 @@ def label_starts(labels, n_clusters, *, random_state=None):
     rows, mult, inv = compress_rows(labels)
     if rows.shape[0] <= n_clusters:  # no more distinct label rows than clusters: one cluster each
         return [inv.astype(np.int64)]
-    kcc = KCC(n_clusters, n_init=KCC_N_INIT, random_state=random_state)
-    hbgf = HBGF(n_clusters, random_state=random_state)
+    if not isinstance(random_state, (numbers.Integral, type(None))):  # a Generator: one seed each, drawn
+        # here, so that the two fits never share it (on two threads the order of their draws would vary)
+        random_state = [int(s) for s in check_random_state(random_state).integers(2**31 - 1, size=2)]
+    else:
+        random_state = [random_state, random_state]
+    kcc = KCC(n_clusters, n_init=KCC_N_INIT, random_state=random_state[0])
+    hbgf = HBGF(n_clusters, random_state=random_state[1])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a start need not have converged: PCC/PPC report their own status
         if rows.shape[0] <= ONE_THREAD_ROWS:
