@@ -56,7 +56,14 @@ class TLSCluster:
 
     def tls_args(self, name):
         c = self.certs
-        return ["--tls-ca-file", str(c / "ca.pem"), "--tls-cert", str(c / f"{name}.pem"), "--tls-key", str(c / f"{name}-key.pem")]
+        return [
+            "--tls-ca-file",
+            str(c / "ca.pem"),
+            "--tls-cert",
+            str(c / f"{name}.pem"),
+            "--tls-key",
+            str(c / f"{name}-key.pem"),
+        ]
 
     def start_scheduler(self):
         self.scheduler = subprocess.Popen(
@@ -157,7 +164,9 @@ def iris_ensemble(seed):
     y = np.loadtxt(DATA / "uci" / "iris.labels0.gz").astype(int)
     order = np.random.default_rng(seed).permutation(X.shape[0])  # iris rows are sorted by class
     X, y = X[order], y[order]
-    L = np.column_stack([KMeans(3, n_init=1, init="random", random_state=s).fit_predict(X) for s in range(10)])
+    L = np.column_stack(
+        [KMeans(3, n_init=1, init="random", random_state=s).fit_predict(X) for s in range(10)]
+    )
     L = L.astype(np.int32)
     L[np.random.default_rng(seed).random(L.shape) < 0.15] = -1
     return L, y
@@ -331,7 +340,9 @@ def memberships(sites):
 # --------------------------------------------------------------------------- tests
 
 
-def test_secure_equals_centralised_and_the_client_never_receives_a_sites_statistics(cluster, iris, reference, tmp_path):
+def test_secure_equals_centralised_and_the_client_never_receives_a_sites_statistics(
+    cluster, iris, reference, tmp_path
+):
     L, y = iris
     ref, params_seen = reference
     sites, bounds = make_sites(L, tmp_path, y)
@@ -500,6 +511,20 @@ def test_a_join_that_arrives_after_its_close_leaves_no_session(cluster):
     assert open_sessions(cluster.client).get(addr) == 1
     run(site_close, "joined")
     assert addr not in open_sessions(cluster.client)
+
+
+def test_a_close_before_any_join_is_remembered_on_a_worker_without_the_plugin(client):
+    """A plain (non-secure) site's worker gets the plugin only when first used: a close that comes first
+    must create it and be remembered, so the late join leaves nothing."""
+    from ensemble_dask.federated.site import site_close, site_join
+
+    addr = sorted(client.scheduler_info()["workers"])[0]
+    client.run(lambda dask_worker: dask_worker.plugins.pop(PLUGIN_NAME, None), workers=[addr])
+    run = lambda f, *a: client.submit(f, *a, workers=[addr], pure=False).result()  # noqa: E731
+    run(site_close, "fresh-worker")
+    run(site_join, "fresh-worker", "site-0", {"site-0": b""}, False)
+    held = client.run(lambda dask_worker: len(dask_worker.plugins[PLUGIN_NAME].sessions), workers=[addr])
+    assert held == {addr: 0}
 
 
 def test_a_site_that_stops_answering_ends_the_run_at_the_timeout(cluster, iris, tmp_path):

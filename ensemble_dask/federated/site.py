@@ -219,7 +219,7 @@ def site_call(session, fn, *args):
 
 
 def site_close(session):
-    plugin = _plugin()
+    plugin = _plugin(create=True)  # a close that comes before the join must be remembered too
     if plugin is not None:
         plugin.sessions.pop(session, None)
         if session not in plugin.closed:
