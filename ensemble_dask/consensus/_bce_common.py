@@ -586,7 +586,7 @@ class _InMemoryEStep:
         if len(blocks) == 1:
             return block(blocks[0])
         # fixed blocks summed in their order: the same result on any number of threads
-        with ThreadPoolExecutor(min(len(blocks), os.cpu_count() or 1)) as pool:
+        with ThreadPoolExecutor(min(len(blocks), len(os.sched_getaffinity(0)))) as pool:
             parts = list(pool.map(block, blocks))
         return np.sum(parts, axis=0)
 
