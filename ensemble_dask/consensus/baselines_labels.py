@@ -260,8 +260,8 @@ class HBGF(_LabelBaseline):
     ----------
     n_clusters : int, default=2
     n_init : int, default=10
-        Starts of the final k-means (on more than 20,000 distinct label rows, compared on a sample of
-        them; the best is then refined on all rows).
+        Starts of the final k-means (on more than ``max(20,000, 50 K)`` distinct label rows, compared
+        on a sample of that many; the best is then refined on all rows).
     random_state : int, Generator or None, default=None
 
     Attributes

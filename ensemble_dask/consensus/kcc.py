@@ -461,9 +461,10 @@ class KCC:
         Number of random starts; the lowest objective is kept (ignored for an explicit ``init``).
         One start is a lottery on hard data: on 100 k-means labelings of wdbc, K = 2, the lowest
         objective was found from 3 of 16 seeds with one start, 8 with three, 14 with five (ARI
-        -0.01 to 0.55 with one start). Each start costs one Lloyd run over the labels; above 20,000
-        distinct label rows the starts are compared on a sample of 20,000 and only the best is run
-        on all of them.
+        -0.01 to 0.55 with one start). Each start costs one Lloyd run over the labels; with random starts on
+        more than ``max(20,000, 50 K)`` rows the starts are compared on a sample of that many rows
+        (distinct label rows weighted by multiplicity when at most half the rows are distinct) and
+        only the best is run on all of them.
     max_iter : int, default=300
     tol : float, default=1e-4
         Relative tolerance on the squared centroid shift, scaled by the mean variance of the
@@ -549,6 +550,7 @@ class KCC:
                 return fit_kcc(self, LocalBlocks([gidx]), enc, rng)
             rows, mult, inverse = compress_rows(gidx)
             if rows.shape[0] > DISTINCT_SHARE * gidx.shape[0]:
+                del rows, mult, inverse  # nearly every row distinct: not worth holding a copy
                 return self._fit_rows(gidx, None, enc, rng)
             # few distinct label rows (complete ensembles: a few thousand among 500,000 points): the same
             # objective on the distinct rows weighted by their multiplicity, in a fraction of the time

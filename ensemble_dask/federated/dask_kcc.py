@@ -124,7 +124,9 @@ class DaskBlocks:
 
     def cooccurrence(self, chosen, n_categories):
         m = len(self.gidx)
-        parts = self.client.gather(self._map(block_cooccurrence, self.gidx, self.weight, [chosen] * m, [n_categories] * m))
+        parts = self.client.gather(
+            self._map(block_cooccurrence, self.gidx, self.weight, [chosen] * m, [n_categories] * m)
+        )
         return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
     def memberships(self, MT, sq):
@@ -156,7 +158,9 @@ def fit_kcc_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
     -------
     KCC
         A fitted estimator, equal to ``KCC(n_clusters, **kcc_params).fit(labels)`` up to
-        floating-point summation order.
+        floating-point summation order, except with random starts on more than ``max(20,000, 50 K)``
+        rows, where the in-memory fit compares its starts on a sample (the same optimum in general,
+        other draws).
     """
     if client is None:
         from distributed import get_client
@@ -194,7 +198,7 @@ def _candidate_mapper(client):
 
 
 def fit_gkcc_dask(labels, n_clusters=2, *, client=None, **gkcc_params):
-    """Fit :class:`~ensemble_dask.consensus.gkcc.GKCC` with each step's candidate k-means as Dask tasks.
+    """Fit :class:`~ensemble_dask.consensus.gkcc.GKCC` with each step's candidate k-means in groups as Dask tasks.
 
     The candidates' results are gathered in their order, so the fit equals the in-memory one.
     """
