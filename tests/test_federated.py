@@ -525,6 +525,10 @@ def test_a_close_before_any_join_is_remembered_on_a_worker_without_the_plugin(cl
     run(site_join, "fresh-worker", "site-0", {"site-0": b""}, False)
     held = client.run(lambda dask_worker: len(dask_worker.plugins[PLUGIN_NAME].sessions), workers=[addr])
     assert held == {addr: 0}
+    # a secure session of one site masks nothing: it joins without a key (was an AttributeError)
+    client.run(lambda dask_worker: dask_worker.plugins.pop(PLUGIN_NAME, None), workers=[addr])
+    run(site_join, "one-site", "site-0", {"site-0": b""}, True)
+    run(site_close, "one-site")
 
 
 def test_a_site_that_stops_answering_ends_the_run_at_the_timeout(cluster, iris, tmp_path):

@@ -160,10 +160,10 @@ def site_join(session, name, roster, secure):
     """
     from .secure import derive_pair_keys
 
-    plugin = _plugin(create=not secure)
+    n_sites = len(roster)
+    plugin = _plugin(create=not secure or n_sites <= 1)  # one site masks nothing: no key needed
     if plugin is not None and session in plugin.closed:
         return None  # the coordinator closed this session already: nothing to join
-    n_sites = len(roster)
     st = SiteSession(name=name, session=session, secure=bool(secure), n_sites=n_sites)
     if secure and n_sites > 1:
         if plugin is None or plugin.public_key is None:
