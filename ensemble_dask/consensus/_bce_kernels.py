@@ -200,10 +200,10 @@ def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, t
     lbT = np.empty((R, k))
     elT = np.empty((R, k))
     lmT = np.empty(R)
-    linear_factors(np.ascontiguousarray(logbeta.T), elT, lmT)
     for g in range(R):
         for h in range(k):
             lbT[g, h] = logbeta[h, g]
+    linear_factors(lbT, elT, lmT)
     countsT = np.zeros((R, k))
     wsum = np.zeros((k, D))
     wy = np.zeros((k, D))
