@@ -68,6 +68,38 @@ def test_upper_csr_kernel_sorts_and_deduplicates():
     assert cols.tolist() == [1, 6, 2, 4, 5]
 
 
+def test_upper_csr_kernel_long_and_short_rows_equal_a_global_sort():
+    """Rows of up to 32 entries are sorted in place, longer ones by a sort call: both give np.unique's order."""
+    rng = np.random.default_rng(0)
+    n = 500
+    i = np.concatenate([rng.integers(0, n - 1, 3000), np.zeros(200, dtype=np.int64), np.full(40, 7)])
+    j = np.minimum(i + 1 + rng.integers(0, 60, i.size), n - 1)
+    keys = i * n + j
+    indptr, cols = CK.upper_csr_kernel(rng.permutation(keys), n)
+    ref = np.unique(keys)
+    np.testing.assert_array_equal(cols, ref % n)
+    np.testing.assert_array_equal(indptr, np.searchsorted(ref // n, np.arange(n + 1)))
+    assert np.diff(indptr).max() > 32 and np.median(np.diff(indptr)[np.diff(indptr) > 0]) <= 32
+
+
+@pytest.mark.parametrize("strategy, params", [("cocluster", {"l": 6}), ("per-point", {"l": 4})])
+def test_coassociation_on_threads_equals_one_thread(monkeypatch, strategy, params):
+    """Seed blocks drawn, cluster index built and pairs counted on threads: the very same store."""
+    import ensemble_dask.coassoc.counting as counting
+    import ensemble_dask.coassoc.sampling as sampling
+
+    _, labels = _labels(n=3000, n_clust=5, missing=0.2, seed=3)
+    one = coassociation(labels, strategy=strategy, seed=2, block_size=100, **params)
+    monkeypatch.setattr(sampling, "THREADED_ROWS", 10)
+    monkeypatch.setattr(counting, "THREADED_ROWS", 10)
+    monkeypatch.setattr(sampling, "THREADED_LABELS", 10)
+    monkeypatch.setattr(sampling, "usable_cores", lambda: 3)  # more threads than this machine's cores
+    monkeypatch.setattr(counting, "usable_cores", lambda: 3)
+    threaded = coassociation(labels, strategy=strategy, seed=2, block_size=100, **params)
+    for name in ("indptr", "indices", "co", "both"):
+        np.testing.assert_array_equal(getattr(threaded, name), getattr(one, name))
+
+
 # --------------------------------------------------------------------------- starts
 
 
@@ -150,6 +182,20 @@ def test_best_start_picks_the_lowest_objective_and_reports_it():
         exact = [K.objective(data.indptr, ind, data.x, data.w, Y, K.KL, 1e-10, 0.0) for Y in Ys]
         assert best is Ys[int(np.argmin(exact))]
         np.testing.assert_allclose(f, min(exact), rtol=1e-10)
+    # candidates given as vertex labels: the same choice and objective, and the chosen one as its matrix
+    for cands in ([noisy, truth], [relabelled, noisy]):
+        labs = check_init(cands, 300, 4, vertex_labels=True)
+        assert all(lab.shape == (300,) for lab in labs)
+        best, f = _best_start(labs, data, data.w, ind, K.KL, 0.0, 4)
+        Ys = check_init(cands, 300, 4)
+        exact = [K.objective(data.indptr, ind, data.x, data.w, Y, K.KL, 1e-10, 0.0) for Y in Ys]
+        np.testing.assert_array_equal(best, Ys[int(np.argmin(exact))])
+        np.testing.assert_allclose(f, min(exact), rtol=1e-10)
+    # a start that uses fewer labels than n_clusters keeps its K columns
+    best, _ = _best_start(
+        check_init(np.zeros(300, dtype=int), 300, 4, vertex_labels=True), data, data.w, ind, K.KL, 0.0, 4
+    )
+    assert best.shape == (300, 4) and np.all(best[:, 0] == 1.0)
     soft = [np.full((300, 4), 0.25) + 0.01 * np.eye(4)[truth], check_init(noisy, 300, 4)]  # not vertices
     best, f = _best_start(soft, data, data.w, ind, K.L2, 0.0)
     exact = [K.objective(data.indptr, ind, data.x, data.w, Y, K.L2, 1e-10, 0.0) for Y in soft]

@@ -12,7 +12,9 @@ import numpy as np
 
 __all__ = [
     "count_pairs_kernel",
+    "count_rows_kernel",
     "cluster_index_kernel",
+    "cluster_index_columns",
     "cocluster_draws_kernel",
     "scatter_rows_kernel",
     "split_pieces_kernel",
@@ -49,6 +51,27 @@ def count_pairs_kernel(labels_a, labels_b, rows_a, rows_b, co, both):
 
 
 @numba.njit(cache=True, nogil=True)
+def count_rows_kernel(labels, indptr, cols, r0, r1, co, both):
+    """:func:`count_pairs_kernel` for the entries of CSR rows ``r0 .. r1 - 1`` (pair (r, cols[e]) for
+    ``indptr[r] <= e < indptr[r + 1]``), written at the same positions of ``co`` and ``both``: no
+    row-index array, and disjoint row ranges can be counted by separate threads."""
+    n_clust = labels.shape[1]
+    for a in range(r0, r1):
+        for e in range(indptr[a], indptr[a + 1]):
+            b = cols[e]
+            c = 0
+            m = 0
+            for u in range(n_clust):
+                x = labels[a, u]
+                y = labels[b, u]
+                present = (x >= 0) & (y >= 0)
+                m += present
+                c += present & (x == y)
+            co[e] = c
+            both[e] = m
+
+
+@numba.njit(cache=True, nogil=True)
 def cluster_index_kernel(labels, n_ids):
     """Members of every base cluster, by a counting sort of each column.
 
@@ -69,7 +92,17 @@ def cluster_index_kernel(labels, n_ids):
     n, n_clust = labels.shape
     members = np.empty((n_clust, n), dtype=np.int64)  # entries past start[u, n_ids] are never read
     start = np.zeros((n_clust, n_ids + 1), dtype=np.int64)
-    for u in range(n_clust):
+    cluster_index_columns(labels, 0, n_clust, members, start)
+    return members, start
+
+
+@numba.njit(cache=True, nogil=True)
+def cluster_index_columns(labels, u0, u1, members, start):
+    """:func:`cluster_index_kernel` for the clusterings ``u0 .. u1 - 1`` only, into ``members`` and
+    ``start`` (``start`` zero on those rows): disjoint column ranges can be filled by separate threads."""
+    n = labels.shape[0]
+    n_ids = start.shape[1] - 1
+    for u in range(u0, u1):
         for i in range(n):
             c = labels[i, u]
             if c >= 0:
@@ -82,7 +115,6 @@ def cluster_index_kernel(labels, n_ids):
             if c >= 0:
                 members[u, fill[c]] = i
                 fill[c] += 1
-    return members, start
 
 
 @numba.njit(cache=True, nogil=True)
@@ -235,25 +267,39 @@ def upper_csr_kernel(keys, n):
     cols : ndarray of shape (nnz,), int64
         The ``j`` of row ``i``'s distinct pairs, ascending within a row.
     """
+    m = keys.shape[0]
     start = np.zeros(n + 1, dtype=np.int64)
-    for p in range(keys.shape[0]):
-        start[keys[p] // n + 1] += 1
+    row = np.empty(m, dtype=np.int64)  # each key's i, divided once (a 64-bit division is slow)
+    for p in range(m):
+        i = keys[p] // n
+        row[p] = i
+        start[i + 1] += 1
     for i in range(n):
         start[i + 1] += start[i]
-    cols = np.empty(keys.shape[0], dtype=np.int64)
+    cols = np.empty(m, dtype=np.int64)
     fill = start[:-1].copy()
-    for p in range(keys.shape[0]):
-        i = keys[p] // n
+    for p in range(m):
+        i = row[p]
         cols[fill[i]] = keys[p] - i * n
         fill[i] += 1
     indptr = np.zeros(n + 1, dtype=np.int64)
     w = 0
     for i in range(n):
-        seg = cols[start[i] : start[i + 1]]
-        seg.sort()
+        a = start[i]
+        b = start[i + 1]
+        if b - a <= 32:  # the usual short row: an insertion sort in place, no call
+            for t in range(a + 1, b):
+                v = cols[t]
+                u = t - 1
+                while u >= a and cols[u] > v:
+                    cols[u + 1] = cols[u]
+                    u -= 1
+                cols[u + 1] = v
+        else:
+            cols[a:b].sort()
         last = -1
-        for t in range(seg.shape[0]):
-            c = seg[t]
+        for t in range(a, b):
+            c = cols[t]
             if c != last:
                 cols[w] = c
                 w += 1

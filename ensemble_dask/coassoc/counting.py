@@ -13,9 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from .._threads import even_splits, thread_map, usable_cores
 from .._validation import InputError, check_labels_matrix
 from . import _kernels as _k
-from .sampling import DEFAULT_BLOCK_SIZE, _make_sampler, _sample_upper
+from .sampling import DEFAULT_BLOCK_SIZE, THREADED_ROWS, _make_sampler, _sample_upper
 
 __all__ = ["PairCounts", "dense_coassociation", "count_pairs", "coassociation", "index_dtype"]
 
@@ -237,8 +238,12 @@ def coassociation(labels, *, strategy, seed, block_size=DEFAULT_BLOCK_SIZE, **pa
     sampler = _make_sampler(strategy, labels.shape[0], seed, block_size, params)
     # the upper triangle's rows straight from the draws, then both halves with no sort (O(pairs))
     uptr, ucols = _sample_upper(sampler, labels)
-    rows = np.repeat(np.arange(sampler.n, dtype=np.int64), np.diff(uptr))
     co = np.empty(ucols.size, dtype=np.int32)
     both = np.empty(ucols.size, dtype=np.int32)
-    _k.count_pairs_kernel(labels, labels, rows, ucols, co, both)
+    # row ranges of about equal numbers of pairs, counted on this process's cores
+    bounds = even_splits(uptr, 1 if sampler.n < THREADED_ROWS else usable_cores())
+    thread_map(
+        lambda t: _k.count_rows_kernel(labels, uptr, ucols, bounds[t], bounds[t + 1], co, both),
+        range(len(bounds) - 1),
+    )
     return PairCounts(*_k.symmetric_csr_kernel(uptr, ucols, co, both), labels.shape[1])

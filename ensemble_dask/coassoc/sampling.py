@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._threads import thread_map, usable_cores
 from .._validation import InputError, check_choice, check_int, check_labels_matrix, check_rate
 from . import _kernels as _k
 
@@ -27,6 +28,10 @@ _STRATEGY_PARAMS = {
     "cocluster": {"l": 30, "fraction": 0.5},
 }
 DEFAULT_BLOCK_SIZE = 4096
+#: in memory, from this many points the seed blocks draw on threads, and from this many labels the
+#: cluster index is built on threads (below, a pool costs more than it saves)
+THREADED_ROWS = 50_000
+THREADED_LABELS = 1_000_000
 
 
 # --------------------------------------------------------------------------- pair sampling
@@ -185,8 +190,20 @@ def _unique(keys):
 
 
 def _cluster_index(labels):
-    n_ids = int(labels.max(initial=-1)) + 1
-    return _k.cluster_index_kernel(labels, max(n_ids, 1))
+    """``(members, start)`` of :func:`~._kernels.cluster_index_kernel`; the clusterings are split over
+    this process's cores when there are many labels (each thread fills its own columns)."""
+    n, n_clust = labels.shape
+    n_ids = max(int(labels.max(initial=-1)) + 1, 1)
+    if n * n_clust < THREADED_LABELS or n_clust < 2:
+        return _k.cluster_index_kernel(labels, n_ids)
+    members = np.empty((n_clust, n), dtype=np.int64)
+    start = np.zeros((n_clust, n_ids + 1), dtype=np.int64)
+    bounds = np.linspace(0, n_clust, min(n_clust, usable_cores()) + 1).astype(int)
+    thread_map(
+        lambda t: _k.cluster_index_columns(labels, bounds[t], bounds[t + 1], members, start),
+        range(len(bounds) - 1),
+    )
+    return members, start
 
 
 def _sample_keys(sampler, labels=None, blocks=None):
@@ -202,7 +219,11 @@ def _sample_upper(sampler, labels=None):
     """The pairs of every seed block as an upper-triangle CSR ``(indptr, cols)``: row i holds the
     ``j > i`` of its pairs, ascending (the sorted unique keys, without a global sort)."""
     index = _cluster_index(labels) if sampler.needs_labels else None
-    parts = [sampler.block_keys(b, index, labels) for b in range(sampler.n_blocks)]
+    # the seed blocks draw on this process's cores (each from its own seed: the same keys on any number)
+    threads = 1 if sampler.n < THREADED_ROWS else None
+    parts = thread_map(
+        lambda b: sampler.block_keys(b, index, labels), range(sampler.n_blocks), max_threads=threads
+    )
     keys = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     return _k.upper_csr_kernel(keys, sampler.n)
 
