@@ -54,13 +54,22 @@ def _resolve_tol(tol, start):
     return check_tol(tol)
 
 
-def check_init(init, n, k, smoothing=0.0):
+def check_init(init, n, k, smoothing=0.0, *, vertex_labels=False):
     """None for ``"random"``, else the start as an ``(n, k)`` float64 array with rows on the simplex;
-    a list or tuple of starts gives a list of such arrays (candidates, see :func:`_best_start`)."""
+    a list or tuple of starts gives a list of such arrays (candidates, see :func:`_best_start`).
+
+    With ``vertex_labels``, a start of hard labels that puts every row on a vertex (no smoothing, no
+    ``-1``) is returned as its codes in ``[0, k)`` instead (int64, shape ``(n,)``): candidates are compared
+    from their labels, and only the chosen one becomes a matrix (:func:`_start_matrix`)."""
     if isinstance(init, (list, tuple)):
         if not init:
             raise InputError("The 'init' list of candidate starts is empty")
-        return [check_init(one, n, k, smoothing) for one in init if not isinstance(one, str)] or None
+        starts = [
+            check_init(one, n, k, smoothing, vertex_labels=vertex_labels)
+            for one in init
+            if not isinstance(one, str)
+        ]
+        return starts or None
     if isinstance(init, str):
         check_choice(init, "init", {"random"})
         return None
@@ -76,8 +85,12 @@ def check_init(init, n, k, smoothing=0.0):
             codes, inv = np.unique(vals, return_inverse=True)
             n_codes = codes.size
         if n_codes > k:
-            raise InputError(f"The 'init' labels must have at most n_clusters={k} distinct values; got {n_codes}")
+            raise InputError(
+                f"The 'init' labels must have at most n_clusters={k} distinct values; got {n_codes}"
+            )
         if smoothing == 0.0 and vals.size == n:  # every row a vertex
+            if vertex_labels:
+                return np.asarray(inv, dtype=np.int64)
             Y = np.zeros((n, k))
             Y[np.arange(n), inv] = 1.0
             return Y
@@ -97,8 +110,19 @@ def check_init(init, n, k, smoothing=0.0):
     )
 
 
+def _start_matrix(start, k):
+    """The ``(n, k)`` start of a :func:`check_init` result: vertex labels become their one-hot rows."""
+    if start.ndim == 2:
+        return start
+    Y = np.zeros((start.shape[0], k))
+    Y[np.arange(start.shape[0]), start] = 1.0
+    return Y
+
+
 def _vertex_labels(Y):
     """The labels of a start whose every row is a vertex of the simplex, else None."""
+    if Y.ndim == 1:  # vertex labels of check_init(..., vertex_labels=True)
+        return Y
     lab = Y.argmax(axis=1)
     return lab if np.array_equal(Y[np.arange(Y.shape[0]), lab], np.ones(Y.shape[0])) else None
 
@@ -114,27 +138,30 @@ def _matched(la, lb, k):
     return to[lb]
 
 
-def _best_start(starts, data, w, indices, code, diag):
+def _best_start(starts, data, w, indices, code, diag, k=None):
     """``(start, f)``: of several candidate starts (or one), the one with the lowest objective (f for PCC,
     P for PPC), and that objective (nan for a random start: not drawn yet). Vertex starts (hard labels) are compared by
     f(B) - f(A), summed over the pairs of the points whose (matched) labels differ: near-identical
-    starts cost next to nothing."""
+    starts cost next to nothing. ``k`` (the matrices' width) is needed when a start is given as vertex labels."""
     if starts is None:
         return None, np.nan
     if not isinstance(starts, list):
         starts = [starts]
     args = (data.indptr, indices, data.x, w)
+    k = next((Y.shape[1] for Y in starts if Y.ndim == 2), k)
     labs = [_vertex_labels(Y) for Y in starts]
     if all(lab is not None for lab in labs):
-        k = starts[0].shape[1]
         base = labs[0]
         objs = [_pairk.objective_labels(*args, base, code, _KL_EPS)]
         for lab in labs[1:]:
-            objs.append(objs[0] + _pairk.objective_change_labels(*args, base, _matched(base, lab, k), code, _KL_EPS))
+            objs.append(
+                objs[0] + _pairk.objective_change_labels(*args, base, _matched(base, lab, k), code, _KL_EPS)
+            )
     else:
+        starts = [_start_matrix(Y, k) for Y in starts]
         objs = [_k.objective(*args, Y, code, _KL_EPS, diag) for Y in starts]
     best = int(np.argmin(objs))
-    return starts[best], float(objs[best])
+    return _start_matrix(starts[best], k), float(objs[best])
 
 
 def _start(rng, n, k):
@@ -276,17 +303,17 @@ class PCC(SoftConsensusMixin):
         max_iter = check_int(self.max_iter, "max_iter", min_value=0)
         n_init = check_int(self.n_init, "n_init", min_value=1)
         rng = check_random_state(self.random_state)
-        start = check_init(self.init, n, k, _INIT_SMOOTHING)
+        start = check_init(self.init, n, k, _INIT_SMOOTHING, vertex_labels=True)
         tol = _resolve_tol(self.tol, start)
 
         w = data.w if data.s is None else data.w * data.s
         scale = float(w.sum()) / n  # mean per-point weight sum_j s_ij N_ij
         gap_tol = tol * scale
         indices = data.indices  # int32 below 2**31 points: half the memory traffic of int64
-        start, f_start = _best_start(start, data, w, indices, code, 0.0)
+        start, f_start = _best_start(start, data, w, indices, code, 0.0, k)
         best = None
         for _ in range(1 if start is not None else n_init):
-            Y = _start(rng, n, k) if start is None else start.copy()
+            Y = _start(rng, n, k) if start is None else start  # check_init made it: ours to update
             trace = np.empty(max_iter + 1)
             stats = np.zeros(3, dtype=np.int64)
             passes, obj, gap, conv = _k.pcc_rows(
@@ -409,17 +436,17 @@ class PPC(SoftConsensusMixin):
         n_init = check_int(self.n_init, "n_init", min_value=1)
         rng = check_random_state(self.random_state)
         smoothing = _INIT_SMOOTHING if algorithm == "rows" else _BE_INIT_SMOOTHING
-        start = check_init(self.init, n, k, smoothing)
+        start = check_init(self.init, n, k, smoothing, vertex_labels=True)
         tol = _resolve_tol(self.tol, start)
 
         w = np.ones(data.nnz) if data.s is None else data.s
         scale = 1.0 + float(w.sum()) / n  # mean S_i
         gap_tol = tol * scale
         indices = data.indices
-        start, f_start = _best_start(start, data, w, indices, _k.L2, 1.0)
+        start, f_start = _best_start(start, data, w, indices, _k.L2, 1.0, k)
         best = None
         for _ in range(1 if start is not None else n_init):
-            Y = _start(rng, n, k) if start is None else start.copy()
+            Y = _start(rng, n, k) if start is None else start  # check_init made it: ours to update
             if algorithm == "rows":
                 trace = np.empty(max_iter + 1)
                 it, obj, gap, conv = _k.pcc_rows(
