@@ -211,8 +211,8 @@ def _run_rows(pairs, Y, code, closed, **kw):
     """Run the row kernel directly on ``pairs`` (PairCounts) from ``Y``; returns its outputs."""
     x = pairs.co / pairs.both
     w = pairs.both.astype(float)
-    p = {"diag": 0.0, "step_rtol": 1e-12, "gap_tol": 1e-9, "max_passes": 50} | kw
-    trace, stats = np.empty(p["max_passes"] + 1), np.zeros(3, dtype=np.int64)
+    p = {"diag": 0.0, "step_rtol": 1e-12, "gap_tol": 1e-9, "max_passes": 50, "gap_tol_start": 0.0} | kw
+    trace, stats = np.empty(4 * p["max_passes"] + 1), np.zeros(3, dtype=np.int64)
     out = K.pcc_rows(
         pairs.indptr,
         pairs.indices,
@@ -230,8 +230,43 @@ def _run_rows(pairs, Y, code, closed, **kw):
         50,
         trace,
         stats,
+        np.nan,
+        p["gap_tol_start"],
     )
     return out, trace, stats
+
+
+@pytest.mark.parametrize("code, closed, diag", [(K.KL, False, 0.0), (K.L2, True, 0.0), (K.L2, False, 1.0)])
+def test_tightening_tolerance_ends_at_the_final_kkt_test(code, closed, diag):
+    """Started at a loose tolerance and tightened tenfold: f never increases across the levels, and
+    ``converged`` means the final test holds for the returned Y (gap recomputed from scratch)."""
+    _, labels = _blocks(3, sizes=(40, 30, 20), noise=0.3)
+    pairs = PairCounts.from_dense(*dense_coassociation(labels))
+    x, w = pairs.co / pairs.both, pairs.both.astype(float)
+    Y0 = np.random.default_rng(0).dirichlet(np.ones(3), size=90)
+    Y = Y0.copy()
+    (passes, f, gap, conv), trace, stats = _run_rows(
+        pairs, Y, code, closed, diag=diag, gap_tol=1e-6, gap_tol_start=1.0, step_rtol=1e-10, max_passes=2000
+    )
+    assert conv and passes > 0
+    f_ref, gap_ref = K.objective_and_gap(pairs.indptr, pairs.indices, x, w, Y, code, 1e-10, diag)
+    assert gap_ref <= 1e-6 * (1 + 1e-6) and f == pytest.approx(f_ref, rel=1e-9)
+    assert np.all(np.diff(trace[: passes + 1]) <= 1e-9 * abs(trace[0]))
+    # the same final test as a descent run at the final tolerance from the start
+    Y2 = Y0.copy()
+    (_, f2, _, conv2), _, _ = _run_rows(
+        pairs, Y2, code, closed, diag=diag, gap_tol=1e-6, step_rtol=1e-10, max_passes=2000
+    )
+    assert conv2 and f == pytest.approx(f2, rel=1e-4)
+
+
+def test_tightening_tolerance_stopped_by_the_cap_is_not_converged():
+    """A cap that stops the loose levels early never reports the final test as passed."""
+    _, labels = _blocks(4, sizes=(40, 30, 20), noise=0.3)
+    pairs = PairCounts.from_dense(*dense_coassociation(labels))
+    Y = np.random.default_rng(1).dirichlet(np.ones(3), size=90)
+    (passes, f, gap, conv), _, _ = _run_rows(pairs, Y, K.KL, False, gap_tol=1e-9, gap_tol_start=1.0, max_passes=1)
+    assert not conv and gap > 1e-9
 
 
 def test_l2_closed_form_step_equals_newton():
