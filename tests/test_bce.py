@@ -616,11 +616,41 @@ def test_seed_partition_keeps_the_best_of_its_seedings():
     singles = []
     rng = np.random.default_rng(3)
     for _ in range(5):
-        _, a = seed_partition(gidx, w, offsets, 8, rng, n_seedings=1)
+        _, a = seed_partition(gidx, w, offsets, 8, rng, n_seedings=1, spectral=False)
         singles.append(_kcc_objective(gidx, a, 8))
-    _, best = seed_partition(gidx, w, offsets, 8, np.random.default_rng(3), n_seedings=5)
+    _, best = seed_partition(gidx, w, offsets, 8, np.random.default_rng(3), n_seedings=5, spectral=False)
     assert _kcc_objective(gidx, best, 8) == pytest.approx(min(singles), rel=1e-12)
     assert len({round(s, 6) for s in singles}) > 1  # the seedings differ, so the choice mattered
+
+
+def test_seed_partition_offers_the_spectral_partition_and_keeps_the_lower_objective():
+    """At K = 30 one k-means++ seeding and its Lloyd steps stop in a local optimum that HBGF's partition
+    avoids: the start is the candidate with the lower KCC objective."""
+    from sklearn.datasets import make_blobs
+    from sklearn.metrics import adjusted_rand_score
+
+    from ensemble_dask.consensus.baselines_labels import HBGF
+
+    X, y = make_blobs(3000, centers=30, n_features=10, cluster_std=2.0, random_state=3)
+    rng = np.random.default_rng(3)
+    L = np.column_stack(
+        [
+            KMeans(int(rng.integers(20, 41)), n_init=1, init="random", random_state=j).fit_predict(X)
+            for j in range(15)
+        ]
+    )
+    cats = label_categories(L)
+    gidx, _ = encode_labels(L, cats)
+    offsets = np.concatenate([[0], np.cumsum([c.size for c in cats])])
+    w = np.ones(len(gidx))
+    _, both = seed_partition(gidx, w, offsets, 30, np.random.default_rng(0), n_seedings=1)
+    rng = np.random.default_rng(0)  # the same draws: HBGF's seed first, then the seeding's
+    spectral = HBGF(30, random_state=int(rng.integers(2**31 - 1))).fit(gidx).labels_
+    _, seeded = seed_partition(gidx, w, offsets, 30, rng, n_seedings=1, spectral=False)
+    objs = [_kcc_objective(gidx, a, 30) for a in (seeded, spectral)]
+    assert _kcc_objective(gidx, both, 30) == pytest.approx(min(objs), rel=1e-12)
+    assert objs[1] < 0.9 * objs[0]  # here the spectral partition wins
+    assert adjusted_rand_score(y, both) > adjusted_rand_score(y, seeded) + 0.03
 
 
 def test_seed_partition_seeds_once_on_many_rows(monkeypatch):
@@ -631,13 +661,21 @@ def test_seed_partition_seeds_once_on_many_rows(monkeypatch):
     gidx, _ = encode_labels(L, cats)
     offsets = np.concatenate([[0], np.cumsum([c.size for c in cats])])
     w = np.ones(len(gidx))
-    many = [seed_partition(gidx, w, offsets, 8, np.random.default_rng(s))[1] for s in range(3)]
+    many = [
+        seed_partition(gidx, w, offsets, 8, np.random.default_rng(s), spectral=False)[1] for s in range(3)
+    ]
     monkeypatch.setattr(common, "SEEDINGS_FEW_ROWS", 100)
-    one = [seed_partition(gidx, w, offsets, 8, np.random.default_rng(s))[1] for s in range(3)]
-    ref = [seed_partition(gidx, w, offsets, 8, np.random.default_rng(s), n_seedings=1)[1] for s in range(3)]
+    one = [seed_partition(gidx, w, offsets, 8, np.random.default_rng(s), spectral=False)[1] for s in range(3)]
+    ref = [
+        seed_partition(gidx, w, offsets, 8, np.random.default_rng(s), n_seedings=1, spectral=False)[1]
+        for s in range(3)
+    ]
     for a, b in zip(one, ref, strict=True):
         np.testing.assert_array_equal(a, b)
-    five = [seed_partition(gidx, w, offsets, 8, np.random.default_rng(s), n_seedings=5)[1] for s in range(3)]
+    five = [
+        seed_partition(gidx, w, offsets, 8, np.random.default_rng(s), n_seedings=5, spectral=False)[1]
+        for s in range(3)
+    ]
     for a, b in zip(many, five, strict=True):  # below the threshold: five seedings
         np.testing.assert_array_equal(a, b)
 
@@ -663,7 +701,11 @@ def test_compress_rows_returns_distinct_rows_as_they_are():
     rows, mult, inv = compress_rows(gidx)
     assert rows is gidx and mult.tolist() == [1.0, 1.0, 1.0] and inv.tolist() == [0, 1, 2]
     rows, mult, inv = compress_rows(gidx[[0, 1, 0]])
-    assert rows.shape == (2, 2) and sorted(mult.tolist()) == [1.0, 2.0] and np.array_equal(rows[inv], gidx[[0, 1, 0]])
+    assert (
+        rows.shape == (2, 2)
+        and sorted(mult.tolist()) == [1.0, 2.0]
+        and np.array_equal(rows[inv], gidx[[0, 1, 0]])
+    )
 
 
 # --------------------------------------------------------------------------- E-step arithmetic and blocks
