@@ -52,7 +52,8 @@ class MM:
         Stop when the relative change of the log-likelihood is at most ``tol``.
     init : {"k-means++", "random"}, default="k-means++"
         ``"k-means++"``: ``beta`` and ``pi`` from the partition of k-means++ seeding and KCC Lloyd
-        steps on the label rows (:func:`~._bce_common.seed_partition`); ``"random"``: ``beta``
+        steps on the label rows, or HBGF's spectral partition where its KCC objective is lower
+        (:func:`~._bce_common.seed_partition`); ``"random"``: ``beta``
         drawn from flat Dirichlets, uniform ``pi``.
     random_state : int, Generator or None, default=None
         Seed of every random draw of the starts.
