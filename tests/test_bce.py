@@ -623,13 +623,13 @@ def test_seed_partition_keeps_the_best_of_its_seedings():
     assert len({round(s, 6) for s in singles}) > 1  # the seedings differ, so the choice mattered
 
 
-def test_seed_partition_offers_the_spectral_partition_and_keeps_the_lower_objective():
+def test_seed_partition_offers_the_spectral_partition_and_keeps_the_lower_objective(monkeypatch):
+    import ensemble_dask.consensus._bce_common as common
+
     """At K = 30 one k-means++ seeding and its Lloyd steps stop in a local optimum that HBGF's partition
     avoids: the start is the candidate with the lower KCC objective."""
     from sklearn.datasets import make_blobs
     from sklearn.metrics import adjusted_rand_score
-
-    from ensemble_dask.consensus.baselines_labels import HBGF
 
     X, y = make_blobs(3000, centers=30, n_features=10, cluster_std=2.0, random_state=3)
     rng = np.random.default_rng(3)
@@ -644,13 +644,18 @@ def test_seed_partition_offers_the_spectral_partition_and_keeps_the_lower_object
     offsets = np.concatenate([[0], np.cumsum([c.size for c in cats])])
     w = np.ones(len(gidx))
     _, both = seed_partition(gidx, w, offsets, 30, np.random.default_rng(0), n_seedings=1)
-    rng = np.random.default_rng(0)  # the same draws: HBGF's seed first, then the seeding's
-    spectral = HBGF(30, random_state=int(rng.integers(2**31 - 1))).fit(gidx).labels_
+    _, spectral = seed_partition(gidx, w, offsets, 30, np.random.default_rng(0), n_seedings=0)
+    rng = np.random.default_rng(0)
+    rng.integers(2**31 - 1)  # the same draws: HBGF's seed first, then the seeding's
     _, seeded = seed_partition(gidx, w, offsets, 30, rng, n_seedings=1, spectral=False)
     objs = [_kcc_objective(gidx, a, 30) for a in (seeded, spectral)]
     assert _kcc_objective(gidx, both, 30) == pytest.approx(min(objs), rel=1e-12)
     assert objs[1] < 0.9 * objs[0]  # here the spectral partition wins
     assert adjusted_rand_score(y, both) > adjusted_rand_score(y, seeded) + 0.03
+    # above SPECTRAL_SAMPLE rows HBGF partitions a sample and Lloyd steps take it to every row
+    monkeypatch.setattr(common, "SPECTRAL_SAMPLE", 1000)
+    _, sampled = seed_partition(gidx, w, offsets, 30, np.random.default_rng(0), n_seedings=0)
+    assert sampled.min() >= 0 and adjusted_rand_score(y, sampled) > adjusted_rand_score(y, seeded)
 
 
 def test_seed_partition_seeds_once_on_many_rows(monkeypatch):
