@@ -34,20 +34,22 @@ def count_pairs_kernel(labels_a, labels_b, rows_a, rows_b, co, both):
     co, both : ndarray of shape (P,), int32
         Output: clusterings putting the two together, clusterings holding both.
     """
-    n_clust = labels_a.shape[1]
     for p in range(rows_a.shape[0]):
-        a = rows_a[p]
-        b = rows_b[p]
-        c = 0
-        m = 0
-        for u in range(n_clust):
-            x = labels_a[a, u]
-            y = labels_b[b, u]
-            present = (x >= 0) & (y >= 0)
-            m += present
-            c += present & (x == y)
-        co[p] = c
-        both[p] = m
+        co[p], both[p] = _count_one(labels_a, rows_a[p], labels_b, rows_b[p])
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _count_one(labels_a, a, labels_b, b):
+    """``(c, N)`` of rows a of ``labels_a`` and b of ``labels_b``."""
+    c = 0
+    m = 0
+    for u in range(labels_a.shape[1]):
+        x = labels_a[a, u]
+        y = labels_b[b, u]
+        present = (x >= 0) & (y >= 0)
+        m += present
+        c += present & (x == y)
+    return c, m
 
 
 @numba.njit(cache=True, nogil=True)
@@ -55,20 +57,9 @@ def count_rows_kernel(labels, indptr, cols, r0, r1, co, both):
     """:func:`count_pairs_kernel` for the entries of CSR rows ``r0 .. r1 - 1`` (pair (r, cols[e]) for
     ``indptr[r] <= e < indptr[r + 1]``), written at the same positions of ``co`` and ``both``: no
     row-index array, and disjoint row ranges can be counted by separate threads."""
-    n_clust = labels.shape[1]
     for a in range(r0, r1):
         for e in range(indptr[a], indptr[a + 1]):
-            b = cols[e]
-            c = 0
-            m = 0
-            for u in range(n_clust):
-                x = labels[a, u]
-                y = labels[b, u]
-                present = (x >= 0) & (y >= 0)
-                m += present
-                c += present & (x == y)
-            co[e] = c
-            both[e] = m
+            co[e], both[e] = _count_one(labels, a, labels, cols[e])
 
 
 @numba.njit(cache=True, nogil=True)
