@@ -658,6 +658,26 @@ def test_seed_partition_offers_the_spectral_partition_and_keeps_the_lower_object
     assert sampled.min() >= 0 and adjusted_rand_score(y, sampled) > adjusted_rand_score(y, seeded)
 
 
+def test_seed_partition_spectral_start_skips_clusterings_of_one_label(monkeypatch):
+    """A clustering with a single label (all of it, or all the rows HBGF sees) is left out of HBGF's
+    graph instead of failing the fit; with no clustering left the start is one seeding."""
+    import ensemble_dask.consensus._bce_common as common
+
+    L, y = blob_ensemble(600, centers=4, n_clusterings=6)
+    L[:, 2] = 5  # one cluster holds every point
+    L[:, 4] = np.where(np.arange(600) == 7, 1, 0)  # a single point apart
+    monkeypatch.setattr(common, "SPECTRAL_SAMPLE", 300)
+    for seed in range(3):
+        est = BCE(4, random_state=seed).fit(L)
+        assert est.memberships_.shape == (600, 4) and est.effective_k_ == 4
+    cats = label_categories(L[:, [2]])
+    gidx, _ = encode_labels(L[:, [2]], cats)
+    _, assign = seed_partition(
+        gidx, np.ones(600), np.array([0, 1]), 2, np.random.default_rng(0), n_seedings=0
+    )
+    assert assign.shape == (600,)
+
+
 def test_seed_partition_seeds_once_on_many_rows(monkeypatch):
     import ensemble_dask.consensus._bce_common as common
 

@@ -103,6 +103,19 @@ def test_coassociation_on_threads_equals_one_thread(monkeypatch, strategy, param
 # --------------------------------------------------------------------------- starts
 
 
+def test_label_starts_leave_out_clusterings_of_one_label():
+    """A base clustering that puts every point in one cluster separates nothing: the starts are those of
+    the other clusterings (KCC and HBGF would refuse it), and PCC starts from them."""
+    truth, labels = _labels(n=300, seed=9)
+    with_const = np.column_stack([labels, np.full(300, 3, dtype=np.int32)])
+    starts = label_starts(with_const, 4, random_state=0)
+    for a, b in zip(starts, label_starts(labels, 4, random_state=0), strict=True):
+        np.testing.assert_array_equal(a, b)
+    pc = coassociation(with_const, strategy="per-point", l=20, seed=0)
+    model = PCC(4, init=starts, random_state=0).fit(pc)
+    assert adjusted_rand_score(truth, model.labels_) > 0.9
+
+
 def test_kcc_on_distinct_rows_with_weights_equals_kcc_on_every_row():
     """Rows weighted by multiplicity: the same centroids and objective as the full matrix from the same
     explicit centroids (k-means++ draws differ, the Lloyd fit does not)."""

@@ -437,14 +437,16 @@ def seed_partition(gidx, w, offsets, k, rng, *, max_lloyd=20, n_seedings=None, s
         return _spectral_lloyd(gidx, w, k, R, col_of_cat, to_col, hbgf_seed, max_lloyd)
 
     if not spectral:
-        best = seedings()
+        best, hb = seedings(), None
     elif gidx.shape[0] > SIDE_BY_SIDE_ROWS and gidx.nbytes <= SIDE_BY_SIDE_BYTES:
         # side by side on two threads (the kernels and the eigensolver release the GIL)
         best, hb = thread_map(lambda f: f(), [seedings, spectral_candidate], max_threads=2)
     else:
         best, hb = seedings(), spectral_candidate()
-    if spectral and (best is None or hb[0] < best[0] - 1e-9 * abs(best[0])):
+    if hb is not None and (best is None or hb[0] < best[0] - 1e-9 * abs(best[0])):
         best = hb
+    if best is None:  # n_seedings=0 and no spectral partition: one seeding after all
+        best = _seeded_lloyd(gidx, w, k, R, col_of_cat, to_col, rng, max_lloyd)
     _, counts, assign = best
     full[keep] = assign
     return counts, full
@@ -486,7 +488,8 @@ def _set_centroids(centroid, counts, nobs, col_of_cat):
 
 
 def _spectral_lloyd(gidx, w, k, R, col_of_cat, to_col, seed, max_lloyd):
-    """HBGF's spectral partition as a start, then Lloyd steps of KCC: ``(KCC objective, counts, assign)``.
+    """HBGF's spectral partition as a start, then Lloyd steps of KCC: ``(KCC objective, counts, assign)``,
+    or None when no clustering holds two labels among the rows HBGF sees.
 
     Above :data:`SPECTRAL_SAMPLE` rows HBGF partitions a uniform sample of them (weights kept), whose
     centroids start the Lloyd steps on every row: the cost stays that of the sample (on all of KDD
@@ -498,7 +501,11 @@ def _spectral_lloyd(gidx, w, k, R, col_of_cat, to_col, seed, max_lloyd):
     rows = np.arange(gidx.shape[0])
     if gidx.shape[0] > SPECTRAL_SAMPLE:
         rows = np.sort(rng.choice(gidx.shape[0], size=SPECTRAL_SAMPLE, replace=False))
-    sub, sw = np.ascontiguousarray(gidx[rows]), np.ascontiguousarray(w[rows])
+    sub, sw = gidx[rows], np.ascontiguousarray(w[rows])
+    cols = two_label_columns(sub)  # HBGF needs them; a clustering of one label here says nothing anyway
+    if cols.size == 0:
+        return None
+    sub = np.ascontiguousarray(sub[:, cols])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a start need not have converged
         lab = (
@@ -506,10 +513,19 @@ def _spectral_lloyd(gidx, w, k, R, col_of_cat, to_col, seed, max_lloyd):
             .fit(sub, sample_weight=sw)
             .labels_
         )
-    counts, nobs = kern.kcc_counts(sub, sw, lab.astype(np.int64), k, R)
+    counts, nobs = kern.kcc_counts(gidx[rows], sw, lab.astype(np.int64), k, R)
     centroid = np.zeros((k, R))
     _set_centroids(centroid, counts, nobs, col_of_cat)
     return _lloyd(gidx, w, centroid, col_of_cat, to_col, max_lloyd)
+
+
+def two_label_columns(labels):
+    """Indices of the columns of ``labels`` (``-1`` = missing) that hold at least two distinct labels."""
+    labels = np.asarray(labels)
+    present = labels >= 0
+    lo = np.where(present, labels, np.iinfo(labels.dtype).max).min(axis=0, initial=np.iinfo(labels.dtype).max)
+    hi = np.where(present, labels, -1).max(axis=0, initial=-1)
+    return np.flatnonzero(hi > lo)
 
 
 def _kcc_objective(counts, nobs, col_of_cat):

@@ -29,8 +29,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from .._validation import check_labels_matrix, check_random_state
+from ._bce_common import compress_rows, two_label_columns
 from .baselines_labels import HBGF
-from .bce import compress_rows
 from .kcc import KCC
 
 __all__ = ["label_starts"]
@@ -56,6 +56,9 @@ def label_starts(labels, n_clusters, *, random_state=None):
     has far fewer of than points.
     """
     labels = check_labels_matrix(labels)
+    cols = two_label_columns(labels)  # a clustering of one label separates nothing (and KCC/HBGF refuse it)
+    if 0 < cols.size < labels.shape[1]:
+        labels = np.ascontiguousarray(labels[:, cols])
     rows, mult, inv = compress_rows(labels)
     if rows.shape[0] <= n_clusters:  # no more distinct label rows than clusters: one cluster each
         return [inv.astype(np.int64)]
