@@ -99,7 +99,12 @@ def _parser():
     p.add_argument("--label-column")
     p.add_argument("--categorical", type=_csv_list, default=[])
     p.add_argument("--drop", type=_csv_list, default=[])
-    p.add_argument("--header", action="store_true", help="the CSV's first line holds column names")
+    p.add_argument(
+        "--header",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the CSV's first line holds column names (default: guessed from its first two lines)",
+    )
     p.add_argument("--classes", type=_csv_list)
     p.add_argument("--subset", type=int)
     p.add_argument(

@@ -355,3 +355,39 @@ def test_quotes_inside_unquoted_fields_are_not_miscounted(tmp_path):
     store = RunStore(tmp_path / "run.zarr")
     info = ingest(store, str(path), header=True, categorical=["size"])
     assert info["n"] == 3 and store["X"].attrs["vocabularies"]["size"] == ["5'11\"", "6'1\"", "7"]
+
+
+@pytest.mark.parametrize(
+    "text, header",
+    [
+        ("sepal,petal,class\n5.1,1.4,setosa\n4.9,1.3,setosa\n6.2,4.5,versicolor\n", True),
+        ("5.1,1.4,setosa\n4.9,1.3,setosa\n6.2,4.5,versicolor\n", False),  # UCI style: data from line 1
+        ("x,y,label\n?,1.4,0\n4.9,,1\n6.2,4.5,0\n", True),  # missing tokens say nothing either way
+        ("0,tcp,http,1\n1,udp,dns,0\n2,tcp,ftp,1\n", False),  # a number on the first line: data
+        ("\n\na,b,label\n1,2,0\n3,4,1\n", True),  # blank lines first
+    ],
+)
+def test_csv_header_is_guessed_when_not_said(text, header, tmp_path):
+    from ensemble_dask.io.readers import csv_has_header
+
+    path = tmp_path / "t.csv.gz"
+    with gzip.open(path, "wt") as fh:
+        fh.write(text)
+    assert csv_has_header(str(path)) is header
+
+
+def test_ingest_reads_a_csv_with_header_without_being_told(tmp_path):
+    """A table whose first line names its columns is read by those names with no ``header`` option; said
+    explicitly, ``header=False`` still reads that line as data (and says why it fails)."""
+    path = tmp_path / "named.csv"
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {"width": rng.normal(size=50), "height": rng.normal(size=50), "kind": rng.integers(0, 3, 50)}
+    )
+    frame.to_csv(path, index=False)
+    store = RunStore(str(tmp_path / "s.zarr"))
+    info = ingest(store, str(path), label_column="kind", standardize=False)
+    assert info["n"] == 50 and info["feature_names"] == ["width", "height"]
+    np.testing.assert_allclose(store["X"][:], frame[["width", "height"]].to_numpy(), rtol=1e-6)
+    with pytest.raises(InputError, match="no column 'kind'; the file has no header"):
+        ingest(RunStore(str(tmp_path / "t.zarr")), str(path), label_column="kind", header=False)

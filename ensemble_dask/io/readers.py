@@ -25,7 +25,53 @@ import pandas as pd
 from .._validation import InputError
 from .urls import FORMATS, _check_exists, infer_format, make_zarr_store, strip_file_scheme
 
-__all__ = ["iter_table_chunks", "zarr_has_labels"]
+__all__ = ["iter_table_chunks", "zarr_has_labels", "csv_has_header"]
+
+_MISSING_TOKENS = {"", "?", "na", "nan", "null", "none", "n/a"}
+
+
+def _is_number(field):
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def csv_has_header(url, storage_options=None, sep=","):
+    """Whether the CSV at ``url`` starts with a line of column names, guessed from its first two lines.
+
+    A header when no field of the first non-blank line is a number (empty or missing tokens such as
+    ``?`` and ``NA`` aside) while the second line holds at least one number: ``sepal_length,...,class``
+    above ``5.1,...,Iris-setosa``. A table of text columns only cannot be told apart from its header
+    (pass ``header=True``).
+    """
+    _check_exists(url, storage_options)
+    compression = fsspec.utils.infer_compression(url)
+    lines = []
+    with (
+        _readable(
+            url, f"a CSV file compressed with {compression}" if compression else "a CSV file", _CORRUPT_TEXT
+        ),
+        fsspec.open(
+            url, "rt", compression="infer", encoding="utf-8", errors="replace", **(storage_options or {})
+        ) as fh,
+    ):
+        for line in fh:
+            if line.strip():
+                lines.append(line)
+            if len(lines) == 2:
+                break
+    if len(lines) < 2:
+        return False
+    first, second = (next(csv.reader([line], delimiter=sep, skipinitialspace=True)) for line in lines)
+
+    def kinds(fields):
+        vals = [f.strip() for f in fields if f.strip().lower() not in _MISSING_TOKENS]
+        return [_is_number(f) for f in vals]
+
+    head, row = kinds(first), kinds(second)
+    return bool(head) and not any(head) and any(row)
 
 
 def iter_table_chunks(

@@ -41,7 +41,7 @@ import pandas as pd
 
 from .. import datasets
 from .._validation import InputError, check_int, stage_seed
-from ..io.readers import iter_table_chunks, zarr_has_labels
+from ..io.readers import csv_has_header, iter_table_chunks, zarr_has_labels
 from ..io.store import RECORDS_DIR
 from ..io.urls import infer_format, source_fingerprint
 
@@ -70,7 +70,7 @@ def ingest_params(
     label_column=None,
     categorical=(),
     drop=(),
-    header=False,
+    header=None,
     sep=",",
     classes=None,
     subset=None,
@@ -81,10 +81,14 @@ def ingest_params(
 ):
     """Resolve the ingest options (schema defaults filled in), validating each.
 
-    The options are those of :func:`ingest` and of the CLI's ``ingest``; two defaults need saying:
+    The options are those of :func:`ingest` and of the CLI's ``ingest``; three defaults need saying:
 
     Parameters
     ----------
+    header : bool, default=None
+        Whether a CSV's first line names its columns. None: guessed when the table is read
+        (:func:`~ensemble_dask.io.readers.csv_has_header`: no number on the first line, one on the
+        second); without a header the columns are numbered 0, 1, ...
     standardize : bool, default=None
         Centre each feature column and divide it by its standard deviation over the kept rows
         (z-scores). None means True: k-means and the pair methods compare distances, which a
@@ -108,7 +112,7 @@ def ingest_params(
         label_column=label_column if label_column is not None else base.get("label_column"),
         categorical=list(categorical) or list(base.get("categorical", [])),
         drop=list(drop),
-        header=bool(header),
+        header=None if header is None else bool(header),
         sep=sep,
         classes=None if classes is None else [str(c) for c in classes],
         subset=None if subset is None else check_int(subset, "subset", min_value=1),
@@ -272,7 +276,7 @@ class _Reader:
                 i = int(np.flatnonzero(~np.isfinite(v))[0])
                 raise InputError(
                     f"{self.where(offset, rows[i])}: value {v[i]} in column {c!r}; X must be finite "
-                    "(set impute: mean to replace NaN, or clean the input)"
+                    "(set impute: mean, or --impute mean, to replace NaN; or clean the input)"
                 )
             if np.isinf(v).any():
                 i = int(np.flatnonzero(np.isinf(v))[0])
@@ -359,6 +363,8 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
         although constant over the kept rows (all zeros when standardised).
     """
     p = ingest_params(url, **options)
+    if p["format"] == "csv" and p["header"] is None:  # not said: guessed from the first two lines
+        p["header"] = p["columns"] is None and csv_has_header(p["url"], storage_options, p["sep"])
     if p["format"] == "zarr" and p["label_column"] is None and zarr_has_labels(p["url"], storage_options):
         p["label_column"] = "label"  # a group's ``y`` holds reference labels: never a feature
     # the stage's identity: everything that changes X, the input by its content (not how its URL
