@@ -315,7 +315,7 @@ def test_many_rows_take_the_distinct_rows_and_sampled_starts(monkeypatch, missin
     seen = []
     real = kcc_module.kcc_starts
     monkeypatch.setattr(
-        kcc_module, "kcc_starts", lambda est, b, *a: seen.append(sum(b.n_rows)) or real(est, b, *a)
+        kcc_module, "kcc_starts", lambda est, b, *a, **k: seen.append(sum(b.n_rows)) or real(est, b, *a, **k)
     )
     fast = KCC(4, random_state=0).fit(labels)
     # the same optimum (rows at equal distance from two centroids may take either)
@@ -323,8 +323,33 @@ def test_many_rows_take_the_distinct_rows_and_sampled_starts(monkeypatch, missin
     assert adjusted_rand_score(y, fast.labels_) >= adjusted_rand_score(y, row_by_row.labels_) - 0.02
     assert fast.memberships_.shape == (3000, 4) and fast.uncertainty_.shape == (3000,)
     distinct = np.unique(labels, axis=0).shape[0]
-    if missing:  # starts on the 200-row sample, then one run on all (distinct) rows
-        assert distinct > 200 and seen == [200, distinct]
+    if missing:  # starts on the 200-row sample (the random ones, then HBGF's), then one run on all rows
+        assert distinct > 200 and seen == [200, 200, distinct]
     else:  # few distinct rows: no sample needed
         assert distinct < 200 and seen == [distinct]
     np.testing.assert_array_equal(KCC(4, random_state=0).fit(labels).labels_, fast.labels_)
+
+
+def test_sampled_starts_offer_the_spectral_partition(monkeypatch):
+    """Above the start sample, HBGF's partition of the sample is one more start: at K = 30, where the
+    k-means++ starts share a local optimum, the fit takes it (lower objective, higher ARI); with it left
+    out the fit is what it was."""
+    from sklearn.metrics import adjusted_rand_score
+
+    import ensemble_dask.consensus.kcc as kcc_mod
+
+    X, y = make_blobs(4000, centers=30, n_features=10, cluster_std=2.0, random_state=1)
+    rng = np.random.default_rng(1)
+    L = np.column_stack(
+        [
+            KMeans(int(rng.integers(20, 41)), n_init=1, init="random", random_state=j).fit_predict(X)
+            for j in range(15)
+        ]
+    )
+    L[np.random.default_rng(1).random(L.shape) < 0.5] = -1  # each clustering sees half the points
+    monkeypatch.setattr(kcc_mod, "START_SAMPLE", 1500)
+    with_spectral = KCC(30, n_init=2, random_state=0).fit(L)
+    monkeypatch.setattr(kcc_mod, "_spectral_centroids", lambda *args: None)
+    without = KCC(30, n_init=2, random_state=0).fit(L)
+    assert with_spectral.objective_ < without.objective_
+    assert adjusted_rand_score(y, with_spectral.labels_) > adjusted_rand_score(y, without.labels_) + 0.02

@@ -355,6 +355,25 @@ def _clusters_init(backend, K, enc, prior, rng, counts):
     return centers_from_stats(st, enc, prior)
 
 
+def _spectral_centroids(gidx, w, K, enc, seed):
+    """``K x G`` centroids of HBGF's partition of the rows ``gidx`` (weighted by ``w``), or None when it
+    cannot run (no clustering with two labels among these rows, or fewer rows than clusters)."""
+    from ._bce_common import two_label_columns
+    from .baselines_labels import HBGF
+
+    cols = two_label_columns(gidx)
+    if cols.size == 0 or gidx.shape[0] < max(K, 2) or K < 2:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a start need not have converged
+        lab = HBGF(K, random_state=seed).fit(gidx[:, cols], sample_weight=w).labels_
+    present = gidx >= 0
+    G = enc.n_categories
+    flat = (lab[:, None] * G + gidx)[present]
+    counts = np.bincount(flat, weights=np.broadcast_to(w[:, None], gidx.shape)[present], minlength=K * G)
+    return _proportions(counts.reshape(K, G), enc)
+
+
 def _csq(center, enc):
     return np.add.reduceat(center * center, enc.offsets[:-1])
 
@@ -463,8 +482,9 @@ class KCC:
         objective was found from 3 of 16 seeds with one start, 8 with three, 14 with five (ARI
         -0.01 to 0.55 with one start). Each start costs one Lloyd run over the labels; with random starts on
         more than ``max(20,000, 50 K)`` rows the starts are compared on a sample of that many rows
-        (distinct label rows weighted by multiplicity when at most half the rows are distinct) and
-        only the best is run on all of them.
+        (distinct label rows weighted by multiplicity when at most half the rows are distinct), with
+        HBGF's partition of the sample as one more start, and only the best is run on all of them
+        (500,000 points, K = 30, half the labels missing: ARI 0.950 from the random starts alone, 0.992).
     max_iter : int, default=300
     tol : float, default=1e-4
         Relative tolerance on the squared centroid shift, scaled by the mean variance of the
@@ -578,7 +598,8 @@ class KCC:
     def _fit_rows(self, gidx, w, enc, rng):
         """Fit on rows ``gidx`` weighted by ``w`` (None: 1 each). Above :data:`START_SAMPLE` rows the
         ``n_init`` random starts are compared on a uniform sample of them (weights kept: an unbiased estimate of the
-        objective) and the best one's centroids start the one Lloyd run on every row."""
+        objective), with HBGF's partition of the sample as one more start, and the best one's centroids start
+        the one Lloyd run on every row."""
         backend = LocalBlocks([gidx]) if w is None else LocalBlocks([gidx], [w], weighted_picks=True)
         if not (self._sampled_starts(gidx.shape[0]) and self.n_init > 1):
             return fit_kcc(self, backend, enc, rng)
@@ -588,7 +609,15 @@ class KCC:
             if w is None
             else LocalBlocks([gidx[sample]], [w[sample]], weighted_picks=True)
         )
-        (MT, *_), _ = kcc_starts(self, part, enc, rng)
+        (MT, sse, *_), _ = kcc_starts(self, part, enc, rng)
+        # HBGF's spectral partition of the sample as one more start: at many clusters the random starts
+        # share a local optimum that it avoids (500,000 rows, K = 30, half the labels missing: ARI 0.950)
+        spectral = _spectral_centroids(
+            part.gidx[0], part.weight[0], self._k, enc, int(rng.integers(2**31 - 1))
+        )
+        if spectral is not None:
+            (MT_s, sse_s, *_), _ = kcc_starts(self, part, enc, rng, start=spectral)
+            MT = MT_s if sse_s < sse - 1e-9 * abs(sse) else MT
         return fit_kcc(self, backend, enc, rng, start=np.ascontiguousarray(MT.T))
 
     def fit_predict(self, labels, y=None):
