@@ -192,7 +192,7 @@ def block_closest(gidx, weight, closest, center, csq):
     cl = np.empty(0) if closest is None else np.array(closest, copy=True)
     kern.point_distances(gidx, center, csq, cl, out)
     cl = out if closest is None else cl
-    return cl, float(np.dot(weight, cl))
+    return cl, _wsum(weight, cl)
 
 
 def block_trials(gidx, weight, closest, centers, csqs):
@@ -201,8 +201,14 @@ def block_trials(gidx, weight, closest, centers, csqs):
     res = np.empty(len(centers))
     for t, (c, s) in enumerate(zip(centers, csqs, strict=True)):
         kern.point_distances(gidx, c, s, np.empty(0), out)
-        res[t] = float(np.dot(weight, np.minimum(closest, out)))
+        res[t] = _wsum(weight, np.minimum(closest, out, out=out))
     return res
+
+
+def _wsum(weight, values):
+    """``sum weight * values`` in this thread: ``np.dot`` hands vectors this long to OpenBLAS's threads,
+    which on a loaded 2-core machine wait for a core (k-means++ at K = 30 on 20,000 rows: 5.2 -> 0.6 s)."""
+    return float(np.add.reduce(weight * values))
 
 
 def block_pick(gidx, weight, closest, r):
