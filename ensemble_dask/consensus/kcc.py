@@ -28,7 +28,7 @@ import numpy as np
 from .._validation import InputError, check_choice, check_int, check_labels_matrix, check_random_state
 from . import _kcc_kernels as kern
 from ._base import normalized_entropy
-from ._bce_common import compress_rows
+from ._bce_common import compress_rows, spectral_partition
 from ._kcc_encoding import Encoding, check_encoding, column_categories, encode  # noqa: F401 (re-exported)
 
 __all__ = [
@@ -364,15 +364,9 @@ def _clusters_init(backend, K, enc, prior, rng, counts):
 def _spectral_centroids(gidx, w, K, enc, seed):
     """``K x G`` centroids of HBGF's partition of the rows ``gidx`` (weighted by ``w``), or None when it
     cannot run (no clustering with two labels among these rows, or fewer rows than clusters)."""
-    from ._bce_common import two_label_columns
-    from .baselines_labels import HBGF
-
-    cols = two_label_columns(gidx)
-    if cols.size == 0 or gidx.shape[0] < max(K, 2) or K < 2:
+    lab = spectral_partition(gidx, w, K, seed)
+    if lab is None:
         return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a start need not have converged
-        lab = HBGF(K, random_state=seed).fit(gidx[:, cols], sample_weight=w).labels_
     present = gidx >= 0
     G = enc.n_categories
     flat = (lab[:, None] * G + gidx)[present]
