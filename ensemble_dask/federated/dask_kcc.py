@@ -26,6 +26,7 @@ from .._validation import InputError, check_labels_matrix, check_random_state
 from ..consensus.kcc import (
     KCC,
     Encoding,
+    LocalBlocks,
     block_closest,
     block_cooccurrence,
     block_memberships,
@@ -38,6 +39,7 @@ from ..consensus.kcc import (
     column_categories,
     combine_stats,
     fit_kcc,
+    kcc_starts,
 )
 from .dask import load_label_blocks
 
@@ -55,6 +57,10 @@ def _encode_block(block, enc):
 
 def _ones(gidx):
     return np.ones(gidx.shape[0])
+
+
+def _take_rows(gidx, rows):
+    return np.ascontiguousarray(gidx[rows])
 
 
 def tree_reduce(client, futures, func, *, fan_in=8):
@@ -129,6 +135,17 @@ class DaskBlocks:
         )
         return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
+    def take(self, rows):
+        """The ``gidx`` rows at the sorted global indices ``rows`` (a sample: they come to this process)."""
+        bounds = np.concatenate([[0], np.cumsum(self.n_rows)])
+        cut = np.searchsorted(rows, bounds)
+        parts = [
+            self.client.submit(_take_rows, g, rows[cut[b] : cut[b + 1]] - bounds[b], pure=False)
+            for b, g in enumerate(self.gidx)
+            if cut[b + 1] > cut[b]
+        ]
+        return np.concatenate(self.client.gather(parts))
+
     def memberships(self, MT, sq):
         m = len(self.gidx)
         res = self.client.gather(self._map(block_memberships, self.gidx, [MT] * m, [sq] * m))
@@ -158,9 +175,12 @@ def fit_kcc_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
     -------
     KCC
         A fitted estimator, equal to ``KCC(n_clusters, **kcc_params).fit(labels)`` up to
-        floating-point summation order, except with random starts on more than ``max(20,000, 50 K)``
-        rows, where the in-memory fit compares its starts on a sample (the same optimum in general,
-        other draws).
+        floating-point summation order. With random starts (``'k-means++'``, ``'random'``) on more
+        than ``max(20,000, 50 K)`` rows, the ``n_init`` starts are compared, as in memory, on a
+        uniform sample of that many rows (fetched to this process: ``sample x N`` int32) and only the
+        best one is run on all rows; the in-memory fit does exactly this when more than half of the
+        rows are distinct (subsampled ensembles), and otherwise fits the distinct rows weighted by
+        their multiplicity: the same objective, other draws.
     """
     if client is None:
         from distributed import get_client
@@ -182,7 +202,13 @@ def fit_kcc_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
     gidx = [client.submit(_encode_block, d, enc, pure=False) for d in data]
     del data
     backend = DaskBlocks(client, gidx, [b - a for a, b in blocks])
-    return fit_kcc(est, backend, enc, check_random_state(est.random_state))
+    rng = check_random_state(est.random_state)
+    start = None
+    if est._sampled_starts(n) and est.n_init > 1:  # the draws of KCC._fit_rows, in the same order
+        sample = np.sort(rng.choice(n, size=est._start_sample(), replace=False))
+        (MT, *_), _ = kcc_starts(est, LocalBlocks([backend.take(sample)]), enc, rng)
+        start = np.ascontiguousarray(MT.T)
+    return fit_kcc(est, backend, enc, rng, start=start)
 
 
 def _candidate_mapper(client):
