@@ -1,13 +1,14 @@
 """The consensus stage on labels above DASK_LABELS_BYTES: KCC fits on the cluster's row blocks.
 
 The threshold is lowered to 0 (our own knob) so that a small ensemble takes the path 5 million rows
-take; the labels are read by the worker processes from a zarr store on disk.
+take; the labels are read by the worker processes from a zarr store on disk, never whole by the client.
 """
 
 import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
+from ensemble_dask.consensus.bce import BCE
 from ensemble_dask.consensus.kcc import KCC
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.stages import consensus as stage
@@ -35,40 +36,72 @@ def _store(path, labels):
     return store
 
 
-def test_kcc_on_large_labels_fits_on_the_workers(monkeypatch, tmp_path, process_client):
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory, process_client):
+    """KCC and BCE fitted by the stage on the same labels on 2 and on 1 worker processes: ``(labels, y, runs)``."""
     from distributed import Client, LocalCluster
 
-    monkeypatch.setattr(stage, "DASK_LABELS_BYTES", 0)
     labels, y = _labels()
-    distinct = np.unique(labels, axis=0).shape[0]
-    assert distinct > 0.5 * labels.shape[0]  # the in-memory fit compares its starts on a sample of rows
-    results = []
-    with (
-        LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0", host="127.0.0.1") as one,
-        Client(one) as one_client,
-    ):
-        for name, client in (("two", process_client), ("one", one_client)):
-            store = _store(tmp_path / f"{name}.zarr", labels)
-            assert stage.uses_cluster(store, "kcc", {"n_clusters": 3})
-            assert not stage.uses_cluster(store, "mm", {"n_clusters": 3})
-            metrics = stage.consensus_stage(store, "kcc", seed=0, client=client, n_clusters=3)
-            results.append((store, metrics))
-    (two, m2), (one, m1) = results
-    # the same seed, the same result on 1 and 2 workers
-    np.testing.assert_array_equal(two["consensus/kcc/labels"][:], one["consensus/kcc/labels"][:])
-    assert m1["objective"] == pytest.approx(m2["objective"], rel=1e-12)
-    # what was written is complete and consistent
-    out = two["consensus/kcc"]
+    runs = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stage, "DASK_LABELS_BYTES", 0)
+        with (
+            LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0", host="127.0.0.1") as one,
+            Client(one) as one_client,
+        ):
+            for workers, client in ((2, process_client), (1, one_client)):
+                store = _store(tmp_path_factory.mktemp(f"workers{workers}") / "run.zarr", labels)
+                assert stage.uses_cluster(store, "kcc", {"n_clusters": 3})
+                assert stage.uses_cluster(store, "bce", {"n_clusters": 3})
+                assert not stage.uses_cluster(store, "mm", {"n_clusters": 3})
+                for method in ("kcc", "bce"):
+                    metrics = stage.consensus_stage(store, method, seed=0, client=client, n_clusters=3)
+                    runs[workers, method] = (store, metrics)
+    return labels, y, runs
+
+
+def _check_written(store, name, n):
+    out = store[f"consensus/{name}"]
     Y, lab, unc = out["Y"][:], out["labels"][:], out["uncertainty"][:]
-    assert Y.shape == (labels.shape[0], 3) and np.allclose(Y.sum(1), 1, atol=1e-5)
+    assert Y.shape == (n, 3) and np.allclose(Y.sum(1), 1, atol=1e-5)
     np.testing.assert_array_equal(lab, Y.argmax(1))
-    assert unc.shape == (labels.shape[0],) and np.all((unc >= 0) & (unc <= 1 + 1e-6))
-    assert two.record("consensus/kcc")["complete"]
+    assert unc.shape == (n,) and np.all((unc >= 0) & (unc <= 1 + 1e-6))
+    assert store.record(f"consensus/{name}")["complete"]
+    return out, lab
+
+
+@pytest.mark.parametrize("method", ["kcc", "bce"])
+def test_same_result_on_one_and_two_workers(fitted, method):
+    labels, _, runs = fitted
+    (two, m2), (one, m1) = runs[2, method], runs[1, method]
+    np.testing.assert_array_equal(two[f"consensus/{method}/labels"][:], one[f"consensus/{method}/labels"][:])
+    assert m1["objective"] == pytest.approx(m2["objective"], rel=1e-9)
+    _check_written(two, method, labels.shape[0])
+
+
+def test_kcc_on_the_workers_equals_the_in_memory_fit(fitted):
+    labels, y, runs = fitted
+    assert np.unique(labels, axis=0).shape[0] > 0.5 * labels.shape[0]  # KCC.fit compares starts on a sample
+    store, metrics = runs[2, "kcc"]
+    out, lab = _check_written(store, "kcc", labels.shape[0])
     # the in-memory fit with the stage's seed: the same starts (compared on the same sample), the same fit
-    params = out.attrs["params"]
-    local = KCC(3, random_state=params["random_state"]).fit(labels)
-    assert out.attrs["converged"] is local.converged_ is m2["converged"]
+    local = KCC(3, random_state=out.attrs["params"]["random_state"]).fit(labels)
+    assert out.attrs["converged"] is local.converged_ is metrics["converged"]
     assert out.attrs["n_iter"] == local.n_iter_
-    assert m2["objective"] == pytest.approx(local.objective_, rel=1e-9)
+    assert metrics["objective"] == pytest.approx(local.objective_, rel=1e-9)
     assert adjusted_rand_score(local.labels_, lab) == 1.0
     assert adjusted_rand_score(y, lab) > 0.9
+
+
+def test_bce_on_the_workers_starts_from_a_seeded_partition(fitted):
+    """BCE's k-means++ start on the workers is a KCC partition of the blocks: other draws than in memory,
+    the same optimum here, in a few EM iterations (random starts need tens)."""
+    labels, y, runs = fitted
+    store, metrics = runs[2, "bce"]
+    out, lab = _check_written(store, "bce", labels.shape[0])
+    local = BCE(3, random_state=out.attrs["params"]["random_state"]).fit(labels)
+    assert out.attrs["converged"] is local.converged_ is metrics["converged"] is True
+    assert metrics["objective"] == pytest.approx(local.lower_bound_, rel=1e-4)  # EM stops at tol=1e-5
+    assert adjusted_rand_score(local.labels_, lab) > 0.99
+    assert adjusted_rand_score(y, lab) > 0.9
+    assert out.attrs["n_iter"] <= 2 * local.n_iter_ + 5

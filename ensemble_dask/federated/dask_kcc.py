@@ -18,30 +18,12 @@ This module only decides where the in-memory functions run; the algorithm lives 
 
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
 from .._validation import InputError, check_labels_matrix, check_random_state
-from ..consensus.kcc import (
-    KCC,
-    Encoding,
-    LocalBlocks,
-    block_closest,
-    block_cooccurrence,
-    block_memberships,
-    block_pick,
-    block_row,
-    block_sizes,
-    block_step,
-    block_trials,
-    check_encoding,
-    column_categories,
-    combine_stats,
-    fit_kcc,
-    kcc_starts,
-)
+from ..consensus.kcc import KCC, Encoding, check_encoding, column_categories, fit_kcc
 from .dask import load_label_blocks
+from .dask_blocks import DaskBlocks, sampled_kcc_start, tree_reduce  # noqa: F401 (re-exported)
 
 __all__ = ["fit_kcc_dask", "fit_gkcc_dask", "DaskBlocks"]
 
@@ -53,103 +35,6 @@ def _block_categories(block):
 
 def _encode_block(block, enc):
     return enc.transform(block)
-
-
-def _ones(gidx):
-    return np.ones(gidx.shape[0])
-
-
-def _take_rows(gidx, rows):
-    return np.ascontiguousarray(gidx[rows])
-
-
-def tree_reduce(client, futures, func, *, fan_in=8):
-    """Combine futures with a tree of ``func(*parts)`` tasks on the cluster; returns a future."""
-    level = list(futures)
-    while len(level) > 1:
-        level = [
-            client.submit(func, *level[i : i + fan_in], pure=False) for i in range(0, len(level), fan_in)
-        ]
-    return level[0]
-
-
-class DaskBlocks:
-    """Backend of :func:`~ensemble_dask.consensus.kcc.fit_kcc` over row-block futures of ``gidx``.
-
-    Mirrors :class:`~ensemble_dask.consensus.kcc.LocalBlocks`; every row-level array (the encoded
-    labels, the assignment, the k-means++ distances) stays on the workers.
-    """
-
-    def __init__(self, client, gidx_futures, n_rows):
-        self.client = client
-        self.gidx = list(gidx_futures)
-        self.weight = [client.submit(_ones, g, pure=False) for g in self.gidx]
-        self.n_rows = list(n_rows)
-        self.reset()
-
-    def _map(self, func, *args):
-        return [self.client.submit(func, *a, pure=False) for a in zip(*args, strict=True)]
-
-    def reset(self):
-        self.labels = [np.full(n, -1, dtype=np.int64) for n in self.n_rows]
-        self.closest = [None] * len(self.gidx)
-
-    def sizes(self, n_categories):
-        G = [n_categories] * len(self.gidx)
-        parts = self.client.gather(self._map(block_sizes, self.gidx, self.weight, G))
-        return sum(p[0] for p in parts), sum(p[1] for p in parts)
-
-    def step(self, MT, sq, n_far):
-        c = self.client
-        m = len(self.gidx)
-        MT_f, sq_f = c.scatter([MT, sq], broadcast=True, hash=False)
-        res = self._map(block_step, self.gidx, self.weight, self.labels, [MT_f] * m, [sq_f] * m, [n_far] * m)
-        self.labels = [c.submit(operator.getitem, r, 1, pure=False) for r in res]
-        stats = [c.submit(operator.getitem, r, 0, pure=False) for r in res]
-        return c.gather(tree_reduce(c, stats, combine_stats))
-
-    def row(self, b, j):
-        return self.client.submit(block_row, self.gidx[b], j, pure=False).result()
-
-    def set_closest(self, center, csq):
-        m = len(self.gidx)
-        res = self._map(block_closest, self.gidx, self.weight, self.closest, [center] * m, [csq] * m)
-        self.closest = [self.client.submit(operator.getitem, r, 0, pure=False) for r in res]
-        tot = [self.client.submit(operator.getitem, r, 1, pure=False) for r in res]
-        return np.array(self.client.gather(tot))
-
-    def trials(self, centers, csqs):
-        m = len(self.gidx)
-        res = self._map(block_trials, self.gidx, self.weight, self.closest, [centers] * m, [csqs] * m)
-        return sum(self.client.gather(res))
-
-    def pick(self, b, r):
-        return self.client.submit(
-            block_pick, self.gidx[b], self.weight[b], self.closest[b], r, pure=False
-        ).result()
-
-    def cooccurrence(self, chosen, n_categories):
-        m = len(self.gidx)
-        parts = self.client.gather(
-            self._map(block_cooccurrence, self.gidx, self.weight, [chosen] * m, [n_categories] * m)
-        )
-        return sum(p[0] for p in parts), sum(p[1] for p in parts)
-
-    def take(self, rows):
-        """The ``gidx`` rows at the sorted global indices ``rows`` (a sample: they come to this process)."""
-        bounds = np.concatenate([[0], np.cumsum(self.n_rows)])
-        cut = np.searchsorted(rows, bounds)
-        parts = [
-            self.client.submit(_take_rows, g, rows[cut[b] : cut[b + 1]] - bounds[b], pure=False)
-            for b, g in enumerate(self.gidx)
-            if cut[b + 1] > cut[b]
-        ]
-        return np.concatenate(self.client.gather(parts))
-
-    def memberships(self, MT, sq):
-        m = len(self.gidx)
-        res = self.client.gather(self._map(block_memberships, self.gidx, [MT] * m, [sq] * m))
-        return np.concatenate([r[0] for r in res]), np.concatenate([r[1] for r in res])
 
 
 def fit_kcc_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_options=None, **kcc_params):
@@ -203,12 +88,7 @@ def fit_kcc_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
     del data
     backend = DaskBlocks(client, gidx, [b - a for a, b in blocks])
     rng = check_random_state(est.random_state)
-    start = None
-    if est._sampled_starts(n) and est.n_init > 1:  # the draws of KCC._fit_rows, in the same order
-        sample = np.sort(rng.choice(n, size=est._start_sample(), replace=False))
-        (MT, *_), _ = kcc_starts(est, LocalBlocks([backend.take(sample)]), enc, rng)
-        start = np.ascontiguousarray(MT.T)
-    return fit_kcc(est, backend, enc, rng, start=start)
+    return fit_kcc(est, backend, enc, rng, start=sampled_kcc_start(est, backend, enc, rng))
 
 
 def _candidate_mapper(client):

@@ -356,11 +356,14 @@ def _fit_on_cluster(store, method, kwargs, client):
         return fit_kcc_dask(url, client=client, storage_options=options, **kwargs)
     from ..federated.dask import fit_bce_dask
 
-    kw = {**kwargs, "init": "random", "n_init": max(int(kwargs.get("n_init", 1)), 5)}
+    kw = dict(kwargs)
+    if kw.setdefault("init", "k-means++") == "random":  # random starts are a lottery: at least 5 of them
+        kw["n_init"] = max(int(kw.get("n_init", 1)), 5)
     logger.info(
-        "bce: labels of %d bytes, E-step on the cluster's row blocks, %d random starts",
+        "bce: labels of %d bytes, E-step on the cluster's row blocks, %d %s start(s)",
         _labels_bytes(store),
-        kw["n_init"],
+        kw.get("n_init", 1),
+        "random" if kw["init"] == "random" else "seeded (KCC on the blocks)",
     )
     return fit_bce_dask(url, client=client, storage_options=options, **kw)
 
@@ -395,9 +398,10 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
     """Run consensus method ``name`` on ``store`` unless its record is up to date.
 
     With a ``client`` and labels larger than :data:`DASK_LABELS_BYTES`, BCE's E-step
-    (:func:`~ensemble_dask.federated.dask.fit_bce_dask`, random starts, at least 5) and KCC's Lloyd
-    assignment (:func:`~ensemble_dask.federated.dask_kcc.fit_kcc_dask`, the in-memory fit's starts) run on
-    the cluster's workers on row blocks of ``labels``; everything else runs in this process.
+    (:func:`~ensemble_dask.federated.dask.fit_bce_dask`: the ``k-means++`` start is a KCC partition computed
+    on the blocks; ``init: random`` takes at least 5 random starts) and KCC's Lloyd assignment
+    (:func:`~ensemble_dask.federated.dask_kcc.fit_kcc_dask`, the in-memory fit's starts) run on the cluster's
+    workers on row blocks of ``labels``; everything else runs in this process.
 
     Returns
     -------
