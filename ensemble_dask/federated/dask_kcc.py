@@ -1,8 +1,9 @@
 """KCC on a Dask cluster: Lloyd's assignment runs on row blocks of ``labels`` where they live.
 
 Each row block of the ``n x N`` labels matrix (a zarr array or ``.npy`` file at a URL, or an
-in-memory array) is read and encoded once by a task on a worker and stays there, with the block's
-current assignment. Per Lloyd iteration the coordinator submits one task per block with the current
+in-memory array) is read by a task on a worker and stays there encoded, with the block's current
+assignment (a URL is read twice, once for its labels' categories and once to encode it, so that the
+raw labels are never held next to their encoding: :class:`~.dask.LabelBlocks`). Per Lloyd iteration the coordinator submits one task per block with the current
 centroids (``sum_i K_i x K`` floats); only the block's sufficient statistics leave the worker (per
 cluster, per clustering and label counts, cluster sizes, squared error, the number of points that
 changed cluster, and the few rows farthest from their centroid that reseed an empty cluster), are
@@ -22,7 +23,7 @@ import numpy as np
 
 from .._validation import InputError, check_labels_matrix, check_random_state
 from ..consensus.kcc import KCC, Encoding, check_encoding, column_categories, fit_kcc
-from .dask import load_label_blocks
+from .dask import LabelBlocks
 from .dask_blocks import DaskBlocks, sampled_kcc_start, tree_reduce  # noqa: F401 (re-exported)
 
 __all__ = ["fit_kcc_dask", "fit_gkcc_dask", "DaskBlocks"]
@@ -73,8 +74,9 @@ def fit_kcc_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
         client = get_client()
     est = KCC(n_clusters, **kcc_params)
     est._check_params()
-    blocks, data = load_label_blocks(client, labels, block_rows, storage_options, "kcc")
-    metas = client.gather([client.submit(_block_categories, d, pure=False) for d in data])
+    source = LabelBlocks(client, labels, block_rows, storage_options, "kcc")
+    blocks = source.blocks
+    metas = client.gather(source.map(_block_categories))
     if len({m[0] for m in metas}) != 1:
         raise InputError(
             f"labels blocks disagree on the number of clusterings: {sorted({m[0] for m in metas})}"
@@ -84,8 +86,8 @@ def fit_kcc_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
     n, N = blocks[-1][1], metas[0][0]
     check_encoding(enc, (n, N))
     est._check_params(n, enc.n_categories)
-    gidx = [client.submit(_encode_block, d, enc, pure=False) for d in data]
-    del data
+    gidx = source.map(_encode_block, enc)
+    source.release()
     backend = DaskBlocks(client, gidx, [b - a for a, b in blocks])
     rng = check_random_state(est.random_state)
     return fit_kcc(est, backend, enc, rng, start=sampled_kcc_start(est, backend, enc, rng))
