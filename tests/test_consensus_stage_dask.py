@@ -105,3 +105,28 @@ def test_bce_on_the_workers_starts_from_a_seeded_partition(fitted):
     assert adjusted_rand_score(local.labels_, lab) > 0.99
     assert adjusted_rand_score(y, lab) > 0.9
     assert out.attrs["n_iter"] <= 2 * local.n_iter_ + 5
+
+
+def test_workflow_fits_kcc_on_fresh_workers(monkeypatch, tmp_path, caplog):
+    """A workflow whose consensus fits on the embedded cluster restarts its worker processes first (they keep
+    memory of generate); the fit on the new workers is the in-memory one."""
+    from ensemble_dask.pipeline import run_workflow
+
+    monkeypatch.setattr(stage, "DASK_LABELS_BYTES", 0)
+    store_url = str(tmp_path / "run.zarr")
+    spec = {
+        "seed": 1,
+        "store": store_url,
+        "dask": {"n_workers": 2},
+        "data": {"url": "synthetic:blobs?n=600&d=4&centers=3&seed=3"},
+        "generate": {"n_clusterings": 8, "k_min": 2, "k_max": 5, "rate": 0.5},
+        "consensus": {"kcc": {"n_clusters": 3}},
+    }
+    with caplog.at_level("INFO", logger="ensemble_dask.pipeline"):
+        report = run_workflow(spec)
+    assert "restarting the embedded cluster's workers" in caplog.text
+    store = RunStore(store_url)
+    out = store["consensus/kcc"]
+    local = KCC(3, random_state=out.attrs["params"]["random_state"]).fit(store["labels"][:])
+    np.testing.assert_array_equal(out["labels"][:], local.labels_)
+    assert report["methods"]["kcc"]["effective_k"] == 3
