@@ -7,7 +7,9 @@ seconds, rows per second, the bytes the stage wrote, and at the end the peak RSS
 process of the run (client, scheduler, workers; moto apart) and the size of the pairs store.
 
     python benchmarks/scale.py --rows 500000 --rows 1000000
-    python benchmarks/scale.py --rows 5000000 --n-clusterings 100 --methods pcc-l2 pcc-kl bce
+    python benchmarks/scale.py --rows 5000000 --methods bce kcc
+
+(at 5,000,000 rows the pair methods need more than one 2 GB process: BCE and KCC fit on the workers)
 
 ``--watch`` runs any command instead and prints the peak RSS of its processes, e.g.
 
