@@ -7,7 +7,9 @@ seconds, rows per second, the bytes the stage wrote, and at the end the peak RSS
 process of the run (client, scheduler, workers; moto apart) and the size of the pairs store.
 
     python benchmarks/scale.py --rows 500000 --rows 1000000
-    python benchmarks/scale.py --rows 5000000 --n-clusterings 100 --methods pcc-l2 pcc-kl bce
+    python benchmarks/scale.py --rows 5000000 --methods bce kcc
+
+(at 5,000,000 rows the pair methods need more than one 2 GB process: BCE and KCC fit on the workers)
 
 ``--watch`` runs any command instead and prints the peak RSS of its processes, e.g.
 
@@ -148,13 +150,15 @@ def print_peaks(watcher):
 
 
 def print_stage_peaks(watcher, store_url, storage_options=None):
-    """The largest RSS each process was seen at (polled) while each stage ran, from the records' start and end."""
+    """The largest RSS each process was seen at (polled) while each stage ran, from the records' start and end
+    (a consensus method's record starts when its fit has ended: its window opens its fit's seconds earlier)."""
     import datetime as dt
 
     sys.path.insert(0, str(HERE.parent))
     from ensemble_dask.io.store import RunStore
 
-    records = RunStore(store_url, storage_options, mode="r").records()
+    store = RunStore(store_url, storage_options, mode="r")
+    records = store.records()
     pids = sorted(watcher.peaks, key=lambda pid: (watcher.peaks[pid][0], pid))
     pids = [pid for pid in pids if watcher.peaks[pid][0] not in ("moto", "tracker")]
     print("largest RSS seen during each stage (MiB, polled every", watcher.interval, "s):")
@@ -163,6 +167,8 @@ def print_stage_peaks(watcher, store_url, storage_options=None):
         if not rec.get("started") or not rec.get("finished"):
             continue
         t0 = dt.datetime.fromisoformat(rec["started"]).timestamp()
+        if name.startswith("consensus/") and name in store:
+            t0 -= float(dict(store[name].attrs).get("metrics", {}).get("seconds") or 0.0)
         t1 = dt.datetime.fromisoformat(rec["finished"]).timestamp() + 1.0  # finished is to the second
         top = {pid: 0 for pid in pids}
         for t, pid, rss in watcher.samples:

@@ -273,6 +273,23 @@ def _largest_k(consensus, on=None):
     return max(ks) if ks else None
 
 
+def _fresh_workers(client):
+    """Restart the embedded cluster's worker processes before a consensus method fits on them.
+
+    Worker processes keep much of the memory the generate and coassoc stages used (allocator arenas,
+    caches): at 5,000,000 rows the row-distributed BCE and KCC fits peaked at 2.0 and 2.8 GB per worker
+    on the workers of those stages, against 1.5 GB on fresh ones. A restart takes about 2 s.
+    """
+    logger.info("restarting the embedded cluster's workers: the consensus fits on them")
+    nanny = logging.getLogger("distributed.nanny")
+    level = nanny.level
+    nanny.setLevel(logging.ERROR)  # "Restarting worker" is what we asked for
+    try:
+        client.restart()
+    finally:
+        nanny.setLevel(level)
+
+
 def run_workflow(spec, *, progress=False):
     """Run every stage of ``spec`` (a dict from :func:`load_workflow`); return the report dict.
 
@@ -321,6 +338,8 @@ def run_workflow(spec, *, progress=False):
             logger.info("coassoc: %s", info)
         if not any(uses_cluster(store, name, params) for name, params in consensus.items()):
             client.release()  # the workers' memory is given back before the in-process fits
+        elif client.started and not spec.get("scheduler") and not store.url.startswith("memory://"):
+            _fresh_workers(client)  # worker processes of our own embedded cluster (threads cannot restart)
         for name, params in consensus.items():
             metrics = consensus_stage(store, name, seed=seed, client=client, **(params or {}))
             logger.info("consensus %s: %s", name, metrics)

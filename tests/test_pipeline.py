@@ -134,14 +134,14 @@ def test_bayesian_methods_end_to_end():
 
 
 def test_large_labels_run_bce_on_the_cluster(monkeypatch):
-    """Above DASK_BCE_BYTES the E-step runs on the workers' row blocks: the same fit as in memory
-    from the same random starts (at least 5 of them)."""
+    """Above DASK_LABELS_BYTES the E-step runs on the workers' row blocks: with init: random, the same fit
+    as in memory from the same random starts (at least 5 of them)."""
     from ensemble_dask.consensus.bce import BCE, ConvergenceWarning
     from ensemble_dask.stages import consensus as stage
 
-    monkeypatch.setattr(stage, "DASK_BCE_BYTES", 0)
+    monkeypatch.setattr(stage, "DASK_LABELS_BYTES", 0)
     store_url = "memory://pipeline-bce-dask"
-    spec = _spec(store_url, bce={"n_clusters": 3, "max_iter": 15})  # a few EM rounds keep the test short
+    spec = _spec(store_url, bce={"n_clusters": 3, "max_iter": 15, "init": "random"})  # a few EM rounds keep the test short
     del spec["coassoc"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

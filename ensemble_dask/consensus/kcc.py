@@ -557,8 +557,9 @@ class KCC:
         the distinct label rows weighted by their multiplicity is fitted like the whole matrix,
         in a fraction of the time. Without weights, with random starts on more than 20,000 rows,
         this is done whenever at most half the rows are distinct (the k-means++ picks are then drawn
-        by multiplicity: the same distribution, other draws than row by row), and the starts are
-        compared on a sample: so there a seed gives another result than the row-distributed fit.
+        by multiplicity: the same distribution, other draws than row by row: there a seed gives
+        another result than the row-distributed fit), and the starts are compared on a sample (as
+        the row-distributed fit compares them).
         """
         labels = check_labels_matrix(labels)
         gidx, enc = encode(labels)

@@ -1,13 +1,14 @@
 """BCE on a Dask cluster: the E-step runs on row blocks of a ``labels`` array where they live.
 
 Each row block of the ``n x N`` labels array (a zarr array at a URL, or an in-memory array)
-is read once by a task on a worker and stays there, with the block's variational
-``gamma``. Per EM iteration the coordinator submits one E-step task per block with the
+is read by a task on a worker and stays there encoded (:class:`LabelBlocks`), with the block's
+variational ``gamma``. Per EM iteration the coordinator submits one E-step task per block with the
 current parameters; only the packed sufficient statistics (a vector of ``k * sum_j k_j +
 k + 2`` floats, see :class:`~ensemble_dask.consensus.bce.StatsLayout`) leave the worker, are
 summed in a tree on the cluster, and one total reaches the coordinator. The EM driver, the
 M-step and the random starts are those of :class:`~ensemble_dask.consensus.bce.BCE`, so the
-fit equals the in-memory one up to floating-point summation order.
+fit from random starts equals the in-memory one up to floating-point summation order; the seeded
+start (:func:`seeded_start`) is computed on the blocks too.
 
 This module only decides where the in-memory functions run; the algorithm lives in
 :mod:`ensemble_dask.consensus.bce`.
@@ -21,11 +22,15 @@ import uuid
 import numpy as np
 
 from .._validation import InputError, check_labels_matrix, check_random_state
+from ..consensus._bce_common import Params, seeded_alpha, seeded_beta, soft_gamma
 from ..consensus.bce import BCE, StatsLayout, _offsets, compress_rows, encode_labels, estep_stats
+from ..consensus.kcc import KCC, Encoding, block_norms, kcc_starts
+from .dask_blocks import DaskBlocks, sampled_kcc_start
 
 __all__ = [
     "fit_bce_dask",
     "load_label_blocks",
+    "LabelBlocks",
     "read_labels",
     "block_meta",
     "prepare_block",
@@ -235,6 +240,109 @@ def load_label_blocks(client, labels, block_rows=None, storage_options=None, pre
     return blocks, [client.scatter(np.asarray(labels[a:b]), hash=False) for a, b in blocks]
 
 
+def read_and_apply(url, start, stop, storage_options, func, *args):
+    """``func(rows start:stop of the labels at url, *args)``: the block is read and used in one task, so
+    that only ``func``'s result stays on the worker."""
+    return func(read_labels(url, start, stop, storage_options), *args)
+
+
+class LabelBlocks:
+    """Row blocks of a labels matrix for tasks on the cluster: ``map(func, *args)`` gives one future of
+    ``func(block, *args)`` per block.
+
+    A URL is read by the tasks themselves, once per ``map`` (a pass of :func:`block_meta` and one of
+    :func:`prepare_block` read each block twice, and never hold the raw labels next to their encoding:
+    at 5,000,000 x 100 that is 2 GB less on the workers); an in-memory array is scattered once
+    (:func:`load_label_blocks`). Blocks have a fixed size, so sums over them are the same on any cluster.
+    """
+
+    def __init__(self, client, labels, block_rows=None, storage_options=None, prefix="labels"):
+        self.client, self.prefix = client, prefix
+        self.fit_id = uuid.uuid4().hex  # task keys unique to this fit
+        if isinstance(labels, str):
+            (n, _), chunk = labels_shape(labels, storage_options)
+            self.blocks = _row_blocks(n, block_rows or min(chunk or DEFAULT_BLOCK_ROWS, DEFAULT_BLOCK_ROWS))
+            self.url, self.storage_options, self.data = labels, storage_options, None
+        else:
+            self.blocks, self.data = load_label_blocks(client, labels, block_rows, storage_options, prefix)
+
+    def map(self, func, *args):
+        if self.data is not None:
+            return [self.client.submit(func, d, *args, pure=False) for d in self.data]
+        name = getattr(func, "__name__", "apply").strip("_")
+        return [
+            self.client.submit(
+                read_and_apply,
+                self.url,
+                a,
+                b,
+                self.storage_options,
+                func,
+                *args,
+                pure=False,
+                key=f"{self.prefix}-{name}-{a}-{b}-{self.fit_id}",
+            )
+            for a, b in self.blocks
+        ]
+
+    def release(self):
+        """Let the scattered blocks go (once every block has been turned into what the fit keeps)."""
+        self.data = None
+
+
+def _n_rows(prepared):
+    return prepared["gidx"].shape[0]
+
+
+def block_soft_gamma(prepared, beta, a):
+    """The seeded start's ``gamma`` of a prepared block's distinct rows (:func:`soft_gamma`)."""
+    return soft_gamma(prepared["gidx"], beta, a)
+
+
+#: Lloyd steps of the KCC partition that seeds the row-distributed BCE (as ``seed_partition``'s ``max_lloyd``)
+SEED_LLOYD = 20
+#: rows (distinct rows of the blocks, with their multiplicity) on which the seeded start fits ``alpha``
+SEED_ALPHA_ROWS = 5_000
+
+
+def seeded_start(client, est, prepared, categories, rng):
+    """BCE's seeded start computed on the cluster's blocks: ``(params, gamma futures)``.
+
+    The counterpart of the in-memory ``init="k-means++"`` start (a hard partition of the label rows,
+    ``beta`` from its label counts, a fitted symmetric ``alpha``, a soft warm start of ``gamma``), with the
+    hard partition from KCC on the blocks' distinct rows weighted by their multiplicity
+    (:class:`~.dask_blocks.DaskBlocks`: k-means++ starts compared on a sample of rows, then at most
+    :data:`SEED_LLOYD` Lloyd steps on all rows) instead of the in-memory row-distance k-means++ and Lloyd
+    steps: the same kind of start, other draws. ``alpha`` is fitted on :data:`SEED_ALPHA_ROWS` rows fetched
+    to this process; only sums and that sample leave the workers.
+    """
+    enc = Encoding.from_categories(categories)
+    gidx = [client.submit(operator.getitem, p, "gidx", pure=False) for p in prepared]
+    weight = [client.submit(operator.getitem, p, "weight", pure=False) for p in prepared]
+    n_rows = client.gather([client.submit(_n_rows, p, pure=False) for p in prepared])
+    backend = DaskBlocks(client, gidx, n_rows, weight)
+    kcc = KCC(est._k, max_iter=SEED_LLOYD)
+    kcc._check_params(sum(n_rows), enc.n_categories)
+    (MT, *_), _ = kcc_starts(kcc, backend, enc, rng, sampled_kcc_start(kcc, backend, enc, rng))
+    counts = backend.step(MT, block_norms(MT, enc.offsets), 0)["counts"]  # the partition nearest MT
+    beta = seeded_beta(counts, enc.offsets)
+    n = sum(n_rows)
+    sample = np.sort(rng.choice(n, size=min(n, SEED_ALPHA_ROWS), replace=False))
+    upper = float(est.alpha_init)
+    a = seeded_alpha(
+        backend.take(sample),
+        backend.take_weights(sample),
+        beta,
+        rng,
+        lower=min(1e-3 / est._k, upper),
+        upper=upper,
+        max_rows=SEED_ALPHA_ROWS,
+    )
+    del backend, gidx, weight
+    params = Params(np.full(est._k, a), beta, np.zeros((est._k, 0)), np.ones((est._k, 0)))
+    return params, [client.submit(block_soft_gamma, p, beta, a, pure=False) for p in prepared]
+
+
 def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_options=None, **bce_params):
     """Fit :class:`~ensemble_dask.consensus.bce.BCE` with the E-step on row blocks on a Dask cluster.
 
@@ -253,43 +361,58 @@ def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
         fsspec options of ``labels``'s URL.
     **bce_params
         Other :class:`BCE` parameters (``n_init``, ``max_iter``, ``tol``, ``random_state``, ...).
-        The starts are random draws (``init="random"``, the only one accepted here): use
-        ``n_init`` of 3-10.
+        ``init="random"`` (the default here) draws the starts at random: use ``n_init`` of 3-10.
+        ``init="k-means++"`` starts from a seeded partition computed on the cluster
+        (:func:`seeded_start`: KCC on the blocks), one EM run per ``n_init``: far fewer EM iterations
+        than random starts (on 200,000 subsampled KDD-schema rows, 9-10 against 125 for the best of 5
+        random starts), but other draws than the in-memory k-means++ start.
 
     Returns
     -------
     BCE
-        A fitted estimator, the same as ``BCE(n_clusters, init="random", **bce_params).fit(labels)``
-        up to floating-point summation order.
+        A fitted estimator. With ``init="random"``, the same as
+        ``BCE(n_clusters, init="random", **bce_params).fit(labels)`` up to floating-point summation order.
     """
     if client is None:
         from distributed import get_client
 
         client = get_client()
     bce_params.setdefault("init", "random")
-    if bce_params["init"] != "random":
+    if bce_params["init"] not in ("random", "k-means++"):
         raise InputError(
-            f"fit_bce_dask starts from random draws (init='random'; use n_init=3-10); got "
-            f"init={bce_params['init']!r}, which needs the whole labels matrix in one process: use BCE.fit"
+            f"fit_bce_dask starts from random draws (init='random'; use n_init=3-10) or from a seeded "
+            f"partition (init='k-means++'); got init={bce_params['init']!r}"
         )
     est = BCE(n_clusters, **bce_params)
     est._check_params()
-    blocks, data = load_label_blocks(client, labels, block_rows, storage_options, "bce")
-    metas = client.gather([client.submit(block_meta, d, pure=False) for d in data])
+    source = LabelBlocks(client, labels, block_rows, storage_options, "bce")
+    blocks = source.blocks
+    metas = client.gather(source.map(block_meta))
     if len({m[0] for m in metas}) != 1:
         raise InputError(
             f"labels blocks disagree on the number of clusterings: {sorted({m[0] for m in metas})}"
         )
     categories = merge_categories([m[1] for m in metas])
     empty_rows = np.concatenate([m[2] + a for m, (a, _) in zip(metas, blocks, strict=True)]).astype(np.int64)
-    gidx = [client.submit(prepare_block, d, categories, pure=False) for d in data]
-    del data
+    gidx = source.map(prepare_block, categories)
+    source.release()
     rng = check_random_state(est.random_state)
-    starts = [est._random_params(rng, categories) for _ in range(est.n_init)]
+    gammas0 = None
+    if est.init == "k-means++" and est._k > 1:
+        seeded = [seeded_start(client, est, gidx, categories, rng) for _ in range(est.n_init)]
+        starts, gammas0 = [p for p, _ in seeded], [g for _, g in seeded]
+    else:  # random draws (one cluster: every start is the same)
+        starts = [est._random_params(rng, categories) for _ in range(est.n_init)]
     layout = StatsLayout(est._k, int(_offsets(categories)[-1]), 0)
     estep = DaskBlockEStep(client, gidx, est._k, float(est.e_step_tol), int(est.e_step_max_iter))
     est._fit_backend(
-        estep, categories, layout, init_params_list=starts, gammas=estep.gammas, empty_rows=empty_rows
+        estep,
+        categories,
+        layout,
+        init_params_list=starts,
+        gammas=estep.gammas,
+        empty_rows=empty_rows,
+        init_gammas=gammas0,
     )
     est._emit_fit_warnings(stacklevel=3)
     return est

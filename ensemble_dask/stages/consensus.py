@@ -52,9 +52,12 @@ METHODS = {
     "hbgf": "labels",
 }
 
-#: labels larger than this run BCE's E-step on the cluster's row blocks; smaller ones fit in this
-#: process, which is faster and starts from the seeded k-means++ partition
-DASK_BCE_BYTES = 1 << 30
+#: labels (as int32) larger than this are never read whole in this process: BCE's E-step and KCC's Lloyd
+#: assignment run on the cluster's workers, on row blocks each worker reads from the store; smaller labels
+#: fit in this process, which is faster (and where BCE starts from the seeded k-means++ partition)
+DASK_LABELS_BYTES = 1 << 30
+#: the methods that fit on the cluster's row blocks of labels larger than :data:`DASK_LABELS_BYTES`
+DASK_METHODS = ("bce", "kcc")
 
 _TRACE_MAX = 2000  # objective trace points kept in the attributes
 
@@ -327,13 +330,42 @@ def _inputs(store, method):
     return hashes
 
 
+def _labels_bytes(store):
+    return 4 * int(np.prod(store["labels"].shape))
+
+
 def uses_cluster(store, name, params):
-    """Whether the workflow entry ``name: params`` would fit on the cluster's workers (only BCE on
-    labels larger than :data:`DASK_BCE_BYTES` does; every other method fits in this process)."""
+    """Whether the workflow entry ``name: params`` would fit on the cluster's workers (BCE and KCC on
+    labels larger than :data:`DASK_LABELS_BYTES` do; every other method fits in this process)."""
     method, _ = resolve_method(name, params)
-    if method != "bce" or "labels" not in store:
+    if method not in DASK_METHODS or "labels" not in store:
         return False
-    return 4 * int(np.prod(store["labels"].shape)) > DASK_BCE_BYTES
+    return _labels_bytes(store) > DASK_LABELS_BYTES
+
+
+def _fit_on_cluster(store, method, kwargs, client):
+    """BCE or KCC with the row-level work on the workers, each reading its own row blocks of labels from the
+    store: nothing of ``n x N`` size comes to this process (only the ``n``-row results)."""
+    url, options = f"{store.url}/labels", store.storage_options or None
+    if method == "kcc":
+        from ..federated.dask_kcc import fit_kcc_dask
+
+        logger.info(
+            "kcc: labels of %d bytes, Lloyd assignment on the cluster's row blocks", _labels_bytes(store)
+        )
+        return fit_kcc_dask(url, client=client, storage_options=options, **kwargs)
+    from ..federated.dask import fit_bce_dask
+
+    kw = dict(kwargs)
+    if kw.setdefault("init", "k-means++") == "random":  # random starts are a lottery: at least 5 of them
+        kw["n_init"] = max(int(kw.get("n_init", 1)), 5)
+    logger.info(
+        "bce: labels of %d bytes, E-step on the cluster's row blocks, %d %s start(s)",
+        _labels_bytes(store),
+        kw.get("n_init", 1),
+        "random" if kw["init"] == "random" else "seeded (KCC on the blocks)",
+    )
+    return fit_bce_dask(url, client=client, storage_options=options, **kw)
 
 
 def _fit(store, method, kwargs, client):
@@ -354,21 +386,8 @@ def _fit(store, method, kwargs, client):
         strategy = store.group["pairs"].attrs.get("strategy") if "pairs" in store.group else None
         _check_pairs_per_point(pairs, kwargs.get("n_clusters"), strategy)
         return est.fit(pairs)
-    labels_bytes = 4 * int(np.prod(store["labels"].shape))
-    if method == "bce" and client is not None and labels_bytes > DASK_BCE_BYTES:
-        # labels too large for this process: the E-step runs on the workers, each reading its own
-        # row blocks of labels from the store
-        from ..federated.dask import fit_bce_dask
-
-        kw = {**kwargs, "init": "random", "n_init": max(int(kwargs.get("n_init", 1)), 5)}
-        logger.info(
-            "bce: labels of %d bytes, E-step on the cluster's row blocks, %d random starts",
-            labels_bytes,
-            kw["n_init"],
-        )
-        return fit_bce_dask(
-            f"{store.url}/labels", client=client, storage_options=store.storage_options or None, **kw
-        )
+    if method in DASK_METHODS and client is not None and _labels_bytes(store) > DASK_LABELS_BYTES:
+        return _fit_on_cluster(store, method, kwargs, client)
     labels = store["labels"][:]
     if method == "gbce":
         return est.fit(labels, store["X"][:])
@@ -378,9 +397,11 @@ def _fit(store, method, kwargs, client):
 def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
     """Run consensus method ``name`` on ``store`` unless its record is up to date.
 
-    With a ``client`` and labels larger than :data:`DASK_BCE_BYTES`, BCE's E-step runs on the cluster's
-    workers on row blocks of ``labels`` (:func:`~ensemble_dask.federated.dask.fit_bce_dask`, random starts,
-    at least 5); everything else runs in this process.
+    With a ``client`` and labels larger than :data:`DASK_LABELS_BYTES`, BCE's E-step
+    (:func:`~ensemble_dask.federated.dask.fit_bce_dask`: the ``k-means++`` start is a KCC partition computed
+    on the blocks; ``init: random`` takes at least 5 random starts) and KCC's Lloyd assignment
+    (:func:`~ensemble_dask.federated.dask_kcc.fit_kcc_dask`, the in-memory fit's starts) run on the cluster's
+    workers on row blocks of ``labels``; everything else runs in this process.
 
     Returns
     -------
