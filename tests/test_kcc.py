@@ -330,7 +330,7 @@ def test_many_rows_take_the_distinct_rows_and_sampled_starts(monkeypatch, missin
     np.testing.assert_array_equal(KCC(4, random_state=0).fit(labels).labels_, fast.labels_)
 
 
-def test_sampled_starts_offer_the_spectral_partition(monkeypatch):
+def test_sampled_starts_offer_the_spectral_partition(monkeypatch, client):
     """Above the start sample, HBGF's partition of the sample is one more start: at K = 30, where the
     k-means++ starts share a local optimum, the fit takes it (lower objective, higher ARI); with it left
     out the fit is what it was."""
@@ -349,6 +349,10 @@ def test_sampled_starts_offer_the_spectral_partition(monkeypatch):
     L[np.random.default_rng(1).random(L.shape) < 0.5] = -1  # each clustering sees half the points
     monkeypatch.setattr(kcc_mod, "START_SAMPLE", 1500)
     with_spectral = KCC(30, n_init=2, random_state=0).fit(L)
+    # the row-distributed fit compares the same starts on the same sample, HBGF's included
+    d = fit_kcc_dask(L, 30, client=client, block_rows=1000, n_init=2, random_state=0)
+    np.testing.assert_array_equal(d.labels_, with_spectral.labels_)
+    assert d.objective_ == pytest.approx(with_spectral.objective_, rel=1e-12)
     monkeypatch.setattr(kcc_mod, "_spectral_centroids", lambda *args: None)
     without = KCC(30, n_init=2, random_state=0).fit(L)
     assert with_spectral.objective_ < without.objective_

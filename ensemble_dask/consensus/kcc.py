@@ -437,6 +437,19 @@ def kcc_starts(est, backend, enc, rng, start=None):
     return best, n_weight
 
 
+def best_sample_start(est, part, enc, rng):
+    """Centroids (``K x G``) of the best start on the sample backend ``part``: ``est``'s random starts, then
+    HBGF's partition of the sample as one more start, kept when its Lloyd run ends lower (at many clusters
+    the random starts share a local optimum that it avoids: 500,000 rows, K = 30, half the labels
+    missing, ARI 0.950 from the random starts alone, 0.992 with it)."""
+    (MT, sse, *_), _ = kcc_starts(est, part, enc, rng)
+    spectral = _spectral_centroids(part.gidx[0], part.weight[0], est._k, enc, int(rng.integers(2**31 - 1)))
+    if spectral is not None:
+        (MT_s, sse_s, *_), _ = kcc_starts(est, part, enc, rng, start=spectral)
+        MT = MT_s if sse_s < sse - 1e-9 * abs(sse) else MT
+    return np.ascontiguousarray(MT.T)
+
+
 def fit_kcc(est, backend, enc, rng, start=None):
     """Run ``est``'s starts on ``backend`` (or one from ``start``) and set its fitted attributes (the shared
     driver)."""
@@ -610,16 +623,7 @@ class KCC:
             if w is None
             else LocalBlocks([gidx[sample]], [w[sample]], weighted_picks=True)
         )
-        (MT, sse, *_), _ = kcc_starts(self, part, enc, rng)
-        # HBGF's spectral partition of the sample as one more start: at many clusters the random starts
-        # share a local optimum that it avoids (500,000 rows, K = 30, half the labels missing: ARI 0.950)
-        spectral = _spectral_centroids(
-            part.gidx[0], part.weight[0], self._k, enc, int(rng.integers(2**31 - 1))
-        )
-        if spectral is not None:
-            (MT_s, sse_s, *_), _ = kcc_starts(self, part, enc, rng, start=spectral)
-            MT = MT_s if sse_s < sse - 1e-9 * abs(sse) else MT
-        return fit_kcc(self, backend, enc, rng, start=np.ascontiguousarray(MT.T))
+        return fit_kcc(self, backend, enc, rng, start=best_sample_start(self, part, enc, rng))
 
     def fit_predict(self, labels, y=None):
         return self.fit(labels).labels_

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..consensus.kcc import (
     LocalBlocks,
+    best_sample_start,
     block_closest,
     block_cooccurrence,
     block_memberships,
@@ -23,7 +24,6 @@ from ..consensus.kcc import (
     block_step,
     block_trials,
     combine_stats,
-    kcc_starts,
 )
 
 __all__ = ["DaskBlocks", "tree_reduce", "sampled_kcc_start"]
@@ -147,9 +147,9 @@ def sampled_kcc_start(est, backend, enc, rng):
     """Centroids (``K x G``) to start the Lloyd run on all rows from, or None (``est``'s own starts).
 
     With random starts on more than ``max(20,000, 50 K)`` rows, :class:`~ensemble_dask.consensus.kcc.KCC`
-    compares its ``n_init`` starts on a uniform sample of that many rows; this draws the same sample
-    with ``rng`` (fetched to this process: ``sample x N`` int32), runs the starts on it here and
-    returns the best one's centroids, so that the row-distributed fit makes the in-memory fit's draws
+    compares its ``n_init`` starts and HBGF's partition on a uniform sample of that many rows; this draws
+    the same sample with ``rng`` (fetched to this process: ``sample x N`` int32), runs the starts on it here
+    and returns the best one's centroids, so that the row-distributed fit makes the in-memory fit's draws
     (on weighted rows, the sample's picks are weighted, as KCC's on merged rows).
     """
     n = sum(backend.n_rows)
@@ -162,5 +162,4 @@ def sampled_kcc_start(est, backend, enc, rng):
         if backend.weighted
         else LocalBlocks([rows])
     )
-    (MT, *_), _ = kcc_starts(est, part, enc, rng)
-    return np.ascontiguousarray(MT.T)
+    return best_sample_start(est, part, enc, rng)
