@@ -16,7 +16,7 @@ from sklearn.cluster import KMeans
 
 from ensemble_dask import InputError
 from ensemble_dask.consensus import _bce_kernels as kern
-from ensemble_dask.consensus._bce_common import seed_partition, seeded_alpha, seeded_beta
+from ensemble_dask.consensus._bce_seeding import seed_partition, seeded_alpha, seeded_beta
 from ensemble_dask.consensus.bce import (
     BCE,
     GBCE,
@@ -624,7 +624,7 @@ def test_seed_partition_keeps_the_best_of_its_seedings():
 
 
 def test_seed_partition_offers_the_spectral_partition_and_keeps_the_lower_objective(monkeypatch):
-    import ensemble_dask.consensus._bce_common as common
+    import ensemble_dask.consensus._bce_seeding as common
 
     """At K = 30 one k-means++ seeding and its Lloyd steps stop in a local optimum that HBGF's partition
     avoids: the start is the candidate with the lower KCC objective."""
@@ -661,7 +661,7 @@ def test_seed_partition_offers_the_spectral_partition_and_keeps_the_lower_object
 def test_seed_partition_spectral_start_skips_clusterings_of_one_label(monkeypatch):
     """A clustering with a single label (all of it, or all the rows HBGF sees) is left out of HBGF's
     graph instead of failing the fit; with no clustering left the start is one seeding."""
-    import ensemble_dask.consensus._bce_common as common
+    import ensemble_dask.consensus._bce_seeding as common
 
     L, y = blob_ensemble(600, centers=4, n_clusterings=6)
     L[:, 2] = 5  # one cluster holds every point
@@ -679,7 +679,7 @@ def test_seed_partition_spectral_start_skips_clusterings_of_one_label(monkeypatc
 
 
 def test_seed_partition_seeds_once_on_many_rows(monkeypatch):
-    import ensemble_dask.consensus._bce_common as common
+    import ensemble_dask.consensus._bce_seeding as common
 
     L, _ = blob_ensemble(1200, centers=8, n_clusterings=10)
     cats = label_categories(L)

@@ -22,11 +22,8 @@ from ._bce_common import (
     encode_labels,
     label_categories,
     run_em,
-    seed_partition,
-    seeded_alpha,
-    seeded_beta,
-    soft_gamma,
 )
+from ._bce_seeding import seed_partition, seeded_alpha, seeded_beta, soft_gamma
 
 __all__ = ["_BCEBase"]
 

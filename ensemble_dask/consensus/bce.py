@@ -91,7 +91,7 @@ class BCE(_BCEBase):
         Lloyd steps of k-means on the one-hot labels (KCC, ``-1`` skipped), or HBGF's spectral
         partition of the rows where its KCC objective is lower, ``beta`` from that
         partition's label counts and a symmetric ``alpha`` in ``[1e-3, alpha_init]`` fitted to the
-        memberships it implies (:func:`~._bce_common.seeded_alpha`). ``"random"``: ``beta`` drawn
+        memberships it implies (:func:`~._bce_seeding.seeded_alpha`). ``"random"``: ``beta`` drawn
         from flat Dirichlets and ``alpha = alpha_init`` (the starts of
         :func:`~ensemble_dask.dask_bce.fit_bce_dask` and :mod:`ensemble_dask.federated`).
     max_iter : int, default=300

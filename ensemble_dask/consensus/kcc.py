@@ -28,7 +28,8 @@ import numpy as np
 from .._validation import InputError, check_choice, check_int, check_labels_matrix, check_random_state
 from . import _kcc_kernels as kern
 from ._base import normalized_entropy
-from ._bce_common import compress_rows, spectral_partition
+from ._bce_common import compress_rows
+from ._bce_seeding import spectral_partition
 from ._kcc_encoding import Encoding, check_encoding, column_categories, encode  # noqa: F401 (re-exported)
 
 __all__ = [

@@ -24,9 +24,8 @@ from ._bce_common import (
     encode_labels,
     label_categories,
     normalise_counts,
-    seed_partition,
-    seeded_beta,
 )
+from ._bce_seeding import seed_partition, seeded_beta
 
 __all__ = ["MM"]
 
@@ -53,7 +52,7 @@ class MM:
     init : {"k-means++", "random"}, default="k-means++"
         ``"k-means++"``: ``beta`` and ``pi`` from the partition of k-means++ seeding and KCC Lloyd
         steps on the label rows, or HBGF's spectral partition where its KCC objective is lower
-        (:func:`~._bce_common.seed_partition`); ``"random"``: ``beta``
+        (:func:`~._bce_seeding.seed_partition`); ``"random"``: ``beta``
         drawn from flat Dirichlets, uniform ``pi``.
     random_state : int, Generator or None, default=None
         Seed of every random draw of the starts.

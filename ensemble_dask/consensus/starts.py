@@ -29,7 +29,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from .._validation import check_labels_matrix, check_random_state
-from ._bce_common import compress_rows, two_label_columns
+from ._bce_common import compress_rows
+from ._bce_seeding import two_label_columns
 from .baselines_labels import HBGF
 from .kcc import KCC
 

@@ -22,7 +22,8 @@ import uuid
 import numpy as np
 
 from .._validation import InputError, check_labels_matrix, check_random_state
-from ..consensus._bce_common import Params, seeded_alpha, seeded_beta, soft_gamma
+from ..consensus._bce_common import Params
+from ..consensus._bce_seeding import seeded_alpha, seeded_beta, soft_gamma
 from ..consensus.bce import BCE, StatsLayout, _offsets, compress_rows, encode_labels, estep_stats
 from ..consensus.kcc import KCC, Encoding, block_norms, kcc_starts
 from .dask_blocks import DaskBlocks, sampled_kcc_start
