@@ -759,6 +759,7 @@ def test_row_estep_linear_factors_and_log_domain_fallback_agree_with_the_log_dom
 def test_estep_blocks_on_threads_give_one_result_on_any_number_of_cores(monkeypatch):
     """Rows in fixed E-step blocks, run side by side and summed in block order: the same fit on 1 or 4
     threads, and the fit of one block up to rounding."""
+    from ensemble_dask import _threads
     from ensemble_dask.consensus import _bce_common
 
     labels, _ = random_labels(np.random.default_rng(5), 400, 8)
@@ -767,7 +768,7 @@ def test_estep_blocks_on_threads_give_one_result_on_any_number_of_cores(monkeypa
     monkeypatch.setattr(_bce_common, "ESTEP_BLOCK", 37)
     fits = []
     for cores in (1, 4):
-        monkeypatch.setattr(_bce_common.os, "sched_getaffinity", lambda pid, cores=cores: set(range(cores)))
+        monkeypatch.setattr(_threads.os, "sched_getaffinity", lambda pid, cores=cores: set(range(cores)))
         fits.append(BCE(3, random_state=0).fit(labels))
     np.testing.assert_array_equal(fits[0].memberships_, fits[1].memberships_)
     np.testing.assert_array_equal(fits[0].lower_bound_trace_, fits[1].lower_bound_trace_)

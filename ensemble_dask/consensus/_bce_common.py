@@ -20,13 +20,12 @@ shared estimator base class in :mod:`._bce_base`.
 from __future__ import annotations
 
 import numbers
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import digamma, gammaln, polygamma
 
+from .._threads import thread_map
 from .._validation import InputError
 from . import _bce_kernels as kern
 
@@ -405,9 +404,7 @@ class _InMemoryEStep:
         if len(blocks) == 1:
             return block(blocks[0])
         # fixed blocks summed in their order: the same result on any number of threads
-        with ThreadPoolExecutor(min(len(blocks), len(os.sched_getaffinity(0)))) as pool:
-            parts = list(pool.map(block, blocks))
-        return np.sum(parts, axis=0)
+        return np.sum(thread_map(block, blocks), axis=0)
 
     def reset(self):
         self.gamma.fill(-1.0)

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from .._threads import thread_map
 from .._validation import check_labels_matrix, check_random_state
 from ._bce_common import compress_rows
 from ._bce_seeding import two_label_columns
@@ -80,8 +80,5 @@ def label_starts(labels, n_clusters, *, random_state=None):
             kcc.fit(rows, sample_weight=mult)
             hbgf.fit(rows, sample_weight=mult)
         else:  # the two fits side by side (KCC's kernels release the GIL); each is deterministic on its own
-            with ThreadPoolExecutor(2) as pool:
-                done = [pool.submit(m.fit, rows, sample_weight=mult) for m in (kcc, hbgf)]
-                for d in done:
-                    d.result()
+            thread_map(lambda m: m.fit(rows, sample_weight=mult), [kcc, hbgf], max_threads=2)
     return [kcc.labels_[inv], hbgf.labels_[inv]]
