@@ -47,7 +47,7 @@ _TOL_RANDOM = 1e-3
 _TOL_GIVEN = 3e-2
 #: from a random start the KKT test begins at this tolerance and tightens tenfold each time it holds, down to
 #: ``tol`` (``_pcc_kernels.pcc_rows``, ``gap_tol_start``): on the paper's KDD configuration (120,000 points,
-#: K = 3, three seeds) PCC-L2 0.85-1.04 -> 0.59-0.69 s and PCC-KL 1.73-1.98 -> 1.07-1.11 s on one core, the
+#: K = 3, three seeds) PCC-L2 0.85-1.04 -> 0.57-0.69 s and PCC-KL 1.73-1.98 -> 0.96-1.08 s on one core, the
 #: same H and objective within 0.1%. From a given start it gains nothing (the start is near its optimum)
 _TOL_START_RANDOM = 0.1
 
