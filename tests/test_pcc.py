@@ -251,6 +251,7 @@ def test_tightening_tolerance_ends_at_the_final_kkt_test(code, closed, diag):
     assert conv and passes > 0
     f_ref, gap_ref = K.objective_and_gap(pairs.indptr, pairs.indices, x, w, Y, code, 1e-10, diag)
     assert gap_ref <= 1e-6 * (1 + 1e-6) and f == pytest.approx(f_ref, rel=1e-9)
+    assert gap == pytest.approx(gap_ref, rel=1e-6, abs=1e-12)  # the kept gradients' gap is the true one
     assert np.all(np.diff(trace[: passes + 1]) <= 1e-9 * abs(trace[0]))
     # the same final test as a descent run at the final tolerance from the start
     Y2 = Y0.copy()

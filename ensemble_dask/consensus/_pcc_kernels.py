@@ -279,6 +279,15 @@ def _add_diag_gradient(Y, j, k_count, diag, g):
 
 
 @numba.njit(cache=True, nogil=True)
+def _kept_gap(Y, G, i, k_count, diag, g):
+    """Row i's gap from its kept pair gradient ``G[i]`` (plus the diagonal term's), as the descent tests it."""
+    for k in range(k_count):
+        g[k] = G[i, k]
+    _add_diag_gradient(Y, i, k_count, diag, g)
+    return _gap_of(Y, i, g, k_count)
+
+
+@numba.njit(cache=True, nogil=True)
 def objective_and_gap(indptr, indices, x, w, Y, code, eps, diag):
     """``(f(Y), max_j gap_j)``: the objective of :func:`objective` and the KKT gap, from scratch."""
     n, k_count = Y.shape
@@ -317,7 +326,7 @@ def pcc_rows(
     indices,
     x,
     w,
-    Y,
+    Y_out,
     code,
     closed_form,
     eps,
@@ -351,8 +360,8 @@ def pcc_rows(
         Symmetric CSR pattern (both (i, j) and (j, i), no diagonal).
     x, w : float64 arrays of shape (nnz,)
         ``c_ij / N_ij`` and the pair weights (``N_ij`` times any sample weight), all > 0.
-    Y : float64 array (n, K), rows on the simplex
-        Start point, updated in place.
+    Y_out : float64 array (n, K), rows on the simplex
+        Start point, updated in place (at the end: the descent works on its own copy, see below).
     code, closed_form, eps, diag
         Divergence code, use of its closed-form step, KL clamp, weight of the diagonal term
         (PPC; 0 for PCC).
@@ -384,7 +393,15 @@ def pcc_rows(
         gradients, exact up to rounding; recomputed from Y when the cap stopped the run);
         whether the work list ran empty with every gap at most ``gap_tol``.
     """
-    n, k_count = Y.shape
+    n, k_count = Y_out.shape
+    # each row's entries and its kept pair gradient side by side (one n x 2K array): a move of row J
+    # updates the kept gradients of J's neighbours, whose rows the gather has just brought into cache,
+    # so the gradient's line comes with them instead of being a second miss (500,000 points, K = 8,
+    # with the gaps recomputed instead of stored, below: 0.93 -> 0.64 s for PCC-L2)
+    YG = np.empty((n, 2 * k_count))
+    YG[:, :k_count] = Y_out
+    Y = YG[:, :k_count]
+    G = YG[:, k_count:]  # each visited row's pair gradient, kept up to date as its neighbours move
     max_deg = 0
     for j in range(n):
         max_deg = max(max_deg, indptr[j + 1] - indptr[j])
@@ -399,8 +416,6 @@ def pcc_rows(
     cw = np.empty(max_deg)
     gp = np.empty(k_count)  # the pairs' part of J's gradient
     g = np.empty(k_count)
-    bound = np.zeros(n)  # each row's gap, kept up to date as its neighbours move
-    G = np.empty((n, k_count))  # each visited row's pair gradient, kept up to date likewise
     c0 = np.empty(max_deg)
     yj0 = np.empty(k_count)
     queue = np.arange(n)
@@ -423,7 +438,7 @@ def pcc_rows(
             gap_tol = max(gap_tol * 0.1, final_tol)
             inner_tol = inner_share * gap_tol
             for i in range(n):
-                if bound[i] > gap_tol:
+                if _kept_gap(Y, G, i, k_count, diag, g) > gap_tol:
                     count = _enqueue(queue, queued, head, count, i)
             left = count
             continue  # (an empty list tightens again)
@@ -542,30 +557,30 @@ def pcc_rows(
                         cd_ = -4.0 * diag * (1.0 - _dot_rows(nb, t, nb, t, k_count))
                         for k in range(k_count):
                             g[k] += cd_ * nb[t, k]
-                    gi = _gap_of(nb, t, g, k_count)
-                    bound[i] = gi
-                    if gi > gap_tol:
+                    # (the gap is not stored: one more random write per neighbour; it is recomputed from
+                    # G when the tolerance tightens and at the end)
+                    if _gap_of(nb, t, g, k_count) > gap_tol:
                         count = _enqueue(queue, queued, head, count, i)
                 if gap > gap_tol:  # max_inner steps were not enough
                     count = _enqueue(queue, queued, head, count, j)
         for k in range(k_count):
             G[j, k] = gp[k]
-        bound[j] = gap
         left -= 1
         if left == 0:
             passes += 1
             if passes < trace_f.shape[0]:
                 trace_f[passes] = f
             left = count
-    gap = 0.0
-    for j in range(n):
-        gap = max(gap, bound[j])
-    converged = count == 0 and gap <= final_tol
-    if count > 0:
-        f, gap = objective_and_gap(indptr, indices, x, w, Y, code, eps, diag)
+    Y_out[:, :] = Y
+    if count > 0:  # stopped at the cap: the kept gradients of the rows still listed are stale
+        f, gap = objective_and_gap(indptr, indices, x, w, Y_out, code, eps, diag)
         if passes < trace_f.shape[0]:
             trace_f[passes] = f
-    return passes, f, gap, converged
+        return passes, f, gap, False
+    gap = 0.0
+    for j in range(n):
+        gap = max(gap, _kept_gap(Y, G, j, k_count, diag, g))
+    return passes, f, gap, gap <= final_tol
 
 
 # --------------------------------------------------------------------------- PPC (sparse sweep)
