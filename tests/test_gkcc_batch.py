@@ -155,3 +155,52 @@ def test_gkcc_candidates_in_small_chunks_give_the_same_fit(monkeypatch):
     np.testing.assert_array_equal(got.partitions_, ref.partitions_)
     np.testing.assert_array_equal(got.labels_, ref.labels_)
     np.testing.assert_array_equal(got.step_objectives_, ref.step_objectives_)
+
+
+def test_plan_work_keeps_the_paper_where_it_fits_and_bounds_it_elsewhere():
+    from ensemble_dask.consensus.gkcc import SAMPLE_ROWS_PER_CLUSTER, WORK_BUDGET, plan_work
+
+    def work(J, K, rows):
+        return J * J * sum(k**3 for k in range(2, K + 1)) * rows
+
+    assert plan_work(5_000, 5_000, 3) == (59, None)  # small: Algorithm 1 on every row
+    J, rows = plan_work(50_000, 50_000, 30)  # K = 30: 59 candidates on a sample within the budget
+    assert J == 59 and SAMPLE_ROWS_PER_CLUSTER * 30 <= rows < 50_000
+    assert work(J, 30, rows) <= WORK_BUDGET < work(J, 30, rows + 1)
+    assert plan_work(50_000, 300, 30) == (59, None)  # few distinct label rows: all of them
+    J, rows = plan_work(100_000, 100_000, 100)  # K = 100: the smallest sample, fewer candidates
+    assert rows == SAMPLE_ROWS_PER_CLUSTER * 100 and 2 <= J < 59 and work(J, 100, rows) <= WORK_BUDGET
+    # explicit values are kept as given
+    assert plan_work(100_000, 100_000, 100, 59, None) == (59, None)
+    assert plan_work(100_000, 100_000, 30, 7, 2_000) == (7, 2_000)
+
+
+def test_gkcc_on_a_sample_then_lloyd_on_every_row(monkeypatch):
+    """Above the work budget the greedy steps run on a seeded sample; Lloyd's steps from its partition give
+    every row a label (a fixed point: each row in its nearest cluster), deterministically for a seed."""
+    from sklearn.metrics import adjusted_rand_score
+
+    import ensemble_dask.consensus.gkcc as gkcc
+
+    L, y = _labels(n=3000, N=12, seed=4, missing=0.3)
+    exact = GKCC(4, n_candidates=8, max_rows=None, random_state=2).fit(L)
+    assert exact.sample_indices_ is None and exact.partitions_.shape == (3000, 8 * 3)
+    monkeypatch.setattr(gkcc, "WORK_BUDGET", 8 * 8 * 99 * 400)  # room for 400 rows at K = 4
+    a = GKCC(4, n_candidates=8, random_state=2).fit(L)
+    b = GKCC(4, n_candidates=8, random_state=2).fit(L)
+    assert a.sample_indices_.size == 400 and np.all(np.diff(a.sample_indices_) > 0)
+    assert a.partitions_.shape == (400, 8 * 3) and np.isin(a.candidates_, a.sample_indices_).all()
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    assert a.labels_.shape == (3000,) and a.converged_
+    np.testing.assert_array_equal(a.labels_, a.memberships_.argmax(axis=1))
+    # on these labels the sample finds the partition of the whole (the 4 planted groups)
+    assert adjusted_rand_score(exact.labels_, a.labels_) > 0.95
+    assert adjusted_rand_score(y, a.labels_) == pytest.approx(adjusted_rand_score(y, exact.labels_), abs=0.03)
+    assert a.start_ in ("greedy", "kcc") and exact.start_ == "greedy"
+
+
+@pytest.mark.parametrize("max_rows", [1, 0, "all", 2.5])
+def test_gkcc_bad_max_rows(max_rows):
+    L, _ = _labels(n=50, N=4)
+    with pytest.raises(InputError, match="'max_rows'"):
+        GKCC(3, n_candidates=2, max_rows=max_rows).fit(L)

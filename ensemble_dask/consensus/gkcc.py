@@ -24,6 +24,16 @@ state (on KDD, 59 candidates are 14 distinct k-means after two passes) share one
 (494,021 rows x 100 subsampled clusterings), K = 3, on one core: 11 s instead of 121 s, the same
 labels; the augmented data is kept as int16 indices when its categories allow, written in place
 (0.4 GB above the input at the peak instead of 0.9 GB): see ``benchmarks/bench_gkcc.py``.
+
+Algorithm 1's work grows like ``J^2 K^4`` times the rows (``J`` candidates per step, each a k-means over
+``k`` centres in a space that grows by ``J`` partitions per step, for more Lloyd iterations as ``k``
+grows): 17.6 s on 1,000 rows at K = 30, over 300 s on 50,000. With the defaults (``max_rows="auto"``,
+``n_candidates="auto"``) it runs where it fits :data:`WORK_BUDGET` (about 20 s on one core): on all rows,
+or else on a seeded sample of rows (at least :data:`SAMPLE_ROWS_PER_CLUSTER` per cluster), whose final
+partition then starts KCC's Lloyd steps on every row in the input labels' space (KCC's own fit on every
+row is run beside it and kept where its objective is lower: at K = 100 a sample of 10 rows per cluster
+gives a poor start); only where even that sample does not fit are fewer than 59 points drawn per step.
+Explicit ``max_rows=None`` and ``n_candidates=59`` run the paper's algorithm on every row, however long.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ from . import _kcc_kernels as kern
 from ._base import normalized_entropy
 from .bce import compress_rows
 from .kcc import (
+    KCC,
     Encoding,
     KCCConvergenceWarning,
     LocalBlocks,
@@ -54,7 +65,35 @@ from .kcc import (
     lloyd,
 )
 
-__all__ = ["GKCC", "run_candidate", "run_candidates"]
+__all__ = ["GKCC", "run_candidate", "run_candidates", "plan_work"]
+
+#: work of GKCC's greedy steps, in units of ``J^2 sum_{k=2..K} k^3`` x rows, that the defaults keep to (about
+#: 20 s on one core of the 2-core test machine, which ran 2.7e10 to 4.4e10 units a second at K = 8, 30, 100)
+WORK_BUDGET = 6e11
+#: the smallest sample of rows (per cluster) the greedy steps run on under ``max_rows="auto"``
+SAMPLE_ROWS_PER_CLUSTER = 10
+#: Lemma 1 of papers/004: the best of 59 draws is in the top 5% with probability 0.95
+PAPER_CANDIDATES = 59
+
+
+def plan_work(n_rows, n_distinct, K, n_candidates="auto", max_rows="auto"):
+    """``(J, rows)``: the candidates per step and the rows the greedy steps run on (None: every row).
+
+    ``n_rows`` points with ``n_distinct`` distinct label rows (the greedy steps run on those, so their
+    number is what costs). ``max_rows="auto"``: the largest sample within :data:`WORK_BUDGET`, at least
+    :data:`SAMPLE_ROWS_PER_CLUSTER` x K; ``n_candidates="auto"``: 59, fewer (down to 2) only where the
+    rows chosen still exceed the budget at 59.
+    """
+    units = float(sum(k**3 for k in range(2, K + 1)))
+    J = PAPER_CANDIDATES if n_candidates == "auto" else n_candidates
+    if max_rows == "auto":
+        rows = max(int(WORK_BUDGET // (J * J * units)), SAMPLE_ROWS_PER_CLUSTER * K)
+    else:
+        rows = n_rows if max_rows is None else max_rows
+    rows = min(rows, n_rows)
+    if n_candidates == "auto" and J * J * units * min(rows, n_distinct) > WORK_BUDGET:
+        J = max(2, int(np.sqrt(WORK_BUDGET / (units * min(rows, n_distinct)))))
+    return J, (rows if n_distinct > rows else None)
 
 
 def _prior_tol(gidx, weight, enc, tol):
@@ -291,8 +330,16 @@ class GKCC:
     ----------
     n_clusters : int, default=2
         ``K`` (``2 <= K <= n``).
-    n_candidates : int, default=59
-        Points sampled per greedy step (59 from Lemma 1 with p = 0.05, delta = 0.95).
+    n_candidates : int or "auto", default="auto"
+        Points sampled per greedy step (59 from Lemma 1 with p = 0.05, delta = 0.95). ``"auto"``: 59,
+        unless even the smallest sample of ``max_rows="auto"`` would exceed :data:`WORK_BUDGET` at 59
+        (many clusters, e.g. 9 at K = 100): then as many as fit (see :func:`plan_work`).
+    max_rows : int, None or "auto", default="auto"
+        The greedy steps run on at most this many points, a seeded uniform sample (None: on all).
+        ``"auto"``: all when their distinct label rows fit :data:`WORK_BUDGET`, else as many as fit (at
+        least 10 per cluster). With a sample, its final partition's centroids in the input labels'
+        space start KCC's Lloyd steps on every row; :class:`~ensemble_dask.consensus.kcc.KCC` with its
+        default starts runs on every row too, and the lower objective gives ``labels_`` (``start_``).
     max_iter : int, default=300
         Lloyd iterations per k-means.
     tol : float, default=1e-4
@@ -307,13 +354,22 @@ class GKCC:
     ----------
     labels_, memberships_, uncertainty_, effective_k_, cluster_centers_, objective_, inertia_,
     n_iter_, converged_
-        As :class:`~ensemble_dask.consensus.kcc.KCC`'s, for the final KCC on ``partitions_``.
-    partitions_ : ndarray of int32, shape (n, n_candidates * (K - 1))
-        The generated basic partitions (step ``k`` = 2 .. K, 59 columns each).
-    step_objectives_ : ndarray, shape (K - 1, n_candidates)
-        Each candidate's objective (squared error / n^2) in its step's augmented space.
-    candidates_ : ndarray of int64, shape (K - 1, n_candidates)
-        The sampled points of each step.
+        As :class:`~ensemble_dask.consensus.kcc.KCC`'s, for the final KCC on ``partitions_`` (with a
+        sample: for the Lloyd steps on every row, in the input labels' space).
+    partitions_ : ndarray of int32, shape (n or rows, n_candidates_ * (K - 1))
+        The generated basic partitions (step ``k`` = 2 .. K, ``n_candidates_`` columns each), of the
+        rows ``sample_indices_`` when the greedy steps ran on a sample.
+    step_objectives_ : ndarray, shape (K - 1, n_candidates_)
+        Each candidate's objective (squared error / rows^2) in its step's augmented space.
+    candidates_ : ndarray of int64, shape (K - 1, n_candidates_)
+        The sampled points of each step (indices of the input rows).
+    n_candidates_ : int
+        The points drawn per step.
+    sample_indices_ : ndarray of int64 or None
+        The sorted input rows the greedy steps ran on, None when they ran on all.
+    start_ : {"greedy", "kcc"}
+        Where the final partition comes from: Algorithm 1 (on all rows, or Lloyd's steps from its
+        sample's partition), or, with a sample only, KCC's own fit when its objective was lower.
 
     Examples
     --------
@@ -324,10 +380,19 @@ class GKCC:
     """
 
     def __init__(
-        self, n_clusters=2, *, n_candidates=59, max_iter=300, tol=1e-4, random_state=None, n_jobs=None
+        self,
+        n_clusters=2,
+        *,
+        n_candidates="auto",
+        max_rows="auto",
+        max_iter=300,
+        tol=1e-4,
+        random_state=None,
+        n_jobs=None,
     ):
         self.n_clusters = n_clusters
         self.n_candidates = n_candidates
+        self.max_rows = max_rows
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state
@@ -346,32 +411,77 @@ class GKCC:
         K = check_int(self.n_clusters, "n_clusters", min_value=2)
         if K > n:
             raise InputError(f"The 'n_clusters' parameter must be <= n_samples={n}; got {K}")
-        n_cand = check_int(self.n_candidates, "n_candidates", min_value=1)
+        n_cand = self.n_candidates
+        if not (isinstance(n_cand, str) and n_cand == "auto"):
+            n_cand = check_int(n_cand, "n_candidates", min_value=1)
+        max_rows = self.max_rows
+        if max_rows is not None and not (isinstance(max_rows, str) and max_rows == "auto"):
+            max_rows = check_int(max_rows, "max_rows", min_value=K)
         max_iter = check_int(self.max_iter, "max_iter", min_value=1)
         if isinstance(self.tol, bool) or not isinstance(self.tol, int | float) or not (self.tol >= 0):
             raise InputError(f"The 'tol' parameter must be a number >= 0; got {self.tol!r}")
         n_jobs = _check_n_jobs(self.n_jobs)
         if n_tasks is None:
-            n_tasks = 1 if mapper is None else n_cand
-        n_tasks = check_int(n_tasks, "n_tasks", min_value=1)
+            n_tasks = 1 if mapper is None else None  # with a mapper: one task per candidate (below)
+        if n_tasks is not None:
+            n_tasks = check_int(n_tasks, "n_tasks", min_value=1)
         local = mapper is None
         pool = ThreadPoolExecutor(n_jobs) if local and n_jobs > 1 else None  # the kernels release the GIL
         try:
             extra = (pool, n_jobs) if local else None
-            self._fit(labels, n, K, n_cand, max_iter, mapper or _serial_map, n_tasks, extra)
+            self._fit(labels, n, K, n_cand, max_rows, max_iter, mapper or _serial_map, n_tasks, extra)
         finally:
             if pool is not None:
                 pool.shutdown()
         return self
 
-    def _fit(self, labels, n, K, n_cand, max_iter, mapper, n_tasks, local):
+    def _fit(self, labels, n, K, n_cand, max_rows, max_iter, mapper, n_tasks, local):
         """``local``: None with a caller's mapper, else ``(thread pool or None, threads)`` for the passes."""
         gidx_full, enc = encode(labels)
         check_encoding(enc, labels.shape)
         rng = check_random_state(self.random_state)
-
         gidx, weight, inverse = compress_rows(gidx_full)
+        n_cand, rows = plan_work(n, gidx.shape[0], K, n_cand, max_rows)
+        self.n_candidates_ = n_cand
+        n_tasks = n_cand if n_tasks is None else n_tasks
+        self.start_ = "greedy"
+        if rows is None:
+            del gidx_full
+            self.sample_indices_ = None
+            final = self._greedy(
+                gidx, weight, inverse, enc, n, K, n_cand, max_iter, mapper, n_tasks, local, rng
+            )
+            return self._set_final(*final, inverse, n)
+        # the greedy steps on a uniform sample of the points (in the labels' encoding, where a category
+        # absent from the sample has a zero count), then Lloyd's steps on every row from its partition
+        pts = np.sort(rng.choice(n, size=rows, replace=False))
+        gs, ws, invs = compress_rows(gidx_full[pts])
+        lab_s = self._greedy(gs, ws, invs, enc, rows, K, n_cand, max_iter, mapper, n_tasks, local, rng)[5]
+        self.sample_indices_ = pts
+        self.candidates_ = pts[self.candidates_]
+        prior, tol = _prior_tol(gidx, weight, enc, self.tol)
+        MT0 = centers_from_partition(gidx_full[pts], np.ones(rows), lab_s[invs], K, enc, prior)
         del gidx_full
+        backend = LocalBlocks([gidx], [weight])
+        MT, sse, n_iter, converged = lloyd(backend, MT0, enc, prior, max_iter, tol)
+        kcc = KCC(K, max_iter=max_iter, tol=self.tol, random_state=int(rng.integers(2**31 - 1)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", KCCConvergenceWarning)  # reported below if it is kept
+            kcc.fit(labels)
+        if kcc.inertia_ < sse - 1e-9 * abs(sse):
+            self.start_ = "kcc"
+            self._set_final(
+                enc, None, kcc.inertia_, kcc.n_iter_, kcc.converged_, kcc.labels_, kcc.memberships_, None, n
+            )
+            self.cluster_centers_ = kcc.cluster_centers_
+            return self
+        lab, Y = backend.memberships(MT, block_norms(MT, enc.offsets))
+        return self._set_final(enc, MT, sse, n_iter, converged, lab, Y, inverse, n)
+
+    def _greedy(self, gidx, weight, inverse, enc, n, K, n_cand, max_iter, mapper, n_tasks, local, rng):
+        """Algorithm 1 on the distinct rows ``gidx`` (weights, and ``inverse`` to the ``n`` points): sets
+        ``partitions_``, ``step_objectives_`` and ``candidates_``; returns the final KCC on the partitions
+        as ``(encoding, MT, sse, n_iter, converged, labels, memberships)`` of the distinct rows."""
         # the augmented data's indices stay small: int16 unless there are 32767 categories or more
         bound = enc.n_categories + enc.n_clusterings + n_cand * ((K - 2) + sum(range(2, K)))
         u, N0 = gidx.shape
@@ -427,24 +537,30 @@ class GKCC:
         del gP
         self.step_objectives_ = np.array(objs)
         self.candidates_ = np.array(cands, dtype=np.int64)
-        self.encoding_ = encP
-        off = encP.offsets
-        self.cluster_centers_ = [
-            np.ascontiguousarray(MT[a:b].T) for a, b in zip(off[:-1], off[1:], strict=True)
-        ]
+        return encP, MT, sse, n_iter, converged, lab, Y
+
+    def _set_final(self, enc, MT, sse, n_iter, converged, lab, Y, inverse, n):
+        """The fitted attributes of the final k-means (``lab``, ``Y`` of the distinct rows, or of every row
+        when ``inverse`` is None; ``MT`` None: ``cluster_centers_`` set by the caller)."""
+        self.encoding_ = enc
+        off = enc.offsets
+        if MT is not None:
+            self.cluster_centers_ = [
+                np.ascontiguousarray(MT[a:b].T) for a, b in zip(off[:-1], off[1:], strict=True)
+            ]
         self.inertia_ = sse
         self.objective_ = sse / n**2
         self.n_iter_ = n_iter
         self.converged_ = converged
-        self.memberships_ = Y[inverse]
-        self.labels_ = lab[inverse]
+        self.memberships_ = Y if inverse is None else Y[inverse]
+        self.labels_ = lab if inverse is None else lab[inverse]
         self.uncertainty_ = normalized_entropy(self.memberships_)
         self.effective_k_ = int(np.unique(self.labels_).size)
         if not converged:
             warnings.warn(
                 f"GKCC's final KCC did not converge in max_iter={self.max_iter} Lloyd iterations",
                 KCCConvergenceWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         return self
 
