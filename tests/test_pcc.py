@@ -639,3 +639,20 @@ def test_candidate_starts_descend_from_the_lower_objective(cls):
     tight = cls(3, init=truth, tol=1e-3, random_state=0).fit(pairs)
     from_bad = cls(3, init=bad, tol=1e-3, random_state=0).fit(pairs)
     assert tight.objective_ <= from_bad.objective_
+
+
+def test_kl_from_hard_labels_descends_l2_first():
+    """PCC-KL from a start of hard labels is PCC-L2 from it, then KL from PCC-L2's memberships (KL's
+    derivative is unbounded at a vertex); from a soft start it descends KL alone."""
+    from ensemble_dask.coassoc import coassociation
+    from ensemble_dask.consensus import KCC
+
+    _, labels = _blocks(5, sizes=(40, 30, 20), noise=0.3)
+    pairs = coassociation(labels, strategy="per-point", l=20, seed=0)
+    start = KCC(3, random_state=0).fit(labels).labels_
+    kl = PCC(3, divergence="kl", init=start, random_state=0).fit(pairs)
+    l2 = PCC(3, divergence="l2", init=start, random_state=0).fit(pairs)
+    then = PCC(3, divergence="kl", init=l2.memberships_, random_state=0).fit(pairs)
+    np.testing.assert_allclose(kl.memberships_, then.memberships_, atol=1e-9)
+    assert kl.objective_ == pytest.approx(then.objective_, rel=1e-9) and kl.converged_
+    assert not np.allclose(l2.memberships_, kl.memberships_)  # the KL descent did run after it
