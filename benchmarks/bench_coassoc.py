@@ -21,7 +21,8 @@ and a latent position in [0, 1); clustering u has k_u in 2..10 clusters, split a
 points (the rest -1).
 
 Usage, from the repository root:
-``PYTHONPATH=. python benchmarks/bench_coassoc.py [--only paper,budget,kdd,scale] [--workdir /tmp]``
+``PYTHONPATH=. python benchmarks/bench_coassoc.py [--only paper,budget,kdd,scale] [--workdir /tmp]
+[--strategy per-point|cocluster]``
 """
 
 from __future__ import annotations
@@ -308,8 +309,8 @@ def bench_budget(workdir):
     shutil.rmtree(url)
 
 
-def bench_large(workdir, n, l, row_chunk, label):
-    print(f"\n== {label}: n={n:,}, {N_CLUST} clusterings, per-point l={l}, 2-worker LocalCluster ==")
+def bench_large(workdir, n, l, row_chunk, label, strategy="per-point"):
+    print(f"\n== {label}: n={n:,}, {N_CLUST} clusterings, {strategy} l={l}, 2-worker LocalCluster ==")
     url = str(Path(workdir) / f"bench_{n}.zarr")
     _, t = timed(write_labels_store, url, n, row_chunk)
     print(f"labels written to {url} ({n * N_CLUST * 4 / 2**30:.2f} GiB as int32): {t:.1f} s")
@@ -322,7 +323,7 @@ def bench_large(workdir, n, l, row_chunk, label):
         client.run(reset_peak)
         with MemoryMonitor() as monitor:
             summary, t = timed(
-                build_coassociation, url, strategy="per-point", seed=5, l=l, client_or_scheduler=client
+                build_coassociation, url, strategy=strategy, seed=5, l=l, client_or_scheduler=client
             )
         peaks = process_peaks(client)
     finally:
@@ -355,6 +356,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="paper,budget,kdd,scale")
     parser.add_argument("--workdir", default=tempfile.gettempdir())
+    parser.add_argument(
+        "--strategy",
+        choices=["per-point", "cocluster"],
+        default="per-point",
+        help="pairs of the kdd and scale sections (cocluster: l = 10, the stage's default)",
+    )
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     workdir = Path(tempfile.mkdtemp(prefix="bench_coassoc_", dir=args.workdir))
@@ -364,10 +371,11 @@ def main(argv=None):
             bench_paper(workdir)
         if "budget" in only:
             bench_budget(workdir)
+        co = args.strategy == "cocluster"
         if "kdd" in only:
-            bench_large(workdir, 494_021, 30, 65_536, "KDD'99 10% size")
+            bench_large(workdir, 494_021, 10 if co else 30, 65_536, "KDD'99 10% size", args.strategy)
         if "scale" in only:
-            bench_large(workdir, 5_000_000, 20, 131_072, "5M points")
+            bench_large(workdir, 5_000_000, 10 if co else 20, 131_072, "5M points", args.strategy)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -733,3 +733,41 @@ def test_read_pair_fractions_equals_the_counts_path_chunk_by_chunk():
     g["pairs/co"][:] = co
     with pytest.raises(InputError, match=r"entry 150 has c_ij=\d+ and N_ij=\d+"):
         read_pair_fractions(g, block=200)
+
+
+def test_cocluster_requests_resolve_to_the_index_draws():
+    """The distributed ``cocluster`` draws (requests by global rank, resolved in the member's partition)
+    give the keys of the in-memory draws from the whole cluster index, slot for slot."""
+    from ensemble_dask.coassoc import _kernels as K
+
+    labels = random_labels(300, 6, seed=21)
+    labels[::7, 2] = -1
+    labels[5] = -1  # a point present nowhere: uniform draws only
+    n, N = labels.shape
+    n_ids = int(labels.max()) + 1
+    members, start = K.cluster_index_kernel(labels, n_ids)
+    expected = np.empty(n * 6, dtype=np.int64)
+    K.cocluster_draws_kernel(labels, 0, n, members, start, 4, 2, np.array([77], np.int64), expected)
+    bounds = np.array([0, 100, 180, 300])
+    hist = [np.zeros((N, n_ids), np.int64) for _ in range(3)]
+    for p in range(3):
+        K.cluster_histogram_kernel(labels[bounds[p] : bounds[p + 1]], hist[p])
+    before = np.concatenate([np.zeros((1, N, n_ids), np.int64), np.cumsum(hist, axis=0)]).transpose(1, 2, 0)
+    sizes = np.ascontiguousarray(before[:, :, 3])
+    seen = np.zeros((N, n_ids), np.int64)
+    keys = np.empty(n * 6, dtype=np.int64)
+    req = [np.empty(n * 4, dt) for dt in (np.int64, np.int32, np.int32, np.int64)]
+    q = K.cocluster_requests_kernel(labels, 0, n, sizes, seen, 4, 2, np.array([77], np.int64), keys, *req)
+    np.testing.assert_array_equal(seen, sizes)
+    req = [a[:q] for a in req]
+    owner = np.empty(q, np.int64)
+    K.request_owner_kernel(req[1], req[2], req[3], np.ascontiguousarray(before[:, :, :3]), owner)
+    slots = np.flatnonzero(keys < 0)
+    assert slots.size == q and np.array_equal(keys[keys >= 0], expected[keys >= 0])
+    for p in range(3):
+        sel = owner == p
+        m, s = K.cluster_index_kernel(labels[bounds[p] : bounds[p + 1]], n_ids)
+        out = np.empty(int(sel.sum()), np.int64)
+        base = np.ascontiguousarray(before[:, :, p])
+        K.resolve_requests_kernel(*[a[sel] for a in req], base, m, s, bounds[p], n, out)
+        np.testing.assert_array_equal(out, expected[slots[sel]])

@@ -16,6 +16,10 @@ __all__ = [
     "cluster_index_kernel",
     "cluster_index_columns",
     "cocluster_draws_kernel",
+    "cluster_histogram_kernel",
+    "cocluster_requests_kernel",
+    "resolve_requests_kernel",
+    "request_owner_kernel",
     "scatter_rows_kernel",
     "split_pieces_kernel",
 ]
@@ -243,6 +247,99 @@ def split_pieces_kernel(rows_a, rows_b, co, both, row0_a, row0_b, ptr_a, data_a,
         data_b[q, 1] = co[p]
         data_b[q, 2] = both[p]
         fill[y] = q + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def cluster_histogram_kernel(labels, hist):
+    """``hist[u, c]`` += the rows of ``labels`` (``m x N``) with label c in clustering u."""
+    for i in range(labels.shape[0]):
+        for u in range(labels.shape[1]):
+            c = labels[i, u]
+            if c >= 0:
+                hist[u, c] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def cocluster_requests_kernel(
+    labels_rows, row0, n, sizes, seen, n_cocluster, n_uniform, state, keys, req_i, req_u, req_c, req_r
+):
+    """:func:`cocluster_draws_kernel`'s draws, the same random numbers in the same order, without the
+    cluster index: a co-cluster draw becomes a request ``(i, u, c, rank)`` for the member of global rank
+    ``rank`` (in index order) of cluster c of clustering u, resolved where that member's rows are.
+
+    ``sizes`` (``N x n_ids``) are the clusters' global sizes; ``seen[u, c]`` is the number of points before
+    ``row0`` in cluster c of u (advanced in place past these rows: a point's own rank, which a draw skips,
+    as the index draw skips the point itself). ``keys`` receives the uniform draws' pair keys and -1 at
+    each request; returns the number of requests written.
+    """
+    m, n_clust = labels_rows.shape
+    per = n_cocluster + n_uniform
+    present = np.empty(n_clust, dtype=np.int64)
+    q = 0
+    for r in range(m):
+        i = row0 + r
+        n_present = 0
+        for u in range(n_clust):
+            if labels_rows[r, u] >= 0:
+                present[n_present] = u
+                n_present += 1
+        for t in range(per):
+            slot = r * per + t
+            if t < n_cocluster and n_present > 0:
+                u = present[_below(state, n_present)]
+                c = labels_rows[r, u]
+                size = sizes[u, c]
+                if size > 1:
+                    rank = _below(state, size - 1)
+                    if rank == seen[u, c]:  # the point itself: the last member instead
+                        rank = size - 1
+                    keys[slot] = -1
+                    req_i[q] = i
+                    req_u[q] = u
+                    req_c[q] = c
+                    req_r[q] = rank
+                    q += 1
+                    continue
+            j = _below(state, n - 1)
+            if j >= i:
+                j += 1
+            keys[slot] = i * n + j if i < j else j * n + i
+        for u in range(n_clust):
+            c = labels_rows[r, u]
+            if c >= 0:
+                seen[u, c] += 1
+    return q
+
+
+@numba.njit(cache=True, nogil=True)
+def resolve_requests_kernel(req_i, req_u, req_c, req_r, base, members, start, row0, n, keys):
+    """Pair keys of requests ``(i, u, c, rank)`` whose member lies in the rows from ``row0``: ``base[u, c]``
+    members of cluster c of u come before them, and ``members``/``start`` are
+    :func:`cluster_index_kernel` of those rows."""
+    for q in range(req_i.shape[0]):
+        u = req_u[q]
+        c = req_c[q]
+        j = row0 + members[u, start[u, c] + req_r[q] - base[u, c]]
+        i = req_i[q]
+        keys[q] = i * n + j if i < j else j * n + i
+
+
+@numba.njit(cache=True, nogil=True)
+def request_owner_kernel(req_u, req_c, req_r, offsets, owner):
+    """The partition holding each request's member: the last p with ``offsets[u, c, p] <= rank``
+    (``offsets[u, c]``: members of cluster c of u before each partition, non-decreasing)."""
+    n_parts = offsets.shape[2]
+    for q in range(req_u.shape[0]):
+        row = offsets[req_u[q], req_c[q]]
+        lo = 0
+        hi = n_parts
+        while hi - lo > 1:  # the last p with row[p] <= rank (row[0] = 0)
+            mid = (lo + hi) // 2
+            if row[mid] <= req_r[q]:
+                lo = mid
+            else:
+                hi = mid
+        owner[q] = lo
 
 
 @numba.njit(cache=True, nogil=True)

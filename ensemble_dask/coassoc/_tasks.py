@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _kernels as _k
 from .csr import PAIRS_GROUP, TMP_GROUP, _checked_rows, _common_dtype, _compact_rows, _labels_array, _Locator
-from .sampling import _cluster_index, _unique
+from .sampling import _unique
 
 _TMP_CHUNK = 1 << 18  # chunk length of the temporary arrays
 
@@ -100,21 +100,89 @@ def _length(piece, key):
 
 
 def _gen_partition(sampler, blocks, bounds, locator, transit, g):
-    """Pair keys drawn by the seed blocks ``blocks``, bucketed by partition of their smaller point."""
-    labels = None
-    index = None
-    if sampler.needs_labels:
-        arr = _labels_array(locator.open("r"), str(locator))
-        labels = _checked_rows(arr, 0, sampler.n)
-        index = _cluster_index(labels)
-    parts = [sampler.block_keys(b, index, labels) for b in blocks]
+    """Pair keys drawn by the seed blocks ``blocks``, bucketed by partition of their smaller point (the
+    strategies that draw without the labels)."""
+    parts = [sampler.block_keys(b) for b in blocks]
     keys = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    del parts, labels, index
+    del parts
     if not sampler.row_local:
         keys = _unique(keys)
-    cuts = np.searchsorted(keys, bounds * sampler.n)
+    return _bucket_keys(transit, sampler.n, bounds, keys, str(g))
+
+
+def _bucket_keys(transit, n, bounds, keys, name):
+    """Sorted unique ``keys`` as pieces (``gen`` kind) by partition of their smaller point."""
+    cuts = np.searchsorted(keys, bounds * n)
     tmp = transit.open("gen")
-    return [transit.put(tmp, f"{g}_{r}", keys=keys[cuts[r] : cuts[r + 1]]) for r in range(len(bounds) - 1)]
+    return [transit.put(tmp, f"{name}_{r}", keys=keys[cuts[r] : cuts[r + 1]]) for r in range(len(bounds) - 1)]
+
+
+# ``cocluster`` draws without the whole labels matrix in any task: each partition counts its members of every
+# base cluster (_cluster_histogram); each partition then draws as the in-memory sampler does, with the same
+# random numbers, a co-cluster partner becoming a request for the member of some global rank of a cluster
+# (_cocluster_requests); the partition holding that member resolves it into a pair (_resolve_requests).
+
+
+def _cluster_histogram(locator, bounds, r):
+    """Validate the label rows of partition r and count its members of each base cluster (``N x ids``)."""
+    arr = _labels_array(locator.open("r"), str(locator))
+    lab = _checked_rows(arr, int(bounds[r]), int(bounds[r + 1]))
+    hist = np.zeros((lab.shape[1], int(lab.max(initial=-1)) + 1), dtype=np.int64)
+    _k.cluster_histogram_kernel(lab, hist)
+    return hist
+
+
+def _cocluster_requests(sampler, blocks, bounds, locator, transit, g, seen, sizes, before):
+    """The ``cocluster`` draws of the seed blocks ``blocks`` (the rows of partition g): ``(pieces of the
+    uniform draws' keys by partition of the smaller point, pieces of the requests by partition of their
+    member)``. ``seen`` (``N x ids``): members of each cluster before the partition; ``sizes``: their
+    totals; ``before`` (``N x ids x partitions``): members before each partition."""
+    n, bs, l, n_co = sampler.n, sampler.block_size, sampler.params["l"], sampler.n_cocluster
+    r0 = int(bounds[g])
+    arr = _labels_array(locator.open("r"), str(locator))
+    lab = _checked_rows(arr, r0, int(bounds[g + 1]))
+    seen = seen.copy()
+    size = int(lab.shape[0]) * n_co
+    req = {"i": np.empty(size, np.int64), "u": np.empty(size, np.int32), "c": np.empty(size, np.int32)}
+    req["r"] = np.empty(size, np.int64)
+    keys, q = [], 0
+    for b in blocks:
+        a0, a1 = b * bs - r0, min((b + 1) * bs, n) - r0
+        out = np.empty((a1 - a0) * l, dtype=np.int64)
+        q += _k.cocluster_requests_kernel(
+            lab[a0:a1], r0 + a0, n, sizes, seen, n_co, l - n_co, sampler.state(b), out,
+            req["i"][q:], req["u"][q:], req["c"][q:], req["r"][q:],
+        )  # fmt: skip
+        keys.append(out[out >= 0])
+    del lab
+    key_pieces = _bucket_keys(transit, n, bounds, _unique(np.concatenate(keys)), str(g))
+    req = {k: v[:q] for k, v in req.items()}
+    owner = np.empty(q, dtype=np.int64)
+    _k.request_owner_kernel(req["u"], req["c"], req["r"], before, owner)
+    order = np.argsort(owner, kind="stable")
+    cuts = np.searchsorted(owner[order], np.arange(len(bounds)))
+    req = {k: v[order] for k, v in req.items()}
+    tmp = transit.open("req")
+    req_pieces = [
+        transit.put(tmp, f"{g}_{p}", **{k: v[cuts[p] : cuts[p + 1]] for k, v in req.items()})
+        for p in range(len(bounds) - 1)
+    ]
+    return key_pieces, req_pieces
+
+
+def _resolve_requests(locator, transit, n, bounds, q, base, *pieces):
+    """Pair keys of the requests ``pieces`` (of every drawing task) for members in partition q, as pieces by
+    partition of the smaller point; ``base`` (``N x ids``): members of each cluster before the partition."""
+    q0 = int(bounds[q])
+    arr = _labels_array(locator.open("r"), str(locator))
+    members, start = _k.cluster_index_kernel(_checked_rows(arr, q0, int(bounds[q + 1])), base.shape[1])
+    tmp = transit.open("req")
+    req = {k: [_get(tmp, p, k) for p in pieces] for k in ("i", "u", "c", "r")}
+    req = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in req.items()}
+    keys = np.empty(req["i"].size, dtype=np.int64)
+    _k.resolve_requests_kernel(req["i"], req["u"], req["c"], req["r"], base, members, start, q0, n, keys)
+    del members, start, req
+    return _bucket_keys(transit, n, bounds, _unique(keys), f"res{q}")
 
 
 def _upper_partition(n, bounds, transit, r, *buckets):

@@ -33,11 +33,14 @@ from ..parallel import resolve_client
 from ._tasks import (
     _assemble_range,
     _check_label_block,
+    _cluster_histogram,
+    _cocluster_requests,
     _compact_partition,
     _count_join,
     _count_rows,
     _gen_partition,
     _pick,
+    _resolve_requests,
     _sizes,
     _Transit,
     _update_range,
@@ -65,7 +68,6 @@ __all__ = ["build_coassociation", "update_coassociation"]
 logger = logging.getLogger(__name__)
 
 _AUTO_JOIN_BYTES = 512 << 20  # labels larger than this are counted by row-block join
-_LABEL_GEN_TASKS = 2  # drawing tasks of the strategies that read the whole labels matrix
 _AUTO_SPILL_BYTES = 128 << 20  # pairs in transit larger than this are spilled (a local directory or pairs/_tmp)
 _TRANSIT_BYTES_PER_PAIR = 16
 _ASSEMBLE_BYTES = 64 << 20  # at most about this many output bytes per assembling task
@@ -188,27 +190,21 @@ def build_coassociation(
     if spill:
         pg = _new_pairs_group(group, attrs)
         tg = pg if local_tmp is None else transit.locator.open("a").require_group(PAIRS_GROUP)
-        for kind in ("gen", "up", "cnt", "lab"):
+        for kind in ("gen", "req", "up", "cnt", "lab"):
             tg.require_group(f"{TMP_GROUP}/{kind}")
     running = []
     try:
         clock = time.perf_counter()
         # Phase 1: draw and deduplicate the pairs; only their numbers reach the client.
-        # cocluster draws need the whole labels matrix and its cluster index in each drawing
-        # task: draw in at most _LABEL_GEN_TASKS tasks, each reading the labels once.
-        n_gen = min(n_parts, _LABEL_GEN_TASKS) if sampler.needs_labels else n_parts
-        cuts = np.linspace(0, n_parts, n_gen + 1).round().astype(int) * per
-        gen = [
-            dask.delayed(_gen_partition, pure=True)(
-                sampler,
-                range(int(cuts[p]), min(int(cuts[p + 1]), sampler.n_blocks)),
-                bounds,
-                locator,
-                transit,
-                p,
-            )
-            for p in range(n_gen)
-        ]
+        if sampler.needs_labels:
+            gen = _cocluster_graph(sampler, bounds, per, locator, transit, scheduler)
+        else:
+            gen = [
+                dask.delayed(_gen_partition, pure=True)(
+                    sampler, range(p * per, min((p + 1) * per, sampler.n_blocks)), bounds, locator, transit, p
+                )
+                for p in range(n_parts)
+            ]
         upper = []
         for r in range(n_parts):
             srcs = [gen[r]] if sampler.row_local else gen
@@ -228,6 +224,7 @@ def build_coassociation(
         sizes = np.array(dask.compute(*[dask.delayed(_sizes)(u) for u in upper], scheduler=scheduler))
         clock = _log_round("drew and deduplicated %d pairs in %d partitions", clock, sizes.sum(), n_parts)
         _drop_tmp(transit, "gen")
+        _drop_tmp(transit, "req")
         # Entry counts of every row partition: its own pairs (i, j) and the mirrored (j, i).
         nnz_part = sizes.sum(axis=1) + sizes.sum(axis=0)
         offsets = np.concatenate([[0], np.cumsum(nnz_part)])
@@ -360,6 +357,52 @@ def _expected_pairs(sampler):
     if sampler.strategy == "uniform":
         return int(sampler.params["p"] * n * (n - 1) / 2)
     return n * sampler.params["l"]
+
+
+def _cocluster_graph(sampler, bounds, per, locator, transit, scheduler):
+    """The delayed pieces of ``cocluster`` pairs by partition of the smaller point (see ``_tasks``), no task
+    reading more than one partition's label rows: the clusters' members per partition are counted first."""
+    import dask
+
+    n_parts = len(bounds) - 1
+    hists = dask.compute(
+        *[dask.delayed(_cluster_histogram, pure=True)(locator, bounds, r) for r in range(n_parts)],
+        scheduler=scheduler,
+    )
+    n_ids = max(max(h.shape[1] for h in hists), 1)
+    before = np.zeros((hists[0].shape[0], n_ids, n_parts + 1), dtype=np.int64)
+    for r, h in enumerate(hists):
+        before[:, : h.shape[1], r + 1] = h
+    np.cumsum(before, axis=2, out=before)
+    sizes = np.ascontiguousarray(before[:, :, n_parts])
+    owners = np.ascontiguousarray(before[:, :, :n_parts])
+    draws = [
+        dask.delayed(_cocluster_requests, pure=True, nout=2)(
+            sampler,
+            range(r * per, min((r + 1) * per, sampler.n_blocks)),
+            bounds,
+            locator,
+            transit,
+            r,
+            np.ascontiguousarray(before[:, :, r]),
+            sizes,
+            owners,
+        )
+        for r in range(n_parts)
+    ]
+    resolved = [
+        dask.delayed(_resolve_requests, pure=True)(
+            locator,
+            transit,
+            sampler.n,
+            bounds,
+            q,
+            np.ascontiguousarray(before[:, :, q]),
+            *[dask.delayed(_pick, pure=True)(d[1], q) for d in draws],
+        )
+        for q in range(n_parts)
+    ]
+    return [d[0] for d in draws] + resolved
 
 
 def _drop_tmp(transit, kind):

@@ -79,18 +79,26 @@ class _Sampler:
                 n, r0, r1, _bernoulli_positions(self.rng(b), _triangle_len(n, r0, r1), self.params["p"])
             )
         l = self.params["l"]
-        rng = self.rng(b)
         if self.strategy == "per-point":
+            rng = self.rng(b)
             i = np.repeat(np.arange(r0, r1, dtype=np.int64), l)
             j = rng.integers(0, n - 1, size=i.size, dtype=np.int64)
             j += j >= i
             return np.minimum(i, j) * n + np.maximum(i, j)
         members, start = cluster_index
-        n_co = int(math.floor(self.params["fraction"] * l + 0.5))
+        n_co = self.n_cocluster
         keys = np.empty((r1 - r0) * l, dtype=np.int64)
-        state = rng.integers(np.iinfo(np.int64).min, np.iinfo(np.int64).max, size=1, dtype=np.int64)
-        _k.cocluster_draws_kernel(labels[r0:r1], r0, n, members, start, n_co, l - n_co, state, keys)
+        _k.cocluster_draws_kernel(labels[r0:r1], r0, n, members, start, n_co, l - n_co, self.state(b), keys)
         return keys
+
+    @property
+    def n_cocluster(self):
+        """Co-cluster draws per point of the ``cocluster`` strategy (the rest of ``l`` are uniform)."""
+        return int(math.floor(self.params["fraction"] * self.params["l"] + 0.5))
+
+    def state(self, b):
+        """The splitmix64 state of seed block ``b``'s ``cocluster`` draws."""
+        return self.rng(b).integers(np.iinfo(np.int64).min, np.iinfo(np.int64).max, size=1, dtype=np.int64)
 
     def attrs(self):
         return {
