@@ -82,16 +82,12 @@ def test_weighted_gram_equals_the_sparse_product():
     assert np.allclose(M, want)
 
 
-def test_auto_strategy_draws_per_point_pairs_without_labels_at_large_n():
-    from ensemble_dask.coassoc.sampling import _make_sampler
+def test_auto_strategy_draws_cocluster_pairs_at_any_n():
     from ensemble_dask.stages.coassoc import resolve_strategy
 
-    # 5,000,000 x 100 labels (2 GB) do not fit one drawing task: per-point pairs, drawn in one task
-    # per row partition that reads no labels (build.py: n_gen = n_parts unless needs_labels)
-    strategy, params = resolve_strategy("auto", (5_000_000, 100), {}, n_clusters=3)
-    assert (strategy, params) == ("per-point", {"l": 30})
-    sampler = _make_sampler(strategy, 5_000_000, 0, 4096, params)
-    assert not sampler.needs_labels
+    # 5,000,000 x 100 labels (2 GB): cocluster pairs too, drawn by tasks that each read one row partition
+    # of the labels (coassoc/_tasks.py: _cluster_histogram, _cocluster_requests, _resolve_requests)
+    assert resolve_strategy("auto", (5_000_000, 100), {}, n_clusters=3) == ("cocluster", {"l": 10})
     assert resolve_strategy("auto", (100_000, 100), {}, n_clusters=3)[0] == "cocluster"
 
 

@@ -18,10 +18,6 @@ IN_PROCESS_PAIRS = 1 << 24
 
 __all__ = ["coassoc_stage", "resolve_strategy", "default_pairs_per_point"]
 
-#: ``strategy="auto"`` draws ``cocluster`` pairs (part of each point's budget among points that share a
-#: base cluster: the intra-cluster evidence that uniform draws miss at many clusters) while ``labels``
-#: fit a task; above this it draws ``per-point`` pairs, whose tasks read only the rows they need
-COCLUSTER_LABEL_BYTES = 512 << 20
 #: pairs per point of ``per-point`` (uniform) draws: enough at K <= 15 (ARI flat from l = 20 on at K = 3 and
 #: 8), and 2K above, where fewer partners per point hold too few from a point's own cluster
 MIN_PAIRS_PER_POINT = 30
@@ -46,9 +42,11 @@ def resolve_strategy(strategy, labels_shape, params, n_clusters=None):
     """``(strategy, params)`` with ``"auto"`` and a missing ``l`` resolved for these labels and this K."""
     params = dict(params)
     if strategy == "auto":
-        n, N = labels_shape
-        strategy = "cocluster" if 4 * n * N <= COCLUSTER_LABEL_BYTES else "per-point"
-        logger.info("coassoc: strategy auto -> %s (labels %d x %d)", strategy, n, N)
+        # cocluster: part of each point's budget among points that share a base cluster, the intra-cluster
+        # evidence that uniform draws miss at many clusters; its tasks read one row partition of the labels
+        # each, so it fits any n (5,000,000 x 100 labels: 40 s, 0.73 GB a worker, benchmarks/bench_coassoc.py)
+        strategy = "cocluster"
+        logger.info("coassoc: strategy auto -> cocluster (labels %d x %d)", *labels_shape)
     if strategy in ("per-point", "cocluster") and "l" not in params:
         params["l"] = min(default_pairs_per_point(n_clusters, strategy), max(1, labels_shape[0] - 1))
     return strategy, params
@@ -81,8 +79,7 @@ def coassoc_stage(
     client : distributed.Client, default=None
         Where the graph runs (``None``: Dask's default scheduler).
     strategy : {"auto", "full", "uniform", "per-point", "cocluster"}, default="auto"
-        ``"auto"``: ``cocluster`` while the labels take at most 512 MiB, else ``per-point`` (see
-        :func:`resolve_strategy`).
+        ``"auto"``: ``cocluster`` (see :func:`resolve_strategy`).
     n_clusters : int, default=None
         The largest K the pair methods will ask for: sets the default ``l`` of ``per-point`` to
         ``max(30, 2 K)`` (``cocluster``: 10 whatever K, see :func:`default_pairs_per_point`).
