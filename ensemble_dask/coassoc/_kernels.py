@@ -79,13 +79,13 @@ def cluster_index_kernel(labels, n_ids):
 
     Returns
     -------
-    members : ndarray of shape (N, n), int64
+    members : ndarray of shape (N, n), int32
         ``members[u, start[u, c]:start[u, c + 1]]`` are the points of cluster c in clustering u,
-        ascending; entries past ``start[u, n_ids]`` are unused.
+        ascending; entries past ``start[u, n_ids]`` are unused. (int32: the callers hold n < 2**31.)
     start : ndarray of shape (N, n_ids + 1), int64
     """
     n, n_clust = labels.shape
-    members = np.empty((n_clust, n), dtype=np.int64)  # entries past start[u, n_ids] are never read
+    members = np.empty((n_clust, n), dtype=np.int32)  # entries past start[u, n_ids] are never read
     start = np.zeros((n_clust, n_ids + 1), dtype=np.int64)
     cluster_index_columns(labels, 0, n_clust, members, start)
     return members, start
@@ -94,22 +94,25 @@ def cluster_index_kernel(labels, n_ids):
 @numba.njit(cache=True, nogil=True)
 def cluster_index_columns(labels, u0, u1, members, start):
     """:func:`cluster_index_kernel` for the clusterings ``u0 .. u1 - 1`` only, into ``members`` and
-    ``start`` (``start`` zero on those rows): disjoint column ranges can be filled by separate threads."""
+    ``start`` (``start`` zero on those rows): disjoint column ranges can be filled by separate threads.
+    The labels are read row by row (two passes over their rows, not two per clustering)."""
     n = labels.shape[0]
     n_ids = start.shape[1] - 1
-    for u in range(u0, u1):
-        for i in range(n):
+    for i in range(n):
+        for u in range(u0, u1):
             c = labels[i, u]
             if c >= 0:
                 start[u, c + 1] += 1
+    for u in range(u0, u1):
         for c in range(n_ids):
             start[u, c + 1] += start[u, c]
-        fill = start[u, :n_ids].copy()
-        for i in range(n):
+    fill = start[u0:u1, :n_ids].copy()
+    for i in range(n):
+        for u in range(u0, u1):
             c = labels[i, u]
             if c >= 0:
-                members[u, fill[c]] = i
-                fill[c] += 1
+                members[u, fill[u - u0, c]] = i
+                fill[u - u0, c] += 1
 
 
 @numba.njit(cache=True, nogil=True)

@@ -201,10 +201,12 @@ def _cluster_index(labels):
     """``(members, start)`` of :func:`~._kernels.cluster_index_kernel`; the clusterings are split over
     this process's cores when there are many labels (each thread fills its own columns)."""
     n, n_clust = labels.shape
+    if n >= 2**31:
+        raise InputError(f"the cocluster index holds at most 2**31 - 1 points in memory; got {n}")
     n_ids = max(int(labels.max(initial=-1)) + 1, 1)
     if n * n_clust < THREADED_LABELS or n_clust < 2:
         return _k.cluster_index_kernel(labels, n_ids)
-    members = np.empty((n_clust, n), dtype=np.int64)
+    members = np.empty((n_clust, n), dtype=np.int32)
     start = np.zeros((n_clust, n_ids + 1), dtype=np.int64)
     bounds = np.linspace(0, n_clust, min(n_clust, usable_cores()) + 1).astype(int)
     thread_map(
