@@ -132,6 +132,17 @@ def _below(state, m):
 
 
 @numba.njit(cache=True, nogil=True)
+def _present_in(labels_rows, r, present):
+    """The clusterings where row r has a label, into ``present``: returns their number."""
+    n_present = 0
+    for u in range(labels_rows.shape[1]):
+        if labels_rows[r, u] >= 0:
+            present[n_present] = u
+            n_present += 1
+    return n_present
+
+
+@numba.njit(cache=True, nogil=True)
 def cocluster_draws_kernel(labels_rows, row0, n, members, start, n_cocluster, n_uniform, state, keys):
     """Draw partners for the points ``row0 .. row0 + len(labels_rows) - 1``.
 
@@ -162,11 +173,7 @@ def cocluster_draws_kernel(labels_rows, row0, n, members, start, n_cocluster, n_
     present = np.empty(n_clust, dtype=np.int64)
     for r in range(m):
         i = row0 + r
-        n_present = 0
-        for u in range(n_clust):
-            if labels_rows[r, u] >= 0:
-                present[n_present] = u
-                n_present += 1
+        n_present = _present_in(labels_rows, r, present)
         for t in range(per):
             j = -1
             if t < n_cocluster and n_present > 0:
@@ -281,11 +288,7 @@ def cocluster_requests_kernel(
     q = 0
     for r in range(m):
         i = row0 + r
-        n_present = 0
-        for u in range(n_clust):
-            if labels_rows[r, u] >= 0:
-                present[n_present] = u
-                n_present += 1
+        n_present = _present_in(labels_rows, r, present)
         for t in range(per):
             slot = r * per + t
             if t < n_cocluster and n_present > 0:
