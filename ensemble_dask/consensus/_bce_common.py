@@ -28,6 +28,7 @@ from scipy.special import digamma, gammaln, polygamma
 from .._threads import thread_map
 from .._validation import InputError
 from . import _bce_kernels as kern
+from ._kcc_encoding import Encoding, column_categories
 
 __all__ = [
     "BCEWarning",
@@ -71,15 +72,9 @@ class UnseenLabelsWarning(BCEWarning):
 
 
 def label_categories(labels):
-    """Per column, the sorted distinct non-missing labels (``np.unique`` of the values >= 0)."""
-    return [_present(col[col >= 0]) for col in np.asarray(labels).T]
-
-
-def _present(values):
-    """Sorted distinct values of a 1-d array of non-negative integers (a bincount when they are small)."""
-    if values.size and values.max() < 4 * values.size + 1024:
-        return np.flatnonzero(np.bincount(values)).astype(np.int64)
-    return np.unique(values).astype(np.int64)
+    """Per column, the sorted distinct non-missing labels (``np.unique`` of the values >= 0), read in one pass
+    over the rows when the labels are small (:func:`~._kcc_encoding.column_categories`, shared with KCC)."""
+    return column_categories(labels)
 
 
 def _offsets(categories):
@@ -96,33 +91,15 @@ def encode_labels(labels, categories):
     """Map each label to its global category index ``offset_j + position in categories[j]``.
 
     Missing labels and labels not in ``categories[j]`` give ``-1``. Returns ``(gidx, n_unseen)``;
-    ``gidx`` is int32 (half the memory of int64: 0.2 GB on all of KDD 10%) unless there are 2**31
-    categories or more.
+    ``gidx`` is int32 (half the memory of int64: 0.2 GB on all of KDD 10%), the encoding of KCC
+    (:class:`~._kcc_encoding.Encoding`, a table lookup per row when the labels are small).
     """
     labels = np.asarray(labels)
-    offsets = _offsets(categories)
-    gidx = np.full(labels.shape, -1, dtype=gidx_dtype(offsets[-1]))
-    n_unseen = 0
-    for j, cats in enumerate(categories):
-        col = labels[:, j]
-        obs = col >= 0
-        if cats.size == 0:
-            n_unseen += int(obs.sum())
-            continue
-        vals = col[obs]
-        top = max(int(cats[-1]), int(vals.max(initial=0)))
-        if top < 4 * vals.size + 1024:  # a lookup table instead of a binary search
-            table = np.full(top + 1, -1, dtype=gidx.dtype)
-            table[cats] = offsets[j] + np.arange(cats.size)
-            mapped = table[vals]
-            n_unseen += int((mapped < 0).sum())
-            gidx[obs, j] = mapped
-            continue
-        pos = np.searchsorted(cats, vals)
-        pos_c = np.minimum(pos, cats.size - 1)
-        hit = cats[pos_c] == vals
-        n_unseen += int((~hit).sum())
-        gidx[obs, j] = np.where(hit, offsets[j] + pos_c, -1)
+    enc = Encoding.from_categories(categories)
+    if enc.n_categories >= 2**31:
+        raise InputError(f"labels hold {enc.n_categories} categories; at most 2**31 - 1 are supported")
+    gidx = enc.transform(labels)
+    n_unseen = int(np.count_nonzero(gidx < 0) - np.count_nonzero(labels < 0))
     return gidx, n_unseen
 
 
