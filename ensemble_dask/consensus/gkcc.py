@@ -335,7 +335,8 @@ class GKCC:
         unless even the smallest sample of ``max_rows="auto"`` would exceed :data:`WORK_BUDGET` at 59
         (many clusters, e.g. 9 at K = 100): then as many as fit (see :func:`plan_work`).
     max_rows : int, None or "auto", default="auto"
-        The greedy steps run on at most this many points, a seeded uniform sample (None: on all).
+        The greedy steps run on a seeded uniform sample of this many points when the points have more
+        distinct label rows than that (they run on the distinct rows), else on all (None: always on all).
         ``"auto"``: all when their distinct label rows fit :data:`WORK_BUDGET`, else as many as fit (at
         least 10 per cluster). With a sample, its final partition's centroids in the input labels'
         space start KCC's Lloyd steps on every row; :class:`~ensemble_dask.consensus.kcc.KCC` with its
