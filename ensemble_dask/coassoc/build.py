@@ -374,8 +374,9 @@ def _cocluster_graph(sampler, bounds, per, locator, transit, scheduler):
     for r, h in enumerate(hists):
         before[:, : h.shape[1], r + 1] = h
     np.cumsum(before, axis=2, out=before)
-    sizes = np.ascontiguousarray(before[:, :, n_parts])
-    owners = np.ascontiguousarray(before[:, :, :n_parts])
+    # the tables every drawing task reads enter the graph once each, not once per task
+    sizes = dask.delayed(np.ascontiguousarray(before[:, :, n_parts]), pure=True)
+    owners = dask.delayed(np.ascontiguousarray(before[:, :, :n_parts]), pure=True)
     draws = [
         dask.delayed(_cocluster_requests, pure=True, nout=2)(
             sampler,
