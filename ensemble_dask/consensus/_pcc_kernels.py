@@ -279,12 +279,13 @@ def _add_diag_gradient(Y, j, k_count, diag, g):
 
 
 @numba.njit(cache=True, nogil=True)
-def _kept_gap(Y, G, i, k_count, diag, g):
-    """Row i's gap from its kept pair gradient ``G[i]`` (plus the diagonal term's), as the descent tests it."""
+def _kept_gap(YG, i, k_count, diag, g):
+    """Row i's gap from its kept pair gradient (``YG[i, K:]``, its memberships ``YG[i, :K]``; plus the diagonal
+    term's gradient), as the descent tests it."""
     for k in range(k_count):
-        g[k] = G[i, k]
-    _add_diag_gradient(Y, i, k_count, diag, g)
-    return _gap_of(Y, i, g, k_count)
+        g[k] = YG[i, k_count + k]
+    _add_diag_gradient(YG, i, k_count, diag, g)
+    return _gap_of(YG, i, g, k_count)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -397,11 +398,11 @@ def pcc_rows(
     # each row's entries and its kept pair gradient side by side (one n x 2K array): a move of row J
     # updates the kept gradients of J's neighbours, whose rows the gather has just brought into cache,
     # so the gradient's line comes with them instead of being a second miss (500,000 points, K = 8,
-    # with the gaps recomputed instead of stored, below: 0.93 -> 0.64 s for PCC-L2)
-    YG = np.empty((n, 2 * k_count))
-    YG[:, :k_count] = Y_out
-    Y = YG[:, :k_count]
-    G = YG[:, k_count:]  # each visited row's pair gradient, kept up to date as its neighbours move
+    # with the gaps recomputed instead of stored, below: 0.93 -> 0.64 s for PCC-L2). Y (row j's
+    # memberships: Y[j, :K]) and the kept pair gradient G (Y[j, K + k]) are this one C-contiguous array,
+    # which the helpers read up to ``k_count`` (no strided views: the same compiled helpers as elsewhere)
+    Y = np.empty((n, 2 * k_count))
+    Y[:, :k_count] = Y_out
     max_deg = 0
     for j in range(n):
         max_deg = max(max_deg, indptr[j + 1] - indptr[j])
@@ -422,7 +423,7 @@ def pcc_rows(
     queued = np.ones(n, dtype=np.bool_)
     head = 0
     count = n
-    f = objective(indptr, indices, x, w, Y, code, eps, diag) if np.isnan(f_start) else f_start
+    f = objective(indptr, indices, x, w, Y_out, code, eps, diag) if np.isnan(f_start) else f_start
     trace_f[0] = f
     passes = 0
     left = count  # visits left in this pass
@@ -438,7 +439,7 @@ def pcc_rows(
             gap_tol = max(gap_tol * 0.1, final_tol)
             inner_tol = inner_share * gap_tol
             for i in range(n):
-                if _kept_gap(Y, G, i, k_count, diag, g) > gap_tol:
+                if _kept_gap(Y, i, k_count, diag, g) > gap_tol:
                     count = _enqueue(queue, queued, head, count, i)
             left = count
             continue  # (an empty list tightens again)
@@ -551,8 +552,8 @@ def pcc_rows(
                     if queued[i]:
                         continue
                     for k in range(k_count):
-                        G[i, k] += c[t] * Y[j, k] - c0[t] * yj0[k]
-                        g[k] = G[i, k]
+                        Y[i, k_count + k] += c[t] * Y[j, k] - c0[t] * yj0[k]
+                        g[k] = Y[i, k_count + k]
                     if diag != 0.0:
                         cd_ = -4.0 * diag * (1.0 - _dot_rows(nb, t, nb, t, k_count))
                         for k in range(k_count):
@@ -564,14 +565,14 @@ def pcc_rows(
                 if gap > gap_tol:  # max_inner steps were not enough
                     count = _enqueue(queue, queued, head, count, j)
         for k in range(k_count):
-            G[j, k] = gp[k]
+            Y[j, k_count + k] = gp[k]
         left -= 1
         if left == 0:
             passes += 1
             if passes < trace_f.shape[0]:
                 trace_f[passes] = f
             left = count
-    Y_out[:, :] = Y
+    Y_out[:, :] = Y[:, :k_count]
     if count > 0:  # stopped at the cap: the kept gradients of the rows still listed are stale
         f, gap = objective_and_gap(indptr, indices, x, w, Y_out, code, eps, diag)
         if passes < trace_f.shape[0]:
@@ -579,7 +580,7 @@ def pcc_rows(
         return passes, f, gap, False
     gap = 0.0
     for j in range(n):
-        gap = max(gap, _kept_gap(Y, G, j, k_count, diag, g))
+        gap = max(gap, _kept_gap(Y, j, k_count, diag, g))
     return passes, f, gap, gap <= final_tol
 
 
