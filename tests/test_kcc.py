@@ -269,6 +269,14 @@ def test_gkcc_candidates_as_dask_tasks(client):
     d = fit_gkcc_dask(labels, 3, client=client, n_candidates=8, random_state=1)
     np.testing.assert_array_equal(d.labels_, ref.labels_)
     np.testing.assert_array_equal(d.partitions_, ref.partitions_)
+    # on a sample of the rows (the greedy steps' candidates as tasks, Lloyd's steps here): the same fit
+    labels[::3] = np.random.default_rng(4).integers(0, 3, labels[::3].shape)  # more distinct rows than 30
+    ref = GKCC(3, n_candidates=8, max_rows=30, random_state=1).fit(labels)
+    d = fit_gkcc_dask(labels, 3, client=client, n_candidates=8, max_rows=30, random_state=1)
+    assert ref.sample_indices_.size == 30
+    np.testing.assert_array_equal(d.sample_indices_, ref.sample_indices_)
+    np.testing.assert_array_equal(d.labels_, ref.labels_)
+    np.testing.assert_array_equal(d.partitions_, ref.partitions_)
 
 
 def test_equal_blocks_get_their_own_keys(client):
