@@ -402,7 +402,9 @@ def pcc_rows(
     # memberships: Y[j, :K]) and the kept pair gradient G (Y[j, K + k]) are this one C-contiguous array,
     # which the helpers read up to ``k_count`` (no strided views: the same compiled helpers as elsewhere)
     Y = np.empty((n, 2 * k_count))
-    Y[:, :k_count] = Y_out
+    for j in range(n):
+        for k in range(k_count):
+            Y[j, k] = Y_out[j, k]
     max_deg = 0
     for j in range(n):
         max_deg = max(max_deg, indptr[j + 1] - indptr[j])
@@ -572,7 +574,9 @@ def pcc_rows(
             if passes < trace_f.shape[0]:
                 trace_f[passes] = f
             left = count
-    Y_out[:, :] = Y[:, :k_count]
+    for j in range(n):
+        for k in range(k_count):
+            Y_out[j, k] = Y[j, k]
     if count > 0:  # stopped at the cap: the kept gradients of the rows still listed are stale
         f, gap = objective_and_gap(indptr, indices, x, w, Y_out, code, eps, diag)
         if passes < trace_f.shape[0]:
