@@ -82,11 +82,6 @@ def _offsets(categories):
     return np.concatenate([[0], np.cumsum(sizes)])
 
 
-def gidx_dtype(n_categories):
-    """The dtype of global category indices: int32 below 2**31 categories, else int64."""
-    return np.dtype(np.int32 if n_categories < 2**31 else np.int64)
-
-
 def encode_labels(labels, categories):
     """Map each label to its global category index ``offset_j + position in categories[j]``.
 
