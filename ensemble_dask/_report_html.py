@@ -174,7 +174,10 @@ def federated_html(fed, fname):
         ("clusters K", _esc(fed["n_clusters"])),
         ("Lloyd iterations" if kcc else "EM iterations", _esc(fed["n_iter"])),
         ("converged", _esc(fed["converged"])),
-        ("objective" if kcc else "lower bound", _esc(fmt(fed.get("objective"), ".6g") if kcc else fed["lower_bound"])),
+        (
+            "objective" if kcc else "lower bound",
+            _esc(fmt(fed.get("objective"), ".6g") if kcc else fed["lower_bound"]),
+        ),
         ("seconds", _esc(fmt(fed["seconds"], ".2f"))),
     ]
     if fed["scores"]:

@@ -60,15 +60,20 @@ def _parser():
     cluster_args(p)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a workflow key")
 
-    p = sub.add_parser("federated", parents=[common], help="row-distributed BCE or KCC over the sites of a workflow")
+    p = sub.add_parser(
+        "federated", parents=[common], help="row-distributed BCE or KCC over the sites of a workflow"
+    )
     p.add_argument("workflow")
     store_args(p, required=False)
     p.add_argument(
-        "--scheduler", help="tls:// address of a cluster whose workers offer the sites' resources (default: local)"
+        "--scheduler",
+        help="tls:// address of a cluster whose workers offer the sites' resources (default: local)",
     )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a workflow key")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--restart", action="store_true", help="discard the checkpoint instead of resuming from it")
+    p.add_argument(
+        "--restart", action="store_true", help="discard the checkpoint instead of resuming from it"
+    )
 
     p = sub.add_parser(
         "certs",
@@ -105,6 +110,11 @@ def _parser():
         default=None,
         help="the CSV's first line holds column names (default: guessed from its first two lines)",
     )
+    p.add_argument(
+        "--sep",
+        help="a CSV's field separator: one character, 'tab' or 'whitespace' "
+        "(default: guessed from its first lines among , tab ; | and whitespace)",
+    )
     p.add_argument("--classes", type=_csv_list)
     p.add_argument("--subset", type=int)
     p.add_argument(
@@ -125,7 +135,9 @@ def _parser():
     p.add_argument("--k-min", type=int, help="fewest clusters of a base clustering (default 2, or K // 2)")
     p.add_argument("--k-max", type=int, help="most clusters of a base clustering (default 10, or 2K)")
     p.add_argument(
-        "--n-clusters", type=int, help="the largest K you will ask of the consensus (sets the k range's default)"
+        "--n-clusters",
+        type=int,
+        help="the largest K you will ask of the consensus (sets the k range's default)",
     )
     p.add_argument("--rate", type=float, default=1.0)
     p.add_argument("--algorithms", type=_csv_list)
@@ -138,11 +150,17 @@ def _parser():
         "--strategy",
         default="auto",
         choices=["auto", "full", "uniform", "per-point", "cocluster"],
-        help="auto: cocluster while the labels take at most 512 MiB, else per-point",
+        help="auto: cocluster (co-clustered partners and random ones, any n)",
     )
     p.add_argument("--p", type=float, help="uniform: share of pairs kept (default 0.00025)")
-    p.add_argument("--l", type=int, help="per-point / cocluster: partners drawn per point (default per-point max(30, 2K), cocluster 10)")
-    p.add_argument("--n-clusters", type=int, help="the largest K you will ask of the pair methods (sets l's default)")
+    p.add_argument(
+        "--l",
+        type=int,
+        help="per-point / cocluster: partners drawn per point (default per-point max(30, 2K), cocluster 10)",
+    )
+    p.add_argument(
+        "--n-clusters", type=int, help="the largest K you will ask of the pair methods (sets l's default)"
+    )
     p.add_argument("--fraction", type=float, help="cocluster: share of draws from shared clusters")
     p.add_argument("--max-n", type=int, help="full: largest n accepted (default 5000)")
     p.add_argument("--block-size", type=int, default=4096, help="rows per seed block")
@@ -246,7 +264,9 @@ def _run(args):
     mode = "a" if args.command in ("ingest", "import-labels") else "r+"
     if args.command == "ingest":  # a failed ingest leaves no new, empty store behind
         with pipeline.removed_if_left_empty(args.store, _storage_options(args.storage_options)):
-            return _stage(args, pipeline, pipeline.open_store(args.store, _storage_options(args.storage_options)))
+            return _stage(
+                args, pipeline, pipeline.open_store(args.store, _storage_options(args.storage_options))
+            )
     store = pipeline.open_store(args.store, _storage_options(args.storage_options), mode=mode)
     if args.command in ("generate", "coassoc", "consensus", "report"):
         store.check_report_folder()  # they write under report/: stop before the stage, not after it
@@ -278,6 +298,7 @@ def _stage(args, pipeline, store, labels=None):
             categorical=args.categorical,
             drop=args.drop,
             header=args.header,
+            sep=args.sep,
             classes=args.classes,
             subset=args.subset,
             standardize=args.standardize,
@@ -375,7 +396,10 @@ def _federated(spec, args, progress):
     except SiteLostError as exc:
         print(f"ensemble-dask: error: {exc}", file=sys.stderr)
         if (spec.get("federated") or {}).get("method") == "kcc":
-            print("ensemble-dask: (KCC runs are not checkpointed) bring the site back and run again", file=sys.stderr)
+            print(
+                "ensemble-dask: (KCC runs are not checkpointed) bring the site back and run again",
+                file=sys.stderr,
+            )
             return 3
         print(
             "ensemble-dask: (alpha, beta) of the last complete iteration are checkpointed; bring the site "
@@ -395,10 +419,16 @@ def _federated(spec, args, progress):
             f"federated BCE ({summary['mode']}, {tls}) over {len(summary['sites'])} sites "
             f"({summary['n_rows']} rows): {summary['iterations']} EM iterations, lower bound "
             f"{summary['lower_bound']:.4f}, {summary['seconds']:.1f} s"
-            + (f", resumed at iteration {summary['resumed_from_iteration']}" if summary["resumed_from_iteration"] else "")
+            + (
+                f", resumed at iteration {summary['resumed_from_iteration']}"
+                if summary["resumed_from_iteration"]
+                else ""
+            )
         )
     if "H" in summary:
-        print(f"whole federation vs reference: H={summary['H']:.4f} ARI={summary['ARI']:.4f} NMI={summary['NMI']:.4f}")
+        print(
+            f"whole federation vs reference: H={summary['H']:.4f} ARI={summary['ARI']:.4f} NMI={summary['NMI']:.4f}"
+        )
     print(f"report: {result['html']}")
     return 0
 

@@ -301,7 +301,9 @@ def test_failed_ingest_or_run_leaves_no_new_empty_store(tmp_path, capsys):
     store = tmp_path / "new.zarr"
     rc, _, err = main(capsys, "ingest", tmp_path / "t.csv", "--store", store)
     assert rc == 2 and "non-numeric value 'x'" in err and not store.exists()
-    rc, _, err = main(capsys, "run", REPO / "workflows" / "demo.yaml", "--store", store, "--set", "data.url=nope.csv")
+    rc, _, err = main(
+        capsys, "run", REPO / "workflows" / "demo.yaml", "--store", store, "--set", "data.url=nope.csv"
+    )
     assert rc == 2 and "does not exist" in err and not store.exists()
     # a store that existed is left as it was, even one holding nothing yet
     zarr.open_group(str(store), mode="w")
@@ -378,3 +380,21 @@ def test_import_labels_creates_the_store(tmp_path, capsys):
         assert rc == 0, err
     assert set(_records(store)) >= {"generate", "coassoc", "consensus/pcc-l2"}
     assert RunStore(store, mode="r")["consensus/pcc-l2/labels"].shape == (300,)
+
+
+def test_ingest_takes_the_separator_or_guesses_it(tmp_path, capsys):
+    """``--sep`` names a CSV's field separator (one character, 'tab' or 'whitespace'); not given, it is
+    guessed; a bad one is an error that names it, with no store left behind."""
+    table = tmp_path / "t.data"
+    table.write_text("1 2 x\n3  4 y\n5 7 x\n")
+    rc, out, err = main(capsys, "ingest", table, "--store", tmp_path / "a.zarr", "--label-column", "2")
+    assert rc == 0 and "n=3 d=2" in out, err
+    semi = tmp_path / "t.csv"
+    semi.write_text("a;b;c\n1;2;x\n3;4;y\n")
+    rc, out, err = main(
+        capsys, "ingest", semi, "--store", tmp_path / "b.zarr", "--sep", ";", "--label-column", "c"
+    )
+    assert rc == 0 and "n=2 d=2" in out, err
+    rc, _, err = main(capsys, "ingest", semi, "--store", tmp_path / "c.zarr", "--sep", "::")
+    assert rc == 2 and "The 'sep' parameter must be one character" in err and "'::'" in err
+    assert not (tmp_path / "c.zarr").exists()

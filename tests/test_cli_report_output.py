@@ -49,7 +49,12 @@ def _one_line_error(rc, err, path):
 
 @pytest.mark.parametrize(
     "command",
-    [["generate", "-N", 2, "--no-progress"], ["coassoc"], ["consensus", "bce", "--set", "n_clusters=2"], ["report"]],
+    [
+        ["generate", "-N", 2, "--no-progress"],
+        ["coassoc"],
+        ["consensus", "bce", "--set", "n_clusters=2"],
+        ["report"],
+    ],
     ids=lambda c: c[0],
 )
 def test_a_file_where_report_goes_stops_the_stage_commands(command, tmp_path, capsys):
@@ -78,7 +83,9 @@ def test_a_file_where_report_goes_stops_a_workflow_before_its_first_stage(tmp_pa
 
 def test_python_dash_m():
     """``python -m ensemble_dask`` is the command (before: "cannot be directly executed")."""
-    r = subprocess.run([sys.executable, "-m", "ensemble_dask", "--version"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "ensemble_dask", "--version"], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0 and r.stdout.startswith("ensemble-dask "), r.stderr
 
 
@@ -130,7 +137,12 @@ def test_page_lists_the_stages_in_the_order_they_ran(tmp_path, capsys):
         assert rc == 0, err
     assert main(capsys, "report", "--store", store)[0] == 0
     assert _stages_on_page(store) == ["ingest", "generate", "consensus/mm", "consensus/bce"]
-    assert list(RunStore(store, mode="r").records()) == ["ingest", "generate", "consensus/mm", "consensus/bce"]
+    assert list(RunStore(store, mode="r").records()) == [
+        "ingest",
+        "generate",
+        "consensus/mm",
+        "consensus/bce",
+    ]
 
 
 def test_records_without_start_times_keep_the_pipeline_order(tmp_path):

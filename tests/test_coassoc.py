@@ -726,7 +726,12 @@ def test_read_pair_fractions_equals_the_counts_path_chunk_by_chunk():
     assert (w == 0).any() and indices.dtype == np.int32
     lean = pair_data_from_fractions(n, indptr, indices, x, w)
     assert lean.n == whole.n and lean.nnz == whole.nnz < len(indices)
-    for a, b in ((lean.indptr, whole.indptr), (lean.indices, whole.indices), (lean.x, whole.x), (lean.w, whole.w)):
+    for a, b in (
+        (lean.indptr, whole.indptr),
+        (lean.indices, whole.indices),
+        (lean.x, whole.x),
+        (lean.w, whole.w),
+    ):
         assert np.array_equal(a, b)
     co = g["pairs/co"][:]
     co[150] = g["pairs/both"][150] + 1

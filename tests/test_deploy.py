@@ -356,9 +356,7 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def _crd_schemas():
     spec = importlib.util.find_spec("dask_kubernetes")
     if spec is None:
-        pytest.skip(
-            "dask-kubernetes (test extra) ships the operator's CRDs: pip install -e .[test]"
-        )
+        pytest.skip("dask-kubernetes (test extra) ships the operator's CRDs: pip install -e .[test]")
     root = Path(spec.submodule_search_locations[0]) / "operator" / "deployment" / "helm"
     schemas = {}
     for path in root.rglob("crds/*.yaml"):

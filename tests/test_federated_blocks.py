@@ -30,7 +30,10 @@ def client():
     from distributed import Client, Scheduler, SpecCluster, Worker
 
     workers = {  # threads of this process: these tests are about the algorithm, not about processes
-        f"w{i}": {"cls": Worker, "options": {"nthreads": 1, "resources": {f"site-{i}": 1}, "host": "127.0.0.1"}}
+        f"w{i}": {
+            "cls": Worker,
+            "options": {"nthreads": 1, "resources": {f"site-{i}": 1}, "host": "127.0.0.1"},
+        }
         for i in range(3)
     }
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0", "host": "127.0.0.1"}}

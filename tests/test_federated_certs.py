@@ -15,7 +15,16 @@ from ensemble_dask.federated.certs import load_mask_private, load_mask_public, m
 def test_certs_command_writes_the_agreed_files(tmp_path):
     out = tmp_path / "certs"
     proc = subprocess.run(
-        [sys.executable, "-m", "ensemble_dask.cli", "certs", "--out", str(out), "--names", "coordinator,site-a"],
+        [
+            sys.executable,
+            "-m",
+            "ensemble_dask.cli",
+            "certs",
+            "--out",
+            str(out),
+            "--names",
+            "coordinator,site-a",
+        ],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},

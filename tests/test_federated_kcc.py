@@ -88,7 +88,9 @@ def fit(cluster, sites, **kw):
     return run_federated_kcc(sites, 3, cluster.client, **kw)
 
 
-def test_secure_kcc_equals_centralised_and_the_client_never_receives_a_sites_statistics(cluster, iris, tmp_path):
+def test_secure_kcc_equals_centralised_and_the_client_never_receives_a_sites_statistics(
+    cluster, iris, tmp_path
+):
     L, y = iris
     sites, bounds = make_sites(L, tmp_path, y, cuts=CUTS)
     with Received() as rx:
@@ -138,8 +140,13 @@ def test_the_check_sees_statistics_sent_in_clear(cluster, iris, tmp_path):
 def test_bad_method_and_bad_parameters_are_named(cluster, iris, tmp_path):
     L, _ = iris
     sites, _ = make_sites(L, tmp_path, cuts=CUTS)
-    spec = {"store": str(tmp_path / "c.zarr"), "federated": {"method": "kmeans", "n_clusters": 3, "sites": sites}}
-    with pytest.raises(InputError, match=r"'federated\.method' parameter must be one of \['bce', 'kcc'\]; got 'kmeans'"):
+    spec = {
+        "store": str(tmp_path / "c.zarr"),
+        "federated": {"method": "kmeans", "n_clusters": 3, "sites": sites},
+    }
+    with pytest.raises(
+        InputError, match=r"'federated\.method' parameter must be one of \['bce', 'kcc'\]; got 'kmeans'"
+    ):
         run_federated_workflow(spec)
     spec["federated"].update(method="kcc", e_step_tol=1e-3)
     with pytest.raises(InputError, match=r"'kcc' takes no \['e_step_tol'\]"):
@@ -149,7 +156,9 @@ def test_bad_method_and_bad_parameters_are_named(cluster, iris, tmp_path):
     # the example workflow's section is one the stage accepts
     fed = dict(load_workflow(REPO / "workflows" / "federated-kcc.yaml")["federated"])
     assert fed["method"] == "kcc" and set(fed) <= FEDERATED_KEYS
-    _check_kcc_params(fed["n_clusters"], {k: fed[k] for k in ("mode", "n_init", "max_iter", "tol") if k in fed})
+    _check_kcc_params(
+        fed["n_clusters"], {k: fed[k] for k in ("mode", "n_init", "max_iter", "tol") if k in fed}
+    )
 
 
 def test_the_workflow_stage_writes_the_model_metrics_and_report(cluster, iris, tmp_path):

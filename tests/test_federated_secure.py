@@ -28,7 +28,9 @@ def test_fixed_point_at_ten_million_rows_and_200_clusterings():
     sites = []
     for share in shares:
         rows = share * n
-        counts = rng.uniform(0, rows, size=k * N * 10)  # beta counts (k x R, 10 labels per clustering) <= rows
+        counts = rng.uniform(
+            0, rows, size=k * N * 10
+        )  # beta counts (k x R, 10 labels per clustering) <= rows
         ss = -rows * rng.uniform(1, 300, size=k)  # alpha's digamma sums: rows x |digamma| up to 300
         bound = -rows * N * 40.0  # bound terms: rows x clusterings x log-likelihoods
         sites.append(np.concatenate([counts, ss, [bound, rows]]))

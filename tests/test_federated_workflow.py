@@ -33,7 +33,9 @@ def run_cli(cwd, *args):
 
 
 def test_one_command_in_an_empty_directory(tmp_path):
-    proc = run_cli(tmp_path, "--no-progress", "--set", f"federated.demo={SMALL_DEMO}", "--set", "federated.tol=0.0001")
+    proc = run_cli(
+        tmp_path, "--no-progress", "--set", f"federated.demo={SMALL_DEMO}", "--set", "federated.tol=0.0001"
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "CommClosedError" not in proc.stderr
     assert "federated BCE (secure, TLS) over 3 sites (1200 rows)" in proc.stdout

@@ -391,3 +391,60 @@ def test_ingest_reads_a_csv_with_header_without_being_told(tmp_path):
     np.testing.assert_allclose(store["X"][:], frame[["width", "height"]].to_numpy(), rtol=1e-6)
     with pytest.raises(InputError, match="no column 'kind'; the file has no header"):
         ingest(RunStore(str(tmp_path / "t.zarr")), str(path), label_column="kind", header=False)
+
+
+_TABLE = [[5.1, 3.5, 0], [4.9, 3.0, 1], [6.2, 2.9, 1], [5.8, 2.7, 0]]
+
+
+@pytest.mark.parametrize(
+    "sep, line",
+    [
+        (",", "{},{},{}"),
+        ("\t", "{}\t{}\t{}"),
+        (";", "{};{};{}"),
+        ("|", "{}|{}|{}"),
+        (r"\s+", "{} {} {}"),
+        (r"\s+", "  {}   {}  {}"),  # runs of spaces, leading blanks: the UCI .data layout
+    ],
+)
+@pytest.mark.parametrize("header", [False, True])
+def test_the_field_separator_is_guessed(sep, line, header, tmp_path):
+    """A table separated by commas, tabs, semicolons, bars or whitespace is read the same with no ``sep``
+    given; the guess is the separator that splits the first lines into equally many fields."""
+    from ensemble_dask.io.readers import detect_separator
+
+    names = line.format("width", "height", "kind") if header else None
+    rows = [line.format(*r) for r in _TABLE]
+    path = tmp_path / "t.data.gz"
+    with gzip.open(path, "wt") as fh:
+        fh.write("\n".join(([names] if header else []) + rows) + "\n")
+    assert detect_separator(str(path)) == sep
+    label = "kind" if header else "2"
+    store = RunStore(str(tmp_path / "s.zarr"))
+    info = ingest(store, str(path), label_column=label, standardize=False)
+    assert (info["n"], info["d"]) == (4, 2)
+    np.testing.assert_allclose(store["X"][:], np.array(_TABLE)[:, :2], rtol=1e-6)
+    np.testing.assert_array_equal(store["y_true"][:], [0, 1, 1, 0])
+
+
+def test_a_table_of_one_column_and_a_bad_separator(tmp_path):
+    from ensemble_dask.io.readers import detect_separator
+
+    path = tmp_path / "one.csv"
+    path.write_text("1.5\n2.5\n3.5\n")
+    assert detect_separator(str(path)) == ","
+    info = ingest(RunStore(str(tmp_path / "s.zarr")), str(path), standardize=False)
+    assert (info["n"], info["d"]) == (3, 1)
+    with pytest.raises(InputError, match="The 'sep' parameter must be one character.*got 'ab'"):
+        ingest(RunStore(str(tmp_path / "t.zarr")), str(path), sep="ab")
+
+
+def test_a_uci_data_file_is_read_as_it_is(shared_data, tmp_path):
+    """The UCI repository's whitespace-separated glass.data, no option given: 214 points, 9 features."""
+    path = shared_data / "uci" / "glass.data.gz"
+    store = RunStore(str(tmp_path / "s.zarr"))
+    info = ingest(store, str(path), standardize=False)
+    assert (info["n"], info["d"]) == (214, 9)
+    np.testing.assert_allclose(store["X"][:], np.loadtxt(path), rtol=1e-6)
+    # said explicitly, the same store is up to date (the guess is recorded as the separator it found)
+    assert ingest(store, str(path), standardize=False, sep="whitespace")["skipped"]

@@ -31,7 +31,12 @@ def test_a_constant_column_dropped_on_request(tmp_path):
     (tmp_path / "t.csv").write_text(TABLE)
     store = RunStore(tmp_path / "run.zarr")
     info = ingest(
-        store, str(tmp_path / "t.csv"), header=True, label_column="label", standardize=True, drop_constant=True
+        store,
+        str(tmp_path / "t.csv"),
+        header=True,
+        label_column="label",
+        standardize=True,
+        drop_constant=True,
     )
     assert info["feature_names"] == ["a", "c"] and info["dropped_constant"] == ["b"]
     assert info["constant_columns"] == [] and store["X"].shape == (4, 2)
@@ -50,7 +55,9 @@ def _blobs_table(path, scale_a=1.0):
     rng = np.random.default_rng(0)
     a = rng.normal(size=50) * 3 + 10
     b = rng.normal(size=50) * 0.01
-    lines = [f"{float(x) * scale_a!r},{float(y)!r},{i % 2}" for i, (x, y) in enumerate(zip(a, b, strict=True))]
+    lines = [
+        f"{float(x) * scale_a!r},{float(y)!r},{i % 2}" for i, (x, y) in enumerate(zip(a, b, strict=True))
+    ]
     path.write_text("a,b,label\n" + "\n".join(lines) + "\n")
     return np.column_stack([a, b])
 

@@ -51,9 +51,14 @@ def test_rerun_of_a_finished_workflow_starts_no_cluster(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="ensemble_dask"):
         third = run_workflow(spec)
     assert STARTED not in caplog.text
-    assert "label starts for K=2: from the store" in caplog.text and "starts for K=2 computed" not in caplog.text
+    assert (
+        "label starts for K=2: from the store" in caplog.text and "starts for K=2 computed" not in caplog.text
+    )
     assert "report: base partition scores from the store" in caplog.text
-    assert sorted(third["methods"]) == ["pcc-kl", "pcc-l2"] and third["methods"]["pcc-l2"] == first["methods"]["pcc-l2"]
+    assert (
+        sorted(third["methods"]) == ["pcc-kl", "pcc-l2"]
+        and third["methods"]["pcc-l2"] == first["methods"]["pcc-l2"]
+    )
     assert third["base_partitions"] == first["base_partitions"]
     assert os.stat(pages[2]).st_mtime_ns != stamps[2]
 

@@ -266,7 +266,9 @@ def test_tightening_tolerance_stopped_by_the_cap_is_not_converged():
     _, labels = _blocks(4, sizes=(40, 30, 20), noise=0.3)
     pairs = PairCounts.from_dense(*dense_coassociation(labels))
     Y = np.random.default_rng(1).dirichlet(np.ones(3), size=90)
-    (passes, f, gap, conv), _, _ = _run_rows(pairs, Y, K.KL, False, gap_tol=1e-9, gap_tol_start=1.0, max_passes=1)
+    (passes, f, gap, conv), _, _ = _run_rows(
+        pairs, Y, K.KL, False, gap_tol=1e-9, gap_tol_start=1.0, max_passes=1
+    )
     assert not conv and gap > 1e-9
 
 
@@ -628,7 +630,9 @@ def test_candidate_starts_descend_from_the_lower_objective(cls):
 
     rng = np.random.default_rng(3)
     truth = np.repeat(np.arange(3), 40)
-    labels = np.column_stack([np.where(rng.random(120) < 0.9, truth, rng.integers(0, 3, 120)) for _ in range(15)])
+    labels = np.column_stack(
+        [np.where(rng.random(120) < 0.9, truth, rng.integers(0, 3, 120)) for _ in range(15)]
+    )
     pairs = coassociation(labels, strategy="per-point", l=20, seed=0)
     bad = rng.integers(0, 3, 120)
     alone = cls(3, init=truth, random_state=0).fit(pairs)

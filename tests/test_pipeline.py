@@ -141,7 +141,9 @@ def test_large_labels_run_bce_on_the_cluster(monkeypatch):
 
     monkeypatch.setattr(stage, "DASK_LABELS_BYTES", 0)
     store_url = "memory://pipeline-bce-dask"
-    spec = _spec(store_url, bce={"n_clusters": 3, "max_iter": 15, "init": "random"})  # a few EM rounds keep the test short
+    spec = _spec(
+        store_url, bce={"n_clusters": 3, "max_iter": 15, "init": "random"}
+    )  # a few EM rounds keep the test short
     del spec["coassoc"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -277,7 +279,9 @@ def test_tol_is_checked_as_each_estimator_takes_it(method, tol, message, tmp_pat
 def test_a_method_stopped_at_its_cap_is_recorded_as_not_converged():
     """The stage's record, metrics.json and the report page say 'not converged' (issue 9: they said true)."""
     capped = {"n_clusters": 3, "max_iter": 1}
-    spec = _spec("memory://pipeline-capped", **{"pcc-l2": capped, "bce": {**capped, "tol": 0.0}, "kcc": capped})
+    spec = _spec(
+        "memory://pipeline-capped", **{"pcc-l2": capped, "bce": {**capped, "tol": 0.0}, "kcc": capped}
+    )
     report = run_workflow(spec)
     store = RunStore("memory://pipeline-capped")
     for name in ("pcc-l2", "bce", "kcc"):

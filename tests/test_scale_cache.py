@@ -53,7 +53,9 @@ def test_compress_rows_keeps_int32_input_without_a_wide_copy():
     g32 = np.where(lab >= 0, lab + 3 * np.arange(lab.shape[1]), -1).astype(np.int32)
     u32, w32, inv32 = compress_rows(g32)
     u64, w64, inv64 = compress_rows(g32.astype(np.int64))
-    assert u32.dtype == np.int32 and u64.dtype == np.int64 and np.array_equal(u32, u64)  # the input dtype kept
+    assert (
+        u32.dtype == np.int32 and u64.dtype == np.int64 and np.array_equal(u32, u64)
+    )  # the input dtype kept
     assert np.array_equal(w32, w64) and np.array_equal(inv32, inv64)
     assert np.array_equal(u32[inv32], g32) and w32.sum() == lab.shape[0] and u32.shape[0] < 500
 

@@ -68,7 +68,9 @@ __all__ = ["build_coassociation", "update_coassociation"]
 logger = logging.getLogger(__name__)
 
 _AUTO_JOIN_BYTES = 512 << 20  # labels larger than this are counted by row-block join
-_AUTO_SPILL_BYTES = 128 << 20  # pairs in transit larger than this are spilled (a local directory or pairs/_tmp)
+_AUTO_SPILL_BYTES = (
+    128 << 20
+)  # pairs in transit larger than this are spilled (a local directory or pairs/_tmp)
 _TRANSIT_BYTES_PER_PAIR = 16
 _ASSEMBLE_BYTES = 64 << 20  # at most about this many output bytes per assembling task
 _CHECK_BYTES = 64 << 20  # label bytes per validation task of update_coassociation

@@ -76,9 +76,7 @@ class _BCEBase:
         counts, _ = seed_partition(estep.gidx, estep.rweight, offsets, self._k, rng)
         beta = seeded_beta(counts, offsets)
         upper = float(self.alpha_init)
-        a = seeded_alpha(
-            estep.gidx, estep.rweight, beta, rng, lower=min(1e-3 / self._k, upper), upper=upper
-        )
+        a = seeded_alpha(estep.gidx, estep.rweight, beta, rng, lower=min(1e-3 / self._k, upper), upper=upper)
         D = estep.X.shape[1]
         params = Params(np.full(self._k, a), beta, np.zeros((self._k, D)), np.ones((self._k, D)))
         return params, soft_gamma(estep.gidx, beta, a)

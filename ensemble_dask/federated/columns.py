@@ -95,6 +95,7 @@ def _submit(client, site, fn, *args, kind):
         key=f"site-{site['_name']}-{kind}-{uuid.uuid4().hex[:12]}",
     )
 
+
 def client_loglik(gidx, beta, offsets):
     """``log beta_hj(x_ij)`` for the client's columns: ``(n, N_g, k)``, ``nan`` where missing."""
     n, N = gidx.shape

@@ -67,7 +67,9 @@ def bce_open(st, url, storage_options, reference):
         try:
             ref = np.asarray(read_labels(reference, storage_options=storage_options)).ravel()
         except Exception as exc:
-            raise InputError(f"site {st.name!r}: cannot read reference labels at {reference!r}: {exc}") from exc
+            raise InputError(
+                f"site {st.name!r}: cannot read reference labels at {reference!r}: {exc}"
+            ) from exc
         if ref.shape[0] != labels.shape[0]:
             raise InputError(
                 f"site {st.name!r}: reference has {ref.shape[0]} labels for {labels.shape[0]} rows"
@@ -131,7 +133,9 @@ def bce_prepare(st, categories, k, checkpoint, run_key, resume):
     for name, slot in wanted:
         path = _ckpt(st, name)
         if not path.exists():
-            raise InputError(f"site {st.name!r} has no checkpoint {path.name} in {checkpoint!r}; cannot resume")
+            raise InputError(
+                f"site {st.name!r} has no checkpoint {path.name} in {checkpoint!r}; cannot resume"
+            )
         st.data[slot] = np.load(path)
     return None
 
@@ -380,7 +384,11 @@ def run_federated_bce(
         first = state["init"]
         resume = None
         if state["trace"] or state["best"] is not None:
-            resume = (first, len(state["trace"]) - 1 if state["trace"] else None, (state["best"] or {}).get("init"))
+            resume = (
+                first,
+                len(state["trace"]) - 1 if state["trace"] else None,
+                (state["best"] or {}).get("init"),
+            )
         resumed_from = len(state["trace"]) if resume is not None else None
         agg.call(
             bce_prepare,
@@ -428,9 +436,7 @@ def run_federated_bce(
                 checkpoint.save(state)
         best = state["best"]
         params = _params_from(best["params"], k)
-        agg.call(
-            bce_finish, [(s.get("output"), storage_options) for s in sites], what="writing memberships"
-        )
+        agg.call(bce_finish, [(s.get("output"), storage_options) for s in sites], what="writing memberships")
         scores = None
         if all(s.get("reference") for s in sites):
             onehot = agg.sum(bce_reference_bits, what="the reference-range round")
@@ -464,7 +470,10 @@ def run_federated_bce(
 
 
 def _params_to(params):
-    return {"alpha": np.array(params.alpha, dtype=np.float64), "beta": np.array(params.beta, dtype=np.float64)}
+    return {
+        "alpha": np.array(params.alpha, dtype=np.float64),
+        "beta": np.array(params.beta, dtype=np.float64),
+    }
 
 
 def _params_from(d, k):

@@ -148,7 +148,9 @@ class SiteSums:
     def step(self, MT, sq, n_far):
         G, K = MT.shape
         trace = self.traces[-1]
-        what = f"Lloyd iteration {len(trace) + 1}" + (f" of start {len(self.traces)}" if len(self.traces) > 1 else "")
+        what = f"Lloyd iteration {len(trace) + 1}" + (
+            f" of start {len(self.traces)}" if len(self.traces) > 1 else ""
+        )
         t0 = time.perf_counter()
         vec = self.agg.sum(kcc_step, [(MT, sq)] * self.P, what=what)
         self.seconds += time.perf_counter() - t0
@@ -253,11 +255,17 @@ def run_federated_kcc(
         est._check_params(n, enc.n_categories)
         agg.call(kcc_prepare, [(categories,)] * P, what="preparing the sites' rows")
         backend = SiteSums(agg, n, N, progress)
-        (MT, sse, n_iter, converged), n_weight = kcc_starts(est, backend, enc, check_random_state(random_state))
+        (MT, sse, n_iter, converged), n_weight = kcc_starts(
+            est, backend, enc, check_random_state(random_state)
+        )
         # the best start is the one whose last step gave its squared error
         trace = next((t for t in backend.traces if t and t[-1] == sse / n_weight**2), backend.traces[-1])
         sq = block_norms(MT, enc.offsets)
-        agg.call(kcc_finish, [(MT, sq, s.get("output"), storage_options) for s in sites], what="writing memberships")
+        agg.call(
+            kcc_finish,
+            [(MT, sq, s.get("output"), storage_options) for s in sites],
+            what="writing memberships",
+        )
         scores = None
         if all(s.get("reference") for s in sites):
             onehot = agg.sum(bce_reference_bits, what="the reference-range round")
@@ -273,7 +281,9 @@ def run_federated_kcc(
         )
     offsets = enc.offsets
     return FederatedKCCResult(
-        cluster_centers_=[np.ascontiguousarray(MT[a:b].T) for a, b in zip(offsets[:-1], offsets[1:], strict=True)],
+        cluster_centers_=[
+            np.ascontiguousarray(MT[a:b].T) for a, b in zip(offsets[:-1], offsets[1:], strict=True)
+        ],
         categories_=categories,
         objective_=sse / n_weight**2,
         inertia_=sse,

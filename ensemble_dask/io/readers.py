@@ -25,7 +25,7 @@ import pandas as pd
 from .._validation import InputError
 from .urls import FORMATS, _check_exists, infer_format, make_zarr_store, strip_file_scheme
 
-__all__ = ["iter_table_chunks", "zarr_has_labels", "csv_has_header"]
+__all__ = ["iter_table_chunks", "zarr_has_labels", "csv_has_header", "detect_separator"]
 
 _MISSING_TOKENS = {"", "?", "na", "nan", "null", "none", "n/a"}
 
@@ -38,14 +38,13 @@ def _is_number(field):
     return True
 
 
-def csv_has_header(url, storage_options=None, sep=","):
-    """Whether the CSV at ``url`` starts with a line of column names, guessed from its first two lines.
+#: the field separators :func:`detect_separator` tries, in this order; whitespace (``r"\s+"``) comes last
+SEPARATORS = (",", "\t", ";", "|")
+WHITESPACE = r"\s+"
 
-    A header when no field of the first non-blank line is a number (empty or missing tokens such as
-    ``?`` and ``NA`` aside) while the second line holds at least one number: ``sepal_length,...,class``
-    above ``5.1,...,Iris-setosa``. A table of text columns only cannot be told apart from its header
-    (pass ``header=True``).
-    """
+
+def _head_lines(url, storage_options, count):
+    """The first ``count`` non-blank lines of the (possibly compressed) text file at ``url``."""
     _check_exists(url, storage_options)
     compression = fsspec.utils.infer_compression(url)
     lines = []
@@ -59,12 +58,57 @@ def csv_has_header(url, storage_options=None, sep=","):
     ):
         for line in fh:
             if line.strip():
-                lines.append(line)
-            if len(lines) == 2:
+                lines.append(line.rstrip("\r\n"))
+            if len(lines) == count:
                 break
+    return lines
+
+
+def _split(line, sep):
+    r"""The fields of one CSV line (quotes understood; ``r"\s+"``: runs of whitespace, as pandas reads it)."""
+    if sep == WHITESPACE:
+        return line.split()
+    return next(csv.reader([line], delimiter=sep, skipinitialspace=True))
+
+
+def detect_separator(url, storage_options=None, lines=20):
+    r"""The field separator of the CSV at ``url``, guessed from its first ``lines`` non-blank lines.
+
+    The first of ``,``, tab, ``;`` and ``|`` that splits every one of them into the same number of fields,
+    at least two; else whitespace (``r"\s+"``, e.g. the UCI repository's ``.data`` files) when it does; else
+    ``,`` (a table of one column).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "t.data"
+    >>> _ = path.write_text("5.1 3.5 1.4 0.2\n4.9  3.0 1.4 0.2\n")
+    >>> detect_separator(str(path))
+    '\\s+'
+    >>> _ = path.write_text("a;b;label\n1,5;2,5;x\n")
+    >>> detect_separator(str(path))
+    ';'
+    """
+    head = _head_lines(url, storage_options, lines)
+    for sep in (*SEPARATORS, WHITESPACE):
+        counts = {len(_split(line, sep)) for line in head}
+        if len(counts) == 1 and counts.pop() >= 2:
+            return sep
+    return ","
+
+
+def csv_has_header(url, storage_options=None, sep=","):
+    """Whether the CSV at ``url`` starts with a line of column names, guessed from its first two lines.
+
+    A header when no field of the first non-blank line is a number (empty or missing tokens such as
+    ``?`` and ``NA`` aside) while the second line holds at least one number: ``sepal_length,...,class``
+    above ``5.1,...,Iris-setosa``. A table of text columns only cannot be told apart from its header
+    (pass ``header=True``).
+    """
+    lines = _head_lines(url, storage_options, 2)
     if len(lines) < 2:
         return False
-    first, second = (next(csv.reader([line], delimiter=sep, skipinitialspace=True)) for line in lines)
+    first, second = (_split(line, sep) for line in lines)
 
     def kinds(fields):
         vals = [f.strip() for f in fields if f.strip().lower() not in _MISSING_TOKENS]

@@ -1,5 +1,4 @@
-"""The ``coassoc`` stage: the co-association store of the run store's labels, built or updated on Dask.
-"""
+"""The ``coassoc`` stage: the co-association store of the run store's labels, built or updated on Dask."""
 
 from __future__ import annotations
 
@@ -29,6 +28,7 @@ MIN_PAIRS_PER_POINT = 30
 COCLUSTER_PAIRS_PER_POINT = 10
 
 logger = logging.getLogger(__name__)
+
 
 def default_pairs_per_point(n_clusters=None, strategy="per-point"):
     """Partners drawn per point when a workflow does not say: for ``cocluster``, 10 whatever K; else

@@ -95,7 +95,10 @@ def split_sites(store, out, names, *, storage_options=None):
     for name, a, b in zip(names, bounds[:-1], bounds[1:], strict=True):
         url = f"{root}/{name}/labels.zarr"
         z = zarr.create_array(
-            make_zarr_store(url, storage_options), shape=(b - a, labels.shape[1]), dtype="int32", overwrite=True
+            make_zarr_store(url, storage_options),
+            shape=(b - a, labels.shape[1]),
+            dtype="int32",
+            overwrite=True,
         )
         z[:] = labels[a:b]
         site = {
@@ -107,7 +110,9 @@ def split_sites(store, out, names, *, storage_options=None):
         }
         if y is not None:
             ref = f"{root}/{name}/reference.zarr"
-            zr = zarr.create_array(make_zarr_store(ref, storage_options), shape=(b - a,), dtype="int32", overwrite=True)
+            zr = zarr.create_array(
+                make_zarr_store(ref, storage_options), shape=(b - a,), dtype="int32", overwrite=True
+            )
             zr[:] = np.asarray(y[a:b]).astype(np.int32)
             site["reference"] = ref
         sites.append(site)
@@ -123,7 +128,9 @@ def make_demo_sites(sites, client, demo, seed, workdir):
     if isinstance(demo, dict):
         unknown = set(demo) - set(DEMO_DEFAULTS)
         if unknown:
-            raise InputError(f"unknown key(s) {sorted(unknown)} in 'federated.demo'; known: {sorted(DEMO_DEFAULTS)}")
+            raise InputError(
+                f"unknown key(s) {sorted(unknown)} in 'federated.demo'; known: {sorted(DEMO_DEFAULTS)}"
+            )
         opts.update(demo)
     store = RunStore(Path(workdir) / "demo.zarr")
     ingest(store, opts["data"], seed=seed)
@@ -190,7 +197,11 @@ class StoreCheckpoint:
             arrays["alpha"], arrays["beta"] = state["params"]["alpha"], state["params"]["beta"]
         if state["best"] is not None:
             b = state["best"]
-            meta["best"] = {"init": int(b["init"]), "trace": [float(v) for v in b["trace"]], "converged": bool(b["converged"])}
+            meta["best"] = {
+                "init": int(b["init"]),
+                "trace": [float(v) for v in b["trace"]],
+                "converged": bool(b["converged"]),
+            }
             arrays["best_alpha"], arrays["best_beta"] = b["params"]["alpha"], b["params"]["beta"]
         grp.attrs["complete"] = False  # arrays first, then the attributes that refer to them
         for name, arr in arrays.items():
@@ -204,11 +215,20 @@ class StoreCheckpoint:
         meta = dict(grp.attrs)
         if not meta.get("complete"):
             return None
-        state = {"run_key": meta["run_key"], "init": meta["init"], "trace": list(meta["trace"]), "params": None, "best": None}
+        state = {
+            "run_key": meta["run_key"],
+            "init": meta["init"],
+            "trace": list(meta["trace"]),
+            "params": None,
+            "best": None,
+        }
         if state["trace"]:
             state["params"] = {"alpha": grp["alpha"][:], "beta": grp["beta"][:]}
         if meta.get("best"):
-            state["best"] = {**meta["best"], "params": {"alpha": grp["best_alpha"][:], "beta": grp["best_beta"][:]}}
+            state["best"] = {
+                **meta["best"],
+                "params": {"alpha": grp["best_alpha"][:], "beta": grp["best_beta"][:]},
+            }
         return state
 
     def clear(self):
@@ -425,7 +445,9 @@ def run_federated_workflow(spec, *, client=None, progress=False):
     else:
         ctx = _local_sites_cluster(sites, certs, tls)
     checkpoint = StoreCheckpoint(store)
-    bar = _progress_bar(progress, fed.get("max_iter", 300), "federated KCC" if method == "kcc" else "federated EM")
+    bar = _progress_bar(
+        progress, fed.get("max_iter", 300), "federated KCC" if method == "kcc" else "federated EM"
+    )
     with ctx as c, store.stage("federated", record, []):
         if demo and not all(_exists(s["url"]) for s in sites):
             make_demo_sites(sites, c, demo, seed, Path(store.url).parent / f"{Path(store.url).stem}-demo")
@@ -467,7 +489,9 @@ def _check_kcc_params(n_clusters, fed):
         raise InputError(f"The 'federated.mode' parameter must be 'secure' or 'plain'; got {fed['mode']!r}")
     other = sorted(set(fed) - {*_KCC_KEYS, "mode", "n_labels"})
     if other:
-        raise InputError(f"federated.method 'kcc' takes no {other} (BCE parameters); its parameters: {list(_KCC_KEYS)}")
+        raise InputError(
+            f"federated.method 'kcc' takes no {other} (BCE parameters); its parameters: {list(_KCC_KEYS)}"
+        )
     KCC(n_clusters, init="clusters", **{k: fed[k] for k in _KCC_KEYS if k in fed})._check_params()
 
 
@@ -477,7 +501,14 @@ def _run_kcc(store, sites, n_clusters, client, fed, pins, timeout, site_opts, ba
 
     try:
         result = run_federated_kcc(
-            sites, n_clusters, client, pins=pins, timeout=timeout, storage_options=site_opts, progress=bar, **fed
+            sites,
+            n_clusters,
+            client,
+            pins=pins,
+            timeout=timeout,
+            storage_options=site_opts,
+            progress=bar,
+            **fed,
         )
     finally:
         if bar is not None:
@@ -497,7 +528,9 @@ def _write_kcc_results(store, result, n_clusters, tls):
             del group.attrs[key]
     centers = np.hstack([np.asarray(c, dtype=np.float64) for c in result.cluster_centers_])
     group.create_array("centers", data=centers, overwrite=True)
-    group["centers"].attrs["offsets"] = np.cumsum([0] + [c.shape[1] for c in result.cluster_centers_]).tolist()
+    group["centers"].attrs["offsets"] = np.cumsum(
+        [0] + [c.shape[1] for c in result.cluster_centers_]
+    ).tolist()
     fit = {
         "objective": float(result.objective_),
         "objective_trace": [float(v) for v in result.objective_trace_],

@@ -41,7 +41,7 @@ import pandas as pd
 
 from .. import datasets
 from .._validation import InputError, check_int, stage_seed
-from ..io.readers import csv_has_header, iter_table_chunks, zarr_has_labels
+from ..io.readers import WHITESPACE, csv_has_header, detect_separator, iter_table_chunks, zarr_has_labels
 from ..io.store import RECORDS_DIR
 from ..io.urls import infer_format, source_fingerprint
 
@@ -71,7 +71,7 @@ def ingest_params(
     categorical=(),
     drop=(),
     header=None,
-    sep=",",
+    sep=None,
     classes=None,
     subset=None,
     standardize=None,
@@ -89,6 +89,11 @@ def ingest_params(
         Whether a CSV's first line names its columns. None: guessed when the table is read
         (:func:`~ensemble_dask.io.readers.csv_has_header`: no number on the first line, one on the
         second); without a header the columns are numbered 0, 1, ...
+    sep : str, default=None
+        A CSV's field separator: one character, ``"tab"`` or ``"whitespace"`` (runs of spaces and tabs,
+        as in the UCI repository's ``.data`` files). None: guessed when the table is read
+        (:func:`~ensemble_dask.io.readers.detect_separator`: the first of ``,``, tab, ``;``, ``|`` and
+        whitespace that splits its first lines into equally many fields).
     standardize : bool, default=None
         Centre each feature column and divide it by its standard deviation over the kept rows
         (z-scores). None means True: k-means and the pair methods compare distances, which a
@@ -113,7 +118,7 @@ def ingest_params(
         categorical=list(categorical) or list(base.get("categorical", [])),
         drop=list(drop),
         header=None if header is None else bool(header),
-        sep=sep,
+        sep=_check_sep(sep),
         classes=None if classes is None else [str(c) for c in classes],
         subset=None if subset is None else check_int(subset, "subset", min_value=1),
         standardize=bool(base.get("standardize", True) if standardize is None else standardize),
@@ -133,6 +138,25 @@ def ingest_params(
         if drop_constant is None:
             p["drop_constant"] = True
     return p
+
+
+_SEP_NAMES = {"tab": "\t", "whitespace": WHITESPACE, "space": WHITESPACE}
+
+
+def _check_sep(sep):
+    r"""``sep`` as the CSV reader takes it: None (guess it), one character, whitespace (``r"\s+"``), or a
+    name of :data:`_SEP_NAMES`."""
+    if sep is None or sep == WHITESPACE:
+        return sep
+    if isinstance(sep, str) and sep.lower() in _SEP_NAMES:
+        return _SEP_NAMES[sep.lower()]
+    if sep == "\\t":  # a shell's literal backslash-t
+        return "\t"
+    if not isinstance(sep, str) or len(sep) != 1 or sep in ('"', "\n", "\r"):
+        raise InputError(
+            f"The 'sep' parameter must be one character, 'tab', 'whitespace' or None (guessed); got {sep!r}"
+        )
+    return sep
 
 
 def _label_strings(series):
@@ -363,6 +387,8 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
         although constant over the kept rows (all zeros when standardised).
     """
     p = ingest_params(url, **options)
+    if p["format"] == "csv" and p["sep"] is None:  # not said: guessed from the first lines
+        p["sep"] = detect_separator(p["url"], storage_options)
     if p["format"] == "csv" and p["header"] is None:  # not said: guessed from the first two lines
         p["header"] = p["columns"] is None and csv_has_header(p["url"], storage_options, p["sep"])
     if p["format"] == "zarr" and p["label_column"] is None and zarr_has_labels(p["url"], storage_options):
