@@ -12,6 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ensemble_dask import InputError, PairCounts, dense_coassociation
 from ensemble_dask.consensus import _pcc_kernels as K
+from ensemble_dask.consensus import _ppc_kernels as PK
 from ensemble_dask.consensus.pcc import PCC, PPC
 from ensemble_dask.metrics import h_criterion, js_criterion
 
@@ -560,7 +561,7 @@ def test_ppc_sweep_is_eq_5_of_the_paper():
     pairs = PairCounts.from_dense(co, both)
     x = pairs.co / pairs.both
     Ynew = np.empty_like(Y)
-    obj, _ = K.ppc_sparse_sweep(pairs.indptr, pairs.indices, x, np.ones(pairs.nnz), Y, Ynew)
+    obj, _ = PK.ppc_sparse_sweep(pairs.indptr, pairs.indices, x, np.ones(pairs.nnz), Y, Ynew)
     np.testing.assert_allclose(Ynew, expected, atol=1e-14)
     assert obj == pytest.approx(((C - Y @ Y.T) ** 2).sum())
 

@@ -389,3 +389,59 @@ def iter_pair_blocks(group_or_url, *, rows_per_block=1 << 16, storage_options=No
             np.asarray(pg["both"][e0:e1], dtype=np.int32),
             n_clust,
         )
+
+
+class StoredPairs:
+    """The ``pairs/`` group of a run store, read a block of rows at a time (out of core).
+
+    The input of the pair methods' out-of-core fit (:class:`~ensemble_dask.consensus.PCC` and
+    :class:`~ensemble_dask.consensus.PPC` given a ``StoredPairs``), which holds every point's memberships
+    but the pairs of one block of rows at a time, read again on each sweep over the blocks.
+
+    Parameters
+    ----------
+    group_or_url : zarr.Group or str
+        The run store (or its URL).
+    entries_per_block : int, default=4194304
+        About this many stored entries a block (whole rows; a row of more entries is a block of its own).
+    storage_options : dict, default=None
+
+    Attributes
+    ----------
+    n, nnz, n_clusterings : int
+    bounds : list of (int, int)
+        ``(row0, row1)`` of each block, in row order, covering ``0 .. n``.
+
+    Examples
+    --------
+    >>> import zarr
+    >>> from ensemble_dask.coassoc import coassociation, write_pairs
+    >>> g = zarr.open_group(store="memory://doc-stored-pairs", mode="w")
+    >>> _ = write_pairs(g, coassociation([[0], [0], [1]], strategy="full", seed=0))
+    >>> pairs = StoredPairs(g, entries_per_block=2)
+    >>> pairs.bounds, pairs.read(1, 3)[1].tolist()
+    ([(0, 1), (1, 2), (2, 3)], [0, 2, 0, 1])
+    """
+
+    def __init__(self, group_or_url, *, entries_per_block=1 << 22, storage_options=None):
+        per = check_int(entries_per_block, "entries_per_block", min_value=1)
+        self._pg = _pairs_group(group_or_url, storage_options)
+        self.indptr = _read_as(self._pg["indptr"], np.int64)
+        self.n = len(self.indptr) - 1
+        self.nnz = int(self.indptr[-1])
+        self.n_clusterings = int(self._pg.attrs["n_clusterings"])
+        cuts = np.searchsorted(self.indptr, np.arange(per, self.nnz, per), side="right") - 1
+        edges = np.unique(np.concatenate([[0], np.clip(cuts, 1, max(self.n - 1, 1)), [self.n]]))
+        self.bounds = [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+
+    def read(self, row0, row1):
+        """``(indptr, indices, co, both)`` of rows ``row0 .. row1 - 1`` (``indptr`` from 0; ``indices`` global,
+        int32 below 2**31 points; the counts int32)."""
+        e0, e1 = int(self.indptr[row0]), int(self.indptr[row1])
+        pg = self._pg
+        return (
+            self.indptr[row0 : row1 + 1] - e0,
+            np.asarray(pg["indices"][e0:e1]).astype(index_dtype(self.n), copy=False),
+            np.asarray(pg["co"][e0:e1], dtype=np.int32),
+            np.asarray(pg["both"][e0:e1], dtype=np.int32),
+        )

@@ -23,8 +23,11 @@ import warnings
 import numpy as np
 
 from .._validation import InputError, check_choice, check_int, check_random_state
+from ..coassoc.csr import StoredPairs
 from . import _pair_kernels as _pairk
 from . import _pcc_kernels as _k
+from . import _pcc_stored
+from . import _ppc_kernels as _ppck
 from ._base import SoftConsensusMixin, as_pair_data, check_n_clusters, check_tol
 
 __all__ = ["PCC", "PPC", "DIVERGENCES"]
@@ -306,10 +309,12 @@ class PCC(SoftConsensusMixin):
         -------
         self
         """
+        code, closed = DIVERGENCES[check_choice(self.divergence, "divergence", DIVERGENCES)]
+        if isinstance(pairs, StoredPairs):
+            return _fit_stored(self, "PCC", pairs, sample_weight, code, closed, 0.0, _INIT_SMOOTHING)
         data = as_pair_data(pairs, sample_weight)
         n = data.n
         k = check_n_clusters(self.n_clusters, n)
-        code, closed = DIVERGENCES[check_choice(self.divergence, "divergence", DIVERGENCES)]
         max_iter = check_int(self.max_iter, "max_iter", min_value=0)
         n_init = check_int(self.n_init, "n_init", min_value=1)
         rng = check_random_state(self.random_state)
@@ -452,10 +457,14 @@ class PPC(SoftConsensusMixin):
 
         ``sample_weight`` gives ``s_ij`` (1 when None); the counts N_ij only form ``x_ij``.
         """
+        algorithm = check_choice(self.algorithm, "algorithm", {"rows", "baum-eagon"})
+        if isinstance(pairs, StoredPairs):
+            if algorithm != "rows":
+                raise InputError("PPC on pairs read from a store (StoredPairs) runs algorithm='rows' only")
+            return _fit_stored(self, "PPC", pairs, sample_weight, _k.L2, False, 1.0, _INIT_SMOOTHING)
         data = as_pair_data(pairs, sample_weight)
         n = data.n
         k = check_n_clusters(self.n_clusters, n)
-        algorithm = check_choice(self.algorithm, "algorithm", {"rows", "baum-eagon"})
         max_iter = check_int(self.max_iter, "max_iter", min_value=0)
         n_init = check_int(self.n_init, "n_init", min_value=1)
         rng = check_random_state(self.random_state)
@@ -515,13 +524,47 @@ def _baum_eagon(indptr, indices, x, w, Y, gap_tol, max_iter):
     trace = []
     it = 0
     while True:
-        obj, gap = _k.ppc_sparse_sweep(indptr, indices, x, w, Y, Ynew)
+        obj, gap = _ppck.ppc_sparse_sweep(indptr, indices, x, w, Y, Ynew)
         trace.append(obj)
         if gap <= gap_tol or it >= max_iter:
             break
         Y, Ynew = Ynew, Y
         it += 1
     return Y, it, obj, gap, gap <= gap_tol, np.array(trace)
+
+
+def _fit_stored(est, name, pairs, sample_weight, code, closed, diag, smoothing):
+    """:meth:`PCC.fit` / :meth:`PPC.fit` on :class:`~ensemble_dask.coassoc.csr.StoredPairs`: the same descent,
+    the pairs read a block of rows at a time (:mod:`._pcc_stored`); sets the estimator's attributes."""
+    if sample_weight is not None:
+        raise InputError(f"{name}: sample_weight is not supported with pairs read from a store (StoredPairs)")
+    n = pairs.n
+    k = check_n_clusters(est.n_clusters, n)
+    max_iter = check_int(est.max_iter, "max_iter", min_value=0)
+    n_init = check_int(est.n_init, "n_init", min_value=1)
+    rng = check_random_state(est.random_state)
+    start = check_init(est.init, n, k, smoothing, vertex_labels=True)
+    tol = _resolve_tol(est.tol, start)
+    if start is not None:
+        runs = [[_start_matrix(s, k) for s in (start if isinstance(start, list) else [start])]]
+    else:
+        runs = [[_start(rng, n, k)] for _ in range(n_init)]
+    best = None
+    for starts in runs:
+        out = _pcc_stored.fit(
+            pairs, starts, k, code, closed, diag, diag != 0.0, tol, max_iter, l2_first=code == _k.KL,
+            tol_start=max(_TOL_START_RANDOM, tol) if start is None else 0.0,
+        )  # fmt: skip
+        if best is None or out[1] < best[1]:
+            best = out
+    Y, est.objective_, trace, est.n_iter_, est.kkt_gap_, est.converged_, stats = best
+    est.objective_trace_ = np.column_stack([np.arange(len(trace), dtype=np.float64), trace])
+    if name == "PCC":
+        est.n_visits_, est.n_moves_, est.n_steps_ = (int(v) for v in stats)
+    est._set_memberships(Y)
+    if not est.converged_:
+        _warn_cap(name, max_iter, est.kkt_gap_, tol)
+    return est
 
 
 def _warn_cap(name, max_iter, gap, tol):
