@@ -130,3 +130,35 @@ def test_workflow_fits_kcc_on_fresh_workers(monkeypatch, tmp_path, caplog):
     local = KCC(3, random_state=out.attrs["params"]["random_state"]).fit(store["labels"][:])
     np.testing.assert_array_equal(out["labels"][:], local.labels_)
     assert report["methods"]["kcc"]["effective_k"] == 3
+
+
+def test_pair_methods_on_large_labels_and_pairs(monkeypatch, tmp_path, process_client):
+    """Above both thresholds (lowered to 0) PCC and PPC take their start from KCC fitted on the workers' row
+    blocks and read the pairs a block of rows at a time: neither the labels nor the pairs are read whole
+    here, and the partition is the one the in-memory path finds. ``init: random`` needs no cluster."""
+    import ensemble_dask.coassoc.csr as csr
+    import ensemble_dask.consensus.starts as starts
+    from ensemble_dask.stages.coassoc import coassoc_stage
+
+    labels, y = _labels(n=6_000)
+    small, large = _store(tmp_path / "small.zarr", labels), _store(tmp_path / "large.zarr", labels)
+    for store in (small, large):
+        coassoc_stage(store, None, strategy="cocluster", l=10, seed=0)
+    for method in ("pcc-l2", "ppc"):
+        stage.consensus_stage(small, method, seed=0, n_clusters=3)
+    monkeypatch.setattr(stage, "DASK_LABELS_BYTES", 0)
+    monkeypatch.setattr(stage, "PAIRS_IN_MEMORY_BYTES", 0)
+    assert stage.uses_cluster(large, "pcc-l2", {"n_clusters": 3})
+    assert not stage.uses_cluster(large, "pcc-l2", {"n_clusters": 3, "init": "random"})
+
+    def whole(*args, **kwargs):
+        raise AssertionError("read whole")
+
+    monkeypatch.setattr(starts, "label_starts", whole)
+    monkeypatch.setattr(csr, "read_pair_fractions", whole)
+    for method in ("pcc-l2", "ppc"):
+        metrics = stage.consensus_stage(large, method, seed=0, client=process_client, n_clusters=3)
+        assert metrics["converged"] and metrics["effective_k"] == 3
+        lab = large[f"consensus/{method}/labels"][:]
+        assert adjusted_rand_score(small[f"consensus/{method}/labels"][:], lab) > 0.99
+        assert adjusted_rand_score(y, lab) > 0.9

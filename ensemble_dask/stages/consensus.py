@@ -56,8 +56,14 @@ METHODS = {
 #: assignment run on the cluster's workers, on row blocks each worker reads from the store; smaller labels
 #: fit in this process, which is faster (and where BCE starts from the seeded k-means++ partition)
 DASK_LABELS_BYTES = 1 << 30
-#: the methods that fit on the cluster's row blocks of labels larger than :data:`DASK_LABELS_BYTES`
+#: the methods that fit on the cluster's row blocks of labels larger than :data:`DASK_LABELS_BYTES` (PCC and
+#: PPC take their ``init: auto`` start from KCC fitted there)
 DASK_METHODS = ("bce", "kcc")
+#: pairs that would take more than this in memory (:data:`PAIR_BYTES` per stored entry) are never read whole:
+#: PCC and PPC read them a block of rows at a time (``coassoc.csr.StoredPairs``); smaller pairs are read whole,
+#: which saves reading them again on every sweep
+PAIRS_IN_MEMORY_BYTES = 1 << 30
+PAIR_BYTES = 20  # a stored entry as the pair methods hold it: int32 index, float64 c/N and N
 
 _TRACE_MAX = 2000  # objective trace points kept in the attributes
 
@@ -243,12 +249,13 @@ def _starts_key(store, n_clusters, random_state):
     return stage_hash(params, [labels_id])
 
 
-def _label_starts(store, n_clusters, random_state):
+def _label_starts(store, n_clusters, random_state, client=None):
     """Candidate starts of the pair methods from the store's labels (KCC's and HBGF's), or None.
 
     They depend only on the labels' content, K and the seed, so they are kept in the store under
     that key (``_cache/starts/<key>``): PCC-KL and PCC-L2 of one run, and any later run on the
-    same labels, compute them once.
+    same labels, compute them once. With a ``client`` and labels larger than :data:`DASK_LABELS_BYTES`,
+    the one start is KCC's partition fitted on the cluster's row blocks (the labels never read whole here).
     """
     if "labels" not in store:
         logger.warning("no labels in the store: the pair method starts from a random point")
@@ -258,10 +265,19 @@ def _label_starts(store, n_clusters, random_state):
     if key is not None and path in store and store[path].attrs.get("complete"):
         logger.info("label starts for K=%d: from the store (%s)", n_clusters, path)
         return list(np.asarray(store[path][:], dtype=np.int64))
-    from ..consensus.starts import label_starts
+    from ..consensus.starts import KCC_N_INIT, label_starts
 
     t0 = time.perf_counter()
-    starts = label_starts(store["labels"][:], n_clusters, random_state=random_state)
+    if client is not None and _labels_bytes(store) > DASK_LABELS_BYTES:
+        kcc = _fit_on_cluster(
+            store,
+            "kcc",
+            {"n_clusters": n_clusters, "n_init": KCC_N_INIT, "random_state": random_state},
+            client,
+        )
+        starts = [np.asarray(kcc.labels_, dtype=np.int64)]
+    else:
+        starts = label_starts(store["labels"][:], n_clusters, random_state=random_state)
     logger.info("label starts for K=%d computed in %.1f s", n_clusters, time.perf_counter() - t0)
     if key is not None and store.mode != "r":
         arr = store.group.create_array(
@@ -336,9 +352,12 @@ def _labels_bytes(store):
 
 def uses_cluster(store, name, params):
     """Whether the workflow entry ``name: params`` would fit on the cluster's workers (BCE and KCC on
-    labels larger than :data:`DASK_LABELS_BYTES` do; every other method fits in this process)."""
-    method, _ = resolve_method(name, params)
-    if method not in DASK_METHODS or "labels" not in store:
+    labels larger than :data:`DASK_LABELS_BYTES` do, and PCC and PPC take their ``init: auto`` start there;
+    every other method fits in this process)."""
+    method, params = resolve_method(name, params)
+    if "labels" not in store or not (
+        method in DASK_METHODS or params.get("init", "auto") == "auto" and method in PAIR_STARTS
+    ):
         return False
     return _labels_bytes(store) > DASK_LABELS_BYTES
 
@@ -372,17 +391,22 @@ def _fit(store, method, kwargs, client):
     """The fitted estimator of ``method`` with parameters ``kwargs`` on the store's data."""
     params = _estimator_params(method, kwargs)
     if params is not kwargs:  # init: auto
-        starts = _label_starts(store, kwargs["n_clusters"], kwargs.get("random_state"))
+        starts = _label_starts(store, kwargs["n_clusters"], kwargs.get("random_state"), client)
         params = {**params, "init": "random" if starts is None else starts}
     est = _estimator(method, params)
     _check_ensemble_range(store, kwargs.get("n_clusters"))
     if METHODS[method] == "pairs":
-        from ..coassoc.csr import read_pair_fractions
+        from ..coassoc.csr import StoredPairs, read_pair_fractions
         from ..consensus._base import pair_data_from_fractions
 
-        # c/N and N read chunk by chunk (the counts are never all in memory next to them); pairs never
-        # co-present in a clustering (possible with subsamples) carry no evidence and are left out
-        pairs = pair_data_from_fractions(*read_pair_fractions(store.group))
+        nnz = int(store.group["pairs/indices"].shape[0]) if "pairs/indices" in store.group else 0
+        if method in PAIR_STARTS and PAIR_BYTES * nnz > PAIRS_IN_MEMORY_BYTES:
+            logger.info("%s: %d stored pair entries, read a block of rows at a time", method, nnz)
+            pairs = StoredPairs(store.group)
+        else:
+            # c/N and N read chunk by chunk (the counts are never all in memory next to them); pairs never
+            # co-present in a clustering (possible with subsamples) carry no evidence and are left out
+            pairs = pair_data_from_fractions(*read_pair_fractions(store.group))
         strategy = store.group["pairs"].attrs.get("strategy") if "pairs" in store.group else None
         _check_pairs_per_point(pairs, kwargs.get("n_clusters"), strategy)
         return est.fit(pairs)
