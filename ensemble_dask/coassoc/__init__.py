@@ -8,13 +8,14 @@
 
 from .build import build_coassociation, update_coassociation
 from .counting import PairCounts, coassociation, count_pairs, dense_coassociation
-from .csr import PairBlock, iter_pair_blocks, read_pairs, write_pairs
+from .csr import PairBlock, StoredPairs, iter_pair_blocks, read_pairs, write_pairs
 from .sampling import STRATEGIES, sample_pairs
 
 __all__ = [
     "STRATEGIES",
     "PairBlock",
     "PairCounts",
+    "StoredPairs",
     "dense_coassociation",
     "sample_pairs",
     "count_pairs",
