@@ -74,7 +74,9 @@ def main():
     args = ap.parse_args()
     methods = args.methods.split(",")
     wanted = None if args.sets is None else set(args.sets.split(","))
-    print(f"{'set':15s} {'n':>6s} {'K':>3s} {'base':>6s} " + " ".join(f"{m:>7s}" for m in methods) + "  >=base")
+    print(
+        f"{'set':15s} {'n':>6s} {'K':>3s} {'base':>6s} " + " ".join(f"{m:>7s}" for m in methods) + "  >=base"
+    )
     below = []
     with tempfile.TemporaryDirectory() as tmp:
         for set_name, X, y in datasets(args.data_dir, args.blobs_n):
@@ -124,7 +126,10 @@ def _run_set(name, store, y, K, methods, args, below):
         if not ari >= base - 1e-9:
             below.append((name, m, round(ari, 3), round(base, 3)))
     reached = sum(metrics["methods"].get(m, {}).get("ARI", -1.0) >= base - 1e-9 for m in methods)
-    print(f"{name:15s} {len(y):6d} {K:3d} {base:6.3f} " + " ".join(row) + f"  {reached}/{len(methods)}", flush=True)
+    print(
+        f"{name:15s} {len(y):6d} {K:3d} {base:6.3f} " + " ".join(row) + f"  {reached}/{len(methods)}",
+        flush=True,
+    )
     print(f"{'':15s} {'':6s} {'':3s} {'secs':>6s} " + " ".join(f"{s:7.1f}" for s in secs), flush=True)
 
 

@@ -318,7 +318,10 @@ def main(argv=None):
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "ensemble_dask_peers")
     ap.add_argument("--json", type=Path, default=None, help="also write every result here")
     ap.add_argument(
-        "--repeat", type=int, default=1, help="time each fit this many times, report the fastest (shared machines)"
+        "--repeat",
+        type=int,
+        default=1,
+        help="time each fit this many times, report the fastest (shared machines)",
     )
     # worker mode (one method in a fresh process)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
