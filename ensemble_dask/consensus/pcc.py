@@ -314,12 +314,7 @@ class PCC(SoftConsensusMixin):
             return _fit_stored(self, "PCC", pairs, sample_weight, code, closed, 0.0, _INIT_SMOOTHING)
         data = as_pair_data(pairs, sample_weight)
         n = data.n
-        k = check_n_clusters(self.n_clusters, n)
-        max_iter = check_int(self.max_iter, "max_iter", min_value=0)
-        n_init = check_int(self.n_init, "n_init", min_value=1)
-        rng = check_random_state(self.random_state)
-        start = check_init(self.init, n, k, _INIT_SMOOTHING, vertex_labels=True)
-        tol = _resolve_tol(self.tol, start)
+        k, max_iter, n_init, rng, start, tol = _checked(self, n, _INIT_SMOOTHING)
 
         w = data.w if data.s is None else data.w * data.s
         scale = float(w.sum()) / n  # mean per-point weight sum_j s_ij N_ij
@@ -464,13 +459,8 @@ class PPC(SoftConsensusMixin):
             return _fit_stored(self, "PPC", pairs, sample_weight, _k.L2, False, 1.0, _INIT_SMOOTHING)
         data = as_pair_data(pairs, sample_weight)
         n = data.n
-        k = check_n_clusters(self.n_clusters, n)
-        max_iter = check_int(self.max_iter, "max_iter", min_value=0)
-        n_init = check_int(self.n_init, "n_init", min_value=1)
-        rng = check_random_state(self.random_state)
         smoothing = _INIT_SMOOTHING if algorithm == "rows" else _BE_INIT_SMOOTHING
-        start = check_init(self.init, n, k, smoothing, vertex_labels=True)
-        tol = _resolve_tol(self.tol, start)
+        k, max_iter, n_init, rng, start, tol = _checked(self, n, smoothing)
 
         w = np.ones(data.nnz) if data.s is None else data.s
         scale = 1.0 + float(w.sum()) / n  # mean S_i
@@ -533,18 +523,24 @@ def _baum_eagon(indptr, indices, x, w, Y, gap_tol, max_iter):
     return Y, it, obj, gap, gap <= gap_tol, np.array(trace)
 
 
+def _checked(est, n, smoothing):
+    """``(k, max_iter, n_init, rng, start, tol)``: PCC's or PPC's parameters validated for ``n`` points, the
+    start from :func:`check_init` and ``tol`` resolved for it."""
+    k = check_n_clusters(est.n_clusters, n)
+    max_iter = check_int(est.max_iter, "max_iter", min_value=0)
+    n_init = check_int(est.n_init, "n_init", min_value=1)
+    rng = check_random_state(est.random_state)
+    start = check_init(est.init, n, k, smoothing, vertex_labels=True)
+    return k, max_iter, n_init, rng, start, _resolve_tol(est.tol, start)
+
+
 def _fit_stored(est, name, pairs, sample_weight, code, closed, diag, smoothing):
     """:meth:`PCC.fit` / :meth:`PPC.fit` on :class:`~ensemble_dask.coassoc.csr.StoredPairs`: the same descent,
     the pairs read a block of rows at a time (:mod:`._pcc_stored`); sets the estimator's attributes."""
     if sample_weight is not None:
         raise InputError(f"{name}: sample_weight is not supported with pairs read from a store (StoredPairs)")
     n = pairs.n
-    k = check_n_clusters(est.n_clusters, n)
-    max_iter = check_int(est.max_iter, "max_iter", min_value=0)
-    n_init = check_int(est.n_init, "n_init", min_value=1)
-    rng = check_random_state(est.random_state)
-    start = check_init(est.init, n, k, smoothing, vertex_labels=True)
-    tol = _resolve_tol(est.tol, start)
+    k, max_iter, n_init, rng, start, tol = _checked(est, n, smoothing)
     if start is not None:
         runs = [[_start_matrix(s, k) for s in (start if isinstance(start, list) else [start])]]
     else:
