@@ -9,7 +9,8 @@ process of the run (client, scheduler, workers; moto apart) and the size of the 
     python benchmarks/scale.py --rows 500000 --rows 1000000
     python benchmarks/scale.py --rows 5000000 --methods bce kcc
 
-(at 5,000,000 rows the pair methods need more than one 2 GB process: BCE and KCC fit on the workers)
+(at 5,000,000 rows BCE and KCC fit on the workers' row blocks of labels, and PCC and PPC start from KCC fitted
+there and read the pairs from the store a block of rows at a time)
 
 ``--watch`` runs any command instead and prints the peak RSS of its processes, e.g.
 
@@ -222,7 +223,10 @@ def print_stages(store_url, n_rows, storage_options=None):
     if fs.exists(path):
         report = json.loads(fs.cat(path))
         for name, m in (report.get("methods") or {}).items():
-            print(f"  {name}: H {m.get('H')}, effective K {m.get('effective_k')}, {m.get('seconds')} s")
+            print(
+                f"  {name}: H {m.get('H')}, effective K {m.get('effective_k')}, {m.get('seconds')} s, "
+                f"converged {m.get('converged')}"
+            )
         base = report.get("base_partitions") or {}
         if base:
             print(f"  base partitions: mean H {base['H']['mean']:.3f}")
