@@ -290,6 +290,38 @@ def _fresh_workers(client):
         nanny.setLevel(level)
 
 
+def _missing(store, stage):
+    """Whether ``stage`` has no complete record in ``store``."""
+    try:
+        store.stage_hash(stage)
+    except InputError:
+        return True
+    return False
+
+
+def _default_generate(spec, store, consensus):
+    """The workflow's ``generate`` section, or ``{}`` (the stage's defaults) where it has none but has consensus
+    methods and the store holds no labels yet (labels brought with ``import-labels`` are not generated over),
+    or None: not run."""
+    gen = spec.get("generate")
+    if gen is None and consensus and _missing(store, "generate"):
+        return {}
+    return gen
+
+
+def _default_coassoc(spec, store, consensus):
+    """The workflow's ``coassoc`` section, or ``{}`` where it has none but a pair method needs pairs and the
+    store's are missing or were counted on other labels than the store's now, or None: not run."""
+    from .stages.consensus import METHODS, resolve_method
+
+    co = spec.get("coassoc")
+    if co is not None or not any(METHODS[resolve_method(n, p)[0]] == "pairs" for n, p in consensus.items()):
+        return co
+    if _missing(store, "coassoc") or store.record("coassoc").get("inputs") != [store.stage_hash("generate")]:
+        return {}
+    return None
+
+
 def run_workflow(spec, *, progress=False):
     """Run every stage of ``spec`` (a dict from :func:`load_workflow`); return the report dict.
 
@@ -322,16 +354,18 @@ def run_workflow(spec, *, progress=False):
     logger.info("ingest: %s", info)
     check_against_data(spec, store.n)
     consensus = spec.get("consensus") or {}
-    if not any(spec.get(k) is not None for k in ("generate", "coassoc", "consensus")):
+    gen_spec = _default_generate(spec, store, consensus)
+    if gen_spec is None and spec.get("coassoc") is None and not consensus:
         return write_report(store)
     with client_for_store(store, spec.get("scheduler"), spec.get("dask")) as client:
-        if spec.get("generate") is not None:
-            gen = dict(spec["generate"])
+        if gen_spec is not None:
+            gen = dict(gen_spec)
             gen.setdefault("seed", seed)
             gen.setdefault("n_clusters", _largest_k(consensus))
             _call(generate, "generate", store, client, progress=progress, **gen)
-        if spec.get("coassoc") is not None:
-            co = dict(spec["coassoc"])
+        co_spec = _default_coassoc(spec, store, consensus)
+        if co_spec is not None:
+            co = dict(co_spec)
             co.setdefault("seed", seed)
             co.setdefault("n_clusters", _largest_k(consensus, "pairs"))
             info = _call(coassoc_stage, "coassoc", store, client, **co)

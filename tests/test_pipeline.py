@@ -324,3 +324,42 @@ def test_generate_takes_its_k_range_from_the_k_asked():
     ks = [m["k"] for m in meta]
     assert min(ks) >= 6 and max(ks) <= 24 and max(ks) > 10, ks
     assert RunStore("memory://pipeline-krange")["consensus/bce"].attrs["warnings"] == []
+
+
+def test_a_workflow_of_data_and_consensus_runs_the_stages_between():
+    """With no ``generate:`` or ``coassoc:`` section, the stages the consensus methods need run with their
+    defaults; labels brought with ``import-labels`` are not generated over; pairs counted on other labels
+    than the store's are counted again."""
+    from ensemble_dask.stages.generate import import_labels
+
+    store_url = "memory://pipeline-defaults"
+    spec = {
+        "seed": 1,
+        "store": store_url,
+        "dask": {"n_workers": 2},
+        "data": {"url": "synthetic:blobs?n=600&d=4&centers=3&seed=3"},
+        "consensus": {"pcc-l2": {"n_clusters": 3}, "bce": {"n_clusters": 3}},
+    }
+    report = run_workflow(spec)
+    store = RunStore(store_url)
+    assert set(store.records()) >= {"ingest", "generate", "coassoc", "consensus/pcc-l2", "consensus/bce"}
+    assert store["labels"].shape == (600, 100)  # generate's default n_clusterings
+    assert store.record("coassoc")["params"]["strategy"] == "cocluster"
+    assert report["methods"]["pcc-l2"]["ARI"] > 0.9 and report["methods"]["bce"]["ARI"] > 0.9
+
+    # imported labels stay: only the consensus runs on them
+    imported = "memory://pipeline-defaults-imported"
+    RunStore(imported)
+    run_workflow({**spec, "store": imported, "consensus": {}})  # ingest alone
+    own = np.tile(np.repeat(np.arange(3), 200)[:, None], (1, 4)).astype(np.int32)
+    import_labels(RunStore(imported), "mine", labels=own)
+    run_workflow({**spec, "store": imported})
+    store = RunStore(imported)
+    np.testing.assert_array_equal(store["labels"][:], own)
+    assert store.record("coassoc")["inputs"] == [store.stage_hash("generate")]
+
+    # new labels from an explicit generate section: the pairs follow them
+    run_workflow({**spec, "generate": {"n_clusterings": 12, "k_min": 2, "k_max": 5}})
+    store = RunStore(store_url)
+    assert store["labels"].shape == (600, 12)
+    assert store.record("coassoc")["inputs"] == [store.stage_hash("generate")]
