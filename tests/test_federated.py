@@ -492,6 +492,9 @@ def test_the_command_names_a_lost_site_without_a_traceback(cluster, iris, tmp_pa
     assert "error: site 'site-2' did not answer in joining the session within 4 s" in proc.stderr
     assert "run the same command to resume" in proc.stderr
     assert "Traceback" not in proc.stderr and "CommClosedError" not in proc.stderr, proc.stderr
+    # the site first runs what was sent to it while it was stopped (the join, then the close): a task sent
+    # now runs after them (before it, the join's session could appear after a first empty look)
+    cluster.client.submit(time.sleep, 0, resources={"site-2": 1}, pure=False).result(timeout=60)
     deadline = time.monotonic() + 60
     while open_sessions(cluster.client) and time.monotonic() < deadline:
         time.sleep(0.2)
