@@ -555,3 +555,21 @@ def test_a_site_that_stops_answering_ends_the_run_at_the_timeout(cluster, iris, 
     while open_sessions(cluster.client) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert open_sessions(cluster.client) == {}
+
+
+def test_idle_sessions_expire_on_the_site():
+    """A session not called for longer than its idle limit is dropped (and remembered as closed): a site that
+    comes back after the coordinator gave up on it keeps no session state, even if no close reaches it."""
+    from ensemble_dask.federated.site import SitePlugin, SiteSession
+
+    plugin = SitePlugin()
+    live, idle = (
+        SiteSession(name="site-0", session=s, secure=False, n_sites=1, idle_limit=30.0) for s in "ab"
+    )
+    forever = SiteSession(name="site-0", session="c", secure=False, n_sites=1)
+    plugin.sessions.update(a=live, b=idle, c=forever)
+    now = live.last_used
+    idle.last_used = now - 31.0
+    forever.last_used = now - 1e6
+    assert plugin.expire(now + 1.0) == 1
+    assert set(plugin.sessions) == {"a", "c"} and "b" in plugin.closed

@@ -28,6 +28,8 @@ from .site import site_call, site_close, site_join, site_masked
 
 __all__ = ["SecureAggregator", "SiteLostError"]
 
+IDLE_LIMIT_MIN = 30.0  # seconds: the least time a site keeps a session it is not called on
+
 logger = logging.getLogger(__name__)
 
 
@@ -85,6 +87,8 @@ class SecureAggregator:
         self.mode = mode
         self.pins = dict(pins or {})
         self.timeout = float(timeout)
+        # a site drops a session unused this long (it outlives any wait of ours on one call several times over)
+        self.idle_limit = max(IDLE_LIMIT_MIN, 5.0 * self.timeout)
         self.session = uuid.uuid4().hex
         self.round = 0
         self.addresses = None
@@ -102,7 +106,9 @@ class SecureAggregator:
         else:
             roster = {n: b"" for n in self.names}
         futs = [
-            self._submit(i, site_join, self.session, name, roster, self.mode == "secure", kind="join")
+            self._submit(
+                i, site_join, self.session, name, roster, self.mode == "secure", self.idle_limit, kind="join"
+            )
             for i, name in enumerate(self.names)
         ]
         try:
@@ -115,8 +121,9 @@ class SecureAggregator:
     def close(self):
         """Drop the session on every site; a site already lost is not waited for (the run stops now).
 
-        A lost site whose worker is still in the cluster (it stopped answering) gets its close task
-        anyway, fire-and-forget, so it drops the session's state if it comes back.
+        Every close task is fire-and-forget: a lost site whose worker is still in the cluster (it stopped
+        answering) drops the session's state if it comes back, and a site slower than the wait below still
+        closes after this process has gone (the scheduler would otherwise cancel its task with the client's).
         """
         if self.addresses is None:
             return
@@ -130,8 +137,7 @@ class SecureAggregator:
                     futs.append(None)  # its worker left: nothing to close
                     continue
                 futs.append(self._submit(i, site_close, self.session, kind="close"))
-                if i in self.lost:
-                    fire_and_forget(futs[i])
+                fire_and_forget(futs[i])
             self._wait(futs, "closing", timeout=min(self.timeout, 10.0), skip=self.lost)
         except (SiteLostError, OSError):  # a lost site has nothing left to close
             pass

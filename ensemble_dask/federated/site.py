@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import collections
 import logging
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +48,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: a worker's join and close of one session may run on two of its threads at once (a site that stopped
+#: answering gets both when it comes back): the check for a close and the insert of the join are one step
+_SESSIONS_LOCK = threading.Lock()
+EXPIRE_EVERY_MS = 2000  # how often a site's worker drops its idle sessions
 PLUGIN_NAME = "ensemble-dask-site"
 
 
@@ -87,6 +93,8 @@ class SiteSession:
     pair_keys: dict = field(default_factory=dict, repr=False)
     last_round: int = -1
     data: dict = field(default_factory=dict, repr=False)
+    idle_limit: float = float("inf")  # seconds without a call after which the site drops the session
+    last_used: float = field(default_factory=time.monotonic)
 
 
 class SitePlugin:
@@ -123,6 +131,18 @@ class SitePlugin:
     def teardown(self, worker=None):
         self.sessions.clear()
 
+    def expire(self, now=None):
+        """Drop the sessions unused for longer than their ``idle_limit``: a coordinator that gave up on this
+        site while it did not answer may never close the session it joined when it came back. Returns how
+        many were dropped (remembered as closed)."""
+        now = time.monotonic() if now is None else now
+        with _SESSIONS_LOCK:
+            stale = [key for key, st in self.sessions.items() if now - st.last_used > st.idle_limit]
+            for key in stale:
+                del self.sessions[key]
+                self.closed.append(key)
+        return len(stale)
+
     @property
     def public_key(self):
         return None if self._private is None else self._private.public_key().public_bytes_raw()
@@ -145,26 +165,30 @@ def _session(session):
     st = None if plugin is None else plugin.sessions.get(session)
     if st is None:
         raise SiteStateLost(f"this worker holds no state of session {session}: was it restarted?")
+    st.last_used = time.monotonic()
     return st
 
 
 # --------------------------------------------------------------------------- tasks run on a site
 
 
-def site_join(session, name, roster, secure):
+def site_join(session, name, roster, secure, idle_limit=None):
     """Join a session as site ``name``; with ``secure``, check ``roster`` against the pins and derive pair keys.
 
     ``roster`` maps every site of the session to the public key the coordinator relays for it. Any
     key that differs from the key pinned for that site ends the run (a coordinator swapping keys could
-    otherwise unmask). Returns None: the pair keys stay here.
+    otherwise unmask). A session unused for ``idle_limit`` seconds is dropped (:meth:`SitePlugin.expire`).
+    Returns None: the pair keys stay here.
     """
     from .secure import derive_pair_keys
 
     n_sites = len(roster)
     plugin = _plugin(create=not secure or n_sites <= 1)  # one site masks nothing: no key needed
     if plugin is not None and session in plugin.closed:
-        return None  # the coordinator closed this session already: nothing to join
+        return None  # the coordinator closed this session already: nothing to join (checked again below)
     st = SiteSession(name=name, session=session, secure=bool(secure), n_sites=n_sites)
+    if idle_limit is not None:
+        st.idle_limit = float(idle_limit)
     if secure and n_sites > 1:
         if plugin is None or plugin.public_key is None:
             raise InputError(
@@ -188,7 +212,9 @@ def site_join(session, name, roster, secure):
                     "it (substituted by the coordinator?); refusing to mask"
                 )
         st.pair_keys = derive_pair_keys(plugin._private, name, roster, session)
-    plugin.sessions[session] = st
+    with _SESSIONS_LOCK:  # a close running on another thread of this worker comes wholly before or after
+        if session not in plugin.closed:
+            plugin.sessions[session] = st
     return None
 
 
@@ -221,9 +247,10 @@ def site_call(session, fn, *args):
 def site_close(session):
     plugin = _plugin(create=True)  # a close that comes before the join must be remembered too
     if plugin is not None:
-        plugin.sessions.pop(session, None)
-        if session not in plugin.closed:
-            plugin.closed.append(session)
+        with _SESSIONS_LOCK:
+            plugin.sessions.pop(session, None)
+            if session not in plugin.closed:
+                plugin.closed.append(session)
 
 
 # --------------------------------------------------------------------------- `dask worker --preload`
@@ -237,9 +264,14 @@ def _click_command():
     @click.option("--pins", default=None, help="workflow YAML or directory of NAME-mask.pub files")
     @click.option("--site-name", default=None, help="the site these workers belong to")
     def setup(worker, mask_key, pins, site_name):
+        from tornado.ioloop import PeriodicCallback
+
         plugin = SitePlugin(mask_key=mask_key, pins=pins, site_name=site_name)
         plugin.setup(worker)
         worker.plugins[PLUGIN_NAME] = plugin
+        expiry = PeriodicCallback(plugin.expire, EXPIRE_EVERY_MS)  # on the worker's event loop
+        worker.periodic_callbacks["ensemble-dask-site-expiry"] = expiry
+        expiry.start()
         logger.info("site plugin ready (site %s, %d pinned keys)", site_name, len(plugin._pins))
 
     return setup
