@@ -8,8 +8,12 @@ same label start (KCC's partition). Prints the seconds of reading and fitting, t
 passes, the objective, whether the fit converged, the ARI between the two partitions and the peak RSS
 (VmHWM) of each process above what it held after the imports and the start.
 
+``--s3`` also puts the store into a local moto S3 server (127.0.0.1) and fits by blocks from ``s3://`` twice:
+reading every block from the server on every sweep (``local_copy=False``), and with the default local copy
+(each block fetched once, later sweeps read from local disk).
+
 Usage: python benchmarks/bench_pcc_stored.py [--n 500000] [--K 8] [--per-point L] [--methods pcc-l2 ppc]
-       [--entries-per-block E]
+       [--entries-per-block E] [--s3]
 """
 
 from __future__ import annotations
@@ -65,16 +69,25 @@ def worker(args):
         make().fit(
             StoredPairs(group) if args.stored else pair_data_from_fractions(*read_pair_fractions(group))
         )
+    opts = json.loads(args.storage_options) if args.storage_options else None
+    copy = {"auto": "auto", "off": False}[args.local_copy]
+
+    def stored():
+        return StoredPairs(
+            args.store, entries_per_block=args.entries_per_block, storage_options=opts, local_copy=copy
+        )
+
     if args.stored:  # and the store's reader, on this store (its event loop, its codecs)
-        warm = StoredPairs(args.store, entries_per_block=args.entries_per_block)
+        warm = stored()
         warm.read(*warm.bounds[0])
+        warm.close()
     else:
         read_pair_fractions(args.store)
     start = np.load(args.start)
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here on
     base = _rss("VmRSS")
     t0 = time.perf_counter()
-    pairs = StoredPairs(args.store, entries_per_block=args.entries_per_block) if args.stored else None
+    pairs = stored() if args.stored else None
     if pairs is None:
         pairs = pair_data_from_fractions(*read_pair_fractions(args.store))
     t_read = time.perf_counter() - t0
@@ -115,6 +128,9 @@ def main(argv=None):
     ap.add_argument("--start", help=argparse.SUPPRESS)
     ap.add_argument("--method", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--storage-options", help=argparse.SUPPRESS)
+    ap.add_argument("--local-copy", default="auto", help=argparse.SUPPRESS)
+    ap.add_argument("--s3", action="store_true", help="also fit by blocks from a local moto S3 server")
     args = ap.parse_args(argv)
     if args.worker:
         return worker(args)
@@ -146,41 +162,43 @@ def main(argv=None):
         print(
             f"{'method':8s} {'pairs':10s} {'read s':>7s} {'fit s':>7s} {'iter':>5s} {'f':>14s} {'conv':>5s} {'peak MiB':>9s}"
         )
-        for method in args.methods:
-            preds = []
-            for stored in (False, True):
-                out = tmp / f"{method}-{stored}.npy"
-                cmd = [
-                    sys.executable,
-                    __file__,
-                    "--worker",
-                    "--store",
-                    store,
-                    "--start",
-                    str(start),
-                    "--method",
-                    method,
-                ]
-                cmd += [
-                    "--K",
-                    str(args.K),
-                    "--out",
-                    str(out),
-                    "--entries-per-block",
-                    str(args.entries_per_block),
-                ]
-                cmd += ["--stored"] if stored else []
-                proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
-                r = json.loads(proc.stdout.strip().splitlines()[-1])
-                preds.append(np.load(out))
+        variants = [("whole", store, None, "auto"), ("by blocks", store, None, "auto")]
+        moto = None
+        if args.s3:
+            import s3fs
+            from scale import start_moto
+
+            moto, opts = start_moto()
+            fs = s3fs.S3FileSystem(**opts)
+            fs.call_s3("create_bucket", Bucket="bench")
+            fs.put(store, "bench/run.zarr", recursive=True)
+            remote = "s3://bench/run.zarr"
+            variants += [("s3 re-read", remote, opts, "off"), ("s3 copy", remote, opts, "auto")]
+        try:
+            for method in args.methods:
+                preds = []
+                for label, where, opts, copy in variants:
+                    out = tmp / f"{method}-{len(preds)}.npy"
+                    cmd = [sys.executable, __file__, "--worker", "--store", where, "--start", str(start)]
+                    cmd += ["--method", method, "--K", str(args.K), "--out", str(out)]
+                    cmd += ["--entries-per-block", str(args.entries_per_block), "--local-copy", copy]
+                    cmd += [] if label == "whole" else ["--stored"]
+                    cmd += ["--storage-options", json.dumps(opts)] if opts else []
+                    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+                    r = json.loads(proc.stdout.strip().splitlines()[-1])
+                    preds.append(np.load(out))
+                    print(
+                        f"{method:8s} {label:10s} {r['read']:7.2f} {r['fit']:7.2f} "
+                        f"{r['iter']:5d} {r['f']:14.6g} {r['converged']!s:>5s} {r['peak_mb']:9.0f}"
+                    )
                 print(
-                    f"{method:8s} {'by blocks' if stored else 'whole':10s} {r['read']:7.2f} {r['fit']:7.2f} "
-                    f"{r['iter']:5d} {r['f']:14.6g} {r['converged']!s:>5s} {r['peak_mb']:9.0f}"
+                    f"{'':8s} ARI to the whole fit: "
+                    + ", ".join(f"{adjusted_rand_score(preds[0], p):.4f}" for p in preds[1:])
+                    + f"; against the blobs {adjusted_rand_score(y, preds[0]):.4f}"
                 )
-            print(
-                f"{'':8s} ARI between the two {adjusted_rand_score(*preds):.4f}; "
-                f"against the blobs {adjusted_rand_score(y, preds[0]):.4f} / {adjusted_rand_score(y, preds[1]):.4f}"
-            )
+        finally:
+            if moto is not None:
+                moto.terminate()
 
 
 if __name__ == "__main__":

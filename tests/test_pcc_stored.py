@@ -1,6 +1,8 @@
 """PCC and PPC on pairs read from the store a block of rows at a time (``StoredPairs``, out of core)."""
 
+import gc
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ from ensemble_dask.consensus import _pcc_kernels as K
 from ensemble_dask.consensus._base import as_pair_data
 from ensemble_dask.consensus.pcc import PCC, PPC
 from ensemble_dask.consensus.starts import label_starts
+from ensemble_dask.io.store import RunStore
 
 METHODS = [(PCC, {"divergence": "l2"}), (PCC, {"divergence": "kl"}), (PPC, {})]
 
@@ -108,3 +111,52 @@ def test_what_the_stored_fit_does_not_take(ensemble):
         PPC(4, algorithm="baum-eagon").fit(stored)
     with pytest.raises(InputError, match="entries_per_block"):
         StoredPairs(group, entries_per_block=0)
+
+
+def test_a_local_copy_serves_the_later_sweeps(ensemble, tmp_path):
+    """``local_copy=True``: each block is read from the store once, then from local disk (the same arrays,
+    the counts in the narrowest type); the copy is removed on close."""
+    labels, pairs, _ = ensemble
+    group = zarr.open_group(str(tmp_path / "run.zarr"), mode="w")
+    write_pairs(group, pairs)
+    plain = StoredPairs(group, entries_per_block=2000)
+    assert plain.local_copy is None and len(plain.bounds) > 2  # a local store: auto keeps no copy
+    wanted = [plain.read(*b) for b in plain.bounds]
+    with StoredPairs(group, entries_per_block=2000, local_copy=True, local_dir=tmp_path) as copied:
+        first = [copied.read(*b) for b in copied.bounds]
+        del group["pairs/indices"], group["pairs/co"]  # later sweeps no longer need the store
+        for b, a, want in zip(copied.bounds, first, wanted, strict=True):
+            again = copied.read(*b)
+            for x, y, z in zip(again, a, want, strict=True):
+                np.testing.assert_array_equal(x, y)
+                np.testing.assert_array_equal(x, z)
+                assert x.dtype == z.dtype
+        assert np.load(next((tmp_path / copied.local_copy).glob("*.co.npy"))).dtype == np.uint8
+        where = copied.local_copy
+    assert copied.local_copy is None and not (tmp_path / where).exists()
+
+
+def test_a_local_copy_on_object_storage_by_default(ensemble, s3_bucket):
+    """Pairs on s3:// (a moto server process): ``auto`` keeps a local copy, and a fit from it is the fit
+    from the store's blocks."""
+    labels, pairs, group = ensemble
+    bucket, opts = s3_bucket
+    remote = RunStore(f"s3://{bucket}/pairs.zarr", opts)
+    write_pairs(remote.group, pairs)
+    stored = StoredPairs(f"s3://{bucket}/pairs.zarr", storage_options=opts, entries_per_block=4000)
+    assert stored.local_copy is not None
+    start = label_starts(labels, 4, random_state=0)
+    a = PCC(4, init=start, random_state=0).fit(StoredPairs(group, entries_per_block=4000))
+    b = PCC(4, init=start, random_state=0).fit(stored)
+    assert b.objective_ == a.objective_
+    np.testing.assert_array_equal(b.memberships_, a.memberships_)
+    where = Path(stored.local_copy)
+    assert len(list(where.glob("*.indices.npy"))) == len(stored.bounds) > 1
+    del stored
+    gc.collect()
+    assert not where.exists()
+
+
+def test_local_copy_must_be_a_choice(ensemble):
+    with pytest.raises(InputError, match="local_copy must be 'auto', True or False; got 'yes'"):
+        StoredPairs(ensemble[2], local_copy="yes")

@@ -9,6 +9,10 @@ memory, as :class:`~ensemble_dask.coassoc.counting.PairCounts`) and :func:`iter_
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -405,12 +409,23 @@ class StoredPairs:
     entries_per_block : int, default=4194304
         About this many stored entries a block (whole rows; a row of more entries is a block of its own).
     storage_options : dict, default=None
+    local_copy : {"auto", True, False}, default="auto"
+        Whether each block read is also kept in a temporary directory on local disk, which later sweeps
+        read instead of the store (``c_ij`` and ``N_ij`` in the narrowest unsigned type that holds
+        ``n_clusterings``: 6 bytes an entry below 256 clusterings). ``auto`` keeps a copy when the store is
+        remote (object storage, not a local path or ``memory://``): a fit sweeps the blocks several times,
+        and each sweep would fetch every block again. The directory is removed by :meth:`close`, at the
+        end of a ``with`` block, or when the object is garbage-collected.
+    local_dir : str, default=None
+        Where the local copy's directory is made (default: the system's temporary directory).
 
     Attributes
     ----------
     n, nnz, n_clusterings : int
     bounds : list of (int, int)
         ``(row0, row1)`` of each block, in row order, covering ``0 .. n``.
+    local_copy : str or None
+        The directory of the local copy, or None when the blocks are read from the store every time.
 
     Examples
     --------
@@ -423,8 +438,18 @@ class StoredPairs:
     ([(0, 1), (1, 2), (2, 3)], [0, 2, 0, 1])
     """
 
-    def __init__(self, group_or_url, *, entries_per_block=1 << 22, storage_options=None):
+    def __init__(
+        self,
+        group_or_url,
+        *,
+        entries_per_block=1 << 22,
+        storage_options=None,
+        local_copy="auto",
+        local_dir=None,
+    ):
         per = check_int(entries_per_block, "entries_per_block", min_value=1)
+        if not (local_copy == "auto" or isinstance(local_copy, (bool, np.bool_))):
+            raise InputError(f"StoredPairs: local_copy must be 'auto', True or False; got {local_copy!r}")
         self._pg = _pairs_group(group_or_url, storage_options)
         self.indptr = _read_as(self._pg["indptr"], np.int64)
         self.n = len(self.indptr) - 1
@@ -433,15 +458,63 @@ class StoredPairs:
         cuts = np.searchsorted(self.indptr, np.arange(per, self.nnz, per), side="right") - 1
         edges = np.unique(np.concatenate([[0], np.clip(cuts, 1, max(self.n - 1, 1)), [self.n]]))
         self.bounds = [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+        if local_copy == "auto":
+            local_copy = _is_remote(self._pg.store)
+        self.local_copy = (
+            tempfile.mkdtemp(prefix="ensemble-dask-pairs-", dir=local_dir) if local_copy else None
+        )
+        self._copied = set()
+        self._cleanup = None
+        if self.local_copy is not None:
+            self._cleanup = weakref.finalize(self, shutil.rmtree, self.local_copy, True)
 
     def read(self, row0, row1):
         """``(indptr, indices, co, both)`` of rows ``row0 .. row1 - 1`` (``indptr`` from 0; ``indices`` global,
         int32 below 2**31 points; the counts int32)."""
         e0, e1 = int(self.indptr[row0]), int(self.indptr[row1])
+        indptr = self.indptr[row0 : row1 + 1] - e0
+        name = f"{row0}-{row1}"
+        if name in self._copied:
+            path = os.path.join(self.local_copy, name)
+            return (
+                indptr,
+                np.load(f"{path}.indices.npy"),
+                np.load(f"{path}.co.npy").astype(np.int32),
+                np.load(f"{path}.both.npy").astype(np.int32),
+            )
         pg = self._pg
-        return (
-            self.indptr[row0 : row1 + 1] - e0,
-            np.asarray(pg["indices"][e0:e1]).astype(index_dtype(self.n), copy=False),
-            np.asarray(pg["co"][e0:e1], dtype=np.int32),
-            np.asarray(pg["both"][e0:e1], dtype=np.int32),
-        )
+        indices = np.asarray(pg["indices"][e0:e1]).astype(index_dtype(self.n), copy=False)
+        co = np.asarray(pg["co"][e0:e1], dtype=np.int32)
+        both = np.asarray(pg["both"][e0:e1], dtype=np.int32)
+        if self.local_copy is not None:
+            path = os.path.join(self.local_copy, name)
+            narrow = np.min_scalar_type(max(self.n_clusterings, 1))
+            np.save(f"{path}.indices.npy", indices)
+            np.save(f"{path}.co.npy", co.astype(narrow))
+            np.save(f"{path}.both.npy", both.astype(narrow))
+            self._copied.add(name)
+        return indptr, indices, co, both
+
+    def close(self):
+        """Remove the local copy (if any); later reads go to the store again."""
+        if self._cleanup is not None:
+            self._cleanup()
+        self._copied.clear()
+        self.local_copy = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _is_remote(store):
+    """Whether a zarr store reads over a network (object storage, HTTP): not a local path, not in memory."""
+    from zarr.storage import FsspecStore
+
+    if not isinstance(store, FsspecStore):
+        return False  # LocalStore, MemoryStore, ...
+    protocol = store.fs.protocol
+    protocols = {protocol} if isinstance(protocol, str) else set(protocol)
+    return not protocols & {"file", "local", "memory"}

@@ -409,7 +409,11 @@ def _fit(store, method, kwargs, client):
             pairs = pair_data_from_fractions(*read_pair_fractions(store.group))
         strategy = store.group["pairs"].attrs.get("strategy") if "pairs" in store.group else None
         _check_pairs_per_point(pairs, kwargs.get("n_clusters"), strategy)
-        return est.fit(pairs)
+        try:
+            return est.fit(pairs)
+        finally:
+            if isinstance(pairs, StoredPairs):
+                pairs.close()  # its local copy of remote pairs, if any
     if method in DASK_METHODS and client is not None and _labels_bytes(store) > DASK_LABELS_BYTES:
         return _fit_on_cluster(store, method, kwargs, client)
     labels = store["labels"][:]
