@@ -590,7 +590,7 @@ def test_encode_labels_with_large_label_values_and_unseen_ones():
 @pytest.mark.parametrize("Est", [BCE, MM])
 def test_bad_init_names_the_parameter(Est):
     with pytest.raises(
-        InputError, match="'init' parameter must be 'k-means\\+\\+' or 'random'; got 'kmeans'"
+        InputError, match="'init' parameter must be 'spectral', 'k-means\\+\\+' or 'random'; got 'kmeans'"
     ):
         Est(2, init="kmeans").fit(np.array([[0, 1], [1, 0], [0, 0]]))
 

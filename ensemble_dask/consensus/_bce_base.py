@@ -23,7 +23,7 @@ from ._bce_common import (
     label_categories,
     run_em,
 )
-from ._bce_seeding import seed_partition, seeded_alpha, seeded_beta, soft_gamma
+from ._bce_seeding import SEEDED_INITS, seed_partition, seeded_alpha, seeded_beta, soft_gamma
 
 __all__ = ["_BCEBase"]
 
@@ -44,8 +44,10 @@ class _BCEBase:
             raise InputError(f"The 'alpha_init' parameter must be a positive number; got {self.alpha_init!r}")
         if not self.alpha_init > 0:
             raise InputError(f"The 'alpha_init' parameter must be > 0; got {self.alpha_init!r}")
-        if getattr(self, "init", "random") not in ("k-means++", "random"):
-            raise InputError(f"The 'init' parameter must be 'k-means++' or 'random'; got {self.init!r}")
+        if getattr(self, "init", "random") not in SEEDED_INITS + ("random",):
+            raise InputError(
+                f"The 'init' parameter must be 'spectral', 'k-means++' or 'random'; got {self.init!r}"
+            )
 
     def _random_params(self, rng, categories, X=None):
         k = self._k
@@ -66,14 +68,16 @@ class _BCEBase:
         return Params(np.full(k, float(self.alpha_init)), beta, mu, var)
 
     def _seeded_params(self, rng, categories, estep):
-        """Start from the hard partition of :func:`seed_partition` (k-means++ and KCC on the labels).
+        """Start from the hard partition of :func:`seed_partition` (HBGF, or k-means++, and KCC on the labels).
 
         ``beta`` from the partition's label counts (:func:`seeded_beta`), a symmetric ``alpha``
         fitted to the memberships it implies, in ``[1e-3, alpha_init]`` (:func:`seeded_alpha`).
         Returns the parameters and the rows' warm-start ``gamma`` (:func:`soft_gamma`).
         """
         offsets = _offsets(categories)
-        counts, _ = seed_partition(estep.gidx, estep.rweight, offsets, self._k, rng)
+        counts, _ = seed_partition(
+            estep.gidx, estep.rweight, offsets, self._k, rng, spectral_first=self.init == "spectral"
+        )
         beta = seeded_beta(counts, offsets)
         upper = float(self.alpha_init)
         a = seeded_alpha(estep.gidx, estep.rweight, beta, rng, lower=min(1e-3 / self._k, upper), upper=upper)
@@ -269,7 +273,7 @@ class _BCEBase:
         gammas0 = None
         if init is not None:
             starts = [self._params_from_init(init, categories, labels, Xf)]
-        elif getattr(self, "init", "random") == "k-means++":
+        elif getattr(self, "init", "random") in SEEDED_INITS:
             seeded = [self._seeded_params(rng, categories, estep) for _ in range(self.n_init)]
             starts, gammas0 = [p for p, _ in seeded], [g for _, g in seeded]
         else:

@@ -42,9 +42,13 @@ SIDE_BY_SIDE_ROWS = 50_000
 SIDE_BY_SIDE_BYTES = 64 << 20
 #: HBGF partitions at most this many (distinct) label rows for that start; Lloyd steps take it to every row
 SPECTRAL_SAMPLE = 20_000
+#: the ``init`` values of BCE and MM that start from :func:`seed_partition`
+SEEDED_INITS = ("spectral", "k-means++")
 
 
-def seed_partition(gidx, w, offsets, k, rng, *, max_lloyd=20, n_seedings=None, spectral=True):
+def seed_partition(
+    gidx, w, offsets, k, rng, *, max_lloyd=20, n_seedings=None, spectral=True, spectral_first=False
+):
     """A hard start for EM: the best of ``n_seedings`` greedy k-means++ seedings on the label rows,
     each followed by Lloyd steps of KCC, and of HBGF's spectral partition of the rows
     (:class:`~.baselines_labels.HBGF`, on a sample of them above :data:`SPECTRAL_SAMPLE` rows) followed
@@ -57,7 +61,10 @@ def seed_partition(gidx, w, offsets, k, rng, *, max_lloyd=20, n_seedings=None, s
     (:func:`._bce_kernels.row_distance`). ``w`` weighs each row (its multiplicity when identical
     rows were merged). Lloyd steps stop when fewer than 0.1 % of the rows move, or after
     ``max_lloyd``. Every random draw comes from ``rng``. ``spectral=False`` leaves HBGF out;
-    ``n_seedings=0`` leaves only it.
+    ``n_seedings=0`` leaves only it. ``spectral_first=True`` takes HBGF's partition (and its Lloyd steps)
+    whatever its objective, and runs the k-means++ seedings only where HBGF gives none (BCE's and MM's
+    ``init="spectral"``: KCC's objective, like theirs, prefers splitting a large cluster to keeping small ones
+    apart, see :func:`~ensemble_dask.consensus.starts.label_starts`).
 
     Returns ``counts`` ``(k, R)``: per cluster, the weight of its rows holding each global
     category (the M-step counts of the hard partition), and ``assign`` ``(n,)``: each row's
@@ -94,7 +101,10 @@ def seed_partition(gidx, w, offsets, k, rng, *, max_lloyd=20, n_seedings=None, s
     def spectral_candidate():
         return _spectral_lloyd(gidx, w, k, R, col_of_cat, to_col, hbgf_seed, max_lloyd)
 
-    if not spectral:
+    if spectral and spectral_first:
+        hb = spectral_candidate()
+        best = seedings() if hb is None else hb
+    elif not spectral:
         best, hb = seedings(), None
     elif gidx.shape[0] > SIDE_BY_SIDE_ROWS and gidx.nbytes <= SIDE_BY_SIDE_BYTES:
         # side by side on two threads (the kernels and the eigensolver release the GIL)

@@ -250,6 +250,13 @@ class LocalBlocks:
         self.labels = [np.full(n, -1, dtype=np.int64) for n in self.n_rows]
         self.closest = [None] * len(self.gidx)
 
+    def take(self, rows):
+        """The rows at (sorted) global positions ``rows``, as one array."""
+        return _take_blocks(self.gidx, self.n_rows, rows)
+
+    def take_weights(self, rows):
+        return _take_blocks(self.weight, self.n_rows, rows)
+
     def sizes(self, n_categories):
         parts = [block_sizes(g, w, n_categories) for g, w in zip(self.gidx, self.weight, strict=True)]
         return sum(p[0] for p in parts), sum(p[1] for p in parts)
@@ -292,6 +299,13 @@ class LocalBlocks:
     def memberships(self, MT, sq):
         res = [block_memberships(g, MT, sq) for g in self.gidx]
         return np.concatenate([r[0] for r in res]), np.concatenate([r[1] for r in res])
+
+
+def _take_blocks(blocks, n_rows, rows):
+    """Rows at sorted global positions ``rows`` of arrays cut into consecutive ``blocks``."""
+    edges = np.concatenate([[0], np.cumsum(n_rows)])
+    cuts = np.searchsorted(rows, edges)
+    return np.concatenate([b[rows[cuts[i] : cuts[i + 1]] - edges[i]] for i, b in enumerate(blocks)])
 
 
 def _locate(totals, r):
@@ -375,6 +389,21 @@ def _spectral_centroids(gidx, w, K, enc, seed):
     return _proportions(counts.reshape(K, G), enc)
 
 
+def _spectral_init(backend, K, enc, prior, rng):
+    """``G x K`` centroids of HBGF's partition of the rows (of a uniform sample of ``max(START_SAMPLE, 50 K)``
+    of them, weights kept, on more), or of a k-means++ seeding where HBGF gives none."""
+    n, size = sum(backend.n_rows), max(START_SAMPLE, 50 * K)
+    sample = np.arange(n) if n <= size else np.sort(rng.choice(n, size=size, replace=False))
+    rows = backend.take(sample)
+    w = backend.take_weights(sample) if getattr(backend, "weighted", True) else np.ones(len(sample))
+    rows, _, inverse = compress_rows(rows)  # HBGF's fit on the distinct rows, weighted: the same partition
+    mult = np.bincount(inverse, weights=np.asarray(w, dtype=np.float64), minlength=rows.shape[0])
+    spectral = _spectral_centroids(rows, mult, K, enc, int(rng.integers(2**31 - 1)))
+    if spectral is None:
+        return _kmeanspp(backend, K, enc, prior, rng)
+    return np.ascontiguousarray(spectral.T)
+
+
 def _csq(center, enc):
     return np.add.reduceat(center * center, enc.offsets[:-1])
 
@@ -422,12 +451,14 @@ def kcc_starts(est, backend, enc, rng, start=None):
     tol = est.tol * float(np.mean(p * (1 - p)))
     best = None
     init = est.init if start is None else start
-    n_init = 1 if isinstance(init, np.ndarray) or not isinstance(init, str) else est.n_init
+    n_init = 1 if not isinstance(init, str) or init == "spectral" else est.n_init
     for _ in range(n_init):
         if isinstance(init, str) and init == "k-means++":
             MT0 = _kmeanspp(backend, K, enc, prior, rng)
         elif isinstance(init, str) and init == "clusters":
             MT0 = _clusters_init(backend, K, enc, prior, rng, counts)
+        elif isinstance(init, str) and init == "spectral":
+            MT0 = _spectral_init(backend, K, enc, prior, rng)
         elif isinstance(init, str):
             MT0 = _random_init(backend, K, enc, prior, rng)
         else:
@@ -484,12 +515,15 @@ class KCC:
     ----------
     n_clusters : int, default=2
         Number of consensus clusters ``K`` (``2 <= K <= n``).
-    init : {'k-means++', 'random', 'clusters'} or array of shape (K, G), default='k-means++'
+    init : {'k-means++', 'random', 'clusters', 'spectral'} or array of shape (K, G), default='k-means++'
         Start: greedy k-means++ on ``B`` (KCC++ of papers/004), ``K`` distinct random points (KCC),
         the centroids of ``K`` random clusters of the basic partitions (drawn in proportion to their
-        sizes; needs only per-cluster counts: the start of the federated KCC), or explicit
-        centroids over the ``G = sum_i K_i`` categories (the sorted distinct labels of each
-        clustering, clustering by clustering, as :func:`encode` orders them).
+        sizes; needs only per-cluster counts: the start of the federated KCC), the centroids of HBGF's
+        spectral partition of the rows (of a uniform sample of ``max(20,000, 50 K)`` rows on more; one
+        start, whatever ``n_init``: see :func:`~ensemble_dask.consensus.starts.label_starts` for when it
+        finds what k-means' own starts miss), or explicit centroids over the ``G = sum_i K_i`` categories
+        (the sorted distinct labels of each clustering, clustering by clustering, as :func:`encode`
+        orders them).
     n_init : int, default=5
         Number of random starts; the lowest objective is kept (ignored for an explicit ``init``).
         One start is a lottery on hard data: on 100 k-means labelings of wdbc, K = 2, the lowest
@@ -554,7 +588,7 @@ class KCC:
         if isinstance(self.tol, bool) or not isinstance(self.tol, int | float) or not (self.tol >= 0):
             raise InputError(f"The 'tol' parameter must be a number >= 0; got {self.tol!r}")
         if isinstance(self.init, str):
-            check_choice(self.init, "init", {"k-means++", "random", "clusters"})
+            check_choice(self.init, "init", {"k-means++", "random", "clusters", "spectral"})
         elif n_categories is not None:
             a = np.asarray(self.init, dtype=np.float64)
             if a.shape != (self._k, n_categories):
@@ -616,7 +650,7 @@ class KCC:
         objective), with HBGF's partition of the sample as one more start, and the best one's centroids start
         the one Lloyd run on every row."""
         backend = LocalBlocks([gidx]) if w is None else LocalBlocks([gidx], [w], weighted_picks=True)
-        if not (self._sampled_starts(gidx.shape[0]) and self.n_init > 1):
+        if not (self._sampled_starts(gidx.shape[0]) and self.n_init > 1 and self.init != "spectral"):
             return fit_kcc(self, backend, enc, rng)
         sample = np.sort(rng.choice(gidx.shape[0], size=self._start_sample(), replace=False))
         part = (

@@ -25,7 +25,7 @@ from ._bce_common import (
     label_categories,
     normalise_counts,
 )
-from ._bce_seeding import seed_partition, seeded_beta
+from ._bce_seeding import SEEDED_INITS, seed_partition, seeded_beta
 
 __all__ = ["MM"]
 
@@ -41,19 +41,20 @@ class MM:
     n_clusters : int, default=2
         Number of mixture components.
     n_init : int, default=1
-        Starts; the highest log-likelihood is kept. With the default ``init="k-means++"`` one
+        Starts; the highest log-likelihood is kept. With the default ``init="spectral"`` one
         start is enough (see :class:`~ensemble_dask.consensus.BCE`: ARI 0.997 in 3-6 EM
-        iterations on the 8-blob ensembles at 50,000 and 500,000 points); use 3-10 with
-        ``init="random"``.
+        iterations on the 8-blob ensembles at 50,000 and 500,000 points); more starts draw k-means++
+        seedings only where HBGF gives no partition. Use 3-10 with ``init="random"``.
     max_iter : int, default=200
         Maximum EM iterations.
     tol : float, default=1e-6
         Stop when the relative change of the log-likelihood is at most ``tol``.
-    init : {"k-means++", "random"}, default="k-means++"
-        ``"k-means++"``: ``beta`` and ``pi`` from the partition of k-means++ seeding and KCC Lloyd
-        steps on the label rows, or HBGF's spectral partition where its KCC objective is lower
-        (:func:`~._bce_seeding.seed_partition`); ``"random"``: ``beta``
-        drawn from flat Dirichlets, uniform ``pi``.
+    init : {"spectral", "k-means++", "random"}, default="spectral"
+        ``"spectral"``: ``beta`` and ``pi`` from HBGF's spectral partition of the label rows and KCC
+        Lloyd steps (see :class:`~ensemble_dask.consensus.BCE` for why); ``"k-means++"``: from the
+        partition of k-means++ seeding and KCC Lloyd steps, or HBGF's where its KCC objective is lower
+        (:func:`~._bce_seeding.seed_partition`); ``"random"``: ``beta`` drawn from flat Dirichlets,
+        uniform ``pi``.
     random_state : int, Generator or None, default=None
         Seed of every random draw of the starts.
 
@@ -77,9 +78,7 @@ class MM:
     True
     """
 
-    def __init__(
-        self, n_clusters=2, *, n_init=1, max_iter=200, tol=1e-6, init="k-means++", random_state=None
-    ):
+    def __init__(self, n_clusters=2, *, n_init=1, max_iter=200, tol=1e-6, init="spectral", random_state=None):
         self.n_clusters = n_clusters
         self.n_init = n_init
         self.init = init
@@ -101,8 +100,10 @@ class MM:
         check_int(self.n_init, "n_init", min_value=1)
         check_int(self.max_iter, "max_iter", min_value=1)
         _check_tol(self.tol, "tol")
-        if self.init not in ("k-means++", "random"):
-            raise InputError(f"The 'init' parameter must be 'k-means++' or 'random'; got {self.init!r}")
+        if self.init not in SEEDED_INITS + ("random",):
+            raise InputError(
+                f"The 'init' parameter must be 'spectral', 'k-means++' or 'random'; got {self.init!r}"
+            )
         labels = check_labels_matrix(labels)
         rng = check_random_state(self.random_state)
         categories = label_categories(labels)
@@ -122,8 +123,10 @@ class MM:
         wfit = np.where(empty, 0.0, weight)
         best = None
         for _ in range(self.n_init):
-            if self.init == "k-means++":
-                counts, _ = seed_partition(rows, wfit, offsets, k, rng)
+            if self.init in SEEDED_INITS:
+                counts, _ = seed_partition(
+                    rows, wfit, offsets, k, rng, spectral_first=self.init == "spectral"
+                )
                 beta = seeded_beta(counts, offsets)
                 size = counts.sum(axis=1) + 1.0
                 pi = size / size.sum()

@@ -309,12 +309,12 @@ SEED_ALPHA_ROWS = 5_000
 def seeded_start(client, est, prepared, categories, rng):
     """BCE's seeded start computed on the cluster's blocks: ``(params, gamma futures)``.
 
-    The counterpart of the in-memory ``init="k-means++"`` start (a hard partition of the label rows,
+    The counterpart of the in-memory seeded starts (a hard partition of the label rows,
     ``beta`` from its label counts, a fitted symmetric ``alpha``, a soft warm start of ``gamma``), with the
     hard partition from KCC on the blocks' distinct rows weighted by their multiplicity
-    (:class:`~.dask_blocks.DaskBlocks`: k-means++ starts compared on a sample of rows, then at most
-    :data:`SEED_LLOYD` Lloyd steps on all rows) instead of the in-memory row-distance k-means++ and Lloyd
-    steps: the same kind of start, other draws. ``alpha`` is fitted on :data:`SEED_ALPHA_ROWS` rows fetched
+    (:class:`~.dask_blocks.DaskBlocks`: ``init="spectral"``, HBGF's partition of a sample of rows fetched here,
+    or ``"k-means++"``, k-means++ starts compared on a sample of rows; then at most :data:`SEED_LLOYD` Lloyd
+    steps on all rows) instead of the in-memory ones: the same kind of start, other draws. ``alpha`` is fitted on :data:`SEED_ALPHA_ROWS` rows fetched
     to this process; only sums and that sample leave the workers.
     """
     enc = Encoding.from_categories(categories)
@@ -322,7 +322,7 @@ def seeded_start(client, est, prepared, categories, rng):
     weight = [client.submit(operator.getitem, p, "weight", pure=False) for p in prepared]
     n_rows = client.gather([client.submit(_n_rows, p, pure=False) for p in prepared])
     backend = DaskBlocks(client, gidx, n_rows, weight)
-    kcc = KCC(est._k, max_iter=SEED_LLOYD)
+    kcc = KCC(est._k, max_iter=SEED_LLOYD, init="spectral" if est.init == "spectral" else "k-means++")
     kcc._check_params(sum(n_rows), enc.n_categories)
     (MT, *_), _ = kcc_starts(kcc, backend, enc, rng, sampled_kcc_start(kcc, backend, enc, rng))
     counts = backend.step(MT, block_norms(MT, enc.offsets), 0)["counts"]  # the partition nearest MT
@@ -363,8 +363,9 @@ def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
     **bce_params
         Other :class:`BCE` parameters (``n_init``, ``max_iter``, ``tol``, ``random_state``, ...).
         ``init="random"`` (the default here) draws the starts at random: use ``n_init`` of 3-10.
-        ``init="k-means++"`` starts from a seeded partition computed on the cluster
-        (:func:`seeded_start`: KCC on the blocks), one EM run per ``n_init``: far fewer EM iterations
+        ``init="k-means++"`` or ``"spectral"`` starts from a seeded partition computed on the cluster
+        (:func:`seeded_start`: KCC on the blocks, from k-means++ starts or from HBGF's partition of a sample of
+        rows fetched here), one EM run per ``n_init``: far fewer EM iterations
         than random starts (on 200,000 subsampled KDD-schema rows, 9-10 against 125 for the best of 5
         random starts), but other draws than the in-memory k-means++ start.
 
@@ -379,10 +380,10 @@ def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
 
         client = get_client()
     bce_params.setdefault("init", "random")
-    if bce_params["init"] not in ("random", "k-means++"):
+    if bce_params["init"] not in ("random", "k-means++", "spectral"):
         raise InputError(
             f"fit_bce_dask starts from random draws (init='random'; use n_init=3-10) or from a seeded "
-            f"partition (init='k-means++'); got init={bce_params['init']!r}"
+            f"partition (init='k-means++' or 'spectral'); got init={bce_params['init']!r}"
         )
     est = BCE(n_clusters, **bce_params)
     est._check_params()
@@ -399,7 +400,7 @@ def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
     source.release()
     rng = check_random_state(est.random_state)
     gammas0 = None
-    if est.init == "k-means++" and est._k > 1:
+    if est.init != "random" and est._k > 1:
         seeded = [seeded_start(client, est, gidx, categories, rng) for _ in range(est.n_init)]
         starts, gammas0 = [p for p, _ in seeded], [g for _, g in seeded]
     else:  # random draws (one cluster: every start is the same)

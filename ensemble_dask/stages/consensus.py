@@ -234,7 +234,7 @@ def _estimator_params(method, kwargs):
 
 #: where the label starts are kept, one ``(candidates, n)`` int32 array per key (see :func:`_label_starts`)
 STARTS_CACHE = "_cache/starts"
-_STARTS_VERSION = 1  # bump when label_starts changes its result
+_STARTS_VERSION = 2  # bump when label_starts changes its result (2: HBGF only)
 
 
 def _starts_key(store, n_clusters, random_state):
@@ -250,12 +250,13 @@ def _starts_key(store, n_clusters, random_state):
 
 
 def _label_starts(store, n_clusters, random_state, client=None):
-    """Candidate starts of the pair methods from the store's labels (KCC's and HBGF's), or None.
+    """The start of the pair methods from the store's labels (HBGF's partition, :func:`label_starts`), or None.
 
-    They depend only on the labels' content, K and the seed, so they are kept in the store under
+    It depends only on the labels' content, K and the seed, so it is kept in the store under
     that key (``_cache/starts/<key>``): PCC-KL and PCC-L2 of one run, and any later run on the
-    same labels, compute them once. With a ``client`` and labels larger than :data:`DASK_LABELS_BYTES`,
-    the one start is KCC's partition fitted on the cluster's row blocks (the labels never read whole here).
+    same labels, compute it once. With a ``client`` and labels larger than :data:`DASK_LABELS_BYTES`,
+    it is KCC's partition fitted on the cluster's row blocks from HBGF's partition of a sample of rows
+    (``init="spectral"``; the labels never read whole here).
     """
     if "labels" not in store:
         logger.warning("no labels in the store: the pair method starts from a random point")
@@ -265,14 +266,14 @@ def _label_starts(store, n_clusters, random_state, client=None):
     if key is not None and path in store and store[path].attrs.get("complete"):
         logger.info("label starts for K=%d: from the store (%s)", n_clusters, path)
         return list(np.asarray(store[path][:], dtype=np.int64))
-    from ..consensus.starts import KCC_N_INIT, label_starts
+    from ..consensus.starts import label_starts
 
     t0 = time.perf_counter()
     if client is not None and _labels_bytes(store) > DASK_LABELS_BYTES:
         kcc = _fit_on_cluster(
             store,
             "kcc",
-            {"n_clusters": n_clusters, "n_init": KCC_N_INIT, "random_state": random_state},
+            {"n_clusters": n_clusters, "init": "spectral", "random_state": random_state},
             client,
         )
         starts = [np.asarray(kcc.labels_, dtype=np.int64)]
@@ -376,13 +377,13 @@ def _fit_on_cluster(store, method, kwargs, client):
     from ..federated.dask import fit_bce_dask
 
     kw = dict(kwargs)
-    if kw.setdefault("init", "k-means++") == "random":  # random starts are a lottery: at least 5 of them
+    if kw.setdefault("init", "spectral") == "random":  # random starts are a lottery: at least 5 of them
         kw["n_init"] = max(int(kw.get("n_init", 1)), 5)
     logger.info(
         "bce: labels of %d bytes, E-step on the cluster's row blocks, %d %s start(s)",
         _labels_bytes(store),
         kw.get("n_init", 1),
-        "random" if kw["init"] == "random" else "seeded (KCC on the blocks)",
+        "random" if kw["init"] == "random" else f"{kw['init']} seeded (KCC on the blocks)",
     )
     return fit_bce_dask(url, client=client, storage_options=options, **kw)
 
