@@ -292,7 +292,7 @@ def test_equal_blocks_get_their_own_keys(client):
 
 
 def test_default_starts_find_the_lowest_objective_on_hard_data(uci_dir):
-    """wdbc, K = 2: one k-means++ start often stops in a poor local optimum; the default five rarely do."""
+    """wdbc, K = 2: one k-means++ start often stops in a poor local optimum; five rarely do."""
     from ensemble_dask.clusterers import plan_ensemble, run_clustering, subsample_of
     from ensemble_dask.datasets import load_uci
 
@@ -302,8 +302,11 @@ def test_default_starts_find_the_lowest_objective_on_hard_data(uci_dir):
     for u, spec in enumerate(specs):
         idx = subsample_of(spec, len(X))
         labels[idx, u] = run_clustering(X[idx], spec)
-    best = KCC(2, n_init=20, random_state=0).fit(labels).objective_
-    hits = [KCC(2, random_state=s).fit(labels).objective_ <= best * (1 + 1e-9) for s in range(16)]
+    best = KCC(2, init="k-means++", n_init=20, random_state=0).fit(labels).objective_
+    hits = [
+        KCC(2, init="k-means++", random_state=s).fit(labels).objective_ <= best * (1 + 1e-9)
+        for s in range(16)
+    ]
     assert sum(hits) >= 12, hits  # 3 of 16 with one start, 8 with three
 
 
@@ -318,14 +321,14 @@ def test_many_rows_take_the_distinct_rows_and_sampled_starts(monkeypatch, missin
 
     labels, y = _ensemble(n=3000, seed=4)
     labels[np.random.default_rng(1).random(labels.shape) < missing] = -1
-    row_by_row = KCC(4, random_state=0).fit(labels)
+    row_by_row = KCC(4, init="k-means++", random_state=0).fit(labels)
     monkeypatch.setattr(kcc_module, "START_SAMPLE", 100)  # the sample: max(100, 50 K) = 200 rows
     seen = []
     real = kcc_module.kcc_starts
     monkeypatch.setattr(
         kcc_module, "kcc_starts", lambda est, b, *a, **k: seen.append(sum(b.n_rows)) or real(est, b, *a, **k)
     )
-    fast = KCC(4, random_state=0).fit(labels)
+    fast = KCC(4, init="k-means++", random_state=0).fit(labels)
     # the same optimum (rows at equal distance from two centroids may take either)
     assert fast.objective_ == pytest.approx(row_by_row.objective_, rel=1e-9)
     assert adjusted_rand_score(y, fast.labels_) >= adjusted_rand_score(y, row_by_row.labels_) - 0.02
@@ -335,7 +338,7 @@ def test_many_rows_take_the_distinct_rows_and_sampled_starts(monkeypatch, missin
         assert distinct > 200 and seen == [200, 200, distinct]
     else:  # few distinct rows: no sample needed
         assert distinct < 200 and seen == [distinct]
-    np.testing.assert_array_equal(KCC(4, random_state=0).fit(labels).labels_, fast.labels_)
+    np.testing.assert_array_equal(KCC(4, init="k-means++", random_state=0).fit(labels).labels_, fast.labels_)
 
 
 def test_sampled_starts_offer_the_spectral_partition(monkeypatch, client):
@@ -356,12 +359,12 @@ def test_sampled_starts_offer_the_spectral_partition(monkeypatch, client):
     )
     L[np.random.default_rng(1).random(L.shape) < 0.5] = -1  # each clustering sees half the points
     monkeypatch.setattr(kcc_mod, "START_SAMPLE", 1500)
-    with_spectral = KCC(30, n_init=2, random_state=0).fit(L)
+    with_spectral = KCC(30, init="k-means++", n_init=2, random_state=0).fit(L)
     # the row-distributed fit compares the same starts on the same sample, HBGF's included
-    d = fit_kcc_dask(L, 30, client=client, block_rows=1000, n_init=2, random_state=0)
+    d = fit_kcc_dask(L, 30, client=client, block_rows=1000, init="k-means++", n_init=2, random_state=0)
     np.testing.assert_array_equal(d.labels_, with_spectral.labels_)
     assert d.objective_ == pytest.approx(with_spectral.objective_, rel=1e-12)
     monkeypatch.setattr(kcc_mod, "_spectral_centroids", lambda *args: None)
-    without = KCC(30, n_init=2, random_state=0).fit(L)
+    without = KCC(30, init="k-means++", n_init=2, random_state=0).fit(L)
     assert with_spectral.objective_ < without.objective_
     assert adjusted_rand_score(y, with_spectral.labels_) > adjusted_rand_score(y, without.labels_) + 0.02

@@ -46,7 +46,7 @@ def test_the_pair_methods_start_from_hbgf(unequal):
         PPC(4, init=starts, random_state=0),
     ):
         assert adjusted_rand_score(y, est.fit(pairs).labels_) > 0.95
-    kcc = KCC(4, n_init=3, random_state=0).fit(labels).labels_
+    kcc = KCC(4, init="k-means++", n_init=3, random_state=0).fit(labels).labels_
     lower = PCC(4, init=[kcc, *starts], random_state=0).fit(pairs)
     assert adjusted_rand_score(y, lower.labels_) < 0.7
 
@@ -76,11 +76,12 @@ def test_spectral_first_takes_hbgf_whatever_its_objective(unequal):
 
 
 def test_kcc_spectral_start(unequal):
-    """KCC(init="spectral"): Lloyd's steps from HBGF's centroids keep the blobs; its own k-means++ starts find the
+    """KCC's default start, init="spectral": Lloyd's steps from HBGF's centroids keep the blobs; its own k-means++ starts find the
     lower objective that splits the large one. On many rows HBGF partitions a sample (one start only)."""
     y, labels = unequal
-    spectral = KCC(4, init="spectral", random_state=0).fit(labels)
-    kpp = KCC(4, random_state=0).fit(labels)
+    spectral = KCC(4, random_state=0).fit(labels)
+    assert spectral.init == "spectral"
+    kpp = KCC(4, init="k-means++", random_state=0).fit(labels)
     assert adjusted_rand_score(y, spectral.labels_) > 0.95 > 0.7 > adjusted_rand_score(y, kpp.labels_)
     assert kpp.inertia_ < spectral.inertia_
     many = np.repeat(labels, 25, axis=0)  # 23,000 rows: HBGF on a sample of 20,000
