@@ -18,10 +18,10 @@ the blobs' true labels.
 How each method is given the ``-1`` entries:
 
 * BCE, MM (ours): skipped (marginalised out of the likelihood);
-* PCC-KL, PCC-L2, PPC (ours), as the consensus stage runs them: started from the better of KCC's and HBGF's labels (by
-  their objective) and fitted on
+* PCC-KL, PCC-L2, PPC (ours), as the consensus stage runs them: started from HBGF's labels
+  (:func:`~ensemble_dask.consensus.starts.label_starts`) and fitted on
   ``coassociation(labels, strategy="cocluster", l=default_pairs_per_point(K, "cocluster"), seed=0)`` (the stage's defaults; the
-  seconds include the KCC start and the pair sampling); a pair is counted only over the clusterings that
+  seconds include the start and the pair sampling); a pair is counted only over the clusterings that
   label both points (``N_ij``); the same pairs for EAC-SL, EAC-AL and CSPA;
 * KCC, GKCC, HGPA, MCLA, HBGF (ours): on the labels, ``-1`` skipped;
 * one-hot k-means (scikit-learn ``OneHotEncoder`` + ``KMeans(K, n_init=1)``): ``-1`` is an
@@ -72,7 +72,7 @@ def _pairs(labels, K):
 
 
 def _label_starts(labels, K):
-    """The pair methods' default start in the consensus stage: KCC's or HBGF's labels, the better by objective."""
+    """The pair methods' default start in the consensus stage: HBGF's labels."""
     from ensemble_dask.consensus.starts import label_starts
 
     return label_starts(labels, K, random_state=0)
