@@ -280,7 +280,8 @@ def test_a_method_stopped_at_its_cap_is_recorded_as_not_converged():
     """The stage's record, metrics.json and the report page say 'not converged' (issue 9: they said true)."""
     capped = {"n_clusters": 3, "max_iter": 1}
     spec = _spec(
-        "memory://pipeline-capped", **{"pcc-l2": capped, "bce": {**capped, "tol": 0.0}, "kcc": capped}
+        "memory://pipeline-capped",
+        **{"pcc-l2": capped, "bce": {**capped, "tol": 0.0}, "kcc": {**capped, "init": "k-means++"}},
     )
     report = run_workflow(spec)
     store = RunStore("memory://pipeline-capped")
