@@ -178,7 +178,7 @@ def scale(sizes, with_gkcc_max=50_000):
         e, t = _timed(lambda B=B: KMeans(8, n_init=1, random_state=0).fit(B))
         rows.append(("sklearn KMeans (sparse one-hot)", t, ari(y, e.labels_)))
         for name, est in (
-            ("kcc (k-means++)", KCC(8, random_state=0)),
+            ("kcc (k-means++)", KCC(8, init="k-means++", random_state=0)),
             ("kcc (random, n_init=10)", KCC(8, init="random", n_init=10, random_state=0)),
             ("hgpa", HGPA(8, random_state=0)),
             ("mcla", MCLA(8, random_state=0)),

@@ -3,7 +3,7 @@
 The consensus stage's path: the blobs ensemble of ``benchmarks/peers.py`` (``make_blobs(n, centers=K,
 n_features=10, cluster_std=2.5, random_state=0)``, 20 k-means labelings with k drawn in ``[max(2, K // 2),
 2 K]``, every point present), pairs ``coassociation(labels, strategy="cocluster", l=l, seed=0)``, each
-method started from ``label_starts(labels, K)`` (the better of KCC's and HBGF's labels by objective) with its
+method started from ``label_starts(labels, K)`` (HBGF's labels) with its
 default tolerance. Prints one row per (K, l): the ARI of the start (KCC's labels), the seconds of the pair
 sampling, and per method the ARI and the seconds of its fit (numba compilation excluded: warmed up first).
 A ``*`` marks a fit stopped at max_iter. No asserts.

@@ -160,3 +160,32 @@ def test_a_local_copy_on_object_storage_by_default(ensemble, s3_bucket):
 def test_local_copy_must_be_a_choice(ensemble):
     with pytest.raises(InputError, match="local_copy must be 'auto', True or False; got 'yes'"):
         StoredPairs(ensemble[2], local_copy="yes")
+
+
+def test_a_full_disk_leaves_the_blocks_to_the_store(ensemble, tmp_path, monkeypatch, caplog):
+    """A local copy that cannot be written (OSError) is no error: the block is read from the store each time,
+    with a warning, and nothing half-written is left; memory:// stores keep no copy under ``auto``."""
+    _, pairs, memory_group = ensemble
+    assert StoredPairs(memory_group).local_copy is None
+    group = zarr.open_group(str(tmp_path / "run.zarr"), mode="w")
+    write_pairs(group, pairs)
+    want = [
+        StoredPairs(group, entries_per_block=2000).read(*b)
+        for b in StoredPairs(group, entries_per_block=2000).bounds
+    ]
+    real = np.save
+
+    def full(path, arr):
+        real(path, arr)
+        if str(path).endswith(".co.npy"):
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "save", full)
+    with StoredPairs(group, entries_per_block=2000, local_copy=True, local_dir=tmp_path) as copied:
+        with caplog.at_level("WARNING", logger="ensemble_dask.coassoc.csr"):
+            for _ in range(2):
+                for b, w in zip(copied.bounds, want, strict=True):
+                    for x, y in zip(copied.read(*b), w, strict=True):
+                        np.testing.assert_array_equal(x, y)
+        assert "No space left on device" in caplog.text
+        assert not list((tmp_path / copied.local_copy).iterdir())

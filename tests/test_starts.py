@@ -108,3 +108,54 @@ def test_the_starts_on_the_cluster_are_spectral(unequal, tmp_path, process_clien
         assert stage.uses_cluster(store, method, {"n_clusters": 4})
         stage.consensus_stage(store, method, seed=0, client=process_client, n_clusters=4)
         assert adjusted_rand_score(y, store[f"consensus/{method}/labels"][:]) > 0.95
+
+
+def test_a_result_of_the_former_default_start_is_recomputed(unequal, tmp_path, monkeypatch, caplog):
+    """A store finished before the starts became HBGF's (its record has no ``starts`` tag) is not up to date
+    for the methods whose default start changed; with the tag it is; an explicit ``init`` needs no tag."""
+    from ensemble_dask.io.store import RunStore
+    from ensemble_dask.stages import consensus as stage
+    from ensemble_dask.stages.generate import import_labels
+
+    y, labels = unequal
+    store = RunStore(str(tmp_path / "run.zarr"))
+    import_labels(store, "labels-table", labels=labels)
+    with monkeypatch.context() as m:
+        m.setattr(stage, "STARTS_FROM_HBGF", {})  # the record as it was written before
+        m.setattr(stage, "_fit", lambda *a: KCC(4, init="k-means++", random_state=0).fit(labels))
+        stage.consensus_stage(store, "kcc", seed=0, n_clusters=4)
+    assert adjusted_rand_score(y, store["consensus/kcc/labels"][:]) < 0.7  # the former default's result
+    with caplog.at_level("INFO", logger="ensemble_dask.stages.consensus"):
+        stage.consensus_stage(store, "kcc", seed=0, n_clusters=4)
+        assert "up to date" not in caplog.text
+        assert adjusted_rand_score(y, store["consensus/kcc/labels"][:]) > 0.95
+        stage.consensus_stage(store, "kcc", seed=0, n_clusters=4)
+        assert "consensus/kcc: up to date, skipped" in caplog.text
+    stage.consensus_stage(store, "kcc", seed=0, n_clusters=4, init="k-means++")
+    assert adjusted_rand_score(y, store["consensus/kcc/labels"][:]) < 0.7
+
+
+def test_kcc_spectral_start_on_a_sample_of_many_distinct_rows(unequal, monkeypatch, client):
+    """Above ``max(START_SAMPLE, 50 K)`` distinct rows HBGF partitions a uniform sample of that many; the
+    row-distributed fit draws the same sample and ends in the same partition."""
+    from ensemble_dask.consensus import kcc as kcc_module
+
+    y, labels = unequal
+    missing = labels.copy()
+    missing[np.random.default_rng(2).random(labels.shape) < 0.3] = -1  # (nearly) every row distinct
+    monkeypatch.setattr(kcc_module, "START_SAMPLE", 100)  # the sample: max(100, 50 x 4) = 200 rows
+    seen = []
+    real = kcc_module._spectral_centroids
+    monkeypatch.setattr(
+        kcc_module,
+        "_spectral_centroids",
+        lambda rows, w, *a: seen.append(float(w.sum())) or real(rows, w, *a),
+    )
+    fit = KCC(4, random_state=0).fit(missing)
+    assert seen == [200.0]
+    assert adjusted_rand_score(y, fit.labels_) > 0.95
+    from ensemble_dask.federated.dask_kcc import fit_kcc_dask
+
+    on_blocks = fit_kcc_dask(missing, 4, client=client, block_rows=300, random_state=0)
+    assert seen == [200.0, 200.0]
+    np.testing.assert_array_equal(on_blocks.labels_, fit.labels_)

@@ -9,6 +9,8 @@ memory, as :class:`~ensemble_dask.coassoc.counting.PairCounts`) and :func:`iter_
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import shutil
 import tempfile
@@ -21,6 +23,8 @@ from .._validation import InputError, check_int
 from .counting import PairCounts, index_dtype
 
 __all__ = ["PairBlock", "write_pairs", "read_pairs", "iter_pair_blocks"]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_NNZ_CHUNK = 1 << 20
 PAIRS_GROUP = "pairs"
@@ -417,7 +421,10 @@ class StoredPairs:
         and each sweep would fetch every block again. The directory is removed by :meth:`close`, at the
         end of a ``with`` block, or when the object is garbage-collected.
     local_dir : str, default=None
-        Where the local copy's directory is made (default: the system's temporary directory).
+        Where the local copy's directory is made (default: the system's temporary directory). A block
+        that cannot be written there (a full disk) is read from the store each time instead.
+
+    Not thread-safe: one fit reads it at a time.
 
     Attributes
     ----------
@@ -487,13 +494,29 @@ class StoredPairs:
         co = np.asarray(pg["co"][e0:e1], dtype=np.int32)
         both = np.asarray(pg["both"][e0:e1], dtype=np.int32)
         if self.local_copy is not None:
-            path = os.path.join(self.local_copy, name)
-            narrow = np.min_scalar_type(max(self.n_clusterings, 1))
+            self._keep(name, indices, co, both)
+        return indptr, indices, co, both
+
+    def _keep(self, name, indices, co, both):
+        """Write a block's copy; a full disk (or any OSError) leaves that block to be read from the store."""
+        path = os.path.join(self.local_copy, name)
+        # the narrowest type of the counts as stored (n_clusterings bounds them in a valid store)
+        narrow = np.min_scalar_type(
+            max(self.n_clusterings, int(co.max(initial=0)), int(both.max(initial=0)), 1)
+        )
+        try:
             np.save(f"{path}.indices.npy", indices)
             np.save(f"{path}.co.npy", co.astype(narrow))
             np.save(f"{path}.both.npy", both.astype(narrow))
-            self._copied.add(name)
-        return indptr, indices, co, both
+        except OSError as exc:
+            logger.warning(
+                "StoredPairs: no local copy of rows %s (%s): they are read from the store", name, exc
+            )
+            for part in ("indices", "co", "both"):
+                with contextlib.suppress(OSError):
+                    os.remove(f"{path}.{part}.npy")
+            return
+        self._copied.add(name)
 
     def close(self):
         """Remove the local copy (if any); later reads go to the store again."""

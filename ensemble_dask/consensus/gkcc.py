@@ -465,7 +465,9 @@ class GKCC:
         del gidx_full
         backend = LocalBlocks([gidx], [weight])
         MT, sse, n_iter, converged = lloyd(backend, MT0, enc, prior, max_iter, tol)
-        kcc = KCC(K, max_iter=max_iter, tol=self.tol, random_state=int(rng.integers(2**31 - 1)))
+        kcc = KCC(
+            K, init="k-means++", max_iter=max_iter, tol=self.tol, random_state=int(rng.integers(2**31 - 1))
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", KCCConvergenceWarning)  # reported below if it is kept
             kcc.fit(labels)

@@ -208,7 +208,8 @@ def kcc_starts(est, backend, enc, rng, start=None):
     """Run ``est``'s starts on ``backend``: ``((MT, sse, n_iter, converged) of the best, total weight)``.
 
     Everything it reads from ``backend`` is a sum over rows (sizes, statistics), except for the
-    ``'k-means++'`` and ``'random'`` starts, which fetch individual rows. ``start`` (``K x G``
+    ``'k-means++'`` and ``'random'`` starts, which fetch individual rows, and ``'spectral'``, which fetches a
+    uniform sample of up to ``max(START_SAMPLE, 50 K)`` rows. ``start`` (``K x G``
     centroids, as an array ``init``) replaces ``est.init`` by one start from there.
     """
     K = est._k
@@ -371,7 +372,7 @@ class KCC:
         ``sample_weight`` (positive, shape ``(n,)``; None: all 1) makes row x count as that many
         points, in the centroids, the objective and the random picks of the start: a matrix of
         the distinct label rows weighted by their multiplicity is fitted like the whole matrix,
-        in a fraction of the time. Without weights, with random starts on more than 20,000 rows,
+        in a fraction of the time. Without weights, with string starts (not ``'clusters'``) on more than 20,000 rows,
         this is done whenever at most half the rows are distinct (the k-means++ picks are then drawn
         by multiplicity: the same distribution, other draws than row by row: there a seed gives
         another result than the row-distributed fit), and the starts are compared on a sample (as
@@ -408,7 +409,7 @@ class KCC:
         return max(START_SAMPLE, 50 * self._k)
 
     def _sampled_starts(self, n_rows):
-        """Whether a fit on ``n_rows`` rows takes the fast path: random starts (k-means++ or random) on more
+        """Whether a fit on ``n_rows`` rows takes the fast path: string starts (k-means++, random, spectral) on more
         rows than the start sample. (The row-distributed fit and explicit starts work row by row.)"""
         return isinstance(self.init, str) and self.init != "clusters" and n_rows > self._start_sample()
 

@@ -197,7 +197,8 @@ class PCC(SoftConsensusMixin):
         shape ``(n, n_clusters)``: memberships (non-negative rows, normalised here). With an
         array start every restart is the same, so ``n_init`` is ignored. A list of such arrays:
         candidate starts (e.g. the labels of KCC and of HBGF), of which the one with the lowest
-        objective is descended. With ``divergence="kl"`` a start of hard labels is first descended on
+        objective is descended (the consensus stage gives one, HBGF's: see
+        :func:`~ensemble_dask.consensus.starts.label_starts`). With ``divergence="kl"`` a start of hard labels is first descended on
         the squared-L2 objective (KL's derivative is unbounded at a vertex), then on KL.
     tol : float or "auto", default="auto"
         ``"auto"``: 1e-3 from a random start, 3e-2 from a given ``init`` (a refinement needs less).

@@ -367,7 +367,7 @@ def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
         (:func:`seeded_start`: KCC on the blocks, from k-means++ starts or from HBGF's partition of a sample of
         rows fetched here), one EM run per ``n_init``: far fewer EM iterations
         than random starts (on 200,000 subsampled KDD-schema rows, 9-10 against 125 for the best of 5
-        random starts), but other draws than the in-memory k-means++ start.
+        random starts), but other draws than the in-memory start.
 
     Returns
     -------

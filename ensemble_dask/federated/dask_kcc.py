@@ -9,7 +9,8 @@ cluster, per clustering and label counts, cluster sizes, squared error, the numb
 changed cluster, and the few rows farthest from their centroid that reseed an empty cluster), are
 combined in a tree on the cluster, and one total reaches the coordinator. k-means++ runs the same
 way: the blocks keep their distances to the chosen centres and return only their sums and, for the
-block a random draw falls in, one row. The driver, the starts and the centroid update are those of
+block a random draw falls in, one row; ``init="spectral"`` (the default) fetches a uniform sample of up
+to ``max(20,000, 50 K)`` rows to the coordinator for HBGF's partition. The driver, the starts and the centroid update are those of
 :class:`~ensemble_dask.consensus.kcc.KCC` (:func:`~ensemble_dask.consensus.kcc.fit_kcc`), so the fit
 equals the in-memory one up to floating-point summation order.
 

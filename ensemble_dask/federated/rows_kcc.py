@@ -10,7 +10,7 @@ own worker, and the coordinator obtains only secure sums (:class:`~.aggregate.Se
 3. the start (``init="clusters"``, see :class:`~ensemble_dask.consensus.kcc.KCC`): the coordinator
    draws ``K`` categories from the pooled counts with the run's seed, and one secure sum of the
    sites' label counts over the rows carrying each of them gives the ``K`` starting centroids. KCC's
-   ``'k-means++'`` and ``'random'`` starts pick individual rows and are refused;
+   ``'k-means++'``, ``'random'`` and ``'spectral'`` starts pick individual rows and are refused;
 4. per Lloyd iteration the coordinator sends the centroids; each site assigns its rows (the
    assignment stays in its session) and returns its statistics - per cluster, the counts of each
    clustering's labels, the cluster sizes, the squared error and the number of rows that changed
@@ -217,7 +217,7 @@ def run_federated_kcc(
     client : distributed.Client
     mode : {"secure", "plain"}, default="secure"
     init : {"clusters"} or array of shape (K, G), default="clusters"
-        The start; KCC's ``'k-means++'`` and ``'random'`` need individual rows and are refused.
+        The start; KCC's ``'k-means++'``, ``'random'`` and ``'spectral'`` need individual rows and are refused.
     n_init, max_iter, tol, random_state
         As in :class:`~ensemble_dask.consensus.kcc.KCC`.
     n_labels : int, default=None
@@ -237,7 +237,7 @@ def run_federated_kcc(
     if isinstance(init, str) and init != "clusters":
         raise InputError(
             f"The 'init' parameter of federated KCC must be 'clusters' or an array; got {init!r} "
-            "('k-means++' and 'random' pick individual rows, which never leave a site)"
+            "('k-means++', 'random' and 'spectral' pick individual rows, which never leave a site)"
         )
     sites = _check_sites(sites)
     names = [s["name"] for s in sites]

@@ -54,7 +54,7 @@ METHODS = {
 
 #: labels (as int32) larger than this are never read whole in this process: BCE's E-step and KCC's Lloyd
 #: assignment run on the cluster's workers, on row blocks each worker reads from the store; smaller labels
-#: fit in this process, which is faster (and where BCE starts from the seeded k-means++ partition)
+#: fit in this process, which is faster
 DASK_LABELS_BYTES = 1 << 30
 #: the methods that fit on the cluster's row blocks of labels larger than :data:`DASK_LABELS_BYTES` (PCC and
 #: PPC take their ``init: auto`` start from KCC fitted there)
@@ -218,11 +218,13 @@ def check_consensus_params(name, params, *, seed=0):
     return method, kwargs
 
 
-#: the starts a workflow can give the pair methods: ``auto`` (the default) offers the partitions of the
-#: store's labels by KCC (k-means on the one-hot labels) and by HBGF (spectral, on the bipartite graph of
-#: points and clusters) and the method descends from the one with the lower objective (PCC's f, PPC's P);
-#: ``random`` is the paper's Dirichlet draw
+#: the starts a workflow can give the pair methods: ``auto`` (the default) is HBGF's partition of the store's
+#: labels (spectral, on the bipartite graph of points and clusters; :func:`~ensemble_dask.consensus.starts.label_starts`),
+#: from which the method descends; ``random`` is the paper's Dirichlet draw
 PAIR_STARTS = {"pcc": ("auto", "random"), "ppc": ("auto", "random")}
+#: the methods whose default start became HBGF's partition, and the tag their stage record carries (a store
+#: finished before, with the start of lower objective or k-means++ seedings, is then not up to date)
+STARTS_FROM_HBGF = {m: "hbgf-2" for m in ("pcc", "ppc", "bce", "mm", "kcc")}
 
 
 def _estimator_params(method, kwargs):
@@ -427,7 +429,7 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
     """Run consensus method ``name`` on ``store`` unless its record is up to date.
 
     With a ``client`` and labels larger than :data:`DASK_LABELS_BYTES`, BCE's E-step
-    (:func:`~ensemble_dask.federated.dask.fit_bce_dask`: the ``k-means++`` start is a KCC partition computed
+    (:func:`~ensemble_dask.federated.dask.fit_bce_dask`: the seeded start is a KCC partition computed
     on the blocks; ``init: random`` takes at least 5 random starts) and KCC's Lloyd assignment
     (:func:`~ensemble_dask.federated.dask_kcc.fit_kcc_dask`, the in-memory fit's starts) run on the cluster's
     workers on row blocks of ``labels``; everything else runs in this process.
@@ -442,6 +444,11 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
     stage = f"consensus/{name}"
     inputs = _inputs(store, method)
     record = {"method": method, **kwargs}
+    if method in STARTS_FROM_HBGF and kwargs.get("init") in (
+        None,
+        "auto",
+    ):  # the former default starts: stale
+        record["starts"] = STARTS_FROM_HBGF[method]
     if store.is_complete(stage, record, inputs):
         logger.info("%s: up to date, skipped", stage)
         return store[stage].attrs["metrics"]
