@@ -34,7 +34,7 @@ from sklearn.metrics import adjusted_rand_score
 from ensemble_dask.clusterers import plan_ensemble, run_clustering, subsample_of
 from ensemble_dask.coassoc import coassociation
 from ensemble_dask.consensus import BCE, KCC, MM, PCC
-from ensemble_dask.consensus.starts import KCC_N_INIT, label_starts
+from ensemble_dask.consensus.starts import label_starts
 from ensemble_dask.datasets import load_uci
 from ensemble_dask.stages.generate import default_k_range
 
@@ -77,7 +77,8 @@ def fits(labels, K, pairs, rule):
     if rule == "spectral":
         start, init = label_starts(labels, K, random_state=0), "spectral"
     else:
-        kcc = KCC(K, init="k-means++", n_init=KCC_N_INIT, random_state=0).fit(labels).labels_
+        # the KCC candidate label_starts offered before (three k-means++ starts)
+        kcc = KCC(K, init="k-means++", n_init=3, random_state=0).fit(labels).labels_
         start, init = [kcc, *label_starts(labels, K, random_state=0)], "k-means++"
     return {
         "pcc-l2": PCC(K, divergence="l2", init=start, random_state=0).fit(pairs).labels_,

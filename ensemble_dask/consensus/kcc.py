@@ -162,7 +162,7 @@ def _spectral_init(backend, K, enc, prior, rng):
     n, size = sum(backend.n_rows), max(START_SAMPLE, 50 * K)
     sample = np.arange(n) if n <= size else np.sort(rng.choice(n, size=size, replace=False))
     rows = backend.take(sample)
-    w = backend.take_weights(sample) if getattr(backend, "weighted", True) else np.ones(len(sample))
+    w = backend.take_weights(sample)  # ones on unweighted rows, as every backend holds
     rows, _, inverse = compress_rows(rows)  # HBGF's fit on the distinct rows, weighted: the same partition
     mult = np.bincount(inverse, weights=np.asarray(w, dtype=np.float64), minlength=rows.shape[0])
     spectral = _spectral_centroids(rows, mult, K, enc, int(rng.integers(2**31 - 1)))
@@ -413,13 +413,18 @@ class KCC:
         rows than the start sample. (The row-distributed fit and explicit starts work row by row.)"""
         return isinstance(self.init, str) and self.init != "clusters" and n_rows > self._start_sample()
 
+    def _starts_on_sample(self, n_rows):
+        """Whether the ``n_init`` random starts (and HBGF's) are compared on a sample before the one run on every
+        row (a spectral start is one start: nothing to compare)."""
+        return self._sampled_starts(n_rows) and self.n_init > 1 and self.init != "spectral"
+
     def _fit_rows(self, gidx, w, enc, rng):
         """Fit on rows ``gidx`` weighted by ``w`` (None: 1 each). Above :data:`START_SAMPLE` rows the
         ``n_init`` random starts are compared on a uniform sample of them (weights kept: an unbiased estimate of the
         objective), with HBGF's partition of the sample as one more start, and the best one's centroids start
         the one Lloyd run on every row."""
         backend = LocalBlocks([gidx]) if w is None else LocalBlocks([gidx], [w], weighted_picks=True)
-        if not (self._sampled_starts(gidx.shape[0]) and self.n_init > 1 and self.init != "spectral"):
+        if not self._starts_on_sample(gidx.shape[0]):
             return fit_kcc(self, backend, enc, rng)
         sample = np.sort(rng.choice(gidx.shape[0], size=self._start_sample(), replace=False))
         part = (

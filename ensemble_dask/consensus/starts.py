@@ -33,8 +33,6 @@ from .baselines_labels import HBGF
 
 __all__ = ["label_starts"]
 
-#: k-means++ starts of KCC where it gives the pair methods' start (labels on the workers, see the consensus stage)
-KCC_N_INIT = 3
 #: up to this many distinct label rows HBGF runs on one BLAS/OpenMP thread: the problem is too small to
 #: share, and on a loaded machine the threads' start-up and spinning cost 10x the work (0.16 s against 1.8 s
 #: for 500,000 points with 1,900 distinct rows)

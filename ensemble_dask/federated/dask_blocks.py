@@ -153,7 +153,7 @@ def sampled_kcc_start(est, backend, enc, rng):
     (on weighted rows, the sample's picks are weighted, as KCC's on merged rows).
     """
     n = sum(backend.n_rows)
-    if not (est._sampled_starts(n) and est.n_init > 1) or est.init == "spectral":
+    if not est._starts_on_sample(n):
         return None
     sample = np.sort(rng.choice(n, size=est._start_sample(), replace=False))
     rows = backend.take(sample)

@@ -224,7 +224,8 @@ def check_consensus_params(name, params, *, seed=0):
 PAIR_STARTS = {"pcc": ("auto", "random"), "ppc": ("auto", "random")}
 #: the methods whose default start became HBGF's partition, and the tag their stage record carries (a store
 #: finished before, with the start of lower objective or k-means++ seedings, is then not up to date)
-STARTS_FROM_HBGF = {m: "hbgf-2" for m in ("pcc", "ppc", "bce", "mm", "kcc")}
+STARTS_FROM_HBGF = frozenset({"pcc", "ppc", "bce", "mm", "kcc"})
+STARTS_TAG = "hbgf-2"
 
 
 def _estimator_params(method, kwargs):
@@ -444,11 +445,8 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
     stage = f"consensus/{name}"
     inputs = _inputs(store, method)
     record = {"method": method, **kwargs}
-    if method in STARTS_FROM_HBGF and kwargs.get("init") in (
-        None,
-        "auto",
-    ):  # the former default starts: stale
-        record["starts"] = STARTS_FROM_HBGF[method]
+    if method in STARTS_FROM_HBGF and kwargs.get("init") in (None, "auto"):
+        record["starts"] = STARTS_TAG  # a record of the former default starts is then stale
     if store.is_complete(stage, record, inputs):
         logger.info("%s: up to date, skipped", stage)
         return store[stage].attrs["metrics"]
