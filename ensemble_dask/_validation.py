@@ -80,10 +80,21 @@ def check_rate(value, name):
 
 
 def check_choice(value, name, choices):
-    """Check that ``value`` is one of ``choices``."""
-    if value not in choices:
-        raise InputError(f"The {name!r} parameter must be one of {sorted(choices)}; got {value!r}")
+    """Check that ``value`` is one of ``choices`` (an array or other unhashable value is not)."""
+    try:
+        ok = value in choices
+    except (TypeError, ValueError):  # an array: ambiguous truth value, or unhashable
+        ok = False
+    if not ok:
+        raise InputError(f"The {name!r} parameter must be one of {sorted(choices)}; got {shown(value)}")
     return value
+
+
+def shown(value):
+    """``repr`` of a parameter's value for an error message, an array by its shape and dtype."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"an array of shape {tuple(value.shape)} and dtype {value.dtype}"
+    return repr(value)
 
 
 def check_labels_matrix(labels, name="labels"):

@@ -595,6 +595,14 @@ def test_bad_init_names_the_parameter(Est):
         Est(2, init="kmeans").fit(np.array([[0, 1], [1, 0], [0, 0]]))
 
 
+@pytest.mark.parametrize("Est", [BCE, MM])
+def test_an_array_init_gets_a_clear_error(Est):
+    """A partition given as ``init`` (as PCC takes one) is named, not compared element-wise with the names."""
+    labels = np.array([[0, 1], [1, 0], [0, 0]])
+    with pytest.raises(InputError, match=r"'init' parameter must be .*; got an array of shape \(3,\)"):
+        Est(2, init=labels[:, 0]).fit(labels)
+
+
 def _kcc_objective(gidx, assign, k):
     """Sum over rows of the squared distance of the one-hot row to its cluster's mean (observed entries)."""
     total = 0.0

@@ -23,7 +23,14 @@ from ._bce_common import (
     label_categories,
     run_em,
 )
-from ._bce_seeding import SEEDED_INITS, seed_partition, seeded_alpha, seeded_beta, soft_gamma
+from ._bce_seeding import (
+    SEEDED_INITS,
+    check_seeded_init,
+    seed_partition,
+    seeded_alpha,
+    seeded_beta,
+    soft_gamma,
+)
 
 __all__ = ["_BCEBase"]
 
@@ -44,10 +51,10 @@ class _BCEBase:
             raise InputError(f"The 'alpha_init' parameter must be a positive number; got {self.alpha_init!r}")
         if not self.alpha_init > 0:
             raise InputError(f"The 'alpha_init' parameter must be > 0; got {self.alpha_init!r}")
-        if getattr(self, "init", "random") not in SEEDED_INITS + ("random",):
-            raise InputError(
-                f"The 'init' parameter must be 'spectral', 'k-means++' or 'random'; got {self.init!r}"
-            )
+        check_seeded_init(
+            getattr(self, "init", "random"),
+            " (to start from fitted parameters: fit(labels, init=estimator or dict))",
+        )
 
     def _random_params(self, rng, categories, X=None):
         k = self._k

@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 
 from .._threads import thread_map
+from .._validation import InputError, shown
 from . import _bce_kernels as kern
 from ._bce_common import _TINY, _int_rows, normalise_counts
 
@@ -44,6 +45,14 @@ SIDE_BY_SIDE_BYTES = 64 << 20
 SPECTRAL_SAMPLE = 20_000
 #: the ``init`` values of BCE and MM that start from :func:`seed_partition`
 SEEDED_INITS = ("spectral", "k-means++")
+
+
+def check_seeded_init(init, hint=""):
+    """Check BCE's or MM's ``init`` (a name: a partition or fitted parameters go elsewhere, ``hint`` says where)."""
+    if not (isinstance(init, str) and init in SEEDED_INITS + ("random",)):
+        raise InputError(
+            f"The 'init' parameter must be 'spectral', 'k-means++' or 'random'; got {shown(init)}{hint}"
+        )
 
 
 def seed_partition(

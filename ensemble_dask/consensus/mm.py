@@ -25,7 +25,7 @@ from ._bce_common import (
     label_categories,
     normalise_counts,
 )
-from ._bce_seeding import SEEDED_INITS, seed_partition, seeded_beta
+from ._bce_seeding import SEEDED_INITS, check_seeded_init, seed_partition, seeded_beta
 
 __all__ = ["MM"]
 
@@ -100,10 +100,7 @@ class MM:
         check_int(self.n_init, "n_init", min_value=1)
         check_int(self.max_iter, "max_iter", min_value=1)
         _check_tol(self.tol, "tol")
-        if self.init not in SEEDED_INITS + ("random",):
-            raise InputError(
-                f"The 'init' parameter must be 'spectral', 'k-means++' or 'random'; got {self.init!r}"
-            )
+        check_seeded_init(self.init)
         labels = check_labels_matrix(labels)
         rng = check_random_state(self.random_state)
         categories = label_categories(labels)
