@@ -66,6 +66,9 @@ def main():
     ap.add_argument("--blobs-n", type=int, default=5000)
     ap.add_argument("--no-hints", action="store_true", help="generate and coassoc without --n-clusters K")
     ap.add_argument(
+        "--k-range", type=int, nargs=2, metavar=("K_MIN", "K_MAX"), help="generate --k-min --k-max (all sets)"
+    )
+    ap.add_argument(
         "--standardize",
         choices=["default", "on", "off", "both"],
         default="default",
@@ -108,7 +111,8 @@ VARIANTS = {
 def _run_set(name, store, y, K, methods, args, below):
     """generate, coassoc and every consensus method with their defaults; print the set's rows."""
     hint = () if args.no_hints else ("--n-clusters", K)
-    cli("generate", "--store", store, "--no-progress", *hint)
+    k_range = () if args.k_range is None else ("--k-min", args.k_range[0], "--k-max", args.k_range[1])
+    cli("generate", "--store", store, "--no-progress", *hint, *k_range)
     cli("coassoc", "--store", store, *hint)
     row, secs = [], []
     for m in methods:

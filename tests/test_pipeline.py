@@ -306,7 +306,7 @@ def test_ensemble_and_pairs_too_small_for_the_k_asked_are_recorded():
     pcc = store["consensus/pcc-l2"].attrs["warnings"]
     assert any(
         w.startswith(
-            "CoarseEnsembleWarning: the base partitions have at most 4 clusters, fewer than n_clusters=8"
+            "CoarseEnsembleWarning: 0 of the 6 base partitions have n_clusters=8 clusters or more (at most 4,"
         )
         for w in pcc
     ), pcc
@@ -364,3 +364,24 @@ def test_a_workflow_of_data_and_consensus_runs_the_stages_between():
     store = RunStore(store_url)
     assert store["labels"].shape == (600, 12)
     assert store.record("coassoc")["inputs"] == [store.stage_hash("generate")]
+
+
+@pytest.mark.parametrize("n_fine, warned", [(1, True), (3, False)])
+def test_an_ensemble_mostly_coarser_than_the_k_asked_is_recorded(n_fine, warned):
+    """Some partitions reach K but most do not (k drawn in [2, 10] for K = 10): the result says so."""
+    from ensemble_dask.stages.consensus import consensus_stage
+    from ensemble_dask.stages.generate import import_labels
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(8), 40)
+    cols = [rng.permutation(8)[y] for _ in range(n_fine)] + [y // 4 for _ in range(6 - n_fine)]
+    store = RunStore(f"memory://pipeline-mostly-coarse-{n_fine}")
+    import_labels(store, "labels-table", labels=np.column_stack(cols).astype(np.int32))
+    consensus_stage(store, "bce", seed=0, n_clusters=8)
+    notes = store["consensus/bce"].attrs["warnings"]
+    coarse = [w for w in notes if w.startswith("CoarseEnsembleWarning")]
+    if warned:
+        assert coarse and f"{n_fine} of the 6 base partitions have n_clusters=8 clusters or more" in coarse[0]
+        assert "at most 8, median 2" in coarse[0], coarse
+    else:
+        assert not coarse, notes
