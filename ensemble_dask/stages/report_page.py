@@ -6,6 +6,12 @@ uncertainty, the cluster-overlap graph, soft centroids and the objective trace; 
 runs, the sites' row counts and the protocol's mode. Figures are written beside the page
 (``report/fig-*.png``), so the page is self-contained in ``report/``.
 
+A method's figure is kept from one report to the next while nothing it is drawn from changed:
+``report/figures.json`` holds, per figure file, the key it was drawn under (:func:`_figure_key`: the
+result's stage record, the records of the stages before consensus, the sample, the format and the
+figure code) and the SHA-256 of its bytes. Each consensus command rewrites the page, so without
+this the figures of every earlier result were drawn again each time.
+
 Nothing here reads a full n x n matrix or draws all n points: figures use a sample drawn with
 the run's seed (from a few random blocks of rows when n is large, so that only those blocks of
 the zarr arrays are read), and each figure says so. The accuracy table is exact: it reads each
@@ -14,6 +20,7 @@ method's labels and ``y_true`` (n int32 each) and counts a contingency table.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -40,6 +47,10 @@ BAR_SIZE = 200  # points of the membership bars
 BLOCK_ROWS = 1 << 16  # rows per sampling block on large data
 MAX_BLOCKS = 8  # blocks the sample is drawn from on large data (uniform over all n up to 524,288)
 CRITERIA = ("H", "ARI", "NMI", "MP", "R_n")  # the keys of metrics.table_scores
+#: ``{figure file: {"key", "sha256"}}`` of the method figures in ``report/`` (see :func:`_figure_key`)
+FIGURE_KEYS = "report/figures.json"
+#: bump when a method figure changes for the same store (its code's source is part of the key too)
+FIGURE_VERSION = 1
 
 
 # --------------------------------------------------------------------------- sampling
@@ -185,14 +196,50 @@ def _trace_of(attrs):
     return attrs.get("objective_trace") or attrs.get("lower_bound_trace") or []
 
 
-def _method_data(store, name, sample, y_sample, X_sample, feature_names, image_pos, pairs):
-    """Everything the figure and the table need of method ``name``."""
+def _method_table(store, name):
+    """What the accuracy table needs of method ``name``: its attributes and, with ``y_true``, exact scores."""
     g = store[f"consensus/{name}"]
-    attrs = dict(g.attrs)
-    out = {"attrs": attrs, "fig": {}}
+    out = {"attrs": dict(g.attrs)}
+    if "labels" in g and "y_true" in store:
+        t0 = time.perf_counter()
+        out["scores"] = table_scores(contingency_counts(g["labels"][:], store["y_true"][:]))
+        logger.debug("report %s: exact scores in %.2f s", name, time.perf_counter() - t0)
+    return out
+
+
+def _figure_inputs(store, sample, image_pos, lab_sample):
+    """What every method's figure reads beside the method's own arrays: the sampled features, the
+    stored pairs of the picture's rows and their co-association (read once, when a figure is drawn)."""
+    image_rows = sample.rows[image_pos]
+    X_sample = _read_rows(store["X"], sample.rows).astype(np.float64) if "X" in store else None
+    names = None
+    if "X" in store:
+        attrs = dict(store["X"].attrs)
+        names = attrs.get("feature_names") or (attrs.get("summary") or {}).get("feature_names")
+        if names is None or len(names) != store["X"].shape[1]:
+            names = None
+    pairs_ok = "pairs" in store and store["pairs"].attrs.get("complete", False)
+    pairs = _sample_pairs(store, image_rows) if pairs_ok else None
+    co, both, co_src = _coassociation_of(
+        store, image_rows, pairs, None if lab_sample is None else lab_sample[image_pos]
+    )
+    return {
+        "X_sample": X_sample,
+        "feature_names": names,
+        "pairs": pairs,
+        "co": co,
+        "both": both,
+        "co_src": co_src,
+    }
+
+
+def _method_figure_data(store, name, attrs, sample, image_pos, X_sample, feature_names, pairs):
+    """The arguments of :func:`~ensemble_dask.plots.method_figure` of method ``name`` (all but the co-association)."""
+    g = store[f"consensus/{name}"]
     labels_arr = g["labels"] if "labels" in g else None
-    fig = out["fig"]
+    fig = {}
     fig["notes"] = {k: sample.note() for k in ("uncertainty", "overlap", "centroids")}
+    fig["notes"]["vat"] = sample.note(len(image_pos))
     if "Y" in g:
         Y = _read_rows(g["Y"], sample.rows).astype(np.float64)
         Y = np.clip(Y, 0.0, None)
@@ -219,15 +266,82 @@ def _method_data(store, name, sample, y_sample, X_sample, feature_names, image_p
             frac = c[ok] / b[ok]
             fig["within"], fig["between"] = frac[same], frac[~same]
             fig["notes"]["pairs"] = f"pairs of {sample.note(len(image_pos))}"
-        if "y_true" in store:
-            t0 = time.perf_counter()
-            out["scores"] = table_scores(contingency_counts(labels_arr[:], store["y_true"][:]))
-            logger.debug("report %s: exact scores in %.2f s", name, time.perf_counter() - t0)
     fig["trace"] = _trace_of(attrs)
     fig["trace_label"] = "lower bound" if attrs.get("method") in ("bce", "mm", "gbce") else "objective"
     fig["converged"] = attrs.get("converged")
     fig["n_iter"] = attrs.get("n_iter")
+    return fig
+
+
+# --------------------------------------------------------------------------- figures kept between reports
+
+
+def _code_identity():
+    """The figure code's identity: :data:`FIGURE_VERSION`, matplotlib's version and a hash of the
+    source of :mod:`~ensemble_dask.plots` and of this module (so an edit there redraws every figure
+    even when nobody bumped the version)."""
+    import matplotlib
+
+    digest = hashlib.sha256()
+    for path in (plots.__file__, __file__):
+        try:
+            with open(path, "rb") as fh:
+                digest.update(fh.read())
+        except (OSError, TypeError):
+            digest.update(b"?")
+    return [FIGURE_VERSION, matplotlib.__version__, digest.hexdigest()[:16]]
+
+
+def _data_identity(store):
+    """Shapes of the arrays the figures read and the pairs store's attributes: a safety net for a
+    store changed without a stage record (the stages' records say what changed otherwise)."""
+    out = {a: list(store[a].shape) if a in store else None for a in ("X", "labels", "y_true")}
+    out["pairs"] = dict(store["pairs"].attrs) if "pairs" in store else None
     return out
+
+
+def _figure_key(name, records, context):
+    """The key of method ``name``'s figure, or None (no complete record: drawn every time).
+
+    It hashes everything the figure is drawn from: the result's stage record (its parameters,
+    inputs and when it was written, so a result fitted again is drawn again), the records of every
+    stage before consensus (ingest or imported labels, generate, coassoc: the sampled features,
+    labels and pairs), and ``context`` (the figure code, the sample, the image format, the arrays' shapes).
+    """
+    rec = records.get(f"consensus/{name}")
+    if not isinstance(rec, dict) or not rec.get("complete"):
+        return None
+    upstream = {k: v for k, v in records.items() if not k.startswith(("consensus/", "report"))}
+    doc = {"name": name, "result": rec, "upstream": upstream, **context}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _known_figures(store):
+    """``{figure file: {"key", "sha256"}}`` of :data:`FIGURE_KEYS`; ``{}`` when missing or unreadable."""
+    doc = _read_json(store, FIGURE_KEYS)
+    figs = doc.get("figures") if isinstance(doc, dict) else None
+    if not isinstance(figs, dict):
+        return {}
+    return {f: e for f, e in figs.items() if isinstance(e, dict) and isinstance(e.get("key"), str)}
+
+
+def _read_bytes(store, path):
+    try:
+        with fsspec.open(store._file_url(path), "rb", **store.storage_options) as fh:
+            return fh.read()
+    except (FileNotFoundError, OSError):
+        return None
+
+
+def _kept_figure(store, fname, key, known):
+    """The bytes of ``report/fname`` when it was drawn under ``key`` and is intact, else None."""
+    entry = known.get(fname)
+    if key is None or entry is None or entry["key"] != key:
+        return None
+    data = _read_bytes(store, f"report/{fname}")
+    if data is None or hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+        return None  # removed, half written, or written since by another report
+    return data
 
 
 def _base_partitions(store, lab, y_sample):
@@ -311,7 +425,8 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
         raise InputError(
             f"The 'sample_size' parameter of report_page must be an int >= 1; got {sample_size!r}"
         )
-    if not store.records() and "federated" not in store:
+    records = store.records()
+    if not records and "federated" not in store:
         raise InputError(f"run store {store.url!r} holds no stage results yet: nothing to report")
     t0 = time.perf_counter()
     report = report or {}
@@ -326,36 +441,49 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
     if n:
         sample = sample_points(n, sample_size, seed)
         image_pos = sample.subset(IMAGE_SIZE)
-        image_rows = sample.rows[image_pos]
         y_sample = _read_rows(store["y_true"], sample.rows) if "y_true" in store else None
-        X_sample = _read_rows(store["X"], sample.rows).astype(np.float64) if "X" in store else None
-        names = None
-        if "X" in store:
-            attrs = dict(store["X"].attrs)
-            names = attrs.get("feature_names") or (attrs.get("summary") or {}).get("feature_names")
-            if names is None or len(names) != store["X"].shape[1]:
-                names = None
-        pairs_ok = "pairs" in store and store["pairs"].attrs.get("complete", False)
-        pairs = _sample_pairs(store, image_rows) if pairs_ok else None
         # the sampled rows of labels, read once (with one-column chunks, reading is the costly part)
         lab_sample = _read_rows(store["labels"], sample.rows) if "labels" in store else None
-        co, both, co_src = _coassociation_of(
-            store, image_rows, pairs, None if lab_sample is None else lab_sample[image_pos]
-        )
         base = _base_partitions(store, lab_sample, y_sample)
     else:
         base = None
     table_rows = []
-    for name in methods:
-        if sample is None or f"consensus/{name}" not in store:
-            continue
-        data = _method_data(store, name, sample, y_sample, X_sample, names, image_pos, pairs)
-        data["fig"]["notes"]["vat"] = sample.note(len(image_pos))
-        fig = plots.method_figure(name, co=co, both=both, co_source=co_src, **data["fig"])
+    shown = [name for name in methods if sample is not None and f"consensus/{name}" in store]
+    keys = {}
+    if shown:
+        known = _known_figures(store)
+        context = {
+            "code": _code_identity(),
+            "sample": [int(n), int(sample_size), seed, IMAGE_SIZE, BAR_SIZE, BLOCK_ROWS, MAX_BLOCKS],
+            "fmt": fmt,
+            "data": _data_identity(store),
+        }
+    shared = None  # the figures' common inputs: read when the first figure is drawn
+    reused = 0
+    for name in shown:
         fname = f"fig-method-{slug(name)}.{fmt}"
-        figures[fname] = plots.figure_bytes(fig, fmt)
-        metrics = {**(methods.get(name) or {}), **data.get("scores", {})}
-        table_rows.append((name, metrics, data["attrs"], fname))
+        key = _figure_key(name, records, context)
+        table = _method_table(store, name)
+        # read before _clear_old_figures removes the file
+        figures[fname] = _kept_figure(store, fname, key, known)
+        reused += figures[fname] is not None
+        if figures[fname] is None:
+            if shared is None:
+                shared = _figure_inputs(store, sample, image_pos, lab_sample)
+            data = _method_figure_data(
+                store, name, table["attrs"], sample, image_pos,
+                shared["X_sample"], shared["feature_names"], shared["pairs"],
+            )  # fmt: skip
+            fig = plots.method_figure(
+                name, co=shared["co"], both=shared["both"], co_source=shared["co_src"], **data
+            )
+            figures[fname] = plots.figure_bytes(fig, fmt)
+        if key is not None:
+            keys[fname] = {"key": key, "sha256": hashlib.sha256(figures[fname]).hexdigest()}
+        metrics = {**(methods.get(name) or {}), **table.get("scores", {})}
+        table_rows.append((name, metrics, table["attrs"], fname))
+    if shown:
+        logger.info("report: %d of %d method figures reused from the last report", reused, len(shown))
     if base is not None and len(base["k_asked"]) + sum(len(v) for v in base["scores"].values()):
         crit = {c: v for c, v in base["scores"].items() if len(v)}
         fig = plots.base_partitions_figure(
@@ -379,7 +507,7 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
             ylabel=fed.get("trace_label", "lower bound"),
         )
         figures[f"fig-federated.{fmt}"] = plots.figure_bytes(fig, fmt)
-    sections.append(facts_html(_facts(store, report, sample, seed), store.records()))
+    sections.append(facts_html(_facts(store, report, sample, seed), records))
     sampled = base is not None and sample is not None and len(sample) < n
     sections.append(accuracy_html(table_rows, base, sample.description if sampled else None))
     if f"fig-base-partitions.{fmt}" in figures:
@@ -400,6 +528,8 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
     _clear_old_figures(store)
     for fname, data in figures.items():
         _write(store, f"report/{fname}", data)
+    # after the figures: an entry names bytes that were written (and _kept_figure checks them)
+    _write(store, FIGURE_KEYS, json.dumps({"version": 1, "figures": keys}, indent=1, sort_keys=True).encode())
     url = _write(store, "report/index.html", page_html.encode("utf-8"))
     logger.info("report: %s (%d figures) in %.2f s", url, len(figures), time.perf_counter() - t0)
     return url
