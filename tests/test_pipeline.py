@@ -385,3 +385,20 @@ def test_an_ensemble_mostly_coarser_than_the_k_asked_is_recorded(n_fine, warned)
         assert "at most 8, median 2" in coarse[0], coarse
     else:
         assert not coarse, notes
+
+
+def test_a_result_using_fewer_clusters_than_asked_is_recorded():
+    """Two identical base partitions of 2 clusters asked for 4: the labels use 2, and the record says so."""
+    from ensemble_dask.stages.consensus import consensus_stage
+    from ensemble_dask.stages.generate import import_labels
+
+    col = np.repeat([0, 1], 30).astype(np.int32)
+    store = RunStore("memory://pipeline-fewer-used")
+    import_labels(store, "labels-table", labels=np.column_stack([col, col]))
+    metrics = consensus_stage(store, "hbgf", seed=0, n_clusters=4)
+    notes = store["consensus/hbgf"].attrs["warnings"]
+    assert metrics["effective_k"] < 4
+    assert any(
+        w.startswith(f"FewerClustersWarning: the labels use {metrics['effective_k']} of the n_clusters=4")
+        for w in notes
+    ), notes
