@@ -590,17 +590,53 @@ def test_encode_labels_with_large_label_values_and_unseen_ones():
 @pytest.mark.parametrize("Est", [BCE, MM])
 def test_bad_init_names_the_parameter(Est):
     with pytest.raises(
-        InputError, match="'init' parameter must be 'spectral', 'k-means\\+\\+' or 'random'; got 'kmeans'"
+        InputError,
+        match="'init' parameter must be 'spectral', 'k-means\\+\\+', 'random' or a partition of the rows; got 'kmeans'",
     ):
         Est(2, init="kmeans").fit(np.array([[0, 1], [1, 0], [0, 0]]))
 
 
 @pytest.mark.parametrize("Est", [BCE, MM])
-def test_an_array_init_gets_a_clear_error(Est):
-    """A partition given as ``init`` (as PCC takes one) is named, not compared element-wise with the names."""
+def test_an_init_that_is_no_partition_of_the_rows_gets_a_clear_error(Est):
+    """Not compared element-wise with the names (numpy's 'truth value is ambiguous'), but named."""
     labels = np.array([[0, 1], [1, 0], [0, 0]])
-    with pytest.raises(InputError, match=r"'init' parameter must be .*; got an array of shape \(3,\)"):
-        Est(2, init=labels[:, 0]).fit(labels)
+    with pytest.raises(InputError, match=r"a partition of the 3 rows .*got an array of shape \(3, 2\)"):
+        Est(2, init=labels).fit(labels)
+    with pytest.raises(InputError, match=r"got an array of shape \(3,\) and dtype float64"):
+        Est(2, init=np.array([0.0, 1.0, 0.0])).fit(labels)
+    with pytest.raises(InputError, match="has 3 clusters, more than n_clusters=2"):
+        Est(2, init=[0, 1, 2]).fit(labels)
+    with pytest.raises(InputError, match="holds -2"):
+        Est(2, init=[0, 1, -2]).fit(labels)
+
+
+@pytest.mark.parametrize("Est", [BCE, MM])
+def test_a_start_from_a_partition_is_that_partition(Est):
+    """From the true partition the fit stays there; from a partition of other codes (another method's
+    labels, -1 for rows left out) too; and the start, not the default's, decides where EM ends."""
+    from sklearn.metrics import adjusted_rand_score
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), 60)
+    cols = []
+    for _ in range(12):
+        col = rng.permutation(4)[y]
+        flip = rng.random(y.size) < 0.15
+        col[flip] = rng.integers(0, 4, int(flip.sum()))
+        cols.append(col)
+    labels = np.column_stack(cols)
+    codes = np.array([7, 3, 11, 5])[y]
+    codes[::17] = -1
+    for start in (y, codes):
+        fit = Est(4, init=start, random_state=0).fit(labels)
+        assert adjusted_rand_score(y, fit.labels_) == 1.0
+        assert fit.n_iter_ >= 1 and fit.converged_
+    # a start that merges two classes into one cluster and splits another: EM from it ends elsewhere
+    merged = np.where(y == 1, 0, y)
+    merged[(y == 2) & (np.arange(y.size) % 2 == 0)] = 1
+    with pytest.warns(UserWarning, match="max_iter=1"):
+        other = Est(4, init=merged, random_state=0, max_iter=1).fit(labels)
+    assert adjusted_rand_score(merged, other.labels_) > adjusted_rand_score(y, other.labels_)
 
 
 def _kcc_objective(gidx, assign, k):

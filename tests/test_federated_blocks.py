@@ -62,6 +62,14 @@ def test_dask_blocks_on_zarr_equal_in_memory_fit(client, iris, reference, tmp_pa
     np.testing.assert_allclose(est2.memberships_, reference.memberships_, rtol=1e-10, atol=1e-12)
 
 
+def test_dask_blocks_refuse_a_partition_as_the_start_by_name(client, iris):
+    """Rows are not fetched to the client for a start: a partition given as ``init`` is refused clearly."""
+    from ensemble_dask import InputError
+
+    with pytest.raises(InputError, match=r"fit_bce_dask starts from .*got init=an array of shape \(150,\)"):
+        fit_bce_dask(iris, 3, client=client, init=np.zeros(150, dtype=int))
+
+
 def test_column_distributed_equals_centralised(client, iris, reference, tmp_path):
     holders = []
     for g, (a, b) in enumerate([(0, 3), (3, 8), (8, 12)]):

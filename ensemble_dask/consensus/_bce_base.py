@@ -26,6 +26,8 @@ from ._bce_common import (
 from ._bce_seeding import (
     SEEDED_INITS,
     check_seeded_init,
+    partition_counts,
+    partition_start,
     seed_partition,
     seeded_alpha,
     seeded_beta,
@@ -74,17 +76,19 @@ class _BCEBase:
             var = np.tile(sd**2, (k, 1))
         return Params(np.full(k, float(self.alpha_init)), beta, mu, var)
 
-    def _seeded_params(self, rng, categories, estep):
-        """Start from the hard partition of :func:`seed_partition` (HBGF, or k-means++, and KCC on the labels).
+    def _seeded_params(self, rng, categories, estep, counts=None):
+        """Start from a hard partition: :func:`seed_partition`'s (HBGF, or k-means++, and KCC on the labels),
+        or the one whose label ``counts`` are given (``init`` a partition, :func:`partition_counts`).
 
-        ``beta`` from the partition's label counts (:func:`seeded_beta`), a symmetric ``alpha``
-        fitted to the memberships it implies, in ``[1e-3, alpha_init]`` (:func:`seeded_alpha`).
+        ``beta`` from the partition's label counts (:func:`seeded_beta`), a symmetric ``alpha`` fitted to
+        the memberships it implies, in ``[1e-3, alpha_init]`` (:func:`seeded_alpha`).
         Returns the parameters and the rows' warm-start ``gamma`` (:func:`soft_gamma`).
         """
         offsets = _offsets(categories)
-        counts, _ = seed_partition(
-            estep.gidx, estep.rweight, offsets, self._k, rng, spectral_first=self.init == "spectral"
-        )
+        if counts is None:
+            counts, _ = seed_partition(
+                estep.gidx, estep.rweight, offsets, self._k, rng, spectral_first=self.init == "spectral"
+            )
         beta = seeded_beta(counts, offsets)
         upper = float(self.alpha_init)
         a = seeded_alpha(estep.gidx, estep.rweight, beta, rng, lower=min(1e-3 / self._k, upper), upper=upper)
@@ -278,9 +282,15 @@ class _BCEBase:
             gidx, ucol, Xf, ufeat, self._k, float(self.e_step_tol), int(self.e_step_max_iter)
         )
         gammas0 = None
+        start = getattr(self, "init", "random")
         if init is not None:
             starts = [self._params_from_init(init, categories, labels, Xf)]
-        elif getattr(self, "init", "random") in SEEDED_INITS:
+        elif not isinstance(start, str):  # a partition: one start (more would repeat it)
+            assign = partition_start(start, labels.shape[0], self._k)
+            counts = partition_counts(gidx, assign, int(_offsets(categories)[-1]), self._k)
+            params, gamma0 = self._seeded_params(rng, categories, estep, counts)
+            starts, gammas0 = [params], [gamma0]
+        elif start in SEEDED_INITS:
             seeded = [self._seeded_params(rng, categories, estep) for _ in range(self.n_init)]
             starts, gammas0 = [p for p, _ in seeded], [g for _, g in seeded]
         else:

@@ -48,11 +48,44 @@ SEEDED_INITS = ("spectral", "k-means++")
 
 
 def check_seeded_init(init, hint=""):
-    """Check BCE's or MM's ``init`` (a name: a partition or fitted parameters go elsewhere, ``hint`` says where)."""
-    if not (isinstance(init, str) and init in SEEDED_INITS + ("random",)):
+    """Check BCE's or MM's ``init`` when it is a name (a partition is checked by :func:`partition_start`
+    once the number of rows is known; ``hint`` says where fitted parameters go)."""
+    if isinstance(init, str) and init not in SEEDED_INITS + ("random",):
         raise InputError(
-            f"The 'init' parameter must be 'spectral', 'k-means++' or 'random'; got {shown(init)}{hint}"
+            f"The 'init' parameter must be 'spectral', 'k-means++', 'random' or a partition of the rows; "
+            f"got {init!r}{hint}"
         )
+
+
+def partition_start(init, n, k):
+    """Each row's cluster in ``[0, k)`` (``-1``: none) of a partition given as ``init``: ``n`` integer
+    labels, any ``k`` or fewer distinct values (e.g. another method's ``labels_``), ``-1`` for a row
+    the start leaves out."""
+    arr = np.asarray(init)
+    if arr.shape != (n,) or not np.issubdtype(arr.dtype, np.integer):
+        raise InputError(
+            f"The 'init' parameter must be 'spectral', 'k-means++', 'random' or a partition of the {n} rows "
+            f"({n} integer labels, -1 = none); got {shown(init)}"
+        )
+    if n and int(arr.min()) < -1:
+        raise InputError(f"The 'init' partition holds {int(arr.min())}; labels are >= 0, or -1 for none")
+    known = arr >= 0
+    codes, inv = np.unique(arr[known], return_inverse=True)
+    if codes.size > k:
+        raise InputError(f"The 'init' partition has {codes.size} clusters, more than n_clusters={k}")
+    out = np.full(n, -1, dtype=np.int64)
+    out[known] = inv
+    return out
+
+
+def partition_counts(gidx, assign, n_categories, k):
+    """``(k, R)`` label counts of a hard partition: per cluster, its rows holding each global category
+    (``gidx``: the rows' global category indices, ``-1`` missing; ``assign``: each row's cluster or -1)."""
+    gidx = np.asarray(gidx)
+    obs = (gidx >= 0) & (np.asarray(assign)[:, None] >= 0)
+    cluster = np.broadcast_to(np.asarray(assign)[:, None], gidx.shape)[obs]
+    flat = cluster * n_categories + gidx[obs].astype(np.int64)
+    return np.bincount(flat, minlength=k * n_categories).reshape(k, n_categories).astype(np.float64)
 
 
 def seed_partition(

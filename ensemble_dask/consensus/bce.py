@@ -86,8 +86,11 @@ class BCE(_BCEBase):
         HBGF's partition (with another seed of its k-means), so more of them add little: the lower
         bound, like KCC's objective, would then prefer the partitions that split large clusters. Use
         3-10 starts with ``init="random"``.
-    init : {"spectral", "k-means++", "random"}, default="spectral"
-        How a start is drawn (when ``fit`` gets no ``init``). ``"spectral"``: HBGF's spectral
+    init : {"spectral", "k-means++", "random"} or array-like of shape (n_samples,), default="spectral"
+        How a start is drawn (when ``fit`` gets no ``init``). A partition of the rows (integer labels,
+        at most ``n_clusters`` distinct values, ``-1`` for a row it leaves out; e.g. another method's
+        ``labels_``) is the start itself, as for ``"spectral"`` after its partition is found: one start.
+        ``"spectral"``: HBGF's spectral
         partition of the label rows (on a sample of 20,000 distinct rows above that) and Lloyd steps
         of k-means on the one-hot labels (KCC, ``-1`` skipped); ``"k-means++"``: greedy k-means++
         seedings on the label rows (distance: the share of jointly observed labels that differ) and

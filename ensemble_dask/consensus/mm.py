@@ -25,7 +25,14 @@ from ._bce_common import (
     label_categories,
     normalise_counts,
 )
-from ._bce_seeding import SEEDED_INITS, check_seeded_init, seed_partition, seeded_beta
+from ._bce_seeding import (
+    SEEDED_INITS,
+    check_seeded_init,
+    partition_counts,
+    partition_start,
+    seed_partition,
+    seeded_beta,
+)
 
 __all__ = ["MM"]
 
@@ -49,8 +56,10 @@ class MM:
         Maximum EM iterations.
     tol : float, default=1e-6
         Stop when the relative change of the log-likelihood is at most ``tol``.
-    init : {"spectral", "k-means++", "random"}, default="spectral"
-        ``"spectral"``: ``beta`` and ``pi`` from HBGF's spectral partition of the label rows and KCC
+    init : {"spectral", "k-means++", "random"} or array-like of shape (n_samples,), default="spectral"
+        A partition of the rows (integer labels, at most ``n_clusters`` distinct values, ``-1`` for a row
+        it leaves out; e.g. another method's ``labels_``): ``beta`` and ``pi`` from its label counts, one
+        start. ``"spectral"``: ``beta`` and ``pi`` from HBGF's spectral partition of the label rows and KCC
         Lloyd steps (see :class:`~ensemble_dask.consensus.BCE` for why); ``"k-means++"``: from the
         partition of k-means++ seeding and KCC Lloyd steps, or HBGF's where its KCC objective is lower
         (:func:`~._bce_seeding.seed_partition`); ``"random"``: ``beta`` drawn from flat Dirichlets,
@@ -118,12 +127,17 @@ class MM:
                 stacklevel=2,
             )
         wfit = np.where(empty, 0.0, weight)
+        given = None
+        if not isinstance(self.init, str):  # a partition: one start (more would repeat it)
+            given = partition_counts(gidx, partition_start(self.init, labels.shape[0], k), offsets[-1], k)
         best = None
-        for _ in range(self.n_init):
-            if self.init in SEEDED_INITS:
-                counts, _ = seed_partition(
-                    rows, wfit, offsets, k, rng, spectral_first=self.init == "spectral"
-                )
+        for _ in range(1 if given is not None else self.n_init):
+            if given is not None or self.init in SEEDED_INITS:
+                counts = given
+                if counts is None:
+                    counts, _ = seed_partition(
+                        rows, wfit, offsets, k, rng, spectral_first=self.init == "spectral"
+                    )
                 beta = seeded_beta(counts, offsets)
                 size = counts.sum(axis=1) + 1.0
                 pi = size / size.sum()

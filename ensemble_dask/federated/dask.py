@@ -21,7 +21,7 @@ import uuid
 
 import numpy as np
 
-from .._validation import InputError, check_labels_matrix, check_random_state
+from .._validation import InputError, check_labels_matrix, check_random_state, shown
 from ..consensus._bce_common import Params
 from ..consensus._bce_seeding import seeded_alpha, seeded_beta, soft_gamma
 from ..consensus.bce import BCE, StatsLayout, _offsets, compress_rows, encode_labels, estep_stats
@@ -380,10 +380,14 @@ def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
 
         client = get_client()
     bce_params.setdefault("init", "random")
-    if bce_params["init"] not in ("random", "k-means++", "spectral"):
+    if not isinstance(bce_params["init"], str) or bce_params["init"] not in (
+        "random",
+        "k-means++",
+        "spectral",
+    ):
         raise InputError(
             f"fit_bce_dask starts from random draws (init='random'; use n_init=3-10) or from a seeded "
-            f"partition (init='k-means++' or 'spectral'); got init={bce_params['init']!r}"
+            f"partition (init='k-means++' or 'spectral'); got init={shown(bce_params['init'])}"
         )
     est = BCE(n_clusters, **bce_params)
     est._check_params()
