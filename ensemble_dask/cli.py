@@ -328,7 +328,18 @@ def _stage(args, pipeline, store, labels=None):
                 algorithms=args.algorithms,
                 seed=args.seed,
             )
-        print(f"generate: {info['n_clusterings']} clusterings, {info['computed']} computed")
+        from .stages.generate import default_k_range
+
+        lo, hi = default_k_range(args.n_clusters)
+        lo, hi = lo if args.k_min is None else args.k_min, hi if args.k_max is None else args.k_max
+        print(
+            f"generate: {info['n_clusterings']} clusterings (k in [{lo}, {hi}]), {info['computed']} computed"
+        )
+        if args.n_clusters is None and args.k_min is None and args.k_max is None:
+            print(
+                "generate: a range for consensus of up to 5 clusters; for K clusters, "
+                "generate --n-clusters K draws k in [K/2, 2K] (a consensus splits only what base partitions split)"
+            )
     elif args.command == "coassoc":
         from .stages.coassoc import coassoc_stage
 

@@ -50,6 +50,24 @@ def test_stage_commands_and_rerun(kdd_sample, tmp_path):
     assert "up to date" in r.stdout
     r = cli("generate", "--store", store, "-N", 4, "--rate", 0.5, "--n-workers", 1, "--no-progress")
     assert r.returncode == 0, r.stderr
+    # without K the range is the one for small K, and the command says how to give K
+    assert "4 clusterings (k in [2, 10])" in r.stdout and "generate --n-clusters K" in r.stdout
+    r = cli(
+        "generate",
+        "--store",
+        store,
+        "-N",
+        4,
+        "--rate",
+        0.5,
+        "--n-clusters",
+        12,
+        "--n-workers",
+        1,
+        "--no-progress",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "4 clusterings (k in [6, 24]), 4 computed" in r.stdout and "--n-clusters K" not in r.stdout
     r = cli("report", "--store", store)
     assert r.returncode == 0 and "base partitions" in r.stdout
 
@@ -118,6 +136,7 @@ def test_coassoc_and_consensus_commands(tmp_path):
     assert cli("ingest", "synthetic:blobs?n=500&d=6&centers=3", "--store", store).returncode == 0
     r = cli("generate", "--store", store, "-N", 8, "--k-max", 5, "--n-workers", 1, "--no-progress")
     assert r.returncode == 0, r.stderr
+    assert "8 clusterings (k in [2, 5])" in r.stdout and "--n-clusters K" not in r.stdout
     r = cli("coassoc", "--store", store, "--strategy", "per-point", "--l", 10, "--n-workers", 1)
     assert r.returncode == 0, r.stderr
     r = cli("consensus", "pcc-l2", "--store", store, "--set", "n_clusters=3")
