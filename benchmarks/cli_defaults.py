@@ -148,10 +148,11 @@ def _run_set(name, store, y, K, methods, args, below):
 
 
 def _anmi(p, labels):
-    """Mean NMI of partition ``p`` with the base partitions (Strehl and Ghosh's consensus criterion)."""
+    """Mean NMI (geometric normalisation) of partition ``p`` with the base partitions, each over the points
+    it labels: Strehl and Ghosh's consensus criterion."""
     from sklearn.metrics import normalized_mutual_info_score as nmi
 
-    return float(np.mean([nmi(p[c >= 0], c[c >= 0]) for c in labels.T]))
+    return float(np.mean([nmi(p[c >= 0], c[c >= 0], average_method="geometric") for c in labels.T]))
 
 
 def _diagnose(store, y, K, methods):
@@ -167,6 +168,7 @@ def _diagnose(store, y, K, methods):
 
     g = zarr.open_group(str(store), mode="r")
     labels = np.asarray(g["labels"][:])
+    y = np.asarray(g["y_true"][:])  # the rows ingest kept
     truth = np.unique(y, return_inverse=True)[1]
     print(f"{'':15s} ANMI with the base partitions: the classes {_anmi(truth, labels):.3f}", end="")
     for m in methods:

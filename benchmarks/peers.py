@@ -229,16 +229,22 @@ def worker(args):
 # --------------------------------------------------------------------------- data and driver
 
 
+def blobs(n, centers):
+    """The data every ensemble here is drawn from: ``(X, y)``."""
+    from sklearn.datasets import make_blobs
+
+    return make_blobs(n, centers=centers, n_features=10, cluster_std=2.5, random_state=0)
+
+
 def ensemble(n, K, centers, subsample, seed, cache):
     """Cached blobs ensemble: returns (labels path, true labels)."""
     from sklearn.cluster import KMeans
-    from sklearn.datasets import make_blobs
 
     tag = f"blobs_n{n}_c{centers}_K{K}_s{subsample}_seed{seed}"
     lab_path, y_path = cache / f"{tag}_labels.npy", cache / f"{tag}_y.npy"
     if lab_path.exists() and y_path.exists():
         return lab_path, np.load(y_path)
-    X, y = make_blobs(n, centers=centers, n_features=10, cluster_std=2.5, random_state=0)
+    X, y = blobs(n, centers)
     rng = np.random.default_rng(seed)
     labels = np.full((n, N_CLUSTERINGS), -1, dtype=np.int32)
     for j in range(N_CLUSTERINGS):

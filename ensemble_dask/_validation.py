@@ -80,10 +80,10 @@ def check_rate(value, name):
 
 
 def check_choice(value, name, choices):
-    """Check that ``value`` is one of ``choices`` (an array or other unhashable value is not)."""
+    """Check that ``value`` is one of ``choices`` (an array never is, whatever it holds)."""
     try:
-        ok = value in choices
-    except (TypeError, ValueError):  # an array: ambiguous truth value, or unhashable
+        ok = not hasattr(value, "shape") and value in choices
+    except TypeError:  # unhashable (a list against a set of names)
         ok = False
     if not ok:
         raise InputError(f"The {name!r} parameter must be one of {sorted(choices)}; got {shown(value)}")

@@ -364,7 +364,9 @@ def test_corrupt_keys_or_figures_and_other_settings_are_drawn_again(run, tmp_pat
     store = RunStore(path)
     report_page(store)
     good = _figures(folder)
-    for doc in ("{not json", "[]", '{"figures": {"fig-method-bce.png": "a key"}}'):
+    other_version = json.loads((folder / "figures.json").read_text())
+    other_version["version"] -= 1  # the keys of another figure code
+    for doc in ("{not json", "[]", '{"figures": {"fig-method-bce.png": "a key"}}', json.dumps(other_version)):
         drawn.clear()
         (folder / "figures.json").write_text(doc)
         report_page(store)

@@ -7,13 +7,24 @@ from ensemble_dask import InputError
 from ensemble_dask._validation import check_choice
 
 
-def test_check_choice_names_an_array_by_its_shape():
-    """An array is not compared element-wise with the names (numpy's 'truth value is ambiguous')."""
+@pytest.mark.parametrize("choices", [{"kl", "l2"}, ("kl", "l2")])
+@pytest.mark.parametrize(
+    "value, shape",
+    [(np.array(["kl", "l2"]), r"\(2,\)"), (np.array(["kl"]), r"\(1,\)"), (np.array("kl"), r"\(\)")],
+)
+def test_check_choice_names_an_array_by_its_shape(choices, value, shape):
+    """An array is not a name, even one holding a valid name: not compared element-wise (numpy's
+    'truth value is ambiguous' against a tuple), not hashed (against a set), and not let through."""
     with pytest.raises(
         InputError,
-        match=r"'divergence' parameter must be one of \['kl', 'l2'\]; got an array of shape \(2,\)",
+        match=rf"'divergence' parameter must be one of \['kl', 'l2'\]; got an array of shape {shape}",
     ):
-        check_choice(np.array(["kl", "l2"]), "divergence", {"kl", "l2"})
+        check_choice(value, "divergence", choices)
+
+
+def test_check_choice_refuses_an_unhashable_value():
+    with pytest.raises(InputError, match=r"got \['kl'\]"):
+        check_choice(["kl"], "divergence", {"kl", "l2"})
 
 
 def test_check_choice_keeps_the_repr_of_a_scalar():

@@ -362,7 +362,8 @@ def _check_clusters_used(est):
     used, n_clusters = getattr(est, "effective_k_", None), getattr(est, "n_clusters", None)
     if n_clusters and used is not None and used < n_clusters:
         warnings.warn(
-            f"the labels use {used} of the n_clusters={n_clusters} clusters asked (the others hold no point)",
+            f"the labels use {used} of the n_clusters={n_clusters} clusters asked "
+            "(no point has its largest membership in the others)",
             FewerClustersWarning,
             stacklevel=3,
         )

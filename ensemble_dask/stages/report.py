@@ -17,6 +17,7 @@ import numpy as np
 
 from .._validation import InputError
 from ..io.store import stage_hash
+from ._figure_keys import record_identity
 from .consensus import current_results
 from .generate import base_partition_scores
 
@@ -47,10 +48,7 @@ def _exists(store, path):
 
 def report_key(store):
     """The content key of a report of ``store``: every stage record (its identity and when it finished)."""
-    records = {
-        name: [rec.get("hash"), rec.get("output"), rec.get("complete"), rec.get("finished")]
-        for name, rec in store.records().items()
-    }
+    records = {name: record_identity(rec) for name, rec in store.records().items()}
     return stage_hash({"report": _REPORT_VERSION}, records)
 
 

@@ -7,7 +7,7 @@ runs, the sites' row counts and the protocol's mode. Figures are written beside 
 (``report/fig-*.png``), so the page is self-contained in ``report/``.
 
 A method's figure is kept from one report to the next while nothing it is drawn from changed:
-``report/figures.json`` holds, per figure file, the key it was drawn under (:func:`_figure_key`: the
+``report/figures.json`` holds, per figure file, the key it was drawn under (:func:`._figure_keys.figure_key`: the
 result's stage record, the records of the stages before consensus, the sample, the format and the
 figure code) and the SHA-256 of its bytes. Each consensus command rewrites the page, so without
 this the figures of every earlier result were drawn again each time.
@@ -33,6 +33,15 @@ from .._report_html import accuracy_html, facts_html, federated_html, figure_htm
 from .._validation import InputError
 from ..coassoc.counting import dense_coassociation
 from ..metrics import cluster_overlap, contingency_counts, soft_centroids, table_scores
+from ._figure_keys import (
+    FIGURE_KEYS,
+    code_identity,
+    data_identity,
+    figure_key,
+    kept_figure,
+    keys_document,
+    known_figures,
+)
 from .consensus import current_results
 
 __all__ = ["report_page", "sample_points", "cluster_facts", "RowSample"]
@@ -47,10 +56,6 @@ BAR_SIZE = 200  # points of the membership bars
 BLOCK_ROWS = 1 << 16  # rows per sampling block on large data
 MAX_BLOCKS = 8  # blocks the sample is drawn from on large data (uniform over all n up to 524,288)
 CRITERIA = ("H", "ARI", "NMI", "MP", "R_n")  # the keys of metrics.table_scores
-#: ``{figure file: {"key", "sha256"}}`` of the method figures in ``report/`` (see :func:`_figure_key`)
-FIGURE_KEYS = "report/figures.json"
-#: bump when a method figure changes for the same store (its code's source is part of the key too)
-FIGURE_VERSION = 1
 
 
 # --------------------------------------------------------------------------- sampling
@@ -273,77 +278,6 @@ def _method_figure_data(store, name, attrs, sample, image_pos, X_sample, feature
     return fig
 
 
-# --------------------------------------------------------------------------- figures kept between reports
-
-
-def _code_identity():
-    """The figure code's identity: :data:`FIGURE_VERSION`, matplotlib's version and a hash of the
-    source of :mod:`~ensemble_dask.plots` and of this module (so an edit there redraws every figure
-    even when nobody bumped the version)."""
-    import matplotlib
-
-    digest = hashlib.sha256()
-    for path in (plots.__file__, __file__):
-        try:
-            with open(path, "rb") as fh:
-                digest.update(fh.read())
-        except (OSError, TypeError):
-            digest.update(b"?")
-    return [FIGURE_VERSION, matplotlib.__version__, digest.hexdigest()[:16]]
-
-
-def _data_identity(store):
-    """Shapes of the arrays the figures read and the pairs store's attributes: a safety net for a
-    store changed without a stage record (the stages' records say what changed otherwise)."""
-    out = {a: list(store[a].shape) if a in store else None for a in ("X", "labels", "y_true")}
-    out["pairs"] = dict(store["pairs"].attrs) if "pairs" in store else None
-    return out
-
-
-def _figure_key(name, records, context):
-    """The key of method ``name``'s figure, or None (no complete record: drawn every time).
-
-    It hashes everything the figure is drawn from: the result's stage record (its parameters,
-    inputs and when it was written, so a result fitted again is drawn again), the records of every
-    stage before consensus (ingest or imported labels, generate, coassoc: the sampled features,
-    labels and pairs), and ``context`` (the figure code, the sample, the image format, the arrays' shapes).
-    """
-    rec = records.get(f"consensus/{name}")
-    if not isinstance(rec, dict) or not rec.get("complete"):
-        return None
-    upstream = {k: v for k, v in records.items() if not k.startswith(("consensus/", "report"))}
-    doc = {"name": name, "result": rec, "upstream": upstream, **context}
-    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:32]
-
-
-def _known_figures(store):
-    """``{figure file: {"key", "sha256"}}`` of :data:`FIGURE_KEYS`; ``{}`` when missing or unreadable."""
-    doc = _read_json(store, FIGURE_KEYS)
-    figs = doc.get("figures") if isinstance(doc, dict) else None
-    if not isinstance(figs, dict):
-        return {}
-    return {f: e for f, e in figs.items() if isinstance(e, dict) and isinstance(e.get("key"), str)}
-
-
-def _read_bytes(store, path):
-    try:
-        with fsspec.open(store._file_url(path), "rb", **store.storage_options) as fh:
-            return fh.read()
-    except (FileNotFoundError, OSError):
-        return None
-
-
-def _kept_figure(store, fname, key, known):
-    """The bytes of ``report/fname`` when it was drawn under ``key`` and is intact, else None."""
-    entry = known.get(fname)
-    if key is None or entry is None or entry["key"] != key:
-        return None
-    data = _read_bytes(store, f"report/{fname}")
-    if data is None or hashlib.sha256(data).hexdigest() != entry.get("sha256"):
-        return None  # removed, half written, or written since by another report
-    return data
-
-
 def _base_partitions(store, lab, y_sample):
     """Per base partition: scores on the sample (``lab``: the sampled rows of labels), k asked and found."""
     if "labels" not in store:
@@ -451,21 +385,21 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
     shown = [name for name in methods if sample is not None and f"consensus/{name}" in store]
     keys = {}
     if shown:
-        known = _known_figures(store)
+        known = known_figures(store)
         context = {
-            "code": _code_identity(),
+            "code": code_identity(),
             "sample": [int(n), int(sample_size), seed, IMAGE_SIZE, BAR_SIZE, BLOCK_ROWS, MAX_BLOCKS],
             "fmt": fmt,
-            "data": _data_identity(store),
+            "data": data_identity(store),
         }
     shared = None  # the figures' common inputs: read when the first figure is drawn
     reused = 0
     for name in shown:
         fname = f"fig-method-{slug(name)}.{fmt}"
-        key = _figure_key(name, records, context)
+        key = figure_key(name, records, context)
         table = _method_table(store, name)
         # read before _clear_old_figures removes the file
-        figures[fname] = _kept_figure(store, fname, key, known)
+        figures[fname] = kept_figure(store, fname, key, known)
         reused += figures[fname] is not None
         if figures[fname] is None:
             if shared is None:
@@ -528,8 +462,8 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
     _clear_old_figures(store)
     for fname, data in figures.items():
         _write(store, f"report/{fname}", data)
-    # after the figures: an entry names bytes that were written (and _kept_figure checks them)
-    _write(store, FIGURE_KEYS, json.dumps({"version": 1, "figures": keys}, indent=1, sort_keys=True).encode())
+    # after the figures: an entry names bytes that were written (and kept_figure checks them)
+    _write(store, FIGURE_KEYS, keys_document(keys))
     url = _write(store, "report/index.html", page_html.encode("utf-8"))
     logger.info("report: %s (%d figures) in %.2f s", url, len(figures), time.perf_counter() - t0)
     return url
