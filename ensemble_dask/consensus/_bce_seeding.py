@@ -16,6 +16,7 @@ import numpy as np
 from .._threads import thread_map
 from .._validation import InputError, shown
 from . import _bce_kernels as kern
+from ._base import dense_codes
 from ._bce_common import _TINY, _int_rows, normalise_counts
 
 __all__ = [
@@ -70,9 +71,9 @@ def partition_start(init, n, k):
     if n and int(arr.min()) < -1:
         raise InputError(f"The 'init' partition holds {int(arr.min())}; labels are >= 0, or -1 for none")
     known = arr >= 0
-    codes, inv = np.unique(arr[known], return_inverse=True)
-    if codes.size > k:
-        raise InputError(f"The 'init' partition has {codes.size} clusters, more than n_clusters={k}")
+    n_codes, inv = dense_codes(arr[known], n)
+    if n_codes > k:
+        raise InputError(f"The 'init' partition has {n_codes} clusters, more than n_clusters={k}")
     out = np.full(n, -1, dtype=np.int64)
     out[known] = inv
     return out

@@ -28,7 +28,7 @@ from . import _pair_kernels as _pairk
 from . import _pcc_kernels as _k
 from . import _pcc_stored
 from . import _ppc_kernels as _ppck
-from ._base import SoftConsensusMixin, as_pair_data, check_n_clusters, check_tol
+from ._base import SoftConsensusMixin, as_pair_data, check_n_clusters, check_tol, dense_codes
 
 __all__ = ["PCC", "PPC", "DIVERGENCES"]
 
@@ -85,13 +85,7 @@ def check_init(init, n, k, smoothing=0.0, *, vertex_labels=False):
     if arr.shape == (n,) and np.issubdtype(arr.dtype, np.integer):
         known = arr >= 0
         vals = arr[known]
-        if vals.size and int(vals.max()) <= 4 * n + 1024:  # small codes: a table instead of a sort
-            present = np.bincount(vals) > 0
-            n_codes = int(present.sum())
-            inv = (np.cumsum(present) - 1)[vals]
-        else:
-            codes, inv = np.unique(vals, return_inverse=True)
-            n_codes = codes.size
+        n_codes, inv = dense_codes(vals, n)
         if n_codes > k:
             raise InputError(
                 f"The 'init' labels must have at most n_clusters={k} distinct values; got {n_codes}"
