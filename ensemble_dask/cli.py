@@ -1,8 +1,10 @@
 """``ensemble-dask``: a thin command-line shell over :mod:`ensemble_dask.pipeline`.
 
 Subcommands: ``run WORKFLOW`` (every stage of a workflow), and one per stage: ``ingest``,
-``generate``, ``import-labels``, ``coassoc``, ``report``; ``federated`` and ``certs`` (keys of a federation). Errors on bad input print one line naming the
-file, parameter or value, and exit with status 2. When the reader of stdout stops early
+``generate``, ``import-labels``, ``coassoc``, ``report``; ``federated``, ``certs`` (a federation's CA,
+signed site requests, or all keys at once for a demo) and ``site`` (``site init``: a site's own keys;
+``site serve``: its agent). Errors on bad input print one line naming the file, parameter or value, and
+exit with status 2. When the reader of stdout stops early
 (``ensemble-dask report --format json | head``), the command ends quietly with status 141 (128 + SIGPIPE).
 """
 
@@ -14,6 +16,7 @@ import json
 import logging
 import os
 import sys
+from pathlib import Path
 
 from . import __version__
 from ._validation import EnsembleDaskError
@@ -65,10 +68,6 @@ def _parser():
     )
     p.add_argument("workflow")
     store_args(p, required=False)
-    p.add_argument(
-        "--scheduler",
-        help="tls:// address of a cluster whose workers offer the sites' resources (default: local)",
-    )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a workflow key")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
@@ -78,11 +77,51 @@ def _parser():
     p = sub.add_parser(
         "certs",
         parents=[common],
-        help="make a CA, a TLS certificate per party and a masking key pair per site",
+        help="keys of a federation: a CA (ca), signed site requests (sign), or all at once for a demo",
+        description="With --out and --names (no subcommand): the one-command local demo, which makes the "
+        "CA and every party's private keys in one directory (whoever holds it can impersonate any party "
+        "and unmask every site). A real federation runs `ensemble-dask site init` on each site, "
+        "`certs ca` once and `certs sign` per request.",
     )
-    p.add_argument("--out", required=True, help="directory for ca.pem, NAME.pem, NAME-key.pem, NAME-mask.*")
-    p.add_argument("--names", type=_csv_list, required=True, help="parties, e.g. coordinator,site-a,site-b")
-    p.add_argument("--overwrite", action="store_true", help="replace existing files (and the CA)")
+    p.add_argument(
+        "--out", help="demo: directory for ca.pem, NAME.pem, NAME-key.pem, NAME-mask.* (all private keys)"
+    )
+    p.add_argument("--names", type=_csv_list, help="demo: parties, e.g. coordinator,site-a,site-b")
+    p.add_argument("--overwrite", action="store_true", help="demo: replace existing files (and the CA)")
+    certs_sub = p.add_subparsers(dest="certs_command", metavar="{ca,sign}")
+    q = certs_sub.add_parser(
+        "ca", parents=[common], help="make the federation's CA (ca.pem, ca-key.pem); keep it offline"
+    )
+    q.add_argument("--out", dest="ca_out", metavar="DIR", required=True, help="directory of the CA")
+    q = certs_sub.add_parser(
+        "sign", parents=[common], help="sign a site's request NAME.csr with the CA: write NAME.pem"
+    )
+    q.add_argument("--ca", metavar="DIR", required=True, help="directory of ca.pem and ca-key.pem")
+    q.add_argument("csr", help="the request, NAME.csr (from `ensemble-dask site init NAME`)")
+    q.add_argument(
+        "--out", dest="sign_out", metavar="DIR", help="directory of NAME.pem (default: the request's)"
+    )
+
+    p = sub.add_parser("site", help="a site's own keys (init) and its agent (serve)")
+    site_sub = p.add_subparsers(dest="site_command", required=True, metavar="{init,serve}")
+    q = site_sub.add_parser(
+        "init",
+        parents=[common],
+        help="make the site's private keys here, and the request and public key it sends out",
+    )
+    q.add_argument("name", help="the site's name (its certificate's common name)")
+    q.add_argument("--out", default=".", metavar="DIR", help="directory of the files (default: .)")
+    q.add_argument(
+        "--host",
+        dest="hosts",
+        action="extend",
+        type=_csv_list,
+        default=[],
+        metavar="H",
+        help="a DNS name or IP address the site is reached by (repeatable, or comma-separated)",
+    )
+    q = site_sub.add_parser("serve", parents=[common], help="run the site's agent from its config file")
+    q.add_argument("config", help="the agent's configuration file")
 
     p = sub.add_parser(
         "split-sites",
@@ -245,7 +284,7 @@ def _run(args):
 
     if args.command == "federated":
         spec = pipeline.load_workflow(args.workflow)
-        spec = pipeline.apply_overrides(spec, args.set, store=args.store, scheduler=args.scheduler)
+        spec = pipeline.apply_overrides(spec, args.set, store=args.store)
         if "federated" not in spec:
             raise EnsembleDaskError(f"workflow {args.workflow!r} has no 'federated' section")
         if args.storage_options is not None:
@@ -254,6 +293,9 @@ def _run(args):
 
     if args.command == "certs":
         return _certs(args)
+
+    if args.command == "site":
+        return _site(args)
 
     labels = None
     if args.command == "import-labels":  # checked before a store is opened (or created)
@@ -392,7 +434,7 @@ def _report(report, fmt):
 
 def _federated(spec, args, progress):
     from . import pipeline
-    from .federated import SiteLostError
+    from .federated import SiteLostError, SiteRefusedError
     from .stages.federated import StoreCheckpoint
 
     pipeline.check_workflow(spec)
@@ -404,6 +446,10 @@ def _federated(spec, args, progress):
     try:
         result = pipeline.run_workflow(spec, progress=progress)  # the federated run, then its report page
         summary = result["federated"]
+    except SiteRefusedError as exc:
+        print(f"ensemble-dask: error: {exc}", file=sys.stderr)
+        print("ensemble-dask: (the site's own policy refused; its audit log says why)", file=sys.stderr)
+        return 3
     except SiteLostError as exc:
         print(f"ensemble-dask: error: {exc}", file=sys.stderr)
         if (spec.get("federated") or {}).get("method") == "kcc":
@@ -418,18 +464,20 @@ def _federated(spec, args, progress):
             file=sys.stderr,
         )
         return 3
-    tls = "TLS" if summary["tls"] else "no TLS"
+    tls = "mutual TLS"
     if summary.get("method") == "kcc":
         print(
             f"federated KCC ({summary['mode']}, {tls}) over {len(summary['sites'])} sites "
             f"({summary['n_rows']} rows): {summary['iterations']} Lloyd iterations, objective "
             f"{summary['objective']:.6f}, {summary['seconds']:.1f} s"
+            + (f", without {summary['dropped']} (dropped out)" if summary.get("dropped") else "")
         )
     else:
         print(
             f"federated BCE ({summary['mode']}, {tls}) over {len(summary['sites'])} sites "
             f"({summary['n_rows']} rows): {summary['iterations']} EM iterations, lower bound "
             f"{summary['lower_bound']:.4f}, {summary['seconds']:.1f} s"
+            + (f", without {summary['dropped']} (dropped out)" if summary.get("dropped") else "")
             + (
                 f", resumed at iteration {summary['resumed_from_iteration']}"
                 if summary["resumed_from_iteration"]
@@ -445,14 +493,56 @@ def _federated(spec, args, progress):
 
 
 def _certs(args):
-    from .federated.certs import make_certs
+    from .federated.certs import make_ca, make_certs, sign_csr
 
+    if args.certs_command and (args.names or args.overwrite):
+        raise EnsembleDaskError(
+            f"--names and --overwrite are for `certs` alone, not `certs {args.certs_command}`"
+        )
+    if args.certs_command == "ca":
+        ca_pem, ca_key = make_ca(args.ca_out)
+        print(f"certs: CA {ca_pem}: send it to every party")
+        print(f"certs: CA key {ca_key}: keep it offline, where requests are signed:")
+        print(f"certs: next, per site: ensemble-dask certs sign --ca {args.ca_out} NAME.csr")
+        return 0
+    if args.certs_command == "sign":
+        from cryptography import x509
+
+        path = sign_csr(args.ca, args.csr, out=args.sign_out or args.out)
+        cert = x509.load_pem_x509_certificate(path.read_bytes())
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        hosts = ", ".join(str(getattr(n, "value", n)) for n in names)
+        print(f"certs: signed {path} for {hosts}: check that these are the site's names")
+        print(f"certs: send {path} and {Path(args.ca) / 'ca.pem'} back to the site")
+        return 0
+    if args.out is None or args.names is None:
+        raise EnsembleDaskError(
+            "certs needs --out DIR --names A,B,... (the local demo), or a subcommand: "
+            "`certs ca --out DIR`, `certs sign --ca DIR NAME.csr`"
+        )
     info = make_certs(args.out, args.names, overwrite=args.overwrite)
     for name in info["created"]:
         print(f"certs: {name}: {args.out}/{name}.pem, {name}-key.pem, {name}-mask.key, {name}-mask.pub")
     for name in info["kept"]:
         print(f"certs: {name}: kept (files exist; --overwrite replaces them)")
     print(f"certs: CA {info['ca']} (keep {args.out}/ca-key.pem offline)")
+    return 0
+
+
+def _site(args):
+    if args.site_command == "serve":
+        from .federated.agent import serve_main
+
+        return serve_main(args.config)
+    from .federated.certs import init_site
+
+    paths = init_site(args.out, args.name, hosts=args.hosts)
+    for path in paths:
+        print(f"site: wrote {path}")
+    key, csr, mask, pub = paths
+    print(f"site: keep {key} and {mask} here (never send them)")
+    print(f"site: next, send {csr} to the federation's CA (`ensemble-dask certs sign --ca DIR {csr.name}`)")
+    print(f"site: and {pub} to the peers, to pin in the workflow (federated.sites[].mask_key)")
     return 0
 
 

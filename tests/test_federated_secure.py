@@ -1,23 +1,82 @@
 """Secure-aggregation primitives on their own: two-word fixed point, pair keys, ChaCha20 masks."""
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from ensemble_dask import InputError
+from ensemble_dask.federated import secagg
 from ensemble_dask.federated.secure import (
     add_words,
     decode_fixed,
-    derive_pair_keys,
     encode_fixed,
+    fixed_point_limit,
     keystream_words,
-    mask_vector,
     neg_words,
     sum_words,
 )
-from ensemble_dask.federated.site import SitePlugin, load_pins
+
+# values the float64 arithmetic of the old encoder got wrong (issue 25): small negatives whose low word
+# rounded up to 2**64 (decoded as -1.0), negatives in (-0.5, 0) that are not multiples of 2**-53, ties
+# (half a unit: to even), subnormals, values next to the range's ends and exact multiples of 2**-64
+EDGE_VALUES = [
+    -1e-18,
+    -(2.0**-60),
+    -(2.0**-65),
+    -(2.0**-66),
+    -1.5 * 2.0**-64,
+    -2.5 * 2.0**-64,
+    -(2.0**-54),
+    -(2.0**-53) - 2.0**-64,
+    -0.1,
+    -(0.5 - 2.0**-54),
+    -(1 - 2.0**-53),
+    5e-324,
+    -5e-324,
+    -2.2250738585072014e-308,
+    2.0**-65,
+    3 * 2.0**-65,
+    -3 * 2.0**-64,
+    (2.0**52 + 1) * 2.0**-64,
+    -(2.0**52 + 1) * 2.0**-64,
+    2.0**40 + 2.0**-12,
+    -(2.0**10) - 2.0**-42,
+    np.nextafter(2.0**63, 0),
+    -np.nextafter(2.0**63, 0),
+    -0.0,
+]
+
+
+def _ints(words):
+    """The signed integers (units of 2**-64) held by two-word vectors."""
+    return [((int(h) << 64 | int(lo)) + 2**127) % 2**128 - 2**127 for h, lo in zip(*words, strict=True)]
+
+
+def _words(ints):
+    u = [v % 2**128 for v in ints]
+    return np.array([[v >> 64 for v in u], [v & (2**64 - 1) for v in u]], dtype=np.uint64)
+
+
+def _exact(x):
+    """The integer nearest x * 2**64, ties to even (Python's round of a Fraction)."""
+    return round(Fraction(float(x)) * 2**64)
+
+
+def _in_range(n_sites):
+    limit = fixed_point_limit(n_sites)
+    return st.floats(
+        min_value=-limit,
+        max_value=limit,
+        exclude_min=True,
+        exclude_max=True,
+        allow_nan=False,
+        allow_infinity=False,
+    )
 
 
 def test_fixed_point_at_ten_million_rows_and_200_clusterings():
@@ -59,42 +118,107 @@ def test_two_word_arithmetic_by_hand():
     assert decode_fixed(carry)[0] == 1.25
 
 
-def test_pairwise_masks_cancel_and_hide():
-    names = ["a", "b", "c", "d"]
-    keys = {n: X25519PrivateKey.generate() for n in names}
-    roster = {n: k.public_key().public_bytes_raw() for n, k in keys.items()}
-    pair = {n: derive_pair_keys(keys[n], n, roster, "session-1") for n in names}
-    assert pair["a"]["c"] == pair["c"]["a"] and pair["a"]["b"] != pair["a"]["c"]
-    assert derive_pair_keys(keys["a"], "a", roster, "session-2")["c"] != pair["a"]["c"]  # fresh per session
-    rng = np.random.default_rng(1)
-    vecs = {n: rng.normal(0, 1e3, 200) for n in names}
-    masked = {n: mask_vector(vecs[n], n, pair[n], 7, n_sites=4) for n in names}
-    np.testing.assert_allclose(decode_fixed(sum_words(masked.values())), sum(vecs.values()), rtol=1e-12)
-    for n in names:  # a masked vector alone is noise over the whole 128-bit range
-        assert np.mean(np.abs(decode_fixed(masked[n]) - vecs[n]) < 1e6) < 0.01
-    # another round, another mask
-    again = mask_vector(vecs["a"], "a", pair["a"], 8, n_sites=4)
-    assert not np.any(again == masked["a"])
-    ks = keystream_words(pair["a"]["b"], 7, 5)
-    assert ks.shape == (2, 5) and ks.dtype == np.uint64
-    np.testing.assert_array_equal(ks, keystream_words(pair["b"]["a"], 7, 5))
-
-
-def test_pins_from_a_workflow_and_a_directory(tmp_path):
-    from ensemble_dask.federated.certs import make_certs
-
-    make_certs(tmp_path, ["s1", "s2"])
-    by_dir = load_pins(tmp_path)
-    assert set(by_dir) == {"s1", "s2"}
-    wf = tmp_path / "wf.yaml"
-    wf.write_text(
-        "federated:\n  sites:\n"
-        f"    - {{name: s1, mask_key: {tmp_path / 's1-mask.pub'}}}\n"
-        f"    - {{name: s2, mask_key: {tmp_path / 's2-mask.pub'}}}\n"
+def _round(names, t, x, session="s1", round_id=1, drop=()):
+    """One SecAgg+ round among ``names`` in this process: the survivors' decoded sum and the masked words."""
+    lt = {n: X25519PrivateKey.generate() for n in names}
+    pins = {n: k.public_key().public_bytes_raw() for n, k in lt.items()}
+    ch = {n: secagg.channel_keys(lt[n], n, pins, session) for n in names}
+    adv = {n: secagg.advertise(n, names, ch[n], session, round_id, t) for n in names}
+    keys = {n: a[1] for n, a in adv.items()}
+    masked = {}
+    for v in names:
+        secagg.receive_shares(v, adv[v][0], keys, {u: adv[u][2][v] for u in names if u != v}, ch[v], session)
+        masked[v] = secagg.masked_input(x[v], v, adv[v][0], session, n_sites=len(names))
+    surv = [n for n in names if n not in drop]
+    reveals = {v: secagg.reveal(adv[v][0], surv) for v in surv}
+    total = secagg.unmask_words(
+        sum_words([masked[v] for v in surv]), names, keys, surv, reveals, session, round_id, t
     )
-    assert load_pins(wf) == by_dir
-    plugin = SitePlugin(mask_key=str(tmp_path / "s1-mask.key"), pins=str(wf))
-    plugin.setup()
-    assert plugin.public_key == by_dir["s1"]
-    with pytest.raises(InputError, match="cannot read the masking key"):
-        SitePlugin(mask_key=str(tmp_path / "none.key")).setup()
+    return decode_fixed(total), masked, adv, ch, keys
+
+
+def test_a_secagg_round_sums_the_survivors_and_hides_each_site():
+    names = ["a", "b", "c", "d", "e"]
+    rng = np.random.default_rng(1)
+    x = {n: rng.normal(0, 1e3, 200) for n in names}
+    t = secagg.threshold(5, 4)
+    assert t == 4 and secagg.threshold(5, 2) == 3  # more than half, whatever the minimum
+    total, masked, *_ = _round(names, t, x)
+    np.testing.assert_allclose(total, sum(x.values()), rtol=1e-12, atol=1e-9)
+    for n in names:  # a masked vector alone is noise over the whole 128-bit range
+        assert np.mean(np.abs(decode_fixed(masked[n]) - x[n]) < 1e6) < 0.01
+    total, *_ = _round(names, t, x, drop=("c",))  # c's input never arrived: the others' sum
+    np.testing.assert_allclose(total, sum(x[n] for n in names if n != "c"), rtol=1e-12, atol=1e-9)
+    with pytest.raises(InputError, match="only 3 shares of a secret that needs 4"):
+        _round(names, t, x, drop=("c", "d"))
+
+
+def test_a_relayed_key_or_share_that_was_altered_does_not_verify():
+    names = ["a", "b", "c"]
+    x = {n: np.ones(3) for n in names}
+    _, _, adv, ch, keys = _round(names, 3, x)
+    fresh = secagg.advertise("a", names, ch["a"], "s1", 2, 3)[0]
+    forged = {**keys, "a": fresh.public, "b": X25519PrivateKey.generate().public_key().public_bytes_raw()}
+    cts = {u: adv[u][2]["a"] for u in ("b", "c")}
+    with pytest.raises(InputError, match="relayed for site 'b' do not verify"):
+        secagg.receive_shares("a", fresh, forged, cts, ch["a"], "s1")
+    with pytest.raises(InputError, match="is not the one it advertised"):
+        secagg.receive_shares("a", fresh, keys, cts, ch["a"], "s1")
+    ks = keystream_words(b"k" * 32, 7, 5)
+    assert ks.shape == (2, 5) and ks.dtype == np.uint64
+    assert not np.array_equal(ks, keystream_words(b"k" * 32, 8, 5))  # another round, another stream
+
+
+@settings(deadline=None)
+@given(values=st.lists(_in_range(1) | st.sampled_from(EDGE_VALUES), max_size=30))
+@example(values=EDGE_VALUES)
+def test_encode_is_the_nearest_integer_and_decode_rounds_it_correctly(values):
+    """encode(x) is round(x * 2**64) exactly; decode(encode(x)) is the float nearest that over 2**64."""
+    words = encode_fixed(values)
+    exact = [_exact(x) for x in values]
+    assert _ints(words) == exact
+    assert decode_fixed(words).tolist() == [v / 2**64 for v in exact]  # int / int: correctly rounded
+
+
+@settings(deadline=None)
+@given(m=st.integers(-(2**53) + 1, 2**53 - 1), e=st.integers(-64, 9))
+@example(m=-3, e=-64)
+@example(m=-(2**52) - 1, e=-64)
+@example(m=2**53 - 1, e=9)
+def test_multiples_of_two_to_the_minus_64_round_trip_exactly(m, e):
+    x = math.ldexp(m, e)  # exact: m has at most 53 bits
+    assert decode_fixed(encode_fixed([x, -x])).tolist() == [x, -x]
+
+
+@settings(deadline=None)
+@given(ints=st.lists(st.integers(-(2**127) + 1, 2**127 - 1), min_size=1, max_size=30))
+@example(ints=[(2**53 + 1) * 2**64 + 1, -((2**53 + 1) * 2**64 + 1)])  # the float of the high word rounds
+@example(ints=[2**64 + 2**63 + 2**11 + 1, 2**117 + 2**64 - 1, 2**127 - 1, -(2**127) + 1, 1, -1, 0])
+def test_decode_is_correctly_rounded(ints):
+    """Any two-word value of magnitude < 2**127 decodes to the float nearest to it over 2**64."""
+    assert decode_fixed(_words(ints)).tolist() == [v / 2**64 for v in ints]
+
+
+@settings(deadline=None)
+@given(data=st.data(), n_sites=st.integers(2, 8), size=st.integers(1, 12))
+def test_sums_of_up_to_8_sites_are_exact(data, n_sites, size):
+    """The decoded sum of n_sites encodings within the limit is the correctly rounded exact sum."""
+    element = _in_range(n_sites) | st.sampled_from([v for v in EDGE_VALUES if abs(v) < 2**60])
+    vectors = [data.draw(st.lists(element, min_size=size, max_size=size)) for _ in range(n_sites)]
+    words = sum_words(encode_fixed(v, n_sites=n_sites) for v in vectors)
+    exact = [sum(_exact(x) for x in col) for col in zip(*vectors, strict=True)]
+    assert _ints(words) == exact  # no wrap
+    assert decode_fixed(words).tolist() == [v / 2**64 for v in exact]
+    reference = [Fraction(sum(map(Fraction, col))) for col in zip(*vectors, strict=True)]
+    assert all(
+        abs(Fraction(v, 2**64) - r) <= Fraction(n_sites, 2**65) for v, r in zip(exact, reference, strict=True)
+    )
+
+
+def test_issue_25_a_tiny_negative_summed_over_three_sites():
+    """[1, -1e-18] + [2, 0] + [3, 0] was [6, -1]: the low word of -1e-18 rounded up to 2**64 and wrapped."""
+    total = decode_fixed(sum_words([encode_fixed(v, n_sites=3) for v in ([1, -1e-18], [2, 0], [3, 0])]))
+    assert total[0] == 6.0 and total[1] == -18 * 2.0**-64
+    np.testing.assert_allclose(total, [6.0, -1e-18], rtol=0, atol=2.0**-65)
+    for x in (-1e-18, -(2.0**-60), -(2.0**-54), -1.5 * 2.0**-64):  # each alone, never off by a power of two
+        assert abs(decode_fixed(encode_fixed([x]))[0] - x) <= 2.0**-65

@@ -1,9 +1,9 @@
 """Row-distributed BCE across sites (papers/001 Sect. 5.2.1) with secure aggregation.
 
-Each *site* owns some rows of the labels matrix (at a URL its workers read) and offers a Dask worker
-resource. The run is one session of a :class:`~.aggregate.SecureAggregator`:
+Each *site* runs its own agent (:mod:`.agent`) holding its rows of the labels matrix; the coordinator
+names operations and gets back only what :class:`~.coordinator.Federation` lets through. One run:
 
-1. each site reads its rows into its session state (only its row and clustering counts come back);
+1. each site joins the session and reads its rows (its row and clustering counts come back);
 2. the category space of each clustering is fixed by secure sums: with ``n_labels`` declared, one
    sum of per-label counts; otherwise first a sum of one-hot bit lengths of each clustering's
    largest label (bounding the label range), then the counts. The coordinator learns the pooled
@@ -11,14 +11,16 @@ resource. The run is one session of a :class:`~.aggregate.SecureAggregator`:
    count, exactly ``np.unique`` of the pooled rows;
 3. per EM iteration the coordinator sends ``(alpha, beta)``; each site runs its E-step on its rows
    (warm-started from its rows' ``gamma``, kept in its session) and returns its statistics masked
-   (:func:`~.site.site_masked`); the coordinator decodes the total and runs the M-step of
+   (SecAgg+, :mod:`.secagg`); the coordinator unmasks the total and runs the M-step of
    :mod:`ensemble_dask.consensus.bce`. The fit therefore equals centralised BCE (the secure sum is
    exact to ``2**-64`` per entry);
-4. at the end each site writes its rows' memberships to its own ``output`` URL and, when it holds
+4. at the end each site writes its rows' memberships where its config says and, when it holds
    reference labels, the contingency table of its consensus labels against them joins one more
    secure sum, giving H, ARI and NMI of the whole federation.
 
-``mode="plain"`` sends the statistics in clear (the baseline that measures the cost of masking).
+The functions named ``bce_*`` run at the site, called by its agent with arguments it has checked.
+A site that drops out ends its session; the fit starts again over the survivors in a new session (so
+it is the fit on their rows), while at least the sites' minimum remain.
 
 Checkpoints: after every M-step the driver hands ``(alpha, beta)``, the bound trace and the best
 start so far to ``checkpoint.save``; each site with a ``checkpoint`` directory saves its rows'
@@ -33,7 +35,7 @@ import json
 import logging
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +43,7 @@ import numpy as np
 from .._validation import InputError, check_int, check_labels_matrix, check_random_state
 from ..consensus.bce import BCE, ConvergenceWarning, Params, StatsLayout, _offsets, m_step
 from ..metrics import partition_scores
-from .aggregate import SecureAggregator
+from .coordinator import Federation, SitesDropped, SitesDroppedWarning
 from .dask import estep_task, expand_gamma, fresh_gamma_like, prepare_block, read_labels
 
 __all__ = ["FederatedBCEResult", "run_federated_bce", "scores_from_contingency"]
@@ -236,6 +238,7 @@ class FederatedBCEResult:
     seconds_per_iteration: float
     scores: dict | None = None
     resumed_from: int | None = None
+    dropped: list = field(default_factory=list)
 
 
 def _fingerprint(obj):
@@ -243,9 +246,9 @@ def _fingerprint(obj):
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _category_space(agg, n_labels, N, what_bits, what_counts):
+def _category_space(agg, n_labels, N):
     if n_labels is None:
-        onehot = agg.sum(bce_label_bits, what=what_bits).reshape(N, 64)
+        onehot = agg.sum("label_bits", what="the label-range round").reshape(N, 64)
         bits = [int(np.flatnonzero(row > 0.5).max()) if (row > 0.5).any() else 0 for row in onehot]
         sizes = [1 << b for b in bits]
         if sum(sizes) > _MAX_LABEL_SPACE:
@@ -255,7 +258,7 @@ def _category_space(agg, n_labels, N, what_bits, what_counts):
             )
     else:
         sizes = [int(n_labels)] * N
-    counts = agg.sum(bce_label_counts, [(sizes,)] * len(agg.sites), what=what_counts)
+    counts = agg.sum("label_counts", (sizes,), what="the label-count round")
     categories, o = [], 0
     for size in sizes:
         categories.append(np.flatnonzero(counts[o : o + size] > 0.5).astype(np.int64))
@@ -263,30 +266,54 @@ def _category_space(agg, n_labels, N, what_bits, what_counts):
     return categories
 
 
-def open_sites(agg, sites, storage_options):
-    """Each site loads its rows (:func:`bce_open`, on its own workers): ``(N clusterings, {site: rows})``.
+def joined_sites(agg):
+    """``(N clusterings, {site: rows})`` from the sites' answers to the join.
 
     Raises :class:`InputError` when the sites disagree on the number of clusterings.
     """
-    infos = agg.call(
-        bce_open,
-        [(s["url"], storage_options, s.get("reference")) for s in sites],
-        what="loading the sites' rows",
-    )
-    N = infos[0]["n_clusterings"]
-    for s, info in zip(sites, infos, strict=True):
+    infos = {n: agg.infos[n] for n in agg.alive}
+    first = agg.alive[0]
+    N = infos[first]["n_clusterings"]
+    for name, info in infos.items():
         if info["n_clusterings"] != N:
             raise InputError(
-                f"site {s['name']!r} has {info['n_clusterings']} clusterings but site "
-                f"{sites[0]['name']!r} has {N}"
+                f"site {name!r} has {info['n_clusterings']} clusterings but site {first!r} has {N}"
             )
-    return N, {s["name"]: info["n_rows"] for s, info in zip(sites, infos, strict=True)}
+    return N, {name: int(info["n_rows"]) for name, info in infos.items()}
+
+
+def federation_scores(agg, k):
+    """H, ARI and NMI of the whole federation from a secure sum of contingency tables (or None)."""
+    if not all(agg.infos[n].get("has_reference") for n in agg.alive):
+        return None
+    onehot = agg.sum("reference_bits", what="the reference-range round")
+    n_classes = 1 << int(np.flatnonzero(onehot > 0.5).max())
+    table = agg.sum("contingency", (n_classes,), what="the contingency round")
+    return scores_from_contingency(table.reshape(k, n_classes))
+
+
+def over_survivors(fit, sites, method, context, mode, timeout):
+    """``fit(federation)`` in a session of the site agents, restarted over the survivors in a new session
+    whenever sites drop out (so the result is the fit on the survivors' rows)."""
+    dropped = []
+    while True:
+        agg = Federation(sites, method, context, mode=mode, timeout=timeout, exclude=dropped)
+        try:
+            with agg:
+                return fit(agg), dropped
+        except SitesDropped as exc:
+            dropped = sorted(set(dropped) | set(exc.dropped))
+            warnings.warn(
+                f"{exc}; the fit starts again over {exc.survivors} (the result is the fit on their rows)",
+                SitesDroppedWarning,
+                stacklevel=3,
+            )
 
 
 def run_federated_bce(
     sites,
     n_clusters,
-    client,
+    context,
     *,
     mode="secure",
     n_init=1,
@@ -297,37 +324,29 @@ def run_federated_bce(
     alpha_init=1.0,
     random_state=None,
     n_labels=None,
-    pins=None,
     timeout=120.0,
-    storage_options=None,
     checkpoint=None,
     progress=None,
 ):
-    """Row-distributed BCE across sites (papers/001 Sect. 5.2.1) on a Dask cluster.
+    """Row-distributed BCE across site agents (papers/001 Sect. 5.2.1); the coordinator sees secure sums.
 
     Parameters
     ----------
     sites : list of dict
-        Per site: ``name``, ``url`` (its rows of the labels matrix: zarr array or ``.npy``, read by
-        the site's workers), ``resource`` (the Dask worker resource its workers offer), and
-        optionally ``output`` (where the site writes its rows' memberships), ``reference`` (its
-        rows' reference labels, for the federation's H/ARI/NMI) and ``checkpoint`` (a directory
-        of the site's own where it keeps its rows' ``gamma`` for resuming).
+        ``name`` and ``address`` (``https://HOST:PORT``) of each site agent (:mod:`.agent`). What a site
+        reads and writes (its rows, reference labels, memberships, E-step checkpoint) is in its own config.
     n_clusters : int
-    client : distributed.Client
-        Client of a cluster whose workers offer the sites' resources.
+    context : ssl.SSLContext
+        The coordinator's TLS client context (:func:`~.coordinator.client_context`).
     mode : {"secure", "plain"}, default="secure"
+        ``"plain"``: statistics in clear, which every site refuses unless its config allows it.
     n_init, max_iter, tol, e_step_tol, e_step_max_iter, alpha_init, random_state
         As in :class:`~ensemble_dask.consensus.bce.BCE` (same random starts as ``BCE`` on the
         pooled rows).
     n_labels : int, default=None
         Labels are ``0 .. n_labels - 1`` in every clustering (None: bounded by a secure sum).
-    pins : dict, default=None
-        ``{site name: raw X25519 public key}`` pinned in the workflow (secure mode, 2+ sites).
     timeout : float, default=120
-        Seconds a site may take for one round before the run stops naming it.
-    storage_options : dict, default=None
-        fsspec options of the sites' URLs.
+        Seconds a site may take for one request before it counts as dropped.
     checkpoint : object, default=None
         With ``load() -> dict | None`` and ``save(dict)``: the coordinator's checkpoint.
     progress : callable, default=None
@@ -336,12 +355,12 @@ def run_federated_bce(
     Returns
     -------
     FederatedBCEResult
+        The fit on the rows of the sites that took part to the end (``dropped`` names the others).
     """
     t_start = time.perf_counter()
     if mode not in ("secure", "plain"):
         raise InputError(f"The 'mode' parameter must be one of ['plain', 'secure']; got {mode!r}")
     sites = _check_sites(sites)
-    names = [s["name"] for s in sites]
     est = BCE(
         n_clusters,
         init="random",  # the sites' EM starts from random draws (k-means++ needs all rows in one place)
@@ -356,93 +375,12 @@ def run_federated_bce(
     est._check_params()
     if n_labels is not None:
         n_labels = check_int(n_labels, "n_labels", min_value=1)
-    k = est._k
-    P = len(sites)
-    agg = SecureAggregator(client, sites, mode=mode, pins=pins, timeout=timeout)
-    with agg:
-        N, rows_per_site = open_sites(agg, sites, storage_options)
-        categories = _category_space(agg, n_labels, N, "the label-range round", "the label-count round")
-        offsets = _offsets(categories)
-        layout = StatsLayout(k, int(offsets[-1]), 0)
-        rng = check_random_state(random_state)
-        starts = [est._random_params(rng, categories) for _ in range(est.n_init)]
-        run_key = _fingerprint(
-            {
-                "sites": [[s["name"], s["url"]] for s in sites],
-                "k": k,
-                "params": [n_init, max_iter, tol, e_step_tol, e_step_max_iter, alpha_init, random_state],
-                "categories": [c.tolist() for c in categories],
-                "mode": mode,
-            }
-        )
-        state = checkpoint.load() if checkpoint is not None else None
-        if state is not None and state.get("run_key") != run_key:
-            logger.info("checkpoint belongs to another run; starting afresh")
-            state = None
-        if state is None:
-            state = {"run_key": run_key, "init": 0, "trace": [], "params": None, "best": None}
-        first = state["init"]
-        resume = None
-        if state["trace"] or state["best"] is not None:
-            resume = (
-                first,
-                len(state["trace"]) - 1 if state["trace"] else None,
-                (state["best"] or {}).get("init"),
-            )
-        resumed_from = len(state["trace"]) if resume is not None else None
-        agg.call(
-            bce_prepare,
-            [(categories, k, s.get("checkpoint"), run_key, resume) for s in sites],
-            what="preparing the sites' rows",
-        )
-        n_em = 0
-        t_em = 0.0
-        for i in range(first, est.n_init):
-            if i == first and state["trace"]:
-                trace = list(state["trace"])
-                params = _params_from(state["params"], k)
-            else:
-                trace, params = [], starts[i]
-                if i > first:
-                    agg.call(bce_reset, what=f"start {i + 1}")
-            converged = False
-            for t in range(len(trace), est.max_iter):
-                t0 = time.perf_counter()
-                vec = agg.sum(
-                    bce_estep,
-                    [(params, i, t, float(est.e_step_tol), int(est.e_step_max_iter))] * P,
-                    what=f"EM iteration {t + 1}" + (f" of start {i + 1}" if est.n_init > 1 else ""),
-                )
-                t_em += time.perf_counter() - t0
-                n_em += 1
-                stats = layout.unpack(vec)
-                trace.append(stats["bound"])
-                if progress is not None:
-                    progress(t, stats["bound"])
-                if t > 0 and abs(trace[-1] - trace[-2]) <= est.tol * abs(trace[-1]):
-                    converged = True
-                    break
-                if t == est.max_iter - 1:
-                    break
-                params = m_step(stats, params, offsets)
-                if checkpoint is not None:
-                    checkpoint.save({**state, "init": i, "trace": trace, "params": _params_to(params)})
-            best = state["best"]
-            if best is None or trace[-1] > best["trace"][-1]:
-                agg.call(bce_promote, [(i,)] * P, what=f"end of start {i + 1}")
-                best = {"init": i, "trace": trace, "params": _params_to(params), "converged": converged}
-            state = {**state, "init": i + 1, "trace": [], "params": None, "best": best}
-            if checkpoint is not None:
-                checkpoint.save(state)
-        best = state["best"]
-        params = _params_from(best["params"], k)
-        agg.call(bce_finish, [(s.get("output"), storage_options) for s in sites], what="writing memberships")
-        scores = None
-        if all(s.get("reference") for s in sites):
-            onehot = agg.sum(bce_reference_bits, what="the reference-range round")
-            n_classes = 1 << int(np.flatnonzero(onehot > 0.5).max())
-            table = agg.sum(bce_contingency, [(n_classes,)] * P, what="the contingency round")
-            scores = scores_from_contingency(table.reshape(k, n_classes))
+
+    def fit(agg):
+        return _fit_bce(agg, est, n_labels, checkpoint, progress)
+
+    out, dropped = over_survivors(fit, sites, "bce", context, mode, timeout)
+    best, params, offsets, categories, rows_per_site, scores, resumed_from, t_em, n_em = out
     seconds = time.perf_counter() - t_start
     if not best["converged"]:
         warnings.warn(
@@ -460,13 +398,95 @@ def run_federated_bce(
         n_iter_=len(best["trace"]),
         converged_=bool(best["converged"]),
         mode=mode,
-        site_names=names,
+        site_names=sorted(rows_per_site),
         rows_per_site=rows_per_site,
         seconds=seconds,
         seconds_per_iteration=t_em / n_em if n_em else float("nan"),
         scores=scores,
         resumed_from=resumed_from,
+        dropped=dropped,
     )
+
+
+def _fit_bce(agg, est, n_labels, checkpoint, progress):
+    """One session's fit (see :func:`run_federated_bce`)."""
+    k = est._k
+    N, rows_per_site = joined_sites(agg)
+    categories = _category_space(agg, n_labels, N)
+    offsets = _offsets(categories)
+    layout = StatsLayout(k, int(offsets[-1]), 0)
+    rng = check_random_state(est.random_state)
+    starts = [est._random_params(rng, categories) for _ in range(est.n_init)]
+    run_key = _fingerprint(
+        {
+            "sites": sorted(agg.alive),
+            "k": k,
+            "params": [est.n_init, est.max_iter, est.tol, est.e_step_tol, est.e_step_max_iter,
+                       est.alpha_init, est.random_state],
+            "categories": [c.tolist() for c in categories],
+            "mode": agg.mode,
+        }
+    )  # fmt: skip
+    state = checkpoint.load() if checkpoint is not None else None
+    if state is not None and state.get("run_key") != run_key:
+        logger.info("checkpoint belongs to another run; starting afresh")
+        state = None
+    if state is None:
+        state = {"run_key": run_key, "init": 0, "trace": [], "params": None, "best": None}
+    first = state["init"]
+    resume = None
+    if state["trace"] or state["best"] is not None:
+        resume = [
+            first,
+            len(state["trace"]) - 1 if state["trace"] else None,
+            (state["best"] or {}).get("init"),
+        ]
+    resumed_from = len(state["trace"]) if resume is not None else None
+    agg.call("prepare", (categories, k, run_key, resume), what="preparing the sites' rows")
+    n_em = 0
+    t_em = 0.0
+    for i in range(first, est.n_init):
+        if i == first and state["trace"]:
+            trace = list(state["trace"])
+            params = _params_from(state["params"], k)
+        else:
+            trace, params = [], starts[i]
+            if i > first:
+                agg.call("reset", what=f"start {i + 1}")
+        converged = False
+        for t in range(len(trace), est.max_iter):
+            t0 = time.perf_counter()
+            vec = agg.sum(
+                "estep",
+                (_params_to(params), i, t, float(est.e_step_tol), int(est.e_step_max_iter)),
+                what=f"EM iteration {t + 1}" + (f" of start {i + 1}" if est.n_init > 1 else ""),
+            )
+            t_em += time.perf_counter() - t0
+            n_em += 1
+            stats = layout.unpack(vec)
+            trace.append(stats["bound"])
+            if progress is not None:
+                progress(t, stats["bound"])
+            if t > 0 and abs(trace[-1] - trace[-2]) <= est.tol * abs(trace[-1]):
+                converged = True
+                break
+            if t == est.max_iter - 1:
+                break
+            params = m_step(stats, params, offsets)
+            if checkpoint is not None:
+                checkpoint.save({**state, "init": i, "trace": trace, "params": _params_to(params)})
+        best = state["best"]
+        if best is None or trace[-1] > best["trace"][-1]:
+            agg.call("promote", (i,), what=f"end of start {i + 1}")
+            best = {"init": i, "trace": trace, "params": _params_to(params), "converged": converged}
+        state = {**state, "init": i + 1, "trace": [], "params": None, "best": best}
+        if checkpoint is not None:
+            checkpoint.save(state)
+    best = state["best"]
+    params = _params_from(best["params"], k)
+    agg.call("finish", what="writing memberships")
+    scores = federation_scores(agg, k)
+    return best, params, offsets, categories, rows_per_site, scores, resumed_from, t_em, n_em
 
 
 def _params_to(params):
@@ -487,17 +507,12 @@ def _params_from(d, k):
 
 def _check_sites(sites):
     if not isinstance(sites, (list, tuple)) or not sites:
-        raise InputError(f"sites must be a non-empty list of dicts (name, url, resource); got {sites!r}")
+        raise InputError(f"sites must be a non-empty list of dicts (name, address); got {sites!r}")
     out = []
     for i, s in enumerate(sites):
-        if not isinstance(s, dict):
-            raise InputError(f"sites[{i}] must be a dict with name, url and resource; got {s!r}")
-        s = dict(s)
-        s.setdefault("name", f"site-{i}")
-        for key in ("url", "resource"):
-            if not s.get(key):
-                raise InputError(f"site {s['name']!r} has no {key!r}")
-        out.append(s)
+        if not isinstance(s, dict) or not s.get("name") or not s.get("address"):
+            raise InputError(f"sites[{i}] must be a dict with the site's name and address; got {s!r}")
+        out.append({"name": str(s["name"]), "address": str(s["address"])})
     names = [s["name"] for s in out]
     if len(set(names)) != len(names):
         raise InputError(f"site names must be distinct; got {names}")

@@ -1,7 +1,7 @@
 """Row-distributed KCC across sites (papers/004) with secure aggregation: ``federated: method: kcc``.
 
-The same federation as row-distributed BCE (:mod:`.rows`): each site's rows stay in its session on its
-own worker, and the coordinator obtains only secure sums (:class:`~.aggregate.SecureAggregator`):
+The same federation as row-distributed BCE (:mod:`.rows`): each site's rows stay with its own agent
+(:mod:`.agent`), and the coordinator obtains only secure sums (:class:`~.coordinator.Federation`):
 
 1. each site reads its rows (only their counts come back); the category space of each clustering
    comes from the secure sums of :mod:`.rows` (label range, then per-label counts);
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -52,14 +52,12 @@ from ..consensus.kcc import (
     check_encoding,
     kcc_starts,
 )
-from .aggregate import SecureAggregator
 from .rows import (
     _category_space,
     _check_sites,
-    bce_contingency,
-    bce_reference_bits,
-    open_sites,
-    scores_from_contingency,
+    federation_scores,
+    joined_sites,
+    over_survivors,
     write_memberships,
 )
 
@@ -122,7 +120,6 @@ class SiteSums:
 
     def __init__(self, agg, n_rows, n_clusterings, progress=None):
         self.agg = agg
-        self.P = len(agg.sites)
         self.n = float(n_rows)
         self.N = int(n_clusterings)
         self.progress = progress
@@ -132,17 +129,17 @@ class SiteSums:
 
     def reset(self):
         if self.traces:  # the sites' assignments of the previous start
-            self.agg.call(kcc_reset, what=f"start {len(self.traces) + 1}")
+            self.agg.call("reset", what=f"start {len(self.traces) + 1}")
         self.traces.append([])
 
     def sizes(self, n_categories):
-        vec = self.agg.sum(kcc_sizes, [(n_categories,)] * self.P, what="the category-count round")
+        vec = self.agg.sum("kcc_sizes", (n_categories,), what="the category-count round")
         return vec[:n_categories], float(vec[n_categories])
 
     def cooccurrence(self, chosen, n_categories):
         K = len(chosen)
         what = f"the start round of start {len(self.traces) + 1}"
-        vec = self.agg.sum(kcc_cooccurrence, [(np.asarray(chosen), n_categories)] * self.P, what=what)
+        vec = self.agg.sum("kcc_cooccurrence", (np.asarray(chosen, dtype=np.int64), n_categories), what=what)
         return vec[: K * n_categories].reshape(K, n_categories), vec[K * n_categories :]
 
     def step(self, MT, sq, n_far):
@@ -152,7 +149,7 @@ class SiteSums:
             f" of start {len(self.traces)}" if len(self.traces) > 1 else ""
         )
         t0 = time.perf_counter()
-        vec = self.agg.sum(kcc_step, [(MT, sq)] * self.P, what=what)
+        vec = self.agg.sum("kcc_step", (MT, sq), what=what)
         self.seconds += time.perf_counter() - t0
         self.n_steps += 1
         stats = {
@@ -187,12 +184,13 @@ class FederatedKCCResult:
     seconds_per_iteration: float
     scores: dict | None = None
     method: str = "kcc"
+    dropped: list = field(default_factory=list)
 
 
 def run_federated_kcc(
     sites,
     n_clusters,
-    client,
+    context,
     *,
     mode="secure",
     init="clusters",
@@ -201,20 +199,18 @@ def run_federated_kcc(
     tol=1e-4,
     random_state=None,
     n_labels=None,
-    pins=None,
     timeout=120.0,
-    storage_options=None,
     progress=None,
 ):
-    """Row-distributed KCC across sites on a Dask cluster; the coordinator sees only secure sums.
+    """Row-distributed KCC across site agents; the coordinator sees only secure sums.
 
     Parameters
     ----------
     sites : list of dict
-        As for :func:`~.rows.run_federated_bce`: ``name``, ``url``, ``resource`` and optionally
-        ``output`` (the site's memberships) and ``reference`` (its rows' reference labels).
+        As for :func:`~.rows.run_federated_bce`: ``name`` and ``address`` of each site agent.
     n_clusters : int
-    client : distributed.Client
+    context : ssl.SSLContext
+        The coordinator's TLS client context.
     mode : {"secure", "plain"}, default="secure"
     init : {"clusters"} or array of shape (K, G), default="clusters"
         The start; KCC's ``'k-means++'``, ``'random'`` and ``'spectral'`` need individual rows and are refused.
@@ -222,14 +218,14 @@ def run_federated_kcc(
         As in :class:`~ensemble_dask.consensus.kcc.KCC`.
     n_labels : int, default=None
         Labels are ``0 .. n_labels - 1`` in every clustering (None: bounded by a secure sum).
-    pins, timeout, storage_options, progress
+    timeout, progress
         As for :func:`~.rows.run_federated_bce` (``progress(iteration, objective)`` per Lloyd step).
 
     Returns
     -------
     FederatedKCCResult
-        Equal to ``KCC(n_clusters, init="clusters", ...)`` on the pooled rows while no cluster
-        empties (see the module's docstring).
+        Equal to ``KCC(n_clusters, init="clusters", ...)`` on the pooled rows of the sites that took part
+        to the end, while no cluster empties (see the module's docstring).
     """
     t_start = time.perf_counter()
     if mode not in ("secure", "plain"):
@@ -240,38 +236,31 @@ def run_federated_kcc(
             "('k-means++', 'random' and 'spectral' pick individual rows, which never leave a site)"
         )
     sites = _check_sites(sites)
-    names = [s["name"] for s in sites]
     est = KCC(n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol, random_state=random_state)
     est._check_params()
     if n_labels is not None:
         n_labels = check_int(n_labels, "n_labels", min_value=1)
-    P = len(sites)
-    with SecureAggregator(client, sites, mode=mode, pins=pins, timeout=timeout) as agg:
-        N, rows_per_site = open_sites(agg, sites, storage_options)
+
+    def fit(agg):
+        N, rows_per_site = joined_sites(agg)
         n = sum(rows_per_site.values())
-        categories = _category_space(agg, n_labels, N, "the label-range round", "the label-count round")
+        categories = _category_space(agg, n_labels, N)
         enc = Encoding.from_categories(categories)
         check_encoding(enc, (n, N))
         est._check_params(n, enc.n_categories)
-        agg.call(kcc_prepare, [(categories,)] * P, what="preparing the sites' rows")
+        agg.call("prepare", (categories, est._k), what="preparing the sites' rows")
         backend = SiteSums(agg, n, N, progress)
         (MT, sse, n_iter, converged), n_weight = kcc_starts(
             est, backend, enc, check_random_state(random_state)
         )
         # the best start is the one whose last step gave its squared error
         trace = next((t for t in backend.traces if t and t[-1] == sse / n_weight**2), backend.traces[-1])
-        sq = block_norms(MT, enc.offsets)
-        agg.call(
-            kcc_finish,
-            [(MT, sq, s.get("output"), storage_options) for s in sites],
-            what="writing memberships",
-        )
-        scores = None
-        if all(s.get("reference") for s in sites):
-            onehot = agg.sum(bce_reference_bits, what="the reference-range round")
-            n_classes = 1 << int(np.flatnonzero(onehot > 0.5).max())
-            table = agg.sum(bce_contingency, [(n_classes,)] * P, what="the contingency round")
-            scores = scores_from_contingency(table.reshape(est._k, n_classes))
+        agg.call("finish", (MT, block_norms(MT, enc.offsets)), what="writing memberships")
+        scores = federation_scores(agg, est._k)
+        return MT, sse, n_iter, converged, n_weight, trace, enc, categories, rows_per_site, scores, backend
+
+    out, dropped = over_survivors(fit, sites, "kcc", context, mode, timeout)
+    MT, sse, n_iter, converged, n_weight, trace, enc, categories, rows_per_site, scores, backend = out
     if not converged:
         warnings.warn(
             f"federated KCC did not converge in max_iter={est.max_iter} Lloyd iterations "
@@ -291,9 +280,10 @@ def run_federated_kcc(
         n_iter_=int(n_iter),
         converged_=bool(converged),
         mode=mode,
-        site_names=names,
+        site_names=sorted(rows_per_site),
         rows_per_site=rows_per_site,
         seconds=time.perf_counter() - t_start,
         seconds_per_iteration=backend.seconds / backend.n_steps if backend.n_steps else float("nan"),
         scores=scores,
+        dropped=dropped,
     )

@@ -4,10 +4,11 @@ Everything here is NumPy plus the ``cryptography`` package; nothing knows about 
 
 * **Fixed point.** A float vector travels as signed integers modulo ``2**128`` with 64 fraction bits,
   held in two 64-bit words per entry (an array of shape ``(2, n)``: high words, low words). Any
-  ``|x| < 2**63 / n_sites`` is encoded exactly up to ``2**-64``; the sum of the sites' encodings is
-  exact (integer addition modulo ``2**128``). Per EM iteration a BCE site's statistics are bounded by
-  its rows times the clusterings times a few hundred (counts, digamma sums, bound terms): 10 million
-  rows x 200 clusterings is below ``2**41``, far inside the range.
+  ``|x| < 2**63 / n_sites`` is encoded as the integer nearest ``x * 2**64`` (ties to even), with no
+  float rounding on the way; the sum of the sites' encodings is exact (integer addition modulo
+  ``2**128``, no wrap) and decodes to the float64 nearest to it (correctly rounded). Per EM iteration
+  a BCE site's statistics are bounded by its rows times the clusterings times a few hundred (counts,
+  digamma sums, bound terms): 10 million rows x 200 clusterings is below ``2**41``, far inside the range.
 * **Keys.** Each site has an X25519 key pair (``ensemble-dask certs`` writes it); every site's public
   key is pinned in the workflow. Sites ``p`` and ``q`` derive a pair key with X25519 and HKDF-SHA256
   (salt: the session id; info: both names), so each session has fresh pair keys.
@@ -21,7 +22,6 @@ With one site there is nothing to hide a vector among: the total is that site's 
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from dataclasses import dataclass, field
 
@@ -40,9 +40,7 @@ __all__ = [
     "sum_words",
     "neg_words",
     "fixed_point_limit",
-    "derive_pair_keys",
     "keystream_words",
-    "mask_vector",
 ]
 
 FRAC_BITS = 64
@@ -63,7 +61,9 @@ def fixed_point_limit(n_sites):
 def encode_fixed(values, *, n_sites=1, name="values"):
     """Signed fixed point ``round(x * 2**64)`` modulo ``2**128`` as two uint64 words: shape ``(2, n)``.
 
-    Raises :class:`InputError` (naming ``name``) for non-finite values or ``|x| >= 2**63 / n_sites``.
+    Exact: each entry is the integer nearest to ``x * 2**64`` (ties to even, so ``encode(-x) ==
+    -encode(x)``). Raises :class:`InputError` (naming ``name``) for non-finite values or
+    ``|x| >= 2**63 / n_sites``.
     """
     x = np.asarray(values, dtype=np.float64).ravel()
     limit = fixed_point_limit(n_sites)
@@ -73,32 +73,39 @@ def encode_fixed(values, *, n_sites=1, name="values"):
             f"{name}: value {bad!r} outside the fixed-point range (finite, |x| < {limit:.3g} for "
             f"{n_sites} sites)"
         )
-    y = np.round(np.ldexp(x, FRAC_BITS))  # exact scaling by a power of two, then an integer
-    hi = np.floor(y / _TWO64)  # |hi| < 2**63: exact in int64
-    lo = y - hi * _TWO64  # in [0, 2**64), at most 53 significant bits: exact
-    lo_hi = np.floor(lo / _TWO32)
-    lo_lo = lo - lo_hi * _TWO32
+    # Encode |x| and negate the words: no float64 sum ever rounds. modf splits |x| < 2**63 exactly into
+    # an integer part (the high word) and a fraction f < 1; f * 2**64 is exact (a power of two) and its
+    # nearest integer is at most 2**64 - 2**11 (f <= 1 - 2**-53), so it never carries into the high word.
+    frac, whole = np.modf(np.abs(x))
+    low = np.rint(np.ldexp(frac, FRAC_BITS))  # ties to even; an integer in [0, 2**64)
+    low_hi = np.floor(low / _TWO32)  # both halves < 2**32: exact conversions
     words = np.empty((2, x.size), dtype=np.uint64)
-    words[0] = hi.astype(np.int64).view(np.uint64)
-    words[1] = (lo_hi.astype(np.uint64) << np.uint64(32)) | lo_lo.astype(np.uint64)
-    return words
+    words[0] = whole.astype(np.uint64)
+    words[1] = (low_hi.astype(np.uint64) << np.uint64(32)) | (low - low_hi * _TWO32).astype(np.uint64)
+    return np.where(x < 0, neg_words(words), words)
 
 
 def decode_fixed(words):
     """Float vector of a (sum of) two-word fixed-point vector(s) (inverse of :func:`encode_fixed`).
 
-    Negative entries are decoded from their magnitude, so ``-2**-64`` does not round to 0.
+    Correctly rounded: for words whose signed value ``v`` has ``|v| < 2**127``, each entry is the float64
+    nearest to ``v / 2**64`` (ties to even), so ``decode(encode(x))`` is ``x`` rounded to a multiple of
+    ``2**-64`` (``x`` itself when it is one) and the decoded sum of encodings is the rounded exact sum.
     """
     words = np.asarray(words, dtype=np.uint64)
     negative = words[0].view(np.int64) < 0
-    mag = words.copy()
-    if negative.any():
-        mag[:, negative] = neg_words(words[:, negative])
-    hi = mag[0].astype(np.float64)  # < 2**63 after taking the magnitude
-    lo = (mag[1] >> np.uint64(32)).astype(np.float64) * _TWO32 + (mag[1] & np.uint64(0xFFFFFFFF)).astype(
-        np.float64
-    )
-    out = hi + lo / _TWO64
+    hi, lo = np.where(negative, neg_words(words), words)  # the magnitude: hi < 2**63
+    # One rounding only: shift the 128-bit magnitude right by s + 1 bits, where s is hi's bit length
+    # (or one more: the float of hi may round up to a power of two), so that the result t has its
+    # leading bit at 62 or 61 and converts from int64 in one correctly rounded step; the dropped bits
+    # are ORed into t's last bit (a sticky bit, far below the rounding position, bit 8 or 9).
+    s = np.minimum(np.frexp(hi.astype(np.float64))[1], 63)
+    shift = s.astype(np.uint64)
+    t = (hi << (np.uint64(63) - shift)) | (lo >> shift >> np.uint64(1))
+    t |= ((lo << (np.uint64(63) - shift)) != 0).astype(np.uint64)
+    small = (hi == 0) & (lo < np.uint64(2**63))  # fits int64 as it is: no shift
+    t = np.where(small, lo, t)
+    out = np.ldexp(t.astype(np.int64).astype(np.float64), np.where(small, 0, s + 1) - FRAC_BITS)
     return np.where(negative, -out, out)
 
 
@@ -134,45 +141,6 @@ def sum_words(words_list):
 # --------------------------------------------------------------------------- keys and masks
 
 
-def derive_pair_keys(private_key, me, roster, session):
-    """Pair keys of site ``me`` with every other site of ``roster``.
-
-    Parameters
-    ----------
-    private_key : X25519PrivateKey
-        The site's masking key (never leaves its workers).
-    me : str
-        The site's name.
-    roster : dict
-        ``{name: raw 32-byte X25519 public key}`` of every site of the session (already checked
-        against the pins).
-    session : str
-        Session id (fresh per run; salts HKDF so every session has its own keys).
-
-    Returns
-    -------
-    dict
-        ``{other name: 32-byte key}``.
-    """
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
-    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
-    keys = {}
-    for other, pub in roster.items():
-        if other == me:
-            continue
-        try:
-            shared = private_key.exchange(X25519PublicKey.from_public_bytes(bytes(pub)))
-        except ValueError as exc:  # a low-order point gives the all-zero secret
-            raise InputError(f"site {me!r}: the public key of site {other!r} is invalid: {exc}") from exc
-        a, b = sorted([me, other])
-        info = _HKDF_INFO + b"|" + a.encode() + b"|" + b.encode()
-        salt = hashlib.sha256(str(session).encode()).digest()
-        keys[other] = HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=info).derive(shared)
-    return keys
-
-
 def keystream_words(key, round_id, size):
     """ChaCha20 keystream of ``key`` for round ``round_id``, as ``(2, size)`` uint64 words."""
     from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
@@ -181,16 +149,6 @@ def keystream_words(key, round_id, size):
     enc = Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor()
     raw = enc.update(bytes(16 * size))
     return np.frombuffer(raw, dtype=np.uint64).reshape(2, size).copy()
-
-
-def mask_vector(values, me, pair_keys, round_id, *, n_sites, name=None):
-    """Fixed-point encoding of ``values`` plus site ``me``'s pairwise masks for round ``round_id``."""
-    words = encode_fixed(values, n_sites=n_sites, name=f"site {me!r}" if name is None else name)
-    size = words.shape[1]
-    for other in sorted(pair_keys):
-        m = keystream_words(pair_keys[other], round_id, size)
-        words = add_words(words, m if me < other else neg_words(m))
-    return words
 
 
 # --------------------------------------------------------------------------- message log (column variant)

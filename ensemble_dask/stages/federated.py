@@ -1,29 +1,28 @@
-"""Federated workflows: row-distributed BCE or KCC over sites that keep their rows, over TLS.
+"""Federated workflows: row-distributed BCE or KCC over site agents that keep their rows.
 
-A workflow's ``federated:`` section::
+A workflow's ``federated:`` section names the sites and where their agents answer; everything a site
+reads, writes, keys and allows is in the site's own config (:mod:`ensemble_dask.federated.agent`)::
 
     federated:
       method: bce               # bce | kcc (row-distributed KCC, federated.rows_kcc)
-      mode: secure              # secure | plain (statistics in clear: a baseline)
+      mode: secure              # secure | plain (statistics in clear: each site refuses unless it allows it)
       n_clusters: 6
-      certs: runs/federated-bce/certs   # ensemble-dask certs --out DIR --names coordinator,site-a,...
-      insecure: false           # true allows plain TCP (no TLS)
-      timeout: 120              # seconds a site may take per round
+      certs: certs              # the coordinator's TLS files: ca.pem, coordinator.pem, coordinator-key.pem
+      timeout: 120              # seconds a site may take per request before it counts as dropped
       n_labels: null            # labels are 0 .. n_labels-1 (null: bounded by a secure sum)
-      demo: false               # true: make the demo's site shares (and certs) when missing
+      demo: false               # true: make keys, data and site configs here and start local agents
       sites:
-        - {name: site-a, url: ..., resource: site-a, output: ..., reference: ..., checkpoint: ...,
-           mask_key: runs/federated-bce/certs/site-a-mask.pub}
+        - {name: site-a, address: https://site-a.example.org:8443}
 
-``mask_key`` pins the site's public masking key (a ``NAME-mask.pub`` path or its base64 text; default
-``CERTS/NAME-mask.pub``). With a ``scheduler`` address the coordinator connects to an existing
-cluster (``tls://`` required unless ``insecure``) as ``CERTS/coordinator.pem``; without one, each site
-is simulated by a local worker process with its own certificate and masking key.
+With ``demo: true`` the stage plays every party on this machine, saying so: it makes all the keys in
+``certs`` (a real site makes its own with ``ensemble-dask site init``), a synthetic table cut into the
+sites' shares, each site's ``site.yaml`` under ``ROOT/sites/NAME`` and one agent process per site
+(``demo_min_sites``: the sites' ``min_sites``).
 
 The coordinator's store receives the model (``federated/alpha``, ``federated/beta``), a checkpoint of
 ``(alpha, beta)`` after every EM iteration (``federated/checkpoint``, removed when the run completes;
-a rerun resumes from it) and ``report/metrics.json``. Memberships stay with each site (``output``).
-With ``method: kcc`` the model is ``federated/centers`` (``K x G``, the blocks' ``offsets`` in its
+a rerun resumes from it) and ``report/metrics.json``. Memberships stay with each site. With
+``method: kcc`` the model is ``federated/centers`` (``K x G``, the blocks' ``offsets`` in its
 attributes); its parameters are ``n_clusters``, ``n_init``, ``max_iter``, ``tol`` (KCC's) and
 ``n_labels``; it starts from clusters of the basic partitions (KCC's ``init="clusters"``), and it is
 not checkpointed (a rerun starts over).
@@ -60,9 +59,9 @@ FEDERATED_KEYS = {
     "e_step_max_iter",
     "n_labels",
     "certs",
-    "insecure",
     "timeout",
     "demo",
+    "demo_min_sites",
 }
 DEMO_DEFAULTS = {
     "data": "synthetic:kdd99?n=20000&seed=0",
@@ -119,8 +118,10 @@ def split_sites(store, out, names, *, storage_options=None):
     return sites
 
 
-def make_demo_sites(sites, client, demo, seed, workdir):
-    """Make the demo's data: a synthetic table, base clusterings, cut into the declared sites' URLs."""
+def make_demo_sites(sites, demo, seed, workdir):
+    """Make the demo's data: a synthetic table, base clusterings (on a local Dask cluster of the
+    coordinator's machine), cut into the declared sites' URLs."""
+    from ..parallel import dask_client
     from .generate import generate
     from .ingest import ingest
 
@@ -134,15 +135,16 @@ def make_demo_sites(sites, client, demo, seed, workdir):
         opts.update(demo)
     store = RunStore(Path(workdir) / "demo.zarr")
     ingest(store, opts["data"], seed=seed)
-    generate(
-        store,
-        client,
-        n_clusterings=opts["n_clusterings"],
-        k_min=opts["k_min"],
-        k_max=opts["k_max"],
-        rate=opts["rate"],
-        seed=seed,
-    )
+    with dask_client(n_workers=1, processes=False) as client:
+        generate(
+            store,
+            client,
+            n_clusterings=opts["n_clusterings"],
+            k_min=opts["k_min"],
+            k_max=opts["k_max"],
+            rate=opts["rate"],
+            seed=seed,
+        )
     labels = store["labels"][:]
     y = store["y_true"][:] if "y_true" in store.group else None
     bounds = np.linspace(0, labels.shape[0], len(sites) + 1).astype(int)
@@ -236,241 +238,261 @@ class StoreCheckpoint:
             del self.store.group["federated/checkpoint"]
 
 
-# --------------------------------------------------------------------------- clusters
+# --------------------------------------------------------------------------- the demo's local sites
 
 
-def _security(certs, name):
-    from distributed import Security
-
-    files = [Path(certs) / f for f in ("ca.pem", f"{name}.pem", f"{name}-key.pem")]
-    missing = [str(f) for f in files if not f.exists()]
-    if missing:
-        raise InputError(
-            f"TLS files missing: {missing}; make them with `ensemble-dask certs --out {certs} --names ...` "
-            "(or set federated.insecure: true to run without TLS)"
-        )
-    return Security(
-        tls_ca_file=str(files[0]),
-        tls_client_cert=str(files[1]),
-        tls_client_key=str(files[2]),
-        tls_scheduler_cert=str(files[1]),
-        tls_scheduler_key=str(files[2]),
-        tls_worker_cert=str(files[1]),
-        tls_worker_key=str(files[2]),
-        require_encryption=True,
-    )
-
-
-@contextlib.contextmanager
-def _local_sites_cluster(sites, certs, tls):
-    """One local worker process per site (its resource, certificate and masking key); yields a Client."""
-    import dask
-    from distributed import Client, Nanny, Scheduler, SpecCluster
-
-    from ..parallel import _worker_environ
-
-    host = {"host": "127.0.0.1"}
-    sched_opts = {"dashboard_address": ":0", **host}
-    if tls:
-        sched_opts.update(security=_security(certs, "coordinator"), protocol="tls://")
-    workers = {}
+def _demo_layout(sites, root):
+    """The demo's site declarations: every site's files under ``ROOT/sites/NAME``."""
+    out = []
     for s in sites:
-        # the simulated sites' own logs: a task's error reaches the coordinator as its exception anyway,
-        # and on a loaded machine the workers log heartbeat failures while the cluster closes
-        opts = {"nthreads": 1, "resources": {s["resource"]: 1}, "silence_logs": logging.CRITICAL, **host}
-        key = Path(certs) / f"{s['name']}-mask.key" if certs else None
-        if key is not None and key.exists():
-            opts["preload"] = ["ensemble_dask.federated.site"]
-            opts["preload_argv"] = [["--mask-key", str(key), "--pins", str(certs), "--site-name", s["name"]]]
-        if tls:
-            opts["security"] = _security(certs, s["name"])
-            opts["protocol"] = "tls://"
-        workers[s["name"]] = {"cls": Nanny, "options": opts}
-    security = _security(certs, "coordinator") if tls else None
-    with _nanny_log_restored() as nanny_log, dask.config.set(_worker_environ()):
-        cluster = SpecCluster(
-            workers=workers,
-            scheduler={"cls": Scheduler, "options": sched_opts},
-            security=security,
-            silence_logs=logging.ERROR,
+        d = Path(root) / "sites" / s["name"]
+        out.append(
+            {
+                **s,
+                "dir": d,
+                "url": str(d / "labels.zarr"),
+                "reference": str(d / "reference.zarr"),
+                "output": str(d / "memberships.zarr"),
+            }
         )
+    return out
+
+
+def write_demo_configs(sites, certs, min_sites=None):
+    """Each demo site's own config (``site.yaml`` in its directory): what a real site writes for itself."""
+    import yaml
+
+    certs = Path(certs).resolve()
+    federation = {s["name"]: str(certs / f"{s['name']}-mask.pub") for s in sites}
+    paths = []
+    for s in sites:
+        d = Path(s["dir"]).resolve()
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "address").unlink(missing_ok=True)
+        config = {
+            "name": s["name"],
+            "listen": "127.0.0.1:0",
+            "coordinator": "coordinator",
+            "tls": {
+                "ca": str(certs / "ca.pem"),
+                "cert": str(certs / f"{s['name']}.pem"),
+                "key": str(certs / f"{s['name']}-key.pem"),
+            },
+            "mask_key": str(certs / f"{s['name']}-mask.key"),
+            "federation": federation,
+            "data": {"labels": "labels.zarr"},
+            "output": "memberships.zarr",
+            "checkpoint": "state/gamma",
+            "state": "state",
+            "ready_file": "address",
+        }
+        if s.get("reference") and _exists(s["reference"]):
+            config["data"]["reference"] = "reference.zarr"
+        if min_sites is not None:
+            config["min_sites"] = int(min_sites)
+        (d / "site.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        paths.append(d / "site.yaml")
+    return paths
+
+
+class LocalSiteAgents:
+    """One site agent process per config on this machine (``python -m ensemble_dask.federated.agent``).
+
+    A context manager: starts every agent, waits for each to write its address, and stops them on exit.
+    ``addresses`` maps site names (their configs' folder names) to ``https://127.0.0.1:PORT``.
+    """
+
+    def __init__(self, configs, timeout=120.0):
+        self.configs = {Path(c).parent.name: Path(c) for c in configs}
+        self.timeout = float(timeout)
+        self.procs, self.logs, self.addresses = {}, {}, {}
+
+    def start(self, name):
+        import subprocess
+        import sys
+
+        d = self.configs[name].parent
+        (d / "address").unlink(missing_ok=True)
+        if name in self.logs:
+            self.logs[name].close()
+        self.logs[name] = open(d / "agent.log", "ab")  # noqa: SIM115 - closed in stop()
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "ensemble_dask.federated.agent", str(self.configs[name])],
+            stdout=self.logs[name],
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def wait(self, name):
+        d, proc = self.configs[name].parent, self.procs[name]
+        deadline = time.monotonic() + self.timeout
+        while not (d / "address").exists():
+            if proc.poll() is not None:
+                tail = (d / "agent.log").read_text(errors="replace").strip().splitlines()[-1:]
+                raise InputError(f"the site agent {name!r} exited ({proc.returncode}): {tail}")
+            if time.monotonic() > deadline:
+                raise InputError(f"the site agent {name!r} did not start within {self.timeout:g} s")
+            time.sleep(0.05)
+        self.addresses[name] = (d / "address").read_text().strip()
+        return self.addresses[name]
+
+    def kill(self, name):
+        """Kill an agent at once (SIGKILL), as a crash would."""
+        import signal
+
+        self.procs[name].send_signal(signal.SIGKILL)
+        self.procs[name].wait()
+
+    def __enter__(self):
         try:
-            with Client(cluster, security=security) as client:
-                try:
-                    client.wait_for_workers(len(sites), timeout=300)
-                    yield client
-                finally:
-                    _quiet_close(client)
-        finally:
-            # the nanny logs a WARNING whenever a closed worker process takes over 4 s to exit (it is
-            # then killed); at the end of a local simulation that is nothing to act on
-            nanny_log.setLevel(logging.ERROR)
+            for name in self.configs:
+                self.start(name)
+            for name in self.configs:
+                self.wait(name)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self):
+        import subprocess
+
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
             try:
-                cluster.close(timeout=120)
-            except (TimeoutError, OSError) as exc:  # a loaded machine: the processes are killed anyway
-                logger.warning("the local site workers did not close cleanly: %r", exc)
-
-
-class _Loggers:
-    def __init__(self, names):
-        self.logs = [logging.getLogger(n) for n in names]
-
-    def setLevel(self, level):  # noqa: N802 - mirrors logging.Logger
-        for log in self.logs:
-            log.setLevel(level)
-
-
-@contextlib.contextmanager
-def _nanny_log_restored():
-    """The loggers that report a slow close (distributed's nanny, tornado's callbacks), restored on exit."""
-    group = _Loggers(["distributed.nanny", "tornado.application"])
-    levels = [log.level for log in group.logs]
-    try:
-        yield group
-    finally:
-        for log, level in zip(group.logs, levels, strict=True):
-            log.setLevel(level)
-
-
-def _quiet_close(client):
-    """Close the client before the cluster so no comm is cut under it (no CommClosedError traceback)."""
-    with contextlib.suppress(Exception):
-        client.close(timeout=10)
-
-
-def _check_tls_address(address, insecure):
-    tls = str(address).startswith("tls://")
-    if not tls and not insecure:
-        raise InputError(
-            f"scheduler {address!r} is not a tls:// address; the federated workflow refuses plain TCP "
-            "unless federated.insecure is true"
-        )
-    return tls
-
-
-@contextlib.contextmanager
-def _remote_client(address, certs, insecure):
-    from distributed import Client
-
-    tls = _check_tls_address(address, insecure)
-    security = _security(certs, "coordinator") if tls else None
-    try:
-        client = Client(address, security=security, timeout="20s")
-    except (OSError, TimeoutError) as exc:
-        raise InputError(f"cannot reach the Dask scheduler at {address!r}: {exc}") from exc
-    try:
-        yield client
-    finally:
-        _quiet_close(client)
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for log in self.logs.values():
+            log.close()
+        self.procs.clear()
+        self.logs.clear()
 
 
 # --------------------------------------------------------------------------- the workflow
 
 
-def _site_defaults(sites, certs):
-    out = []
-    for i, s in enumerate(sites):
-        if not isinstance(s, dict):
-            raise InputError(f"federated.sites[{i}] must be a dict (name, url, resource, ...); got {s!r}")
-        s = dict(s)
-        s.setdefault("name", f"site-{i}")
-        s.setdefault("resource", s["name"])
-        if certs and not s.get("mask_key"):
-            s["mask_key"] = str(Path(certs) / f"{s['name']}-mask.pub")
-        out.append(s)
-    return out
+def _check_sites_section(raw_sites, demo):
+    if not isinstance(raw_sites, list) or not raw_sites:
+        raise InputError(f"'federated.sites' must be a non-empty list of sites; got {raw_sites!r}")
+    sites = []
+    for i, s in enumerate(raw_sites):
+        if not isinstance(s, dict) or not s.get("name"):
+            raise InputError(
+                f"federated.sites[{i}] must be a dict with the site's name and address; got {s!r}"
+            )
+        extra = set(s) - {"name", "address"}
+        if extra:
+            raise InputError(
+                f"federated.sites[{i}] ({s['name']!r}) has {sorted(extra)}: a site's data, output, keys and "
+                "policy live in the site's own config (ensemble-dask site serve site.yaml); the workflow "
+                "names only each site's name and address"
+            )
+        if not demo and not s.get("address"):
+            raise InputError(f"federated.sites[{i}] ({s['name']!r}) has no address (https://HOST:PORT)")
+        sites.append({"name": str(s["name"]), "address": s.get("address")})
+    names = [s["name"] for s in sites]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InputError(f"federated.sites names {dup} more than once")
+    return sites
 
 
-def run_federated_workflow(spec, *, client=None, progress=False):
-    """Run the ``federated:`` section of a workflow; returns the coordinator's summary (metrics.json).
-
-    ``client``: an existing client to run on; like a ``scheduler`` address, it must be connected over
-    ``tls://`` unless ``federated.insecure`` is true.
-    """
-    from ..federated.certs import load_mask_public, make_certs
-    from ..federated.rows import run_federated_bce
+def run_federated_workflow(spec, *, progress=False):
+    """Run the ``federated:`` section of a workflow; returns the coordinator's summary (metrics.json)."""
+    from ..federated.certs import make_certs
+    from ..federated.coordinator import client_context
 
     fed = dict(spec.get("federated") or {})
+    if "insecure" in fed or "scheduler" in spec:
+        raise InputError(
+            "a federated workflow talks to site agents over mutual TLS only: 'federated.insecure' and "
+            "'scheduler' are gone (each site runs its own Dask cluster)"
+        )
     unknown = set(fed) - FEDERATED_KEYS
     if unknown:
         raise InputError(f"unknown key(s) {sorted(unknown)} in 'federated'; known: {sorted(FEDERATED_KEYS)}")
     method = _check_method(fed.pop("method", "bce"))
-    raw_sites = fed.pop("sites", None)
-    if not isinstance(raw_sites, list) or not raw_sites:
-        raise InputError(f"'federated.sites' must be a non-empty list of sites; got {raw_sites!r}")
-    n_clusters = check_int(fed.pop("n_clusters", None), "federated.n_clusters", min_value=1)
-    insecure = bool(fed.pop("insecure", False))
     demo = fed.pop("demo", False)
+    sites = _check_sites_section(fed.pop("sites", None), demo)
+    n_clusters = check_int(fed.pop("n_clusters", None), "federated.n_clusters", min_value=1)
     certs = fed.pop("certs", None)
-    timeout = float(fed.pop("timeout", 120.0))
+    timeout = _check_timeout(fed.pop("timeout", 120.0))
+    min_sites = fed.pop("demo_min_sites", None)
     if method == "kcc":
-        _check_kcc_params(n_clusters, fed)  # before any cluster starts
+        _check_kcc_params(n_clusters, fed)  # before any site is called
     else:
-        _check_bce_params(n_clusters, fed)  # before any cluster starts
+        _check_bce_params(n_clusters, fed)
     seed = int(spec.get("seed", 0))
     fed.setdefault("random_state", int(stage_seed(seed, "federated").generate_state(1)[0]))
     store_url = spec.get("store") or f"runs/{spec.get('name', 'federated')}.zarr"
     store = RunStore(store_url, spec.get("storage_options"))
     store.check_report_folder()  # report/metrics.json is written at the end of the run
-    scheduler = spec.get("scheduler")
-    if scheduler and client is None:
-        _check_tls_address(scheduler, insecure)
-    sites = _site_defaults(raw_sites, certs)
-    names = [s["name"] for s in sites]
-    if demo and certs and not (Path(certs) / "ca.pem").exists():
-        make_certs(certs, ["coordinator", *names])
-    tls = not insecure
-    if tls and not certs and client is None:
+    if not certs:
         raise InputError(
-            "the federated workflow runs over TLS: set federated.certs to a directory made by "
-            "`ensemble-dask certs` (or federated.insecure: true for plain TCP)"
+            "set federated.certs to the directory of the coordinator's TLS files (ca.pem, coordinator.pem, "
+            "coordinator-key.pem)"
         )
-    mode = fed.get("mode", "secure")
-    pins = None
-    if mode == "secure" and len(sites) > 1:
-        pins = {}
-        for s in sites:
-            if not s.get("mask_key"):
-                raise InputError(f"site {s['name']!r} has no pinned 'mask_key' (nor federated.certs)")
-            pins[s["name"]] = load_mask_public(s["mask_key"])
-    site_opts = spec.get("site_storage_options")
-    record = {"sites": sites, "n_clusters": n_clusters, "tls": tls, **fed}
-    if method != "bce":  # a BCE run's record (and so its stage fingerprint) stays as it was
+    names = [s["name"] for s in sites]
+    record = {"sites": names, "n_clusters": n_clusters, "tls": True, **fed}
+    if method != "bce":
         record["method"] = method
-    if client is not None:
-        ctx = contextlib.nullcontext(client)
-        tls = _check_tls_address(client.scheduler.address, insecure)  # a given client: the same rule
-    elif scheduler:
-        ctx = _remote_client(scheduler, certs, insecure)
-    else:
-        ctx = _local_sites_cluster(sites, certs, tls)
     checkpoint = StoreCheckpoint(store)
     bar = _progress_bar(
         progress, fed.get("max_iter", 300), "federated KCC" if method == "kcc" else "federated EM"
     )
-    with ctx as c, store.stage("federated", record, []):
-        if demo and not all(_exists(s["url"]) for s in sites):
-            make_demo_sites(sites, c, demo, seed, Path(store.url).parent / f"{Path(store.url).stem}-demo")
-        if method == "kcc":
-            return _run_kcc(store, sites, n_clusters, c, fed, pins, timeout, site_opts, bar, tls, checkpoint)
-        try:
-            result = run_federated_bce(
-                sites,
-                n_clusters,
-                c,
-                pins=pins,
-                timeout=timeout,
-                storage_options=site_opts,
-                checkpoint=checkpoint,
-                progress=bar,
-                **fed,
+    with contextlib.ExitStack() as stack:
+        if demo:
+            root = Path(store.url).parent
+            if not (Path(certs) / "ca.pem").exists():
+                print(
+                    f"demo: making every key of the federation in {certs} (a real site makes its own: "
+                    "ensemble-dask site init NAME)"
+                )
+                make_certs(certs, ["coordinator", *names])
+            local = _demo_layout(sites, root)
+            if not all(_exists(s["url"]) for s in local):
+                make_demo_sites(local, demo, seed, root / f"{Path(store.url).stem}-demo")
+            agents = stack.enter_context(LocalSiteAgents(write_demo_configs(local, certs, min_sites)))
+            sites = [{"name": s["name"], "address": agents.addresses[s["name"]]} for s in sites]
+        elif min_sites is not None:
+            raise InputError(
+                "federated.demo_min_sites is for the demo: a real site sets min_sites in its own config"
             )
+        context = client_context(certs)
+        stack.enter_context(store.stage("federated", record, []))
+        try:
+            if method == "kcc":
+                from ..federated.rows_kcc import run_federated_kcc
+
+                result = run_federated_kcc(sites, n_clusters, context, timeout=timeout, progress=bar, **fed)
+                summary = _write_kcc_results(store, result, n_clusters, True)
+            else:
+                from ..federated.rows import run_federated_bce
+
+                result = run_federated_bce(
+                    sites, n_clusters, context, timeout=timeout, checkpoint=checkpoint, progress=bar, **fed
+                )
+                summary = _write_results(store, result, n_clusters, True)
         finally:
             if bar is not None:
                 bar.close()
-        summary = _write_results(store, result, n_clusters, tls)
-        checkpoint.clear()
+        checkpoint.clear()  # complete (a BCE run's checkpoint left by an earlier run is not this one's)
     return summary
+
+
+def _check_timeout(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise InputError(
+            f"The 'federated.timeout' parameter must be a positive number of seconds; got {value!r}"
+        )
+    return float(value)
 
 
 def _check_method(method):
@@ -493,29 +515,6 @@ def _check_kcc_params(n_clusters, fed):
             f"federated.method 'kcc' takes no {other} (BCE parameters); its parameters: {list(_KCC_KEYS)}"
         )
     KCC(n_clusters, init="clusters", **{k: fed[k] for k in _KCC_KEYS if k in fed})._check_params()
-
-
-def _run_kcc(store, sites, n_clusters, client, fed, pins, timeout, site_opts, bar, tls, checkpoint):
-    """The ``method: kcc`` branch of :func:`run_federated_workflow` (inside its stage and cluster)."""
-    from ..federated.rows_kcc import run_federated_kcc
-
-    try:
-        result = run_federated_kcc(
-            sites,
-            n_clusters,
-            client,
-            pins=pins,
-            timeout=timeout,
-            storage_options=site_opts,
-            progress=bar,
-            **fed,
-        )
-    finally:
-        if bar is not None:
-            bar.close()
-    summary = _write_kcc_results(store, result, n_clusters, tls)
-    checkpoint.clear()  # a BCE run's checkpoint left in this store belongs to another run
-    return summary
 
 
 def _write_kcc_results(store, result, n_clusters, tls):
@@ -588,6 +587,7 @@ def _write_summary(store, group, result, method, n_clusters, tls, fit, resumed_f
         "tls": bool(tls),
         "sites": result.site_names,
         "rows_per_site": result.rows_per_site,
+        "dropped": list(result.dropped),
         "n_rows": int(sum(result.rows_per_site.values())),
         "n_clusterings": len(result.categories_),
         "n_clusters": n_clusters,

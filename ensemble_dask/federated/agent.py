@@ -1,0 +1,525 @@
+"""The site agent: a site's own service, answering a fixed set of data-only operations over mutual TLS.
+
+``ensemble-dask site serve site.yaml`` starts it. The coordinator is not trusted: nothing it sends is
+code (messages are msgpack maps of plain values and arrays, :mod:`.wire`; no pickle on any inbound path),
+and everything that decides what leaves the site is in the site's own config::
+
+    name: site-a
+    listen: 127.0.0.1:8443          # host:port (port 0: any free port, written to ready_file)
+    coordinator: coordinator        # the certificate name (CN) of the only peer allowed to call
+    tls: {ca: ca.pem, cert: site-a.pem, key: site-a-key.pem}
+    mask_key: site-a-mask.key       # the site's X25519 key (0600; made here by `ensemble-dask site init`)
+    federation:                     # every member, this site too, with its pinned public masking key
+      site-a: site-a-mask.pub
+      site-b: site-b-mask.pub       # a NAME-mask.pub path, or its base64 text
+      site-c: site-c-mask.pub
+    min_sites: 3                    # least sites in any sum (default: the whole federation)
+    allow_plain: false              # statistics in clear on request: never, unless set here
+    data: {labels: labels.zarr, reference: reference.zarr, storage_options: {}}
+    output: memberships.zarr        # where this site writes its rows' memberships
+    checkpoint: state/gamma         # the site's E-step state for resuming (optional)
+    state: state                    # audit log and the sessions already joined
+
+Relative paths are relative to the config file. Operations (``POST /v1/<op>``): ``join``, ``call``,
+``keys``, ``masked``, ``unmask``, ``close``. The site refuses, with a clear error to the coordinator and
+a line in its audit log (``state/audit.log``, JSON lines):
+
+* a caller whose certificate is not the configured coordinator's (mutual TLS; a site's own certificate
+  presented to it is refused too);
+* a roster that is not exactly its federation, a round whose sites are fewer than its minimum or
+  include a site not in the session's last survivors, a round key or share that does not verify under a
+  pinned key (:mod:`.secagg`), the coordinator as a member (refused when the config is read);
+* a session it has joined before (kept across restarts in ``state/sessions``), a (session, round)
+  answered before, a phase out of order;
+* plain mode unless ``allow_plain``; an operation or method it does not know; parameters of the wrong
+  type, shape, range, or non-finite.
+
+What leaves the site: its row count and number of clusterings at join, masked statistics (their sum
+over the survivors of each round is what the coordinator learns), its Shamir shares for unmasking, and
+nothing else; memberships go to ``output``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import ssl
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .._validation import InputError
+from . import secagg, wire
+from .site_ops import CALLS, SUMS, Refused
+from .wire import peer_name
+
+__all__ = ["SiteConfig", "SiteAgent", "Refused", "load_config", "serve", "serve_main", "OPERATIONS"]
+
+logger = logging.getLogger(__name__)
+
+OPERATIONS = ("join", "call", "keys", "masked", "unmask", "close")
+_SESSION_RE = re.compile(r"^[0-9a-f]{16,64}$")
+_CONFIG_KEYS = {
+    "name", "listen", "coordinator", "tls", "mask_key", "federation", "min_sites", "allow_plain", "data",
+    "output", "checkpoint", "state", "ready_file", "idle_timeout", "max_sessions", "storage_options",
+}  # fmt: skip
+
+
+# --------------------------------------------------------------------------- the site's config
+
+
+@dataclass
+class SiteConfig:
+    """A site's policy and keys, read from its own YAML (see the module docstring)."""
+
+    name: str
+    host: str
+    port: int
+    coordinator: str
+    tls: dict
+    mask_key: object = field(repr=False)  # X25519PrivateKey
+    pins: dict = field(repr=False)
+    min_sites: int
+    allow_plain: bool
+    labels: str
+    reference: str | None
+    storage_options: dict | None
+    output: str | None
+    checkpoint: str | None
+    state: Path
+    ready_file: Path | None = None
+    idle_timeout: float = 900.0
+    max_sessions: int = 4
+
+    @property
+    def federation(self):
+        return sorted(self.pins)
+
+
+def _path(base, value, what):
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"{what} must be a path or URL; got {value!r}")
+    if "://" in value:
+        return value
+    p = Path(value).expanduser()
+    return str(p if p.is_absolute() else (base / p))
+
+
+def load_config(path):
+    """The :class:`SiteConfig` of a site's YAML; refuses a config that weakens the site (named)."""
+    import yaml
+
+    from .certs import load_mask_private, load_mask_public, load_private_pem
+
+    path = Path(path)
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(f"cannot read the site config {str(path)!r}: {exc}") from exc
+    if not isinstance(spec, dict):
+        raise InputError(f"the site config {str(path)!r} must be a mapping")
+    unknown = set(spec) - _CONFIG_KEYS
+    if unknown:
+        raise InputError(f"unknown key(s) {sorted(unknown)} in {str(path)!r}; known: {sorted(_CONFIG_KEYS)}")
+    base = path.resolve().parent
+    where = f"in {str(path)!r}"
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise InputError(f"'name' {where} must be the site's name")
+    host, _, port = str(spec.get("listen", "127.0.0.1:0")).rpartition(":")
+    if not host or not port.isdigit():
+        raise InputError(f"'listen' {where} must be host:port; got {spec.get('listen')!r}")
+    coordinator = str(spec.get("coordinator", "coordinator"))
+    tls = spec.get("tls") or {}
+    if not isinstance(tls, dict) or set(tls) != {"ca", "cert", "key"}:
+        raise InputError(f"'tls' {where} must give ca, cert and key (the site's own TLS files)")
+    tls = {k: _path(base, v, f"tls.{k} {where}") for k, v in tls.items()}
+    load_private_pem(tls["key"], "TLS key")
+    fed = spec.get("federation")
+    if not isinstance(fed, dict) or name not in fed:
+        raise InputError(f"'federation' {where} must map every member, {name!r} included, to its public key")
+    if coordinator in fed:
+        raise InputError(
+            f"the coordinator {coordinator!r} is listed as a member of the federation {where}: it would hold "
+            "a pair key of every site"
+        )
+    pins = {}
+    for member, key in fed.items():
+        value = (
+            _path(base, key, f"the key of {member!r}") if key and not str(key).strip().endswith("=") else key
+        )
+        pins[str(member)] = load_mask_public(value)
+    if len(set(pins.values())) != len(pins):
+        raise InputError(f"two members of the federation {where} share one public key")
+    mask_path = _path(base, spec.get("mask_key"), f"mask_key {where}")
+    if mask_path is None:
+        raise InputError(f"'mask_key' {where} must be the site's X25519 key (ensemble-dask site init)")
+    mask_key = load_mask_private(mask_path)
+    if mask_key.public_key().public_bytes_raw() != pins[name]:
+        raise InputError(f"the masking key {mask_path!r} is not the key pinned for {name!r} {where}")
+    allow_plain = spec.get("allow_plain", False)
+    if not isinstance(allow_plain, bool):
+        raise InputError(f"'allow_plain' {where} must be true or false; got {allow_plain!r}")
+    n = len(pins)
+    min_sites = spec.get("min_sites", n)
+    if not isinstance(min_sites, int) or isinstance(min_sites, bool) or not 2 <= min_sites <= n:
+        raise InputError(
+            f"'min_sites' {where} must be an integer in [2, {n}] (the federation has {n} members); "
+            f"got {min_sites!r}" + (" (a federation of one site hides nothing)" if n < 2 else "")
+        )
+    data = spec.get("data") or {}
+    if not isinstance(data, dict) or not data.get("labels"):
+        raise InputError(f"'data.labels' {where} must be the site's labels (a zarr array or .npy)")
+    state = Path(_path(base, spec.get("state", f"{name}-state"), f"state {where}"))
+    return SiteConfig(
+        name=name,
+        host=host,
+        port=int(port),
+        coordinator=coordinator,
+        tls=tls,
+        mask_key=mask_key,
+        pins=pins,
+        min_sites=int(min_sites),
+        allow_plain=allow_plain,
+        labels=_path(base, data["labels"], f"data.labels {where}"),
+        reference=_path(base, data.get("reference"), f"data.reference {where}"),
+        storage_options=data.get("storage_options") or None,
+        output=_path(base, spec.get("output"), f"output {where}"),
+        checkpoint=_path(base, spec.get("checkpoint"), f"checkpoint {where}"),
+        state=state,
+        ready_file=Path(_path(base, spec["ready_file"], "ready_file")) if spec.get("ready_file") else None,
+        idle_timeout=float(spec.get("idle_timeout", 900.0)),
+        max_sessions=int(spec.get("max_sessions", 4)),
+    )
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+@dataclass
+class Session:
+    """One run's state at the site (never sent): rows, E-step state, the rounds' secrets."""
+
+    name: str
+    session: str
+    method: str
+    mode: str
+    roster: list
+    threshold: int
+    channel: dict = field(repr=False)
+    alive: set = field(default_factory=set)
+    data: dict = field(default_factory=dict, repr=False)
+    last_round: int = 0
+    phase: str = "joined"  # joined -> keys -> masked -> (unmask) -> keys ...
+    secrets: object = field(default=None, repr=False)
+    last_used: float = field(default_factory=time.monotonic)
+
+    @property
+    def n_categories(self):
+        cats = self.data.get("categories")
+        return None if cats is None else int(sum(len(c) for c in cats))
+
+
+class SiteAgent:
+    """The operations of a site (transport-free: :func:`serve` puts them behind mutual TLS)."""
+
+    def __init__(self, config):
+        self.config = config
+        self.sessions = {}
+        self.lock = threading.Lock()
+        config.state.mkdir(parents=True, exist_ok=True)
+        self._seen_path = config.state / "sessions"
+        self._audit_path = config.state / "audit.log"
+        self.seen = set(self._seen_path.read_text().split()) if self._seen_path.exists() else set()
+
+    # -- audit ---------------------------------------------------------------------------------
+    def audit(self, peer, op, msg, outcome, reason=None):
+        line = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "site": self.config.name,
+            "peer": peer,
+            "op": op,
+            "session": msg.get("session") if isinstance(msg, dict) else None,
+            "round": msg.get("round") if isinstance(msg, dict) else None,
+            "outcome": outcome,
+        }
+        if reason:
+            line["reason"] = reason
+        with open(self._audit_path, "a") as f:
+            f.write(json.dumps(line, default=str) + "\n")
+
+    # -- dispatch ------------------------------------------------------------------------------
+    def handle(self, peer, op, msg):
+        """Answer ``op`` from ``peer`` (its certificate name); raises :class:`Refused` with the reason."""
+        try:
+            if peer != self.config.coordinator:
+                raise Refused(
+                    f"site {self.config.name!r} answers only {self.config.coordinator!r}; the caller's "
+                    f"certificate is {peer!r}"
+                )
+            if op not in OPERATIONS:
+                raise Refused(f"unknown operation {op!r}; known: {list(OPERATIONS)}")
+            with self.lock:
+                self._expire()
+                result = getattr(self, f"_op_{op}")(msg)
+        except (Refused, InputError) as exc:
+            self.audit(peer, op, msg, "refused", str(exc))
+            raise Refused(str(exc)) from None
+        self.audit(peer, op, msg, "ok")
+        return result
+
+    def _expire(self):
+        now = time.monotonic()
+        for key in [k for k, s in self.sessions.items() if now - s.last_used > self.config.idle_timeout]:
+            del self.sessions[key]
+
+    def _session(self, msg):
+        sid = msg.get("session")
+        st = self.sessions.get(sid)
+        if st is None:
+            raise Refused(
+                f"site {self.config.name!r} holds no session {sid!r} (never joined, closed or expired)"
+            )
+        st.last_used = time.monotonic()
+        return st
+
+    # -- operations ----------------------------------------------------------------------------
+    def _op_join(self, msg):
+        from .rows import bce_open
+
+        cfg = self.config
+        sid = msg.get("session")
+        if not isinstance(sid, str) or not _SESSION_RE.match(sid):
+            raise Refused(f"a session id is 16-64 lowercase hex digits; got {sid!r:.80}")
+        if sid in self.seen:
+            raise Refused(
+                f"session {sid} was joined before: a session is joined once (its masks are not reused)"
+            )
+        roster = msg.get("roster")
+        if (
+            not isinstance(roster, list)
+            or sorted(map(str, roster)) != cfg.federation
+            or len(roster) != len(set(roster))
+        ):
+            raise Refused(
+                f"the roster {roster!r:.200} is not this site's federation {cfg.federation} (a subset, a "
+                "superset or an unknown member is refused)"
+            )
+        mode = msg.get("mode")
+        if mode not in ("secure", "plain"):
+            raise Refused(f"mode must be 'secure' or 'plain'; got {mode!r}")
+        if mode == "plain" and not cfg.allow_plain:
+            raise Refused(f"site {cfg.name!r} does not allow plain mode (allow_plain is false in its config)")
+        method = msg.get("method")
+        if method not in ("bce", "kcc"):
+            raise Refused(f"method must be 'bce' or 'kcc'; got {method!r}")
+        if len(self.sessions) >= cfg.max_sessions:
+            raise Refused(f"site {cfg.name!r} already holds {len(self.sessions)} sessions (max_sessions)")
+        self.seen.add(sid)
+        with open(self._seen_path, "a") as f:  # before any data is read: a crash cannot make it joinable
+            f.write(sid + "\n")
+        t = secagg.threshold(len(cfg.pins), cfg.min_sites)
+        channel = secagg.channel_keys(cfg.mask_key, cfg.name, cfg.pins, sid) if mode == "secure" else {}
+        st = Session(cfg.name, sid, method, mode, cfg.federation, t, channel, alive=set(cfg.federation))
+        info = bce_open(st, cfg.labels, cfg.storage_options, cfg.reference)
+        st.data["n_clusterings"] = info["n_clusterings"]
+        self.sessions[sid] = st
+        return {**info, "threshold": t, "has_reference": cfg.reference is not None}
+
+    def _op_close(self, msg):
+        self.sessions.pop(msg.get("session"), None)
+        return None
+
+    def _op_call(self, msg):
+        st = self._session(msg)
+        op, args = msg.get("op"), msg.get("args")
+        table = CALLS.get(st.method, {})
+        if op not in table:
+            raise Refused(f"a {st.method} session has no call {op!r}; known: {sorted(table)}")
+        return table[op](self, st, args)
+
+    def _new_round(self, st, msg):
+        r = msg.get("round")
+        if not isinstance(r, int) or isinstance(r, bool) or r <= st.last_round:
+            raise Refused(
+                f"round {r!r} is not after the last round {st.last_round} of session {st.session}: "
+                "a round is answered once"
+            )
+        return r
+
+    def _in_round(self, st, msg, phase):
+        r = msg.get("round")
+        if r != st.last_round or st.phase != phase:
+            raise Refused(
+                f"round {r!r} is not in phase {phase!r} here (round {st.last_round}, phase {st.phase!r}): "
+                "each phase of a round is answered once, in order"
+            )
+        return r
+
+    def _participants(self, st, names, what):
+        if not isinstance(names, (list, dict)) or not all(isinstance(n, str) for n in names):
+            raise Refused(f"{what} must name sites")
+        names = set(names)
+        if st.name not in names:
+            raise Refused(f"{what} {sorted(names)} leave out this site")
+        if not names <= st.alive:
+            raise Refused(
+                f"{what} {sorted(names)} include {sorted(names - st.alive)}, not among the session's last "
+                f"survivors {sorted(st.alive)} (a site left out of a sum is not brought back)"
+            )
+        if len(names) < st.threshold:
+            raise Refused(
+                f"{what} {sorted(names)} are {len(names)} sites; this site takes part in sums over at least "
+                f"{st.threshold}"
+            )
+        return names
+
+    def _op_keys(self, msg):
+        st = self._session(msg)
+        if st.mode != "secure":
+            raise Refused("a plain session has no round keys")
+        r = self._new_round(st, msg)
+        st.last_round, st.phase = r, "keys"
+        st.secrets, public, cts = secagg.advertise(
+            st.name, st.roster, st.channel, st.session, r, st.threshold
+        )
+        return {"public": public, "shares": cts}
+
+    def _op_masked(self, msg):
+        st = self._session(msg)
+        op = msg.get("op")
+        table = SUMS.get(st.method, {})
+        if op not in table:
+            raise Refused(f"a {st.method} session has no sum {op!r}; known: {sorted(table)}")
+        if st.mode == "plain":
+            st.last_round, st.phase = self._new_round(st, msg), "masked"
+            return {"vector": np.asarray(table[op](self, st, msg.get("args")), dtype=np.float64)}
+        self._in_round(st, msg, "keys")
+        keys, shares = msg.get("keys"), msg.get("shares")
+        if not isinstance(keys, dict) or not isinstance(shares, dict):
+            raise Refused("a masked round needs the round keys and shares relayed")
+        self._participants(st, keys, "the round's sites")
+        st.phase = "masked-start"  # a failed check below leaves the round unanswerable
+        secagg.receive_shares(st.name, st.secrets, keys, shares, st.channel, st.session)
+        vec = np.asarray(table[op](self, st, msg.get("args")), dtype=np.float64)
+        words = secagg.masked_input(vec, st.name, st.secrets, st.session, n_sites=len(st.roster))
+        st.phase = "masked"
+        return {"words": words}
+
+    def _op_unmask(self, msg):
+        st = self._session(msg)
+        if st.mode != "secure":
+            raise Refused("a plain session has nothing to unmask")
+        self._in_round(st, msg, "masked")
+        survivors = self._participants(st, msg.get("survivors"), "the survivors")
+        if not survivors <= set(st.secrets.keys):
+            raise Refused(
+                f"survivors {sorted(survivors - set(st.secrets.keys))} did not take part in this round"
+            )
+        st.phase = "unmasked"
+        st.alive = survivors
+        return {"shares": secagg.reveal(st.secrets, survivors)}
+
+
+# --------------------------------------------------------------------------- HTTPS with mutual TLS
+
+
+def server_context(tls):
+    """Server TLS context: the site's certificate; callers must present one signed by the CA."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=tls["ca"])
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(tls["cert"], tls["key"])
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+def make_app(agent):
+    import tornado.web
+    from tornado.ioloop import IOLoop
+
+    executor = __import__("concurrent.futures").futures.ThreadPoolExecutor(1, thread_name_prefix="site")
+
+    class Handler(tornado.web.RequestHandler):
+        async def post(self, op):
+            stream = self.request.connection.stream
+            peer = peer_name(stream.socket.getpeercert()) if hasattr(stream, "socket") else None
+            try:
+                msg = wire.decode(self.request.body)
+                result = await IOLoop.current().run_in_executor(executor, agent.handle, peer, op, msg)
+                body, status = wire.encode({"result": result}), 200
+            except (Refused, wire.WireError) as exc:
+                if isinstance(exc, wire.WireError):
+                    agent.audit(peer, op, {}, "refused", str(exc))
+                body, status = wire.encode({"error": str(exc), "refused": True}), 403
+            except Exception as exc:  # a fault at the site: named, never a traceback to the caller
+                logger.exception("site %s: %s failed", agent.config.name, op)
+                agent.audit(peer, op, {}, "failed", f"{type(exc).__name__}: {exc}")
+                body, status = wire.encode({"error": f"{type(exc).__name__}: {exc}", "refused": False}), 500
+            self.set_status(status)
+            self.set_header("Content-Type", "application/msgpack")
+            self.finish(body)
+
+    return tornado.web.Application([(r"/v1/([a-z_]+)", Handler)])
+
+
+def serve(config):
+    """Run the agent of ``config`` until SIGTERM or SIGINT; returns 0."""
+    import asyncio
+    import signal
+
+    import tornado.httpserver
+    import tornado.netutil
+
+    agent = SiteAgent(config)
+
+    async def main():
+        server = tornado.httpserver.HTTPServer(
+            make_app(agent),
+            ssl_options=server_context(config.tls),
+            max_body_size=wire.MAX_BYTES,
+            idle_connection_timeout=300,  # a caller that opens a connection and says nothing is dropped
+            body_timeout=600,
+        )
+        sockets = tornado.netutil.bind_sockets(config.port, address=config.host)
+        server.add_sockets(sockets)
+        port = sockets[0].getsockname()[1]
+        address = f"https://{config.host}:{port}"
+        print(f"site {config.name} listening on {address} (answers {config.coordinator!r} only)", flush=True)
+        if config.ready_file is not None:
+            tmp = config.ready_file.with_suffix(".tmp")
+            tmp.write_text(address)
+            tmp.replace(config.ready_file)
+        done = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, done.set)
+        await done.wait()
+        server.stop()
+
+    asyncio.run(main())
+    return 0
+
+
+def serve_main(config_path):
+    """``ensemble-dask site serve CONFIG``: the exit code (2 and one line on a bad config)."""
+    try:
+        config = load_config(config_path)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ssl.SSLError as exc:
+        print(f"error: the TLS files of {config_path!r}: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING)
+    return serve(config)
+
+
+if __name__ == "__main__":  # python -m ensemble_dask.federated.agent site.yaml
+    sys.exit(serve_main(sys.argv[1]))

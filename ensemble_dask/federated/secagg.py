@@ -1,0 +1,290 @@
+"""Secure aggregation that survives dropouts: the SecAgg+ round of Bell et al. (CCS 2020), complete graph.
+
+Pure functions on bytes and NumPy arrays (``cryptography`` for X25519, HKDF, ChaCha20 and
+ChaCha20-Poly1305; ``pycryptodome`` for Shamir's secret sharing); nothing here knows about the network.
+One round of a session, for a federation of ``n`` sites with a roster sorted by name:
+
+1. **Advertise** (each site ``u``, :func:`advertise`): a fresh X25519 mask key pair ``s_u`` and a fresh
+   16-byte self-mask seed ``b_u``; ``b_u`` and ``s_u``'s private key are cut into Shamir shares with
+   threshold ``t`` (:func:`threshold`), one share per roster member. The share for peer ``v`` is
+   encrypted with ChaCha20-Poly1305 under the *channel key* of ``u`` and ``v`` (X25519 of their long-term
+   masking keys, which every site pins in its own config, then HKDF salted by the session), with
+   ``s_u``'s public key in the associated data. The coordinator relays public keys and ciphertexts; it
+   cannot read a share, nor substitute a public key (the peer's decryption would fail), nor pose as a
+   site (its key is pinned nowhere).
+2. **Masked input** (:func:`masked_input`): the site checks every relayed key against the ciphertext
+   that authenticates it (:func:`receive_shares`), then sends its fixed-point vector plus the self mask
+   ``PRG(b_u)`` plus, for every other site ``v`` that advertised, ``+PRG(s_uv)`` if ``u < v`` else
+   ``-PRG(s_uv)`` (``s_uv``: X25519 of the round keys), modulo ``2**128``.
+3. **Unmask** (:func:`reveal`): told the survivors (the sites whose masked input arrived), a site reveals,
+   for each survivor, its share of ``b``; for each site that advertised but dropped out, its share of
+   ``s``'s private key; never both for one site in one round. The coordinator (:func:`unmask`)
+   reconstructs the survivors' self masks and the dropped sites' pair masks with the survivors, removes
+   them, and obtains the survivors' sum and nothing else.
+
+Threshold: ``t = max(min_sites, n // 2 + 1)``. A coordinator that told some sites that ``u`` survived and
+others that it dropped would need ``t`` shares of each kind from disjoint sets of sites: impossible
+when ``2 t > n``. Round keys and seeds are fresh every round, so what one round reveals (a survivor's
+``b``, a dropped site's ``s``) unmasks nothing in another.
+
+What this does not hide: the sum over the survivors of a round (the purpose), who survived, the vector
+sizes, timing. Two rounds over different survivor sets with the same parameters give the difference of
+two sums: a site therefore accepts only survivor sets that shrink within a session (see the site agent),
+so at most ``n - min_sites`` sites can ever be left out of a session's sums; with the default minimum
+(the whole federation) no site can be.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._validation import InputError
+from .secure import add_words, encode_fixed, keystream_words, neg_words
+
+__all__ = [
+    "RoundSecrets",
+    "threshold",
+    "channel_keys",
+    "advertise",
+    "receive_shares",
+    "masked_input",
+    "reveal",
+    "unmask_words",
+]
+
+_SEED_BYTES = 16
+_SHARE_BYTES = 16
+_PLAIN_BYTES = 3 * _SHARE_BYTES  # one share of b, two of s's private key (32 bytes in two Shamir secrets)
+_LABEL = b"ensemble-dask secagg+ v1"
+
+
+def threshold(n_sites, min_sites):
+    """Shares needed to unmask: ``max(min_sites, n_sites // 2 + 1)`` (more than half, so no two disjoint
+    sets of sites can each give the coordinator a kind of share for one site)."""
+    return max(int(min_sites), int(n_sites) // 2 + 1)
+
+
+def _hkdf(secret, salt, info, length=32):
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    return HKDF(algorithm=hashes.SHA256(), length=length, salt=salt, info=info).derive(secret)
+
+
+def _salt(session):
+    return hashlib.sha256(_LABEL + b"|" + str(session).encode()).digest()
+
+
+def _exchange(private, public_raw, what):
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
+
+    try:
+        return private.exchange(X25519PublicKey.from_public_bytes(bytes(public_raw)))
+    except ValueError as exc:  # not 32 bytes, or a low-order point (all-zero secret)
+        raise InputError(f"{what} is not a valid X25519 public key: {exc}") from exc
+
+
+def channel_keys(private_key, me, pins, session):
+    """``{peer: 32-byte key}``: the authenticated channel of site ``me`` with each pinned peer, per session.
+
+    ``private_key`` is the site's long-term X25519 masking key; ``pins`` maps every federation member to
+    its pinned raw public key (the site's own config).
+    """
+    keys = {}
+    for other in sorted(pins):
+        if other == me:
+            continue
+        shared = _exchange(private_key, pins[other], f"the pinned key of site {other!r}")
+        a, b = sorted([me, other])
+        keys[other] = _hkdf(shared, _salt(session), _LABEL + b"|channel|" + a.encode() + b"|" + b.encode())
+    return keys
+
+
+def _nonce(sender, receiver, round_id):
+    # one key per pair and session; the direction bit and the round make every nonce unique under it
+    return struct.pack("<IQ", 0 if sender < receiver else 1, int(round_id))
+
+
+def _aad(session, round_id, sender, receiver, public):
+    return b"|".join([_LABEL, str(session).encode(), str(int(round_id)).encode(), sender.encode(),
+                      receiver.encode(), bytes(public)])  # fmt: skip
+
+
+@dataclass
+class RoundSecrets:
+    """What a site keeps of one round between its phases (never sent)."""
+
+    round_id: int
+    private: object = field(repr=False)  # X25519PrivateKey of the round
+    public: bytes
+    seed: bytes = field(repr=False)
+    held: dict = field(default_factory=dict, repr=False)  # {site: (b share, s share 1, s share 2)} held here
+    keys: dict = field(default_factory=dict, repr=False)  # {site: round public key} after receive_shares
+
+
+def _split(secret, t, n):
+    from Crypto.Protocol.SecretSharing import Shamir
+
+    if t <= 1:  # pycryptodome needs k >= 2; a threshold of one hands the secret itself to each holder
+        return [(i + 1, bytes(secret)) for i in range(n)]
+    return Shamir.split(t, n, bytes(secret))
+
+
+def _combine(shares, t):
+    from Crypto.Protocol.SecretSharing import Shamir
+
+    if len(shares) < max(t, 1):
+        raise InputError(f"only {len(shares)} shares of a secret that needs {t}")
+    if t <= 1:
+        return shares[0][1]
+    return Shamir.combine(shares)
+
+
+def advertise(me, roster, channel, session, round_id, t):
+    """Phase 1 for site ``me``: ``(secrets kept here, round public key, {peer: ciphertext of its shares})``."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+    roster = sorted(roster)
+    n = len(roster)
+    private = X25519PrivateKey.generate()
+    public = private.public_key().public_bytes_raw()
+    seed = os.urandom(_SEED_BYTES)
+    raw = private.private_bytes_raw()
+    shares = [_split(seed, t, n), _split(raw[:16], t, n), _split(raw[16:], t, n)]
+    secrets = RoundSecrets(round_id=int(round_id), private=private, public=public, seed=seed)
+    out = {}
+    for i, peer in enumerate(roster):
+        triple = tuple(s[i][1] for s in shares)
+        if peer == me:
+            secrets.held[me] = triple
+            continue
+        box = ChaCha20Poly1305(channel[peer])
+        out[peer] = box.encrypt(
+            _nonce(me, peer, round_id), b"".join(triple), _aad(session, round_id, me, peer, public)
+        )
+    return secrets, public, out
+
+
+def receive_shares(me, secrets, keys, ciphertexts, channel, session):
+    """Phase 2's check: decrypt every peer's shares for ``me``; each authenticates its sender's round key.
+
+    ``keys``: ``{site: round public key}`` of every site that advertised (``me`` included);
+    ``ciphertexts``: ``{site: ciphertext for me}``. Raises :class:`InputError` naming the first site whose
+    key or shares do not verify (a relayed key the site never sent, or shares altered on the way).
+    """
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+    if bytes(keys.get(me, b"")) != secrets.public:
+        raise InputError(f"the round key relayed for site {me!r} is not the one it advertised")
+    if set(ciphertexts) != set(keys) - {me}:
+        raise InputError(
+            f"shares relayed from {sorted(ciphertexts)} do not match the keys relayed for {sorted(keys)}"
+        )
+    for sender in sorted(ciphertexts):
+        if sender not in channel:
+            raise InputError(f"site {sender!r} is not a pinned member of the federation")
+        box = ChaCha20Poly1305(channel[sender])
+        try:
+            plain = box.decrypt(
+                _nonce(sender, me, secrets.round_id),
+                bytes(ciphertexts[sender]),
+                _aad(session, secrets.round_id, sender, me, bytes(keys[sender])),
+            )
+        except InvalidTag as exc:
+            raise InputError(
+                f"the round key or shares relayed for site {sender!r} do not verify under the key pinned "
+                "for it (altered or forged)"
+            ) from exc
+        if len(plain) != _PLAIN_BYTES:
+            raise InputError(f"site {sender!r} sent shares of {len(plain)} bytes")
+        secrets.held[sender] = tuple(
+            plain[i : i + _SHARE_BYTES] for i in range(0, _PLAIN_BYTES, _SHARE_BYTES)
+        )
+    secrets.keys = {k: bytes(v) for k, v in keys.items()}
+
+
+def _self_mask(seed, session, round_id, size):
+    key = _hkdf(seed, _salt(session), _LABEL + b"|self")
+    return keystream_words(key, round_id, size)
+
+
+def _pair_mask(private, other_public, me, other, session, round_id, size):
+    shared = _exchange(private, other_public, f"the round key of site {other!r}")
+    a, b = sorted([me, other])
+    info = _LABEL + b"|pair|" + str(int(round_id)).encode() + b"|" + a.encode() + b"|" + b.encode()
+    return keystream_words(_hkdf(shared, _salt(session), info), round_id, size)
+
+
+def masked_input(values, me, secrets, session, *, n_sites):
+    """Phase 2's answer: ``values`` in fixed point plus the self mask and the pair masks with every site
+    that advertised this round (:attr:`RoundSecrets.keys`), as ``(2, size)`` uint64 words."""
+    words = encode_fixed(values, n_sites=n_sites, name=f"site {me!r}")
+    size = words.shape[1]
+    words = add_words(words, _self_mask(secrets.seed, session, secrets.round_id, size))
+    for other in sorted(secrets.keys):
+        if other == me:
+            continue
+        m = _pair_mask(secrets.private, secrets.keys[other], me, other, session, secrets.round_id, size)
+        words = add_words(words, m if me < other else neg_words(m))
+    return words
+
+
+def reveal(secrets, survivors):
+    """Phase 3's answer: ``{site: share}``: of ``b`` for each survivor, of ``s`` for each site that
+    advertised and did not survive. The caller checks ``survivors`` first (a subset of the advertisers)."""
+    survivors = set(survivors)
+    out = {}
+    for site, (b, s1, s2) in secrets.held.items():
+        if site not in secrets.keys:
+            continue
+        out[site] = b if site in survivors else s1 + s2
+    return out
+
+
+def unmask_words(total, roster, keys, survivors, reveals, session, round_id, t):
+    """The survivors' sum (two-word fixed point) from the sum of their masked inputs.
+
+    Parameters
+    ----------
+    total : ndarray of shape (2, size)
+        Sum of the survivors' masked inputs.
+    roster : list of str
+        The federation (sorted: a site's position + 1 is its Shamir index).
+    keys : dict
+        ``{site: round public key}`` of every site that advertised.
+    survivors : collection of str
+        Sites whose masked input is in ``total``.
+    reveals : dict
+        ``{revealing site: {site: share}}`` from phase 3.
+    t : int
+        Shares needed per secret.
+    """
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    roster = sorted(roster)
+    index = {name: i + 1 for i, name in enumerate(roster)}
+    survivors = sorted(survivors)
+    size = total.shape[1]
+    out = np.array(total, dtype=np.uint64, copy=True)
+
+    def shares_of(site, lo, hi):
+        got = [(index[r], bytes(rev[site])[lo:hi]) for r, rev in sorted(reveals.items()) if site in rev]
+        return _combine(got, t)
+
+    for u in survivors:
+        seed = shares_of(u, 0, _SHARE_BYTES)
+        out = add_words(out, neg_words(_self_mask(seed, session, round_id, size)))
+    for u in sorted(set(keys) - set(survivors)):
+        raw = shares_of(u, 0, _SHARE_BYTES) + shares_of(u, _SHARE_BYTES, 2 * _SHARE_BYTES)
+        private = X25519PrivateKey.from_private_bytes(raw)
+        for v in survivors:  # v added +m if v < u, else -m: take that back
+            m = _pair_mask(private, keys[v], u, v, session, round_id, size)
+            out = add_words(out, neg_words(m) if v < u else m)
+    return out

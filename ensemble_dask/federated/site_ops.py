@@ -1,0 +1,283 @@
+"""What a site agent runs for BCE and KCC: the coordinator's arguments checked, then the site functions.
+
+Each entry of :data:`CALLS` (answers that carry nothing about rows) and :data:`SUMS` (one statistics
+vector, masked by the agent) checks the arguments against the session (types, shapes, ranges, finite
+values) and runs the matching site function of :mod:`.rows` or :mod:`.rows_kcc` on the session's rows.
+Paths never come from the coordinator: the agent passes its own config's output and checkpoint.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import EnsembleDaskError
+
+__all__ = ["CALLS", "SUMS", "Refused"]
+
+_MAX_K = 10_000
+_MAX_LABEL_SPACE = 1 << 24
+_RUN_KEY_CHARS = set("0123456789abcdef")
+
+
+class Refused(EnsembleDaskError):
+    """A request the site refuses (the coordinator gets the message; the audit log gets a line)."""
+
+
+# --------------------------------------------------------------------------- argument checks
+
+
+def _array(value, what, *, dtype=np.float64, ndim=1, shape=None, finite=True, min_value=None):
+    if not isinstance(value, np.ndarray):
+        raise Refused(f"{what} must be an array; got {type(value).__name__}")
+    if value.ndim != ndim or (shape is not None and value.shape != tuple(shape)):
+        raise Refused(f"{what} must have shape {tuple(shape) if shape else f'{ndim}-d'}; got {value.shape}")
+    if np.dtype(dtype).kind == "f":
+        if value.dtype.kind not in "fiu":
+            raise Refused(f"{what} must be numbers; got {value.dtype}")
+        value = value.astype(np.float64)
+        if finite and not np.isfinite(value).all():
+            raise Refused(f"{what} holds non-finite values")
+    elif value.dtype.kind not in "iu":
+        raise Refused(f"{what} must be integers; got {value.dtype}")
+    if min_value is not None and value.size and value.min() < min_value:
+        raise Refused(f"{what} holds a value below {min_value}")
+    return value
+
+
+def _int(value, what, lo, hi):
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise Refused(f"{what} must be an integer in [{lo}, {hi}]; got {value!r}")
+    return value
+
+
+def _float(value, what, lo, hi):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        raise Refused(f"{what} must be a finite number; got {value!r}")
+    if not lo <= value <= hi:
+        raise Refused(f"{what} must be in [{lo}, {hi}]; got {value!r}")
+    return float(value)
+
+
+def _args(args, n, op):
+    if not isinstance(args, list) or len(args) != n:
+        raise Refused(f"operation {op!r} takes {n} argument(s); got {args!r:.80}")
+    return args
+
+
+# --------------------------------------------------------------------------- BCE and KCC at the site
+# Each entry checks the coordinator's arguments against the session, then runs the site function of
+# .rows / .rows_kcc on the session's rows. Calls return nothing about the rows; sums return a vector.
+
+
+def _categories(value, st):
+    n_clusterings = st.data["n_clusterings"]
+    if not isinstance(value, list) or len(value) != n_clusterings:
+        raise Refused(f"categories must be a list of {n_clusterings} integer arrays")
+    cats = [_array(c, f"categories[{j}]", dtype=np.int64, min_value=0) for j, c in enumerate(value)]
+    if sum(c.size for c in cats) > _MAX_LABEL_SPACE or any(np.any(np.diff(c) <= 0) for c in cats):
+        raise Refused("categories must be sorted distinct labels, at most 2**24 in all")
+    return [c.astype(np.int64) for c in cats]
+
+
+def _need(st, key, what):
+    if key not in st.data:
+        raise Refused(f"{what} needs the session's rows prepared first")
+
+
+def _bce_prepare(agent, st, args):
+    from .rows import bce_prepare
+
+    cats, k, run_key, resume = _args(args, 4, "prepare")
+    if "labels" not in st.data:
+        raise Refused("the session's rows are already prepared")
+    cats = _categories(cats, st)
+    k = _int(k, "k", 1, _MAX_K)
+    if not isinstance(run_key, str) or len(run_key) != 16 or not set(run_key) <= _RUN_KEY_CHARS:
+        raise Refused(f"run_key must be 16 hex digits; got {run_key!r:.80}")
+    if resume is not None:
+        if not isinstance(resume, list) or len(resume) != 3:
+            raise Refused("resume must be [start, iteration or null, best start or null]")
+        resume = [None if v is None else _int(v, "resume", 0, 1 << 30) for v in resume]
+        if resume[0] is None:
+            raise Refused("resume needs its start")
+    st.data["categories"] = cats
+    bce_prepare(st, cats, k, agent.config.checkpoint, run_key, resume)
+
+
+def _bce_params(value, st):
+    k = st.data["k"]
+    if not isinstance(value, dict) or set(value) != {"alpha", "beta"}:
+        raise Refused("params must be {'alpha', 'beta'}")
+    alpha = _array(value["alpha"], "alpha", shape=(k,))
+    beta = _array(value["beta"], "beta", ndim=2, shape=(k, st.n_categories))
+    if alpha.min() <= 0 or beta.min() < 0:
+        raise Refused("alpha must be positive and beta non-negative")
+    from .rows import _params_from
+
+    return _params_from({"alpha": alpha, "beta": beta}, k)
+
+
+def _bce_estep(agent, st, args):
+    from .rows import bce_estep
+
+    _need(st, "prepared", "the E-step")
+    params, init, t, tol, max_iter = _args(args, 5, "estep")
+    return bce_estep(
+        st,
+        _bce_params(params, st),
+        _int(init, "init", 0, 1 << 20),
+        _int(t, "t", 0, 1 << 30),
+        _float(tol, "e_step_tol", 0.0, 1.0),
+        _int(max_iter, "e_step_max_iter", 1, 100_000),
+    )
+
+
+def _bce_reset(agent, st, args):
+    from .rows import bce_reset
+
+    _args(args, 0, "reset")
+    _need(st, "prepared", "reset")
+    bce_reset(st)
+
+
+def _bce_promote(agent, st, args):
+    from .rows import bce_promote
+
+    (init,) = _args(args, 1, "promote")
+    _need(st, "prepared", "promote")
+    bce_promote(st, _int(init, "init", 0, 1 << 20))
+
+
+def _bce_finish(agent, st, args):
+    from .rows import bce_finish
+
+    _args(args, 0, "finish")
+    if st.data.get("best") is None:
+        raise Refused("finish needs a start promoted first")
+    bce_finish(st, agent.config.output, agent.config.storage_options)
+
+
+def _label_bits(agent, st, args):
+    from .rows import bce_label_bits
+
+    _args(args, 0, "label_bits")
+    if "labels" not in st.data:
+        raise Refused("label_bits comes before the rows are prepared")
+    return bce_label_bits(st)
+
+
+def _label_counts(agent, st, args):
+    from .rows import bce_label_counts
+
+    (sizes,) = _args(args, 1, "label_counts")
+    if "labels" not in st.data:
+        raise Refused("label_counts comes before the rows are prepared")
+    n_clusterings = st.data["n_clusterings"]
+    if not isinstance(sizes, list) or len(sizes) != n_clusterings:
+        raise Refused(f"sizes must be a list of {n_clusterings} integers")
+    sizes = [_int(s, "sizes[j]", 1, _MAX_LABEL_SPACE) for s in sizes]
+    if sum(sizes) > _MAX_LABEL_SPACE:
+        raise Refused("sizes add up to more than 2**24")
+    return bce_label_counts(st, sizes)
+
+
+def _reference_bits(agent, st, args):
+    from .rows import bce_reference_bits
+
+    _args(args, 0, "reference_bits")
+    if "reference" not in st.data:
+        raise Refused(f"site {st.name!r} holds no reference labels")
+    return bce_reference_bits(st)
+
+
+def _contingency(agent, st, args):
+    from .rows import bce_contingency
+
+    (n_classes,) = _args(args, 1, "contingency")
+    if "reference" not in st.data or "labels_" not in st.data:
+        raise Refused("contingency needs reference labels and finished memberships")
+    return bce_contingency(st, _int(n_classes, "n_classes", 1, 1 << 16))
+
+
+def _kcc_prepare(agent, st, args):
+    from .rows_kcc import kcc_prepare
+
+    cats, k = _args(args, 2, "prepare")
+    if "labels" not in st.data:
+        raise Refused("the session's rows are already prepared")
+    st.data["categories"] = _categories(cats, st)
+    st.data["k"] = _int(k, "k", 1, _MAX_K)
+    kcc_prepare(st, st.data["categories"])
+
+
+def _kcc_centroids(MT, sq, st):
+    G, K, N = st.n_categories, st.data["k"], st.data["n_clusterings"]
+    return (
+        _array(MT, "centroids", ndim=2, shape=(G, K)),
+        _array(sq, "centroid block norms", ndim=2, shape=(K, N), min_value=0.0),
+    )
+
+
+def _kcc_reset(agent, st, args):
+    from .rows_kcc import kcc_reset
+
+    _args(args, 0, "reset")
+    _need(st, "gidx", "reset")
+    kcc_reset(st)
+
+
+def _kcc_sizes(agent, st, args):
+    from .rows_kcc import kcc_sizes
+
+    (n_categories,) = _args(args, 1, "kcc_sizes")
+    _need(st, "gidx", "kcc_sizes")
+    return kcc_sizes(st, _int(n_categories, "n_categories", st.n_categories, st.n_categories))
+
+
+def _kcc_cooccurrence(agent, st, args):
+    from .rows_kcc import kcc_cooccurrence
+
+    chosen, n_categories = _args(args, 2, "kcc_cooccurrence")
+    _need(st, "gidx", "kcc_cooccurrence")
+    G = _int(n_categories, "n_categories", st.n_categories, st.n_categories)
+    chosen = _array(chosen, "chosen", dtype=np.int64, shape=(st.data["k"],), min_value=0)
+    if chosen.size and chosen.max() >= G:
+        raise Refused(f"chosen categories must be below {G}")
+    return kcc_cooccurrence(st, chosen.astype(np.int64), G)
+
+
+def _kcc_step(agent, st, args):
+    from .rows_kcc import kcc_step
+
+    MT, sq = _args(args, 2, "kcc_step")
+    _need(st, "gidx", "kcc_step")
+    return kcc_step(st, *_kcc_centroids(MT, sq, st))
+
+
+def _kcc_finish(agent, st, args):
+    from .rows_kcc import kcc_finish
+
+    MT, sq = _args(args, 2, "finish")
+    _need(st, "gidx", "finish")
+    kcc_finish(st, *_kcc_centroids(MT, sq, st), agent.config.output, agent.config.storage_options)
+
+
+CALLS = {
+    "bce": {"prepare": _bce_prepare, "reset": _bce_reset, "promote": _bce_promote, "finish": _bce_finish},
+    "kcc": {"prepare": _kcc_prepare, "reset": _kcc_reset, "finish": _kcc_finish},
+}
+_COMMON_SUMS = {
+    "label_bits": _label_bits,
+    "label_counts": _label_counts,
+    "reference_bits": _reference_bits,
+    "contingency": _contingency,
+}
+SUMS = {
+    "bce": {**_COMMON_SUMS, "estep": _bce_estep},
+    "kcc": {
+        **_COMMON_SUMS,
+        "kcc_sizes": _kcc_sizes,
+        "kcc_cooccurrence": _kcc_cooccurrence,
+        "kcc_step": _kcc_step,
+    },
+}

@@ -1,0 +1,115 @@
+"""The federation's wire format: msgpack maps of plain values and NumPy arrays, with no pickle anywhere.
+
+A message is a map of strings to ``None``, booleans, integers, floats, strings, bytes, lists, maps and
+NumPy arrays. An array travels as the msgpack extension type :data:`ARRAY_EXT` holding a tiny msgpack
+header (dtype code, shape) and the raw little-endian bytes; only the dtypes of :data:`DTYPES` exist on
+the wire, so decoding never builds an object from a type the sender names. Decoding is strict: unknown
+extension types, non-string map keys, a wrong byte count or a body over ``max_bytes`` are refused with
+:class:`WireError`.
+
+>>> import numpy as np
+>>> decode(encode({"round": 3, "alpha": np.arange(3.0)}))["alpha"]
+array([0., 1., 2.])
+"""
+
+from __future__ import annotations
+
+import msgpack
+import numpy as np
+
+from .._validation import InputError
+
+__all__ = ["ARRAY_EXT", "DTYPES", "WireError", "encode", "decode", "MAX_BYTES", "peer_name"]
+
+ARRAY_EXT = 1
+#: the dtypes an array may have on the wire (code -> NumPy dtype, little-endian)
+DTYPES = {
+    "f8": np.dtype("<f8"),
+    "i8": np.dtype("<i8"),
+    "u8": np.dtype("<u8"),
+    "i4": np.dtype("<i4"),
+    "f4": np.dtype("<f4"),
+}
+_CODES = {dt: code for code, dt in DTYPES.items()}
+MAX_BYTES = 1 << 31  # 2 GiB: a body larger than this is refused before it is parsed
+_MAX_DIMS = 4
+
+
+class WireError(InputError):
+    """A message that is not in the federation's wire format."""
+
+
+def _default(obj):
+    if isinstance(obj, np.ndarray):
+        dt = obj.dtype.newbyteorder("<") if obj.dtype.byteorder == ">" else obj.dtype
+        code = _CODES.get(np.dtype(dt))
+        if code is None:
+            raise WireError(
+                f"arrays of dtype {obj.dtype} do not travel on the wire (allowed: {sorted(DTYPES)})"
+            )
+        arr = np.ascontiguousarray(obj, dtype=DTYPES[code])
+        head = msgpack.packb([code, list(arr.shape)])
+        return msgpack.ExtType(ARRAY_EXT, head + arr.tobytes())
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, tuple):
+        return list(obj)
+    raise WireError(f"{type(obj).__name__} values do not travel on the wire")
+
+
+def _ext_hook(code, data):
+    if code != ARRAY_EXT:
+        raise WireError(f"unknown extension type {code} in a message")
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=True, max_buffer_size=len(data))
+    unpacker.feed(data)
+    try:
+        head = next(unpacker)
+    except (StopIteration, ValueError, msgpack.UnpackException) as exc:
+        raise WireError(f"an array's header is not readable: {exc}") from exc
+    offset = unpacker.tell()
+    if (
+        not isinstance(head, list)
+        or len(head) != 2
+        or head[0] not in DTYPES
+        or not isinstance(head[1], list)
+        or len(head[1]) > _MAX_DIMS
+        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in head[1])
+    ):
+        raise WireError(f"an array's header {head!r} is not [dtype code, shape]")
+    dtype, shape = DTYPES[head[0]], tuple(head[1])
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize if shape else dtype.itemsize
+    body = data[offset:]
+    if len(body) != size:
+        raise WireError(f"an array of shape {shape} and dtype {dtype} needs {size} bytes; got {len(body)}")
+    return np.frombuffer(body, dtype=dtype).reshape(shape).copy()
+
+
+def encode(message):
+    """Bytes of a message (a map of plain values and NumPy arrays)."""
+    if not isinstance(message, dict):
+        raise WireError(f"a message is a map; got {type(message).__name__}")
+    return msgpack.packb(message, default=_default, use_bin_type=True, strict_types=False)
+
+
+def decode(body, *, max_bytes=MAX_BYTES):
+    """The message in ``body`` (bytes); refuses anything but the format above."""
+    if len(body) > max_bytes:
+        raise WireError(f"a message of {len(body)} bytes is over the limit of {max_bytes}")
+    try:
+        msg = msgpack.unpackb(body, raw=False, strict_map_key=True, ext_hook=_ext_hook)
+    except WireError:
+        raise
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise WireError(f"not a message: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(msg, dict):
+        raise WireError(f"a message is a map; got {type(msg).__name__}")
+    return msg
+
+
+def peer_name(cert):
+    """The common name of a peer certificate as ``ssl.getpeercert()`` gives it (None without one)."""
+    for rdn in (cert or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return value
+    return None

@@ -1,0 +1,48 @@
+"""Site agents for the federation's tests: real processes on 127.0.0.1, each with its own config and keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from ensemble_dask.federated.certs import make_certs
+from ensemble_dask.federated.coordinator import client_context
+from ensemble_dask.stages.federated import LocalSiteAgents, _demo_layout, _write_array, write_demo_configs
+
+
+def start_sites(root, labels, *, references=None, min_sites=None, allow_plain=False, extra=("mallory",)):
+    """Agents of one site per entry of ``labels`` (``{name: n_i x N int array}``); returns the started
+    :class:`LocalSiteAgents` (stop it, or use it in ``with``) with ``.certs``, ``.context()`` and ``.sites``.
+
+    ``extra`` names parties that get certificates and masking keys from the same CA but belong to no
+    federation (an attacker's credentials).
+    """
+    root = Path(root)
+    names = sorted(labels)
+    certs = root / "certs"
+    make_certs(certs, ["coordinator", *names, *extra])
+    local = _demo_layout([{"name": n} for n in names], root)
+    for s in local:
+        _write_array(s["url"], np.asarray(labels[s["name"]], dtype=np.int32))
+        if references is not None:
+            _write_array(s["reference"], np.asarray(references[s["name"]], dtype=np.int32))
+    configs = write_demo_configs(local, certs, min_sites)
+    if allow_plain:
+        for cfg in configs:
+            spec = yaml.safe_load(cfg.read_text())
+            cfg.write_text(yaml.safe_dump({**spec, "allow_plain": True}, sort_keys=False))
+    agents = LocalSiteAgents(configs).__enter__()
+    agents.certs = certs
+    agents.context = lambda name="coordinator": client_context(certs, name)
+    agents.sites = lambda: [{"name": n, "address": agents.addresses[n]} for n in names]
+    return agents
+
+
+def split_rows(labels, names, y=None):
+    """Contiguous row blocks of ``labels`` (and ``y``) per site name."""
+    bounds = np.linspace(0, labels.shape[0], len(names) + 1).astype(int)
+    parts = {n: labels[a:b] for n, a, b in zip(names, bounds[:-1], bounds[1:], strict=True)}
+    refs = None if y is None else {n: y[a:b] for n, a, b in zip(names, bounds[:-1], bounds[1:], strict=True)}
+    return parts, refs
