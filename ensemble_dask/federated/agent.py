@@ -19,6 +19,10 @@ and everything that decides what leaves the site is in the site's own config::
     output: memberships.zarr        # where this site writes its rows' memberships
     checkpoint: state/gamma         # the site's E-step state for resuming (optional)
     state: state                    # audit log and the sessions already joined
+    compute:                        # the site's own Dask cluster for its row blocks (federated.site_rows)
+      processes: false              # false: threads of the agent (no port); true: worker processes over TLS
+      n_workers: 1                  #   with credentials made in the agent; or scheduler: (+ tls:) the site's own
+      block_rows: 65536
 
 Relative paths are relative to the config file. Operations (``POST /v1/<op>``): ``join``, ``call``,
 ``keys``, ``masked``, ``unmask``, ``close``. The site refuses, with a clear error to the coordinator and
@@ -41,6 +45,8 @@ nothing else; memberships go to ``output``.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import json
 import logging
 import re
@@ -66,7 +72,7 @@ OPERATIONS = ("join", "call", "keys", "masked", "unmask", "close")
 _SESSION_RE = re.compile(r"^[0-9a-f]{16,64}$")
 _CONFIG_KEYS = {
     "name", "listen", "coordinator", "tls", "mask_key", "federation", "min_sites", "allow_plain", "data",
-    "output", "checkpoint", "state", "ready_file", "idle_timeout", "max_sessions", "storage_options",
+    "output", "checkpoint", "state", "ready_file", "idle_timeout", "max_sessions", "storage_options", "compute",
 }  # fmt: skip
 
 
@@ -95,6 +101,7 @@ class SiteConfig:
     ready_file: Path | None = None
     idle_timeout: float = 900.0
     max_sessions: int = 4
+    compute: dict = field(default_factory=dict)
 
     @property
     def federation(self):
@@ -178,6 +185,12 @@ def load_config(path):
     if not isinstance(data, dict) or not data.get("labels"):
         raise InputError(f"'data.labels' {where} must be the site's labels (a zarr array or .npy)")
     state = Path(_path(base, spec.get("state", f"{name}-state"), f"state {where}"))
+    compute = spec.get("compute") or {}
+    known = {"scheduler", "tls", "n_workers", "threads_per_worker", "processes", "block_rows"}
+    if not isinstance(compute, dict) or set(compute) - known:
+        raise InputError(f"'compute' {where} takes {sorted(known)}; got {compute!r}")
+    if compute.get("tls"):
+        compute["tls"] = {k: _path(base, v, f"compute.tls.{k} {where}") for k, v in compute["tls"].items()}
     return SiteConfig(
         name=name,
         host=host,
@@ -197,6 +210,7 @@ def load_config(path):
         ready_file=Path(_path(base, spec["ready_file"], "ready_file")) if spec.get("ready_file") else None,
         idle_timeout=float(spec.get("idle_timeout", 900.0)),
         max_sessions=int(spec.get("max_sessions", 4)),
+        compute=compute,
     )
 
 
@@ -220,6 +234,7 @@ class Session:
     phase: str = "joined"  # joined -> keys -> masked -> (unmask) -> keys ...
     secrets: object = field(default=None, repr=False)
     last_used: float = field(default_factory=time.monotonic)
+    client: object = field(default=None, repr=False)  # the site's own Dask cluster
 
     @property
     def n_categories(self):
@@ -238,6 +253,25 @@ class SiteAgent:
         self._seen_path = config.state / "sessions"
         self._audit_path = config.state / "audit.log"
         self.seen = set(self._seen_path.read_text().split()) if self._seen_path.exists() else set()
+        self.executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="site")
+        self._cluster = None
+        self._client = None
+
+    @property
+    def client(self):
+        """A client of the site's own Dask cluster, started on first use (in the agent's worker thread)."""
+        if self._client is None:
+            from .site_rows import site_cluster
+
+            self._cluster = contextlib.ExitStack()
+            self._client = self._cluster.enter_context(site_cluster(self.config.compute))
+        return self._client
+
+    def close(self):
+        self.sessions.clear()
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = self._client = None
 
     # -- audit ---------------------------------------------------------------------------------
     def audit(self, peer, op, msg, outcome, reason=None):
@@ -328,13 +362,16 @@ class SiteAgent:
         t = secagg.threshold(len(cfg.pins), cfg.min_sites)
         channel = secagg.channel_keys(cfg.mask_key, cfg.name, cfg.pins, sid) if mode == "secure" else {}
         st = Session(cfg.name, sid, method, mode, cfg.federation, t, channel, alive=set(cfg.federation))
+        st.client = self.client
         info = bce_open(st, cfg.labels, cfg.storage_options, cfg.reference)
         st.data["n_clusterings"] = info["n_clusterings"]
         self.sessions[sid] = st
         return {**info, "threshold": t, "has_reference": cfg.reference is not None}
 
     def _op_close(self, msg):
-        self.sessions.pop(msg.get("session"), None)
+        st = self.sessions.pop(msg.get("session"), None)
+        if st is not None:
+            st.data.clear()  # its blocks' futures: released on the site's cluster
         return None
 
     def _op_call(self, msg):
@@ -444,15 +481,13 @@ def make_app(agent):
     import tornado.web
     from tornado.ioloop import IOLoop
 
-    executor = __import__("concurrent.futures").futures.ThreadPoolExecutor(1, thread_name_prefix="site")
-
     class Handler(tornado.web.RequestHandler):
         async def post(self, op):
             stream = self.request.connection.stream
             peer = peer_name(stream.socket.getpeercert()) if hasattr(stream, "socket") else None
             try:
                 msg = wire.decode(self.request.body)
-                result = await IOLoop.current().run_in_executor(executor, agent.handle, peer, op, msg)
+                result = await IOLoop.current().run_in_executor(agent.executor, agent.handle, peer, op, msg)
                 body, status = wire.encode({"result": result}), 200
             except (Refused, wire.WireError) as exc:
                 if isinstance(exc, wire.WireError):
@@ -502,6 +537,7 @@ def serve(config):
             loop.add_signal_handler(sig, done.set)
         await done.wait()
         server.stop()
+        await loop.run_in_executor(agent.executor, agent.close)  # the site's own cluster, in its thread
 
     asyncio.run(main())
     return 0

@@ -18,7 +18,9 @@ names operations and gets back only what :class:`~.coordinator.Federation` lets 
    reference labels, the contingency table of its consensus labels against them joins one more
    secure sum, giving H, ARI and NMI of the whole federation.
 
-The functions named ``bce_*`` run at the site, called by its agent with arguments it has checked.
+The functions named ``bce_*`` here (reading the rows, the category-space vectors, the contingency table)
+and the row-block ones of :mod:`.site_rows` run at the site, called by its agent with arguments it has
+checked; the E-step runs on the site's own Dask cluster over its row blocks.
 A site that drops out ends its session; the fit starts again over the survivors in a new session (so
 it is the fit on their rows), while at least the sites' minimum remain.
 
@@ -36,7 +38,6 @@ import logging
 import time
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -44,7 +45,7 @@ from .._validation import InputError, check_int, check_labels_matrix, check_rand
 from ..consensus.bce import BCE, ConvergenceWarning, Params, StatsLayout, _offsets, m_step
 from ..metrics import partition_scores
 from .coordinator import Federation, SitesDropped, SitesDroppedWarning
-from .dask import estep_task, expand_gamma, fresh_gamma_like, prepare_block, read_labels
+from .dask import read_labels
 
 __all__ = ["FederatedBCEResult", "run_federated_bce", "scores_from_contingency"]
 
@@ -108,71 +109,6 @@ def bce_label_counts(st, sizes):
             raise InputError(f"site {st.name!r}: clustering {j} has labels >= n_labels={size}")
         parts.append(np.bincount(col, minlength=size).astype(np.float64))
     return np.concatenate(parts) if parts else np.zeros(0)
-
-
-def _ckpt(st, name):
-    return Path(st.data["checkpoint"]) / f"{st.data['run_key']}-{name}.npy"
-
-
-def bce_prepare(st, categories, k, checkpoint, run_key, resume):
-    """Encode the rows, merge identical ones; start ``gamma`` fresh or from the site's checkpoint."""
-    st.data["prepared"] = prepare_block(st.data.pop("labels"), categories)
-    st.data["k"] = int(k)
-    st.data["checkpoint"] = checkpoint
-    st.data["run_key"] = run_key
-    st.data["gamma"] = fresh_gamma_like(st.data["prepared"], k)
-    st.data["best"] = None
-    if checkpoint:
-        Path(checkpoint).mkdir(parents=True, exist_ok=True)
-    if resume is None:
-        return None
-    init, t, best_init = resume
-    if not checkpoint:
-        logger.warning("site %s has no checkpoint directory: its rows restart from fresh gamma", st.name)
-        return None
-    wanted = [(f"gamma-{init}-{t}", "gamma")] if t is not None else []
-    wanted += [(f"best-{best_init}", "best")] if best_init is not None else []
-    for name, slot in wanted:
-        path = _ckpt(st, name)
-        if not path.exists():
-            raise InputError(
-                f"site {st.name!r} has no checkpoint {path.name} in {checkpoint!r}; cannot resume"
-            )
-        st.data[slot] = np.load(path)
-    return None
-
-
-def bce_reset(st):
-    st.data["gamma"] = fresh_gamma_like(st.data["prepared"], st.data["k"])
-
-
-def bce_estep(st, params, init, t, tol, max_iter):
-    """The site's E-step: its statistics vector (masked by the caller); ``gamma`` stays here."""
-    vec, gamma = estep_task(st.data["prepared"], st.data["gamma"], params, tol, max_iter)
-    st.data["gamma"] = gamma
-    if st.data["checkpoint"]:
-        np.save(_ckpt(st, f"gamma-{init}-{t}"), gamma)
-        old = _ckpt(st, f"gamma-{init}-{t - 2}")
-        if old.exists():
-            old.unlink()
-    return vec
-
-
-def bce_promote(st, init):
-    """The current start is the best so far: keep its ``gamma`` for the memberships."""
-    st.data["best"] = st.data["gamma"].copy()
-    if st.data["checkpoint"]:
-        np.save(_ckpt(st, f"best-{init}"), st.data["best"])
-
-
-def bce_finish(st, output, storage_options):
-    """Memberships and consensus labels of the site's rows; written to its own ``output``."""
-    gamma = expand_gamma(st.data["best"], st.data["prepared"])
-    memb = gamma / gamma.sum(axis=1, keepdims=True)
-    st.data["labels_"] = np.argmax(memb, axis=1)
-    if output:
-        write_memberships(output, memb, storage_options)
-    return None
 
 
 def write_memberships(output, memb, storage_options):

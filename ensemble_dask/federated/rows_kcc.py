@@ -44,11 +44,7 @@ from ..consensus.kcc import (
     KCC,
     Encoding,
     KCCConvergenceWarning,
-    block_cooccurrence,
-    block_memberships,
     block_norms,
-    block_sizes,
-    block_step,
     check_encoding,
     kcc_starts,
 )
@@ -58,53 +54,9 @@ from .rows import (
     federation_scores,
     joined_sites,
     over_survivors,
-    write_memberships,
 )
 
 __all__ = ["FederatedKCCResult", "run_federated_kcc"]
-
-
-# --------------------------------------------------------------------------- site side (run in sessions)
-
-
-def kcc_prepare(st, categories):
-    """Encode the site's rows against the pooled categories; its assignment starts empty."""
-    labels = st.data.pop("labels")
-    st.data["gidx"] = Encoding.from_categories(categories).transform(labels)
-    st.data["weight"] = np.ones(labels.shape[0])
-    st.data["assign"] = np.full(labels.shape[0], -1, dtype=np.int64)
-
-
-def kcc_reset(st):
-    st.data["assign"] = np.full(st.data["gidx"].shape[0], -1, dtype=np.int64)
-
-
-def kcc_sizes(st, n_categories):
-    """The site's count of each global category, then its row count."""
-    counts, total = block_sizes(st.data["gidx"], st.data["weight"], n_categories)
-    return np.concatenate([counts, [total]])
-
-
-def kcc_cooccurrence(st, chosen, n_categories):
-    """Per chosen category, the label counts and the number of the site's rows carrying it."""
-    counts, sizes = block_cooccurrence(st.data["gidx"], st.data["weight"], chosen, n_categories)
-    return np.concatenate([counts.ravel(), sizes])
-
-
-def kcc_step(st, MT, sq):
-    """The site's Lloyd assignment: its statistics vector (masked by the caller); the assignment stays."""
-    stats, assign = block_step(st.data["gidx"], st.data["weight"], st.data["assign"], MT, sq, 0)
-    st.data["assign"] = assign
-    return np.concatenate([stats["counts"].ravel(), stats["sizes"], [stats["sse"], stats["changed"]]])
-
-
-def kcc_finish(st, MT, sq, output, storage_options):
-    """Memberships and consensus labels of the site's rows for the final centroids; written to ``output``."""
-    labels, memb = block_memberships(st.data["gidx"], MT, sq)
-    st.data["labels_"] = labels
-    st.data["k"] = MT.shape[1]
-    if output:
-        write_memberships(output, memb, storage_options)
 
 
 # --------------------------------------------------------------------------- coordinator

@@ -85,7 +85,7 @@ def _need(st, key, what):
 
 
 def _bce_prepare(agent, st, args):
-    from .rows import bce_prepare
+    from .site_rows import bce_prepare, scatter_rows
 
     cats, k, run_key, resume = _args(args, 4, "prepare")
     if "labels" not in st.data:
@@ -101,6 +101,7 @@ def _bce_prepare(agent, st, args):
         if resume[0] is None:
             raise Refused("resume needs its start")
     st.data["categories"] = cats
+    scatter_rows(st, st.data.pop("labels"), agent.config.compute.get("block_rows"))
     bce_prepare(st, cats, k, agent.config.checkpoint, run_key, resume)
 
 
@@ -118,9 +119,9 @@ def _bce_params(value, st):
 
 
 def _bce_estep(agent, st, args):
-    from .rows import bce_estep
+    from .site_rows import bce_estep
 
-    _need(st, "prepared", "the E-step")
+    _need(st, "estep", "the E-step")
     params, init, t, tol, max_iter = _args(args, 5, "estep")
     return bce_estep(
         st,
@@ -133,23 +134,23 @@ def _bce_estep(agent, st, args):
 
 
 def _bce_reset(agent, st, args):
-    from .rows import bce_reset
+    from .site_rows import bce_reset
 
     _args(args, 0, "reset")
-    _need(st, "prepared", "reset")
+    _need(st, "estep", "reset")
     bce_reset(st)
 
 
 def _bce_promote(agent, st, args):
-    from .rows import bce_promote
+    from .site_rows import bce_promote
 
     (init,) = _args(args, 1, "promote")
-    _need(st, "prepared", "promote")
+    _need(st, "estep", "promote")
     bce_promote(st, _int(init, "init", 0, 1 << 20))
 
 
 def _bce_finish(agent, st, args):
-    from .rows import bce_finish
+    from .site_rows import bce_finish
 
     _args(args, 0, "finish")
     if st.data.get("best") is None:
@@ -200,13 +201,14 @@ def _contingency(agent, st, args):
 
 
 def _kcc_prepare(agent, st, args):
-    from .rows_kcc import kcc_prepare
+    from .site_rows import kcc_prepare, scatter_rows
 
     cats, k = _args(args, 2, "prepare")
     if "labels" not in st.data:
         raise Refused("the session's rows are already prepared")
     st.data["categories"] = _categories(cats, st)
     st.data["k"] = _int(k, "k", 1, _MAX_K)
+    scatter_rows(st, st.data.pop("labels"), agent.config.compute.get("block_rows"))
     kcc_prepare(st, st.data["categories"])
 
 
@@ -219,26 +221,26 @@ def _kcc_centroids(MT, sq, st):
 
 
 def _kcc_reset(agent, st, args):
-    from .rows_kcc import kcc_reset
+    from .site_rows import kcc_reset
 
     _args(args, 0, "reset")
-    _need(st, "gidx", "reset")
+    _need(st, "backend", "reset")
     kcc_reset(st)
 
 
 def _kcc_sizes(agent, st, args):
-    from .rows_kcc import kcc_sizes
+    from .site_rows import kcc_sizes
 
     (n_categories,) = _args(args, 1, "kcc_sizes")
-    _need(st, "gidx", "kcc_sizes")
+    _need(st, "backend", "kcc_sizes")
     return kcc_sizes(st, _int(n_categories, "n_categories", st.n_categories, st.n_categories))
 
 
 def _kcc_cooccurrence(agent, st, args):
-    from .rows_kcc import kcc_cooccurrence
+    from .site_rows import kcc_cooccurrence
 
     chosen, n_categories = _args(args, 2, "kcc_cooccurrence")
-    _need(st, "gidx", "kcc_cooccurrence")
+    _need(st, "backend", "kcc_cooccurrence")
     G = _int(n_categories, "n_categories", st.n_categories, st.n_categories)
     chosen = _array(chosen, "chosen", dtype=np.int64, shape=(st.data["k"],), min_value=0)
     if chosen.size and chosen.max() >= G:
@@ -247,18 +249,18 @@ def _kcc_cooccurrence(agent, st, args):
 
 
 def _kcc_step(agent, st, args):
-    from .rows_kcc import kcc_step
+    from .site_rows import kcc_step
 
     MT, sq = _args(args, 2, "kcc_step")
-    _need(st, "gidx", "kcc_step")
+    _need(st, "backend", "kcc_step")
     return kcc_step(st, *_kcc_centroids(MT, sq, st))
 
 
 def _kcc_finish(agent, st, args):
-    from .rows_kcc import kcc_finish
+    from .site_rows import kcc_finish
 
     MT, sq = _args(args, 2, "finish")
-    _need(st, "gidx", "finish")
+    _need(st, "backend", "finish")
     kcc_finish(st, *_kcc_centroids(MT, sq, st), agent.config.output, agent.config.storage_options)
 
 

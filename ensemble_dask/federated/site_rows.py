@@ -1,0 +1,223 @@
+"""A site's rows as row blocks on the site's own Dask cluster: BCE's E-step and KCC's Lloyd step there.
+
+The site agent (:mod:`.agent`) opens its own cluster (:func:`site_cluster`: an embedded ``LocalCluster``
+of threads by default, reached in-process only; worker processes with TLS credentials made in the
+agent's process; or a scheduler the site names, with the site's own certificate), scatters its rows in
+blocks of fixed size, and runs the row-level work where the blocks are: per round only the blocks'
+summed statistics come back to the agent, which masks them. Nothing here is reachable from the
+coordinator: the agent calls these functions with arguments it has checked (:mod:`.site_ops`).
+
+Functions take the session ``st`` (``st.name``, ``st.data``, ``st.client``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+from pathlib import Path
+
+import numpy as np
+
+from .._validation import InputError
+from ..consensus.kcc import Encoding
+from .dask import DaskBlockEStep, expand_gamma, prepare_block
+from .dask_blocks import DaskBlocks
+from .rows import write_memberships
+
+__all__ = [
+    "site_cluster",
+    "scatter_rows",
+    "bce_prepare",
+    "bce_reset",
+    "bce_estep",
+    "bce_promote",
+    "bce_finish",
+    "kcc_prepare",
+    "kcc_reset",
+    "kcc_sizes",
+    "kcc_cooccurrence",
+    "kcc_step",
+    "kcc_finish",
+]
+
+DEFAULT_BLOCK_ROWS = 65536
+
+
+@contextlib.contextmanager
+def site_cluster(compute):
+    """A client of the site's own cluster, from the ``compute`` section of its config.
+
+    ``scheduler``: an address of the site's own scheduler (``tls://`` with ``tls: {ca, cert, key}``, the
+    site's credentials). Otherwise an embedded ``LocalCluster`` with no dashboard: ``processes: false``
+    (default) keeps the workers as threads of the agent, reached in-process only (no port at all);
+    ``processes: true`` starts worker processes on 127.0.0.1 over TLS with credentials made in the
+    agent's process (``Security.temporary()``), so no other process can connect as a client.
+    """
+    from distributed import Client, LocalCluster, Security
+
+    compute = dict(compute or {})
+    if compute.get("scheduler"):
+        tls = compute.get("tls")
+        security = None
+        if tls:
+            security = Security(
+                tls_ca_file=tls["ca"], tls_client_cert=tls["cert"], tls_client_key=tls["key"],
+                require_encryption=True,
+            )  # fmt: skip
+        with Client(compute["scheduler"], security=security, timeout="30s") as client:
+            yield client
+        return
+    processes = bool(compute.get("processes", False))
+    opts = {
+        "n_workers": int(compute.get("n_workers", 1)),
+        "threads_per_worker": int(compute.get("threads_per_worker", 1)),
+        "processes": processes,
+        "dashboard_address": None,
+    }
+    if processes:
+        opts.update(host="127.0.0.1", protocol="tls://", security=Security.temporary())
+    with LocalCluster(**opts) as cluster, Client(cluster) as client:
+        yield client
+
+
+def scatter_rows(st, labels, block_rows=None):
+    """The site's labels in row blocks of fixed size on its cluster (``st.data["blocks"]``)."""
+    rows = int(block_rows or DEFAULT_BLOCK_ROWS)
+    bounds = [(a, min(a + rows, labels.shape[0])) for a in range(0, labels.shape[0], rows)] or [(0, 0)]
+    st.data["blocks"] = [st.client.scatter(np.ascontiguousarray(labels[a:b]), hash=False) for a, b in bounds]
+
+
+def _submit(st, func, *args):
+    return st.client.submit(func, *args, pure=False)
+
+
+# --------------------------------------------------------------------------- BCE
+
+
+def _ckpt(st, name, j):
+    return str(Path(st.data["checkpoint"]) / f"{st.data['run_key']}-{name}-b{j}.npy")
+
+
+def _save(path, arr):
+    np.save(path, arr)
+
+
+def _load(path):
+    if not Path(path).exists():
+        raise InputError(f"no checkpoint {Path(path).name} in {str(Path(path).parent)!r}; cannot resume")
+    return np.load(path)
+
+
+def _unlink(path):
+    Path(path).unlink(missing_ok=True)
+
+
+def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 100)):
+    """Encode the blocks (identical rows merged), fresh ``gamma`` or the site's checkpointed one."""
+    prepared = [_submit(st, prepare_block, b, categories) for b in st.data.pop("blocks")]
+    st.data.update(k=int(k), checkpoint=checkpoint, run_key=run_key, best=None)
+    st.data["estep"] = DaskBlockEStep(st.client, prepared, int(k), *e_step)
+    if checkpoint:
+        Path(checkpoint).mkdir(parents=True, exist_ok=True)
+    if resume is None:
+        return
+    init, t, best_init = resume
+    if not checkpoint:
+        return  # the rows restart from fresh gamma (the coordinator's run still resumes)
+    if t is not None:
+        st.data["estep"].gamma = [
+            _submit(st, _load, _ckpt(st, f"gamma-{init}-{t}", j)) for j in range(len(prepared))
+        ]
+    if best_init is not None:
+        st.data["best"] = [
+            _submit(st, _load, _ckpt(st, f"best-{best_init}", j)) for j in range(len(prepared))
+        ]
+    st.client.gather(st.data["estep"].gamma + (st.data["best"] or []))  # a missing file is named now
+
+
+def bce_reset(st):
+    st.data["estep"].reset()
+
+
+def bce_estep(st, params, init, t, tol, max_iter):
+    """The E-step over the site's blocks: the summed statistics vector; ``gamma`` stays on the workers."""
+    estep = st.data["estep"]
+    estep.tol, estep.max_iter = tol, max_iter
+    vec = estep(params, t)
+    if st.data["checkpoint"]:
+        saves = [_submit(st, _save, _ckpt(st, f"gamma-{init}-{t}", j), g) for j, g in enumerate(estep.gamma)]
+        saves += [
+            _submit(st, _unlink, _ckpt(st, f"gamma-{init}-{t - 2}", j)) for j in range(len(estep.gamma))
+        ]
+        st.client.gather(saves)
+    return vec
+
+
+def bce_promote(st, init):
+    """The current start is the best so far: keep its ``gamma`` (on the workers) for the memberships."""
+    st.data["best"] = list(st.data["estep"].gamma)
+    if st.data["checkpoint"]:
+        st.client.gather(
+            [_submit(st, _save, _ckpt(st, f"best-{init}", j), g) for j, g in enumerate(st.data["best"])]
+        )
+
+
+def _memberships(gamma, prepared):
+    g = expand_gamma(gamma, prepared)
+    return g / g.sum(axis=1, keepdims=True)
+
+
+def bce_finish(st, output, storage_options):
+    """Memberships and consensus labels of the site's rows, written to its own ``output``."""
+    estep = st.data["estep"]
+    parts = [_submit(st, _memberships, g, p) for g, p in zip(st.data["best"], estep.gidx, strict=True)]
+    memb = np.concatenate(st.client.gather(parts), axis=0)
+    st.data["labels_"] = np.argmax(memb, axis=1)
+    if output:
+        write_memberships(output, memb, storage_options)
+
+
+# --------------------------------------------------------------------------- KCC
+
+
+def _encode(block, categories):
+    return Encoding.from_categories(categories).transform(block)
+
+
+def kcc_prepare(st, categories):
+    """Encode the blocks against the pooled categories; the assignment starts empty."""
+    blocks = st.data.pop("blocks")
+    gidx = [_submit(st, _encode, b, categories) for b in blocks]
+    n_rows = st.client.gather([_submit(st, operator.attrgetter("shape"), b) for b in blocks])
+    st.data["backend"] = DaskBlocks(st.client, gidx, [s[0] for s in n_rows])
+
+
+def kcc_reset(st):
+    st.data["backend"].reset()
+
+
+def kcc_sizes(st, n_categories):
+    """The site's count of each global category, then its row count."""
+    counts, total = st.data["backend"].sizes(n_categories)
+    return np.concatenate([counts, [total]])
+
+
+def kcc_cooccurrence(st, chosen, n_categories):
+    """Per chosen category, the label counts and the number of the site's rows carrying it."""
+    counts, sizes = st.data["backend"].cooccurrence(chosen, n_categories)
+    return np.concatenate([np.asarray(counts).ravel(), sizes])
+
+
+def kcc_step(st, MT, sq):
+    """The Lloyd assignment of the site's blocks: the summed statistics; the assignment stays there."""
+    stats = st.data["backend"].step(MT, sq, 0)
+    return np.concatenate([stats["counts"].ravel(), stats["sizes"], [stats["sse"], stats["changed"]]])
+
+
+def kcc_finish(st, MT, sq, output, storage_options):
+    """Memberships and consensus labels for the final centroids, written to the site's ``output``."""
+    labels, memb = st.data["backend"].memberships(MT, sq)
+    st.data["labels_"] = labels
+    st.data["k"] = MT.shape[1]
+    if output:
+        write_memberships(output, memb, storage_options)
