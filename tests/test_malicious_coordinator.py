@@ -382,3 +382,49 @@ def test_a_config_that_weakens_the_site_is_refused(agents, tmp_path):
             load_config(cfg)
     finally:
         key.chmod(0o600)
+
+
+def test_no_route_runs_code_on_a_site_besides_its_agent(agents):
+    """A site's own Dask cluster (started at its first session) has no comm port (``inproc://``); the HTTP
+    servers distributed starts anyway listen on loopback and serve no route (no dashboard, no proxy, no
+    JSON, no metrics), and speak no Dask protocol. So no client, with the coordinator's credentials or
+    none, reaches a Dask process of the site: the agent's HTTPS port is the only way in."""
+    import asyncio
+    import urllib.error
+    import urllib.request
+
+    import psutil
+    from distributed.comm import connect
+
+    fed = Federation(
+        [{"name": n, "address": agents.addresses[n]} for n in NAMES], "bce", client_context(agents.certs)
+    )
+    with fed:
+        fed.sum("label_bits", what="test")  # every site's cluster is up now
+        for name in NAMES:
+            port = int(agents.addresses[name].rsplit(":", 1)[1])
+            proc = psutil.Process(agents.procs[name].pid)
+            listening = {
+                (c.laddr.ip, c.laddr.port)
+                for p in [proc, *proc.children(recursive=True)]
+                for c in p.net_connections(kind="inet")
+                if c.status == psutil.CONN_LISTEN
+            }
+            others = {(ip, p) for ip, p in listening if p != port}
+            assert ("127.0.0.1", port) in listening and all(ip == "127.0.0.1" for ip, _ in others)
+            for ip, p in others:
+                for path in ("/health", "/info/main/workers.html", "/json/identity.json", "/metrics",
+                             "/proxy/8788/127.0.0.1/status", "/status", "/individual-plots.json"):  # fmt: skip
+                    with pytest.raises(urllib.error.HTTPError) as err:
+                        urllib.request.urlopen(f"http://{ip}:{p}{path}", timeout=10)
+                    assert err.value.code == 404, (name, p, path)
+                with urllib.request.urlopen(f"http://{ip}:{p}/sitemap.json", timeout=10) as resp:
+                    assert json.loads(resp.read()) == {"paths": ["/sitemap.json"]}, (name, p)  # itself only
+
+                async def dask_handshake(ip=ip, p=p):
+                    comm = await connect(f"tcp://{ip}:{p}", timeout=5)
+                    await comm.write({"op": "identity"})
+                    return await comm.read()
+
+                with pytest.raises((OSError, TimeoutError)):
+                    asyncio.run(asyncio.wait_for(dask_handshake(), 10))

@@ -43,16 +43,30 @@ __all__ = [
 DEFAULT_BLOCK_ROWS = 65536
 
 
+def _quiet_worker_class():
+    from distributed import Worker
+
+    class QuietWorker(Worker):
+        """A worker without its status pages (its HTTP server then serves no route at all)."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "dashboard": False})
+
+    return QuietWorker
+
+
 @contextlib.contextmanager
 def site_cluster(compute):
     """A client of the site's own cluster, from the ``compute`` section of its config.
 
     ``scheduler``: an address of the site's own scheduler (``tls://`` with ``tls: {ca, cert, key}``, the
-    site's credentials). Otherwise an embedded ``LocalCluster`` with no dashboard: ``processes: false``
-    (default) keeps the workers as threads of the agent, reached in-process only (no port at all);
+    site's credentials). Otherwise an embedded ``LocalCluster`` whose HTTP servers (distributed starts one
+    per scheduler and worker) listen on loopback and serve no route: ``processes: false`` (default) keeps
+    the workers as threads of the agent, reached in-process only (``inproc://``, no comm port);
     ``processes: true`` starts worker processes on 127.0.0.1 over TLS with credentials made in the
     agent's process (``Security.temporary()``), so no other process can connect as a client.
     """
+    import dask
     from distributed import Client, LocalCluster, Security
 
     compute = dict(compute or {})
@@ -72,11 +86,20 @@ def site_cluster(compute):
         "n_workers": int(compute.get("n_workers", 1)),
         "threads_per_worker": int(compute.get("threads_per_worker", 1)),
         "processes": processes,
-        "dashboard_address": None,
+        # distributed always starts an HTTP server per scheduler and worker: on loopback, with no route
+        "dashboard_address": "127.0.0.1:0",
+        "worker_dashboard_address": "127.0.0.1:0",
+        "scheduler_kwargs": {"dashboard": False},
     }
-    if processes:
+    if processes:  # (their workers' own status pages stay on, on loopback)
         opts.update(host="127.0.0.1", protocol="tls://", security=Security.temporary())
-    with LocalCluster(**opts) as cluster, Client(cluster) as client:
+    else:  # the scheduler and its workers talk within the agent's process
+        opts.update(protocol="inproc://", worker_class=_quiet_worker_class())
+    with (
+        dask.config.set({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}),
+        LocalCluster(**opts) as cluster,
+        Client(cluster) as client,
+    ):
         yield client
 
 
