@@ -50,6 +50,9 @@ def _parser():
     def store_args(p, required=True):
         p.add_argument("--store", required=required, help="run store URL (path, file://, memory://, s3://)")
         p.add_argument("--storage-options", help="fsspec options of the store, as JSON")
+        p.add_argument(
+            "--take-over", action="store_true", help="replace the store's stale lease (its writer died)"
+        )
 
     def cluster_args(p):
         p.add_argument("--scheduler", help="address of an existing Dask scheduler (default: a LocalCluster)")
@@ -276,7 +279,7 @@ def _run(args):
             spec.setdefault("dask", {})["n_workers"] = args.n_workers
         store_url = spec.get("store") or f"runs/{spec.get('name', 'run')}.zarr"
         with pipeline.removed_if_left_empty(store_url, spec.get("storage_options")):
-            report = pipeline.run_workflow(spec, progress=progress)
+            report = pipeline.run_workflow(spec, progress=progress, take_over=args.take_over)
         _print_summary(report)
         if report.get("html"):
             print(f"report: {report['html']}")
@@ -304,15 +307,20 @@ def _run(args):
         labels = read_labels_table(args.labels)
     # only ingest and import-labels create a store; the other stages need one that exists
     mode = "a" if args.command in ("ingest", "import-labels") else "r+"
+    options = _storage_options(args.storage_options)
     if args.command == "ingest":  # a failed ingest leaves no new, empty store behind
-        with pipeline.removed_if_left_empty(args.store, _storage_options(args.storage_options)):
-            return _stage(
-                args, pipeline, pipeline.open_store(args.store, _storage_options(args.storage_options))
-            )
-    store = pipeline.open_store(args.store, _storage_options(args.storage_options), mode=mode)
-    if args.command in ("generate", "coassoc", "consensus", "report"):
-        store.check_report_folder()  # they write under report/: stop before the stage, not after it
-    return _stage(args, pipeline, store, labels)
+        with (
+            pipeline.removed_if_left_empty(args.store, options),
+            pipeline.store_lease(args.store, options, take_over=args.take_over),
+        ):
+            return _stage(args, pipeline, pipeline.open_store(args.store, options))
+    store = pipeline.open_store(args.store, options, mode=mode)
+    if args.command == "split-sites":  # it only reads the store
+        return _stage(args, pipeline, store, labels)
+    with pipeline.store_lease(args.store, options, take_over=args.take_over):
+        if args.command in ("generate", "coassoc", "consensus", "report"):
+            store.check_report_folder()  # they write under report/: stop before the stage, not after it
+        return _stage(args, pipeline, store, labels)
 
 
 def _stage(args, pipeline, store, labels=None):
@@ -444,7 +452,8 @@ def _federated(spec, args, progress):
         store = spec.get("store") or f"runs/{spec.get('name', 'federated')}.zarr"
         StoreCheckpoint(RunStore(store, spec.get("storage_options"))).clear()
     try:
-        result = pipeline.run_workflow(spec, progress=progress)  # the federated run, then its report page
+        # the federated run, then its report page
+        result = pipeline.run_workflow(spec, progress=progress, take_over=args.take_over)
         summary = result["federated"]
     except SiteRefusedError as exc:
         print(f"ensemble-dask: error: {exc}", file=sys.stderr)

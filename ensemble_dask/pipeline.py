@@ -322,13 +322,30 @@ def _default_coassoc(spec, store, consensus):
     return None
 
 
-def run_workflow(spec, *, progress=False):
+@contextlib.contextmanager
+def store_lease(url, storage_options=None, *, take_over=False):
+    """Hold the run store's lease (:class:`~ensemble_dask.io.lease.StoreLease`): one writer at a time."""
+    from .io.lease import StoreLease
+
+    with StoreLease(url, storage_options, take_over=take_over):
+        yield
+
+
+def run_workflow(spec, *, progress=False, take_over=False):
     """Run every stage of ``spec`` (a dict from :func:`load_workflow`); return the report dict.
 
     A workflow with a ``federated:`` section runs row-distributed BCE (or KCC) over its sites instead
-    (:func:`~ensemble_dask.stages.federated.run_federated_workflow`).
+    (:func:`~ensemble_dask.stages.federated.run_federated_workflow`). The run holds the store's lease
+    from before its first write to the end (``take_over``: replace a stale one).
     """
     check_workflow(spec)
+    default = "federated" if "federated" in spec else "run"
+    store_url = spec.get("store") or f"runs/{spec.get('name', default)}.zarr"
+    with store_lease(store_url, spec.get("storage_options"), take_over=take_over):
+        return _run_workflow(spec, progress)
+
+
+def _run_workflow(spec, progress):
     from .stages.coassoc import coassoc_stage
     from .stages.consensus import consensus_stage, uses_cluster
     from .stages.generate import generate

@@ -1,0 +1,179 @@
+"""One writer per run store: a lease file created atomically, kept alive by a heartbeat, released at the end.
+
+``_lease.json`` at the store's root holds ``{owner, host, pid, command, started, heartbeat}``. It is created
+with the file system's own exclusive create (``open(..., "xb")``: ``O_EXCL`` on a local disk, a PUT with
+``If-None-Match: *`` on S3), never by a read-then-write check, so of two writers started at once exactly one
+gets it. The holder rewrites ``heartbeat`` every :data:`HEARTBEAT` seconds; a lease whose heartbeat is older
+than :data:`STALE_AFTER` seconds belongs to a writer that died, and ``take_over=True`` replaces it (by
+removing it and creating it again exclusively, so two that take over at once still end with one holder).
+
+The lease is the workflow's, not the process's: the client process takes it, and the stages' tasks on
+any number of Dask workers write under it. Readers never need it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import uuid
+
+import fsspec
+
+from .._validation import EnsembleDaskError
+from .urls import strip_file_scheme
+
+__all__ = ["StoreLease", "StoreBusyError", "LEASE_FILE", "HEARTBEAT", "STALE_AFTER"]
+
+LEASE_FILE = "_lease.json"
+HEARTBEAT = 10.0  # seconds between two heartbeats of the holder
+STALE_AFTER = 60.0  # seconds without a heartbeat after which a lease belongs to a dead writer
+
+logger = logging.getLogger(__name__)
+
+
+class StoreBusyError(EnsembleDaskError):
+    """Another writer holds the run store's lease (the message names it, and how to wait or take over)."""
+
+
+def _now():
+    return _dt.datetime.now(_dt.UTC)
+
+
+def _iso(t):
+    return t.isoformat(timespec="seconds")
+
+
+class StoreLease:
+    """The lease of the run store at ``url`` (a context manager: acquired on enter, released on exit).
+
+    Parameters
+    ----------
+    url : str
+        The run store's URL or path.
+    storage_options : dict, default=None
+        fsspec options of ``url``.
+    take_over : bool, default=False
+        Replace a stale lease (no heartbeat for ``stale_after`` seconds); a live one is never replaced.
+    heartbeat, stale_after : float
+        Seconds between heartbeats, and without one before a lease is stale.
+    """
+
+    def __init__(
+        self, url, storage_options=None, *, take_over=False, heartbeat=HEARTBEAT, stale_after=STALE_AFTER
+    ):
+        self.url = strip_file_scheme(str(url)).rstrip("/")
+        self.fs, root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
+        self.root = root.rstrip("/")
+        self.path = f"{self.root}/{LEASE_FILE}"
+        self.take_over = bool(take_over)
+        self.heartbeat, self.stale_after = float(heartbeat), float(stale_after)
+        self.doc = None
+        self._stop = threading.Event()
+        self._thread = None
+        self.lost = False
+
+    # -- the file ------------------------------------------------------------------------------
+    def _create(self, doc):
+        """Create the lease file exclusively; False if it exists."""
+        try:
+            with self.fs.open(self.path, "xb") as f:
+                f.write(json.dumps(doc).encode())
+        except FileExistsError:
+            return False
+        return True
+
+    def read(self):
+        """The current lease document, or None."""
+        try:
+            with self.fs.open(self.path, "rb") as f:
+                return json.loads(f.read().decode())
+        except FileNotFoundError:
+            return None
+        except (ValueError, OSError):  # being written: its holder is alive
+            return {"owner": "?", "heartbeat": _iso(_now())}
+
+    def _age(self, doc):
+        try:
+            return (_now() - _dt.datetime.fromisoformat(doc["heartbeat"])).total_seconds()
+        except (KeyError, TypeError, ValueError):
+            return float("inf")
+
+    # -- acquire and release -------------------------------------------------------------------
+    def acquire(self):
+        with contextlib.suppress(Exception):  # a local path's folder (object stores have none)
+            self.fs.makedirs(self.root, exist_ok=True)
+        now = _iso(_now())
+        self.doc = {
+            "owner": uuid.uuid4().hex,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "command": " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])[:300],
+            "started": now,
+            "heartbeat": now,
+        }
+        if not self._create(self.doc):
+            held = self.read() or {}
+            age = self._age(held)
+            if age > self.stale_after and self.take_over:
+                logger.warning("taking over the stale lease of %s (no heartbeat for %.0f s)", self.url, age)
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.rm(self.path)
+                if not self._create(self.doc):
+                    raise StoreBusyError(f"run store {self.url!r}: another writer took over its lease first")
+            else:
+                raise StoreBusyError(self._busy_message(held, age))
+        self._thread = threading.Thread(target=self._beat, name="store-lease", daemon=True)
+        self._thread.start()
+        return self
+
+    def _busy_message(self, held, age):
+        who = (
+            f"pid {held.get('pid', '?')} on {held.get('host', '?')} ({held.get('command', '?')!s}), "
+            f"started {held.get('started', '?')}"
+        )
+        if age > self.stale_after:
+            return (
+                f"run store {self.url!r} has a stale lease of {who}, no heartbeat for {age:.0f} s: if that "
+                "process is gone, run again with --take-over (or remove "
+                f"{self.path!r})"
+            )
+        return (
+            f"run store {self.url!r} is being written by {who}, last heartbeat {age:.0f} s ago; wait for it "
+            "to finish (one writer per store), or use another store"
+        )
+
+    def _beat(self):
+        while not self._stop.wait(self.heartbeat):
+            held = self.read()
+            if held is None or held.get("owner") != self.doc["owner"]:
+                self.lost = True
+                logger.error("lost the lease of run store %s to %s", self.url, (held or {}).get("pid"))
+                return
+            self.doc["heartbeat"] = _iso(_now())
+            with contextlib.suppress(OSError):
+                with self.fs.open(self.path, "wb") as f:
+                    f.write(json.dumps(self.doc).encode())
+
+    def release(self):
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+        if self.doc is not None:
+            held = self.read()
+            if held is not None and held.get("owner") == self.doc["owner"]:
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.rm(self.path)
+            self.doc = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()

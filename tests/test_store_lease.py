@@ -1,0 +1,120 @@
+"""One writer per run store (issue 29): a lease created atomically, on a local disk and on S3 (moto's server)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from ensemble_dask.io.lease import LEASE_FILE, StoreBusyError, StoreLease
+
+from .conftest import REPO
+
+EXE = [sys.executable, "-m", "ensemble_dask.cli"]
+
+
+def race(url, storage_options=None, n=8):
+    """``n`` threads take the lease of ``url`` at once: how many got it, and the others' errors."""
+    barrier = threading.Barrier(n)
+    got, errors = [], []
+
+    def take():
+        lease = StoreLease(url, storage_options)
+        barrier.wait()
+        try:
+            lease.acquire()
+            got.append(lease)
+        except StoreBusyError as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=take) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for lease in got:
+        lease.release()
+    return len(got), errors
+
+
+def test_of_writers_started_at_once_exactly_one_gets_the_lease(tmp_path):
+    for i in range(20):
+        got, errors = race(str(tmp_path / f"s{i}.zarr"))
+        assert got == 1 and len(errors) == 7
+        assert all("is being written by pid" in e and "wait for it to finish" in e for e in errors)
+    assert not any((tmp_path / f"s{i}.zarr" / LEASE_FILE).exists() for i in range(20))  # released
+
+
+@pytest.mark.slow
+def test_the_lease_is_atomic_on_s3(s3_bucket):
+    bucket, opts = s3_bucket
+    for i in range(20):
+        got, errors = race(f"s3://{bucket}/s{i}.zarr", opts)
+        assert got == 1 and len(errors) == 7, errors
+
+
+def test_a_stale_lease_is_taken_over_only_when_asked(tmp_path):
+    url = str(tmp_path / "s.zarr")
+    dead = StoreLease(url, heartbeat=3600).acquire()  # a writer that stops beating (as if killed)
+    dead._stop.set()
+    with pytest.raises(StoreBusyError, match="is being written by"):
+        StoreLease(url, stale_after=60).acquire()
+    with pytest.raises(StoreBusyError, match="stale lease.*--take-over"):
+        StoreLease(url, stale_after=0).acquire()
+    lease = StoreLease(url, stale_after=0, take_over=True).acquire()
+    assert json.loads((tmp_path / "s.zarr" / LEASE_FILE).read_text())["owner"] == lease.doc["owner"]
+    dead.release()  # the old holder's release leaves the new holder's lease alone
+    assert (tmp_path / "s.zarr" / LEASE_FILE).exists()
+    lease.release()
+    assert not (tmp_path / "s.zarr" / LEASE_FILE).exists()
+
+
+def test_the_holder_keeps_the_lease_alive(tmp_path):
+    url = str(tmp_path / "s.zarr")
+    with StoreLease(url, heartbeat=0.05) as lease:
+        first = lease.read()["heartbeat"]
+        lease._stop.wait(1.2)
+        assert lease.read()["heartbeat"] > first and not lease.lost
+
+
+@pytest.mark.slow
+def test_three_ingests_started_at_once_on_one_fresh_store(tmp_path):
+    """Different data, one store: exactly one writes it (equal to a clean ingest of its data); the others
+    exit 2, with the lease error (or, started after the winner finished, the store's refusal of another
+    data set), and nothing of theirs is in the store."""
+    datas = []
+    for i in range(3):
+        np.save(tmp_path / f"x{i}.npy", np.random.default_rng(i).normal(size=(300 + 100 * i, 4)))
+        datas.append(tmp_path / f"x{i}.npy")
+    store = tmp_path / "race.zarr"
+    procs = [
+        subprocess.Popen(
+            [*EXE, "ingest", str(d), "--store", str(store)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for d in datas
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    codes = [p.returncode for p in procs]
+    assert sorted(codes) == [0, 2, 2], outs
+    for code, (_, err) in zip(codes, outs, strict=True):
+        if code:
+            assert "is being written by pid" in err or "holds the data set read from" in err, err
+            assert "Traceback" not in err, err
+    winner = codes.index(0)
+    from ensemble_dask.io.store import RunStore
+
+    clean = tmp_path / "clean.zarr"
+    subprocess.run([*EXE, "ingest", str(datas[winner]), "--store", str(clean)], cwd=REPO, check=True,
+                   capture_output=True)  # fmt: skip
+    a, b = RunStore(store, mode="r"), RunStore(clean, mode="r")
+    np.testing.assert_array_equal(a["X"][:], b["X"][:])
+    assert a.record("ingest")["hash"] == b.record("ingest")["hash"]
+    assert not (store / LEASE_FILE).exists()
