@@ -1,4 +1,4 @@
-"""Small helpers of cluster.sh and demo.sh (only the standard library, distributed and s3fs).
+"""Small helpers of the deploy scripts (the standard library, PyYAML, distributed and s3fs).
 
 python _helpers.py storage-options            the S3 settings of the AWS_* variables as JSON
 python _helpers.py free-port                  print a free TCP port on 127.0.0.1
@@ -10,8 +10,9 @@ python _helpers.py synthetic-kdd N OUT        write synthetic:kdd99?n=N as a hea
 python _helpers.py wait-workers SCHED N SECS  wait for N workers of the scheduler SCHED (an
                                               address or a --scheduler-file) and check scheduler,
                                               worker and client versions agree; print them
-python _helpers.py federated-accuracy STORE SITES_URL NAMES   ARI/NMI of the sites' memberships
-                                              against y_true of STORE (the demo knows both)
+python _helpers.py federated-workflow BASE OUT CERTS STORE NAME=ADDRESS...
+                                              the coordinator's workflow: BASE with the sites'
+                                              names and addresses, its certificates and store
 """
 
 from __future__ import annotations
@@ -89,26 +90,26 @@ def wait_workers(scheduler, n, secs):
         versions = client.get_versions(check=True)  # raises if scheduler/worker/client disagree
         info = client.scheduler_info()
     packages = versions["scheduler"]["packages"]
-    resources = sorted({k for w in info["workers"].values() for k in (w.get("resources") or {})})
     print(
-        f"cluster at {info['address']}: {len(info['workers'])} workers, resources {resources}; "
+        f"cluster at {info['address']}: {len(info['workers'])} workers; "
         f"dask {packages['dask']}, distributed {packages['distributed']} on scheduler, workers and client"
     )
     return 0
 
 
-def federated_workflow(base, sites, out, state_dir="site-state"):
-    """``base`` (a workflow YAML) with the sites printed by ``ensemble-dask split-sites`` (file ``sites``).
-
-    A site's ``checkpoint`` is a directory on the site's own workers (a local path, not a URL):
-    ``state_dir/NAME``, relative to the site workers' working directory unless absolute.
-    """
+def federated_workflow(base, out, certs, store, *sites):
+    """The coordinator's workflow: ``base`` (a workflow YAML) with ``federated.sites`` set to each site's
+    name and address (``NAME=https://HOST:PORT``, nothing else of the site's), ``federated.certs`` to the
+    coordinator's TLS files and ``store`` to the coordinator's run store; not a demo."""
     import yaml
 
-    spec = yaml.safe_load(open(base))
-    spec["federated"]["sites"] = yaml.safe_load(open(sites))["federated"]["sites"]
-    for site in spec["federated"]["sites"]:
-        site["checkpoint"] = f"{state_dir.rstrip('/')}/{site['name']}"
+    with open(base) as f:
+        spec = yaml.safe_load(f)
+    spec["store"] = store
+    fed = spec["federated"]
+    fed.update(demo=False, certs=certs)
+    fed.pop("demo_min_sites", None)
+    fed["sites"] = [dict(zip(("name", "address"), s.split("=", 1), strict=True)) for s in sites]
     with open(out, "w") as f:
         yaml.safe_dump(spec, f, sort_keys=False)
     return 0
