@@ -332,7 +332,8 @@ def _stage(args, pipeline, store, labels=None):
         from .stages.federated import split_sites
 
         sites = split_sites(store, args.out, args.names)
-        print(yaml.safe_dump({"federated": {"sites": sites}}, sort_keys=False), end="")
+        print("# each site's data section, for its own site.yaml (ensemble-dask site serve)")
+        print(yaml.safe_dump({s["name"]: {"data": s["data"]} for s in sites}, sort_keys=False), end="")
     elif args.command == "ingest":
         from .stages.ingest import ingest
 
@@ -551,7 +552,7 @@ def _site(args):
     key, csr, mask, pub = paths
     print(f"site: keep {key} and {mask} here (never send them)")
     print(f"site: next, send {csr} to the federation's CA (`ensemble-dask certs sign --ca DIR {csr.name}`)")
-    print(f"site: and {pub} to the peers, to pin in the workflow (federated.sites[].mask_key)")
+    print(f"site: and {pub} to the other sites, each of which pins it in its own site.yaml (federation:)")
     return 0
 
 

@@ -22,19 +22,6 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 BIN = Path(sys.executable).parent
 
 
-def random_sites(root, shape, names=("site-a", "site-b"), seed=0):
-    """One ``.npy`` of random labels (values 0..2, ``shape``) per site name under ``root``: the ``sites``
-    entries of a federated workflow."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    sites = []
-    for name in names:
-        np.save(root / f"{name}.npy", rng.integers(0, 3, size=shape).astype(np.int32))
-        sites.append({"name": name, "url": str(root / f"{name}.npy")})
-    return sites
-
-
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -107,3 +107,22 @@ def test_the_command_names_an_unreachable_site_without_a_traceback(tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert "site(s) ['site-a', 'site-b'] lost in joining the session" in proc.stderr
     assert "run the same command" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_split_sites_writes_each_site_below_out_once(tmp_path):
+    """Plain, distinct names (issue 29: `--names a,a` overwrote half the rows, `--names ../x,b` wrote
+    outside --out); each site gets the data section of its own site.yaml."""
+    from ensemble_dask import InputError
+    from ensemble_dask.stages.federated import split_sites
+
+    store = RunStore(tmp_path / "s.zarr")
+    store.group.create_array("labels", data=np.arange(20, dtype=np.int32).reshape(10, 2))
+    for names, match in ((["a", "a"], "distinct"), (["../x", "b"], "certificate names must be")):
+        with pytest.raises(InputError, match=match):
+            split_sites(store, tmp_path / "out", names)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "out").exists()
+    sites = split_sites(store, tmp_path / "out", ["a", "b"])
+    assert [s["name"] for s in sites] == ["a", "b"] and set(sites[0]["data"]) == {"labels"}
+    np.testing.assert_array_equal(
+        zarr.open_array(sites[1]["data"]["labels"], mode="r")[:], store["labels"][5:]
+    )

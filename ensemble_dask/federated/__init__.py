@@ -12,26 +12,29 @@
 * :mod:`.certs` - the CA, TLS certificates and masking keys (``ensemble-dask site init``, ``certs``).
 """
 
-from .columns import ColumnBCEResult, run_column_distributed_bce
-from .coordinator import Federation, SiteLostError, SiteRefusedError, SitesDropped
-from .rows import FederatedBCEResult, run_federated_bce
-from .rows_kcc import FederatedKCCResult, run_federated_kcc
-from .secure import COORDINATOR, Message, MessageLog, decode_fixed, encode_fixed
+import importlib
 
-__all__ = [
-    "Message",
-    "MessageLog",
-    "FederatedBCEResult",
-    "FederatedKCCResult",
-    "ColumnBCEResult",
-    "Federation",
-    "SiteLostError",
-    "SiteRefusedError",
-    "SitesDropped",
-    "run_federated_bce",
-    "run_federated_kcc",
-    "run_column_distributed_bce",
-    "encode_fixed",
-    "decode_fixed",
-    "COORDINATOR",
-]
+_EXPORTS = {
+    "ColumnBCEResult": ".columns",
+    "run_column_distributed_bce": ".columns",
+    "Federation": ".coordinator",
+    "SiteLostError": ".coordinator",
+    "SiteRefusedError": ".coordinator",
+    "SitesDropped": ".coordinator",
+    "FederatedBCEResult": ".rows",
+    "run_federated_bce": ".rows",
+    "FederatedKCCResult": ".rows_kcc",
+    "run_federated_kcc": ".rows_kcc",
+    "COORDINATOR": ".secure",
+    "Message": ".secure",
+    "MessageLog": ".secure",
+    "decode_fixed": ".secure",
+    "encode_fixed": ".secure",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):  # imported on first use: `site init` and the agent need no scikit-learn
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,12 +12,12 @@ made on the site and never leave it; only public material is exchanged. A deploy
 3. per CSR received, :func:`sign_csr` (``ensemble-dask certs sign --ca DIR NAME.csr``): ``NAME.pem``,
    sent back to the site with ``ca.pem``. The CA signs the names and hosts the CSR asks for: its
    operator checks them (the command prints them) before sending the certificate back;
-4. the sites' ``NAME-mask.pub`` are pinned in the workflow (``federated.sites[].mask_key``: the path of
-   ``NAME-mask.pub`` or its base64 text, see :func:`public_key_b64`), so a coordinator relaying public
-   keys cannot substitute its own.
+4. every site pins every member's ``NAME-mask.pub`` in its own ``site.yaml`` (``federation:``, the path
+   of ``NAME-mask.pub`` or its base64 text, see :func:`public_key_b64`), so a coordinator relaying
+   public keys cannot substitute its own.
 
-The TLS files are those of distributed's ``Security`` (``--tls-ca-file ca.pem --tls-cert NAME.pem
---tls-key NAME-key.pem``).
+The site agent serves HTTPS with ``NAME.pem`` and ``NAME-key.pem`` and trusts ``ca.pem`` for its
+callers (:mod:`.agent`); the coordinator presents its own certificate, named ``coordinator``.
 
 :func:`make_certs` (``ensemble-dask certs --out DIR --names coordinator,site-a,...``) is the
 one-command local demo and does **not** follow this: it makes the CA and every party's private keys

@@ -75,14 +75,21 @@ DEMO_DEFAULTS = {
 def split_sites(store, out, names, *, storage_options=None):
     """Write ``store``'s labels (and ``y_true``), cut in contiguous row blocks, as arrays per site.
 
-    Returns the site declarations ``[{"name", "url", "resource", "output", "checkpoint"[, "reference"]}]``.
+    Returns, per site, ``{"name", "data": {"labels": url[, "reference": url]}}``: the ``data`` section of
+    that site's own ``site.yaml`` (:mod:`ensemble_dask.federated.agent`).
     """
     import zarr
 
+    from ..federated.certs import _check_name
     from ..io.urls import make_zarr_store
 
     if not names:
         raise InputError("split_sites needs at least one site name")
+    for name in names:
+        _check_name(name)  # a plain name: NAME/ below ``out``, never outside it
+    dup = sorted({n for n in names if list(names).count(n) > 1})
+    if dup:
+        raise InputError(f"site names must be distinct; {dup} given more than once")
     labels = store["labels"]
     y = store.group["y_true"] if "y_true" in store.group else None
     n = labels.shape[0]
@@ -100,20 +107,14 @@ def split_sites(store, out, names, *, storage_options=None):
             overwrite=True,
         )
         z[:] = labels[a:b]
-        site = {
-            "name": name,
-            "url": url,
-            "resource": name,
-            "output": f"{root}/{name}/memberships.zarr",
-            "checkpoint": f"{root}/{name}/state",
-        }
+        site = {"name": name, "data": {"labels": url}}
         if y is not None:
             ref = f"{root}/{name}/reference.zarr"
             zr = zarr.create_array(
                 make_zarr_store(ref, storage_options), shape=(b - a,), dtype="int32", overwrite=True
             )
             zr[:] = np.asarray(y[a:b]).astype(np.int32)
-            site["reference"] = ref
+            site["data"]["reference"] = ref
         sites.append(site)
     return sites
 
