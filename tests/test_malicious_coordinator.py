@@ -159,7 +159,7 @@ def test_a_round_over_fewer_sites_than_the_minimum_is_refused(agents):
     """Keys relayed for two of three sites (a subset sum, from which a's vector follows by difference)."""
     msg, _ = join(agents)
     lk = link(agents)
-    adv = lk.post("keys", {"session": msg["session"], "round": 1})
+    adv = lk.post("keys", {"session": msg["session"], "round": 1, "op": "label_bits", "args": []})
     with pytest.raises(SiteRefusedError, match="at least 3"):
         lk.post("masked", {"session": msg["session"], "round": 1, "op": "label_bits", "args": [],
                            "keys": {"site-a": adv["public"], "site-b": adv["public"]}, "shares": {}})  # fmt: skip
@@ -178,28 +178,32 @@ def test_a_session_is_joined_once(agents):
 def test_a_round_is_answered_once(agents):
     msg, _ = join(agents)
     lk = link(agents)
-    lk.post("keys", {"session": msg["session"], "round": 1})
+    lk.post("keys", {"session": msg["session"], "round": 1, "op": "label_bits", "args": []})
     for r in (1, 0):  # the same round again, or an earlier one
         with pytest.raises(SiteRefusedError, match="a round is answered once"):
-            lk.post("keys", {"session": msg["session"], "round": r})
+            lk.post("keys", {"session": msg["session"], "round": r, "op": "label_bits", "args": []})
 
 
 # --------------------------------------------------------------------------- the SecAgg+ round
 
 
-def _advertised(agents, session):
-    """Every site joined to ``session`` and advertised round 1; ``({site: link}, {site: answer})``."""
+def _advertised(agents, session, op="label_bits", args=(), calls=()):
+    """Every site joined to ``session``, given ``calls`` (op, args), and advertised round 1 of ``op(*args)``;
+    ``({site: link}, {site: answer})``."""
     links = {n: link(agents, n) for n in NAMES}
     msg = {"session": session, "method": "bce", "roster": NAMES, "mode": "secure"}
     for lk in links.values():
         OPENED.append((lk, session))
         lk.post("join", msg)
-    return links, {n: lk.post("keys", {"session": session, "round": 1}) for n, lk in links.items()}
+        for call, call_args in calls:
+            lk.post("call", {"session": session, "op": call, "args": list(call_args)})
+    keyed = {"session": session, "round": 1, "op": op, "args": list(args)}
+    return links, {n: lk.post("keys", keyed) for n, lk in links.items()}
 
 
-def _masked_msg(session, adv, me, keys=None):
+def _masked_msg(session, adv, me, keys=None, op="label_bits", args=()):
     keys = keys or {n: a["public"] for n, a in adv.items()}
-    return {"session": session, "round": 1, "op": "label_bits", "args": [], "keys": keys,
+    return {"session": session, "round": 1, "op": op, "args": list(args), "keys": keys,
             "shares": {u: adv[u]["shares"][me] for u in adv if u != me}}  # fmt: skip
 
 
@@ -225,11 +229,12 @@ def test_both_kinds_of_share_are_never_revealed_for_one_site(agents):
     for n in ("site-a", "site-b"):
         links[n].post("masked", _masked_msg(session, adv, n))
     with pytest.raises(SiteRefusedError, match="at least 3"):  # the minimum is the whole federation
-        links["site-a"].post("unmask", {"session": session, "round": 1, "survivors": ["site-a", "site-b"]})
-    got = links["site-b"].post("unmask", {"session": session, "round": 1, "survivors": NAMES})
-    assert set(got["shares"]) == set(NAMES)
+        links["site-a"].post("confirm", {"session": session, "round": 1, "survivors": ["site-a", "site-b"]})
+    links["site-b"].post("confirm", {"session": session, "round": 1, "survivors": NAMES})
+    with pytest.raises(SiteRefusedError, match="only 1 survivors confirmed"):  # nobody else confirmed
+        links["site-b"].post("unmask", {"session": session, "round": 1, "tags": {}})
     with pytest.raises(SiteRefusedError, match="answered once"):
-        links["site-b"].post("unmask", {"session": session, "round": 1, "survivors": NAMES})
+        links["site-b"].post("unmask", {"session": session, "round": 1, "tags": {}})
 
 
 def test_a_survivor_set_that_grows_back_is_refused(agents, tmp_path):
@@ -243,11 +248,18 @@ def test_a_survivor_set_that_grows_back_is_refused(agents, tmp_path):
         links = {n: SiteLink(n, small.addresses[n], small.context(), 30) for n in NAMES}
         for lk in links.values():
             lk.post("join", {"session": session, "method": "bce", "roster": NAMES, "mode": "secure"})
-        adv = {n: links[n].post("keys", {"session": session, "round": 1}) for n in NAMES}
+        keyed = {"session": session, "op": "label_bits", "args": []}
+        adv = {n: links[n].post("keys", {**keyed, "round": 1}) for n in NAMES}
         for n in ("site-a", "site-b"):
             links[n].post("masked", _masked_msg(session, adv, n))
-        links["site-a"].post("unmask", {"session": session, "round": 1, "survivors": ["site-a", "site-b"]})
-        adv2 = {n: links[n].post("keys", {"session": session, "round": 2}) for n in ("site-a", "site-c")}
+        two = ["site-a", "site-b"]
+        tags = {
+            n: links[n].post("confirm", {"session": session, "round": 1, "survivors": two})["tags"]
+            for n in two
+        }
+        for n, other in (("site-a", "site-b"), ("site-b", "site-a")):
+            links[n].post("unmask", {"session": session, "round": 1, "tags": {other: tags[other][n]}})
+        adv2 = {n: links[n].post("keys", {**keyed, "round": 2}) for n in ("site-a", "site-c")}
         msg = _masked_msg(session, adv2, "site-a")
         msg["round"] = 2
         with pytest.raises(SiteRefusedError, match="not among the session's last survivors"):
@@ -271,12 +283,11 @@ def test_a_survivor_set_that_grows_back_is_refused(agents, tmp_path):
 )
 def test_parameters_of_the_wrong_shape_or_non_finite_are_refused(agents, params, match):
     session = uuid.uuid4().hex
-    links, adv = _advertised(agents, session)
     cats = [np.arange(3, dtype=np.int64)] * 4
-    for lk in links.values():
-        lk.post("call", {"session": session, "op": "prepare", "args": [cats, 2, "0123456789abcdef", None]})
-    msg = _masked_msg(session, adv, "site-a")
-    msg.update(op="estep", args=[params, 0, 0, 1e-4, 10])
+    args = (params, 0, 0, 1e-4, 10)
+    prepare = [("prepare", (cats, 2, "0123456789abcdef", None))]
+    links, adv = _advertised(agents, session, "estep", args, calls=prepare)
+    msg = _masked_msg(session, adv, "site-a", op="estep", args=args)
     with pytest.raises(SiteRefusedError, match=match):
         links["site-a"].post("masked", msg)
 

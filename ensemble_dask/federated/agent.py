@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import hashlib
 import json
 import logging
 import re
@@ -54,6 +55,7 @@ import ssl
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,11 +70,12 @@ __all__ = ["SiteConfig", "SiteAgent", "Refused", "load_config", "serve", "serve_
 
 logger = logging.getLogger(__name__)
 
-OPERATIONS = ("join", "call", "keys", "masked", "unmask", "close")
+OPERATIONS = ("join", "call", "keys", "masked", "confirm", "unmask", "close")
 _SESSION_RE = re.compile(r"^[0-9a-f]{16,64}$")
 _CONFIG_KEYS = {
     "name", "listen", "coordinator", "tls", "mask_key", "federation", "min_sites", "allow_plain", "data",
     "output", "checkpoint", "state", "ready_file", "idle_timeout", "max_sessions", "storage_options", "compute",
+    "max_body_bytes",
 }  # fmt: skip
 
 
@@ -102,6 +105,7 @@ class SiteConfig:
     idle_timeout: float = 900.0
     max_sessions: int = 4
     compute: dict = field(default_factory=dict)
+    max_body_bytes: int = 256 << 20  # no message of the protocol comes near (the vectors are per cluster)
 
     @property
     def federation(self):
@@ -112,11 +116,19 @@ def _path(base, value, what):
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise InputError(f"{what} must be a path or URL; got {value!r}")
+        raise InputError(f"{what} must be a path or URL; got {value!r:.80}")
     if "://" in value:
         return value
     p = Path(value).expanduser()
     return str(p if p.is_absolute() else (base / p))
+
+
+def _short(value, limit=80):
+    """A value the caller chose, cut for a log line or a message (the caller decides its size, not us)."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
 
 
 def load_config(path):
@@ -211,10 +223,16 @@ def load_config(path):
         idle_timeout=float(spec.get("idle_timeout", 900.0)),
         max_sessions=int(spec.get("max_sessions", 4)),
         compute=compute,
+        max_body_bytes=int(spec.get("max_body_bytes", 256 << 20)),
     )
 
 
 # --------------------------------------------------------------------------- sessions
+
+
+def _digest(*parts):
+    """SHA-256 of a request's parts in the wire's encoding (the same values give the same bytes)."""
+    return hashlib.sha256(wire.encode({"request": list(parts)})).digest()
 
 
 @dataclass
@@ -235,6 +253,15 @@ class Session:
     secrets: object = field(default=None, repr=False)
     last_used: float = field(default_factory=time.monotonic)
     client: object = field(default=None, repr=False)  # the site's own Dask cluster
+    transcript: bytes = b""  # hash of every request answered in the session (bound to the round's shares)
+    pending: bytes = b""  # the digest of the round's operation and arguments, committed at its keys
+    confirmed: tuple = ()
+
+    def record(self, *parts):
+        """Add a request to the transcript; returns the digest of ``parts`` alone."""
+        digest = _digest(*parts)
+        self.transcript = hashlib.sha256(self.transcript + digest).digest()
+        return digest
 
     @property
     def n_categories(self):
@@ -279,13 +306,13 @@ class SiteAgent:
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "site": self.config.name,
             "peer": peer,
-            "op": op,
-            "session": msg.get("session") if isinstance(msg, dict) else None,
-            "round": msg.get("round") if isinstance(msg, dict) else None,
+            "op": _short(op),
+            "session": _short(msg.get("session")) if isinstance(msg, dict) else None,
+            "round": _short(msg.get("round")) if isinstance(msg, dict) else None,
             "outcome": outcome,
         }
         if reason:
-            line["reason"] = reason
+            line["reason"] = _short(reason, 400)
         with open(self._audit_path, "a") as f:
             f.write(json.dumps(line, default=str) + "\n")
 
@@ -296,10 +323,10 @@ class SiteAgent:
             if peer != self.config.coordinator:
                 raise Refused(
                     f"site {self.config.name!r} answers only {self.config.coordinator!r}; the caller's "
-                    f"certificate is {peer!r}"
+                    f"certificate is {peer!r:.80}"
                 )
             if op not in OPERATIONS:
-                raise Refused(f"unknown operation {op!r}; known: {list(OPERATIONS)}")
+                raise Refused(f"unknown operation {op!r:.80}; known: {list(OPERATIONS)}")
             with self.lock:
                 self._expire()
                 result = getattr(self, f"_op_{op}")(msg)
@@ -319,7 +346,7 @@ class SiteAgent:
         st = self.sessions.get(sid)
         if st is None:
             raise Refused(
-                f"site {self.config.name!r} holds no session {sid!r} (never joined, closed or expired)"
+                f"site {self.config.name!r} holds no session {sid!r:.80} (never joined, closed or expired)"
             )
         st.last_used = time.monotonic()
         return st
@@ -348,12 +375,12 @@ class SiteAgent:
             )
         mode = msg.get("mode")
         if mode not in ("secure", "plain"):
-            raise Refused(f"mode must be 'secure' or 'plain'; got {mode!r}")
+            raise Refused(f"mode must be 'secure' or 'plain'; got {mode!r:.80}")
         if mode == "plain" and not cfg.allow_plain:
             raise Refused(f"site {cfg.name!r} does not allow plain mode (allow_plain is false in its config)")
         method = msg.get("method")
         if method not in ("bce", "kcc"):
-            raise Refused(f"method must be 'bce' or 'kcc'; got {method!r}")
+            raise Refused(f"method must be 'bce' or 'kcc'; got {method!r:.80}")
         if len(self.sessions) >= cfg.max_sessions:
             raise Refused(f"site {cfg.name!r} already holds {len(self.sessions)} sessions (max_sessions)")
         self.seen.add(sid)
@@ -363,6 +390,7 @@ class SiteAgent:
         channel = secagg.channel_keys(cfg.mask_key, cfg.name, cfg.pins, sid) if mode == "secure" else {}
         st = Session(cfg.name, sid, method, mode, cfg.federation, t, channel, alive=set(cfg.federation))
         st.client = self.client
+        st.record("join", sid, method, mode, cfg.federation)
         info = bce_open(st, cfg.labels, cfg.storage_options, cfg.reference)
         st.data["n_clusterings"] = info["n_clusterings"]
         self.sessions[sid] = st
@@ -379,14 +407,15 @@ class SiteAgent:
         op, args = msg.get("op"), msg.get("args")
         table = CALLS.get(st.method, {})
         if op not in table:
-            raise Refused(f"a {st.method} session has no call {op!r}; known: {sorted(table)}")
+            raise Refused(f"a {st.method} session has no call {op!r:.80}; known: {sorted(table)}")
+        st.record("call", op, args)  # before it runs: a refused call still differs from one not sent
         return table[op](self, st, args)
 
     def _new_round(self, st, msg):
         r = msg.get("round")
         if not isinstance(r, int) or isinstance(r, bool) or r <= st.last_round:
             raise Refused(
-                f"round {r!r} is not after the last round {st.last_round} of session {st.session}: "
+                f"round {r!r:.80} is not after the last round {st.last_round} of session {st.session}: "
                 "a round is answered once"
             )
         return r
@@ -395,7 +424,7 @@ class SiteAgent:
         r = msg.get("round")
         if r != st.last_round or st.phase != phase:
             raise Refused(
-                f"round {r!r} is not in phase {phase!r} here (round {st.last_round}, phase {st.phase!r}): "
+                f"round {r!r:.80} is not in phase {phase!r} here (round {st.last_round}, phase {st.phase!r}): "
                 "each phase of a round is answered once, in order"
             )
         return r
@@ -423,9 +452,13 @@ class SiteAgent:
         if st.mode != "secure":
             raise Refused("a plain session has no round keys")
         r = self._new_round(st, msg)
+        op = msg.get("op")
+        if op not in SUMS.get(st.method, {}):
+            raise Refused(f"a round's keys name its sum: a {st.method} session has no sum {op!r:.80}")
         st.last_round, st.phase = r, "keys"
+        st.pending = st.record("sum", r, op, msg.get("args"))
         st.secrets, public, cts = secagg.advertise(
-            st.name, st.roster, st.channel, st.session, r, st.threshold
+            st.name, st.roster, st.channel, st.session, r, st.threshold, context=st.transcript
         )
         return {"public": public, "shares": cts}
 
@@ -434,11 +467,13 @@ class SiteAgent:
         op = msg.get("op")
         table = SUMS.get(st.method, {})
         if op not in table:
-            raise Refused(f"a {st.method} session has no sum {op!r}; known: {sorted(table)}")
+            raise Refused(f"a {st.method} session has no sum {op!r:.80}; known: {sorted(table)}")
         if st.mode == "plain":
             st.last_round, st.phase = self._new_round(st, msg), "masked"
             return {"vector": np.asarray(table[op](self, st, msg.get("args")), dtype=np.float64)}
         self._in_round(st, msg, "keys")
+        if _digest("sum", msg.get("round"), op, msg.get("args")) != st.pending:
+            raise Refused("the round's operation and arguments are not those its keys were made for")
         keys, shares = msg.get("keys"), msg.get("shares")
         if not isinstance(keys, dict) or not isinstance(shares, dict):
             raise Refused("a masked round needs the round keys and shares relayed")
@@ -446,23 +481,43 @@ class SiteAgent:
         st.phase = "masked-start"  # a failed check below leaves the round unanswerable
         secagg.receive_shares(st.name, st.secrets, keys, shares, st.channel, st.session)
         vec = np.asarray(table[op](self, st, msg.get("args")), dtype=np.float64)
-        words = secagg.masked_input(vec, st.name, st.secrets, st.session, n_sites=len(st.roster))
+        try:
+            words = secagg.masked_input(vec, st.name, st.secrets, st.session, n_sites=len(st.roster))
+        except InputError:  # its value is this site's own statistic: it stays here
+            raise Refused("a statistic of this site is outside the fixed-point range") from None
         st.phase = "masked"
         return {"words": words}
 
-    def _op_unmask(self, msg):
+    def _op_confirm(self, msg):
+        """The consistency check: the survivors as told to this site, with a tag to each other survivor."""
         st = self._session(msg)
         if st.mode != "secure":
-            raise Refused("a plain session has nothing to unmask")
+            raise Refused("a plain session has nothing to confirm")
         self._in_round(st, msg, "masked")
         survivors = self._participants(st, msg.get("survivors"), "the survivors")
         if not survivors <= set(st.secrets.keys):
             raise Refused(
                 f"survivors {sorted(survivors - set(st.secrets.keys))} did not take part in this round"
             )
-        st.phase = "unmasked"
-        st.alive = survivors
-        return {"shares": secagg.reveal(st.secrets, survivors)}
+        st.phase, st.confirmed = "confirmed", tuple(sorted(survivors))
+        tags = {
+            peer: secagg.confirm_tag(st.channel[peer], st.session, st.secrets, st.name, peer, survivors)
+            for peer in sorted(survivors - {st.name})
+        }
+        return {"tags": tags}
+
+    def _op_unmask(self, msg):
+        st = self._session(msg)
+        if st.mode != "secure":
+            raise Refused("a plain session has nothing to unmask")
+        self._in_round(st, msg, "confirmed")
+        tags = msg.get("tags")
+        if not isinstance(tags, dict) or not all(isinstance(v, bytes) for v in tags.values()):
+            raise Refused("unmasking needs the other survivors' confirmations")
+        st.phase = "unmasked"  # whatever follows, this round reveals nothing more
+        secagg.check_tags(st.name, st.secrets, st.confirmed, tags, st.channel, st.session, st.threshold)
+        st.alive = set(st.confirmed)
+        return {"shares": secagg.reveal(st.secrets, st.confirmed)}
 
 
 # --------------------------------------------------------------------------- HTTPS with mutual TLS
@@ -486,17 +541,22 @@ def make_app(agent):
             stream = self.request.connection.stream
             peer = peer_name(stream.socket.getpeercert()) if hasattr(stream, "socket") else None
             try:
-                msg = wire.decode(self.request.body)
-                result = await IOLoop.current().run_in_executor(agent.executor, agent.handle, peer, op, msg)
+                if len(self.request.body) > agent.config.max_body_bytes:
+                    raise wire.WireError(f"a message over {agent.config.max_body_bytes} bytes")
+                loop = IOLoop.current()
+                msg = await loop.run_in_executor(agent.executor, wire.decode, self.request.body)
+                result = await loop.run_in_executor(agent.executor, agent.handle, peer, op, msg)
                 body, status = wire.encode({"result": result}), 200
             except (Refused, wire.WireError) as exc:
                 if isinstance(exc, wire.WireError):
                     agent.audit(peer, op, {}, "refused", str(exc))
                 body, status = wire.encode({"error": str(exc), "refused": True}), 403
-            except Exception as exc:  # a fault at the site: named, never a traceback to the caller
-                logger.exception("site %s: %s failed", agent.config.name, op)
-                agent.audit(peer, op, {}, "failed", f"{type(exc).__name__}: {exc}")
-                body, status = wire.encode({"error": f"{type(exc).__name__}: {exc}", "refused": False}), 500
+            except Exception as exc:  # a fault at the site: its details (maybe data) stay in the site's log
+                fault = uuid.uuid4().hex[:12]
+                logger.exception("site %s: %s failed (fault %s)", agent.config.name, op, fault)
+                agent.audit(peer, op, {}, "failed", f"fault {fault}: {type(exc).__name__}: {exc}")
+                error = f"site {agent.config.name!r} failed in {_short(op)} (fault {fault} in its own log)"
+                body, status = wire.encode({"error": error, "refused": False}), 500
             self.set_status(status)
             self.set_header("Content-Type", "application/msgpack")
             self.finish(body)
@@ -518,7 +578,8 @@ def serve(config):
         server = tornado.httpserver.HTTPServer(
             make_app(agent),
             ssl_options=server_context(config.tls),
-            max_body_size=wire.MAX_BYTES,
+            max_body_size=config.max_body_bytes,
+            max_buffer_size=config.max_body_bytes,
             idle_connection_timeout=300,  # a caller that opens a connection and says nothing is dropped
             body_timeout=600,
         )
@@ -526,13 +587,14 @@ def serve(config):
         server.add_sockets(sockets)
         port = sockets[0].getsockname()[1]
         address = f"https://{config.host}:{port}"
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(agent.executor, lambda: agent.client)  # its own cluster, up before ready
         print(f"site {config.name} listening on {address} (answers {config.coordinator!r} only)", flush=True)
         if config.ready_file is not None:
             tmp = config.ready_file.with_suffix(".tmp")
             tmp.write_text(address)
             tmp.replace(config.ready_file)
         done = asyncio.Event()
-        loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, done.set)
         await done.wait()

@@ -248,8 +248,9 @@ class Federation:
                 [np.asarray(results[n]["vector"], dtype=np.float64) for n in sorted(results)], axis=0
             )
         else:
+            keyed = {**base, "op": op, "args": list(args)}  # each site binds its shares to the computation
             adv, failed = self._ask(
-                self.alive, "keys", dict.fromkeys(self.alive, base), f"{what} (round keys)"
+                self.alive, "keys", dict.fromkeys(self.alive, keyed), f"{what} (round keys)"
             )
             self._require(adv, failed, what)
             keys = {n: a["public"] for n, a in adv.items()}
@@ -262,7 +263,13 @@ class Federation:
             self._require(masked, failed, what)
             survivors = sorted(masked)
             msgs = {n: {**base, "survivors": survivors} for n in survivors}
-            reveals, failed = self._ask(survivors, "unmask", msgs, f"{what} (unmasking)")
+            confirmed, failed = self._ask(survivors, "confirm", msgs, f"{what} (consistency check)")
+            self._require(confirmed, failed, what)
+            msgs = {
+                n: {**base, "tags": {u: confirmed[u]["tags"][n] for u in confirmed if u != n}}
+                for n in confirmed
+            }
+            reveals, failed = self._ask(sorted(confirmed), "unmask", msgs, f"{what} (unmasking)")
             self._require(reveals, failed, what)
             words = sum_words([masked[n]["words"] for n in survivors])
             shares = {n: rev["shares"] for n, rev in reveals.items()}

@@ -99,15 +99,17 @@ def bce_reference_bits(st):
 
 
 def bce_label_counts(st, sizes):
-    """Per clustering, the count of each label ``0 .. sizes[j] - 1`` among the site's rows."""
+    """Per clustering, the count of each label ``0 .. sizes[j] - 1`` among the site's rows, then the count
+    of its labels ``>= sizes[j]`` (an overflow entry: summed like the rest, so that whether a site's labels
+    fit shows only in the total, never in a refusal of that site alone)."""
     labels = st.data["labels"]
     parts = []
     for j, size in enumerate(sizes):
         col = labels[:, j]
         col = col[col >= 0]
-        if col.size and col.max() >= size:
-            raise InputError(f"site {st.name!r}: clustering {j} has labels >= n_labels={size}")
-        parts.append(np.bincount(col, minlength=size).astype(np.float64))
+        over = col >= size
+        parts.append(np.bincount(col[~over], minlength=size).astype(np.float64))
+        parts.append(np.array([float(over.sum())]))
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
@@ -137,12 +139,10 @@ def bce_contingency(st, n_classes):
     """``k x n_classes`` counts of (consensus label, reference class) over the site's labelled rows."""
     ref = st.data["reference"]
     pred = st.data["labels_"]
-    keep = ref >= 0
-    if keep.any() and ref[keep].max() >= n_classes:
-        raise InputError(f"site {st.name!r}: reference classes >= n_classes={n_classes}")
+    keep = (ref >= 0) & (ref < n_classes)  # classes beyond n_classes: counted in the last entry
     table = np.zeros((st.data["k"], n_classes))
     np.add.at(table, (pred[keep], ref[keep]), 1.0)
-    return table.ravel()
+    return np.concatenate([table.ravel(), [float(np.sum(ref >= n_classes))]])
 
 
 # --------------------------------------------------------------------------- coordinator
@@ -196,9 +196,13 @@ def _category_space(agg, n_labels, N):
         sizes = [int(n_labels)] * N
     counts = agg.sum("label_counts", (sizes,), what="the label-count round")
     categories, o = [], 0
-    for size in sizes:
+    for j, size in enumerate(sizes):
         categories.append(np.flatnonzero(counts[o : o + size] > 0.5).astype(np.int64))
-        o += size
+        if counts[o + size] > 0.5:
+            raise InputError(
+                f"clustering {j} has labels >= n_labels={size} at some site: declare a larger n_labels"
+            )
+        o += size + 1
     return categories
 
 
@@ -225,7 +229,7 @@ def federation_scores(agg, k):
     onehot = agg.sum("reference_bits", what="the reference-range round")
     n_classes = 1 << int(np.flatnonzero(onehot > 0.5).max())
     table = agg.sum("contingency", (n_classes,), what="the contingency round")
-    return scores_from_contingency(table.reshape(k, n_classes))
+    return scores_from_contingency(table[:-1].reshape(k, n_classes))
 
 
 def over_survivors(fit, sites, method, context, mode, timeout):

@@ -53,6 +53,8 @@ __all__ = [
     "advertise",
     "receive_shares",
     "masked_input",
+    "confirm_tag",
+    "check_tags",
     "reveal",
     "unmask_words",
 ]
@@ -110,9 +112,9 @@ def _nonce(sender, receiver, round_id):
     return struct.pack("<IQ", 0 if sender < receiver else 1, int(round_id))
 
 
-def _aad(session, round_id, sender, receiver, public):
+def _aad(session, round_id, sender, receiver, public, context=b""):
     return b"|".join([_LABEL, str(session).encode(), str(int(round_id)).encode(), sender.encode(),
-                      receiver.encode(), bytes(public)])  # fmt: skip
+                      receiver.encode(), bytes(public), bytes(context)])  # fmt: skip
 
 
 @dataclass
@@ -125,6 +127,7 @@ class RoundSecrets:
     seed: bytes = field(repr=False)
     held: dict = field(default_factory=dict, repr=False)  # {site: (b share, s share 1, s share 2)} held here
     keys: dict = field(default_factory=dict, repr=False)  # {site: round public key} after receive_shares
+    context: bytes = b""  # the site's transcript hash, bound to its shares
 
 
 def _split(secret, t, n):
@@ -145,8 +148,13 @@ def _combine(shares, t):
     return Shamir.combine(shares)
 
 
-def advertise(me, roster, channel, session, round_id, t):
-    """Phase 1 for site ``me``: ``(secrets kept here, round public key, {peer: ciphertext of its shares})``."""
+def advertise(me, roster, channel, session, round_id, t, context=b""):
+    """Phase 1 for site ``me``: ``(secrets kept here, round public key, {peer: ciphertext of its shares})``.
+
+    ``context`` (the site's transcript of the session: every request it answered, and this round's
+    operation and arguments) is bound to the shares: a peer given another history or other arguments
+    cannot verify them, so all sites of a round computed the same thing.
+    """
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
     from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
@@ -157,7 +165,7 @@ def advertise(me, roster, channel, session, round_id, t):
     seed = os.urandom(_SEED_BYTES)
     raw = private.private_bytes_raw()
     shares = [_split(seed, t, n), _split(raw[:16], t, n), _split(raw[16:], t, n)]
-    secrets = RoundSecrets(round_id=int(round_id), private=private, public=public, seed=seed)
+    secrets = RoundSecrets(round_id=int(round_id), private=private, public=public, seed=seed, context=context)
     out = {}
     for i, peer in enumerate(roster):
         triple = tuple(s[i][1] for s in shares)
@@ -166,7 +174,7 @@ def advertise(me, roster, channel, session, round_id, t):
             continue
         box = ChaCha20Poly1305(channel[peer])
         out[peer] = box.encrypt(
-            _nonce(me, peer, round_id), b"".join(triple), _aad(session, round_id, me, peer, public)
+            _nonce(me, peer, round_id), b"".join(triple), _aad(session, round_id, me, peer, public, context)
         )
     return secrets, public, out
 
@@ -195,7 +203,7 @@ def receive_shares(me, secrets, keys, ciphertexts, channel, session):
             plain = box.decrypt(
                 _nonce(sender, me, secrets.round_id),
                 bytes(ciphertexts[sender]),
-                _aad(session, secrets.round_id, sender, me, bytes(keys[sender])),
+                _aad(session, secrets.round_id, sender, me, bytes(keys[sender]), secrets.context),
             )
         except InvalidTag as exc:
             raise InputError(
@@ -234,6 +242,39 @@ def masked_input(values, me, secrets, session, *, n_sites):
         m = _pair_mask(secrets.private, secrets.keys[other], me, other, session, secrets.round_id, size)
         words = add_words(words, m if me < other else neg_words(m))
     return words
+
+
+def confirm_tag(channel_key, session, secrets, me, peer, survivors):
+    """The consistency check's tag from ``me`` to ``peer``: an HMAC, under their pinned channel, of the
+    round's key set, its survivors and ``me``'s transcript. A site reveals shares only when the other
+    survivors' tags verify against its own view: sites told different survivor sets (or key sets, or
+    computations) cannot all be made to reveal, whatever the coordinator relays."""
+    from cryptography.hazmat.primitives import hashes, hmac
+
+    h = hmac.HMAC(channel_key, hashes.SHA256())
+    for part in (_LABEL, b"confirm", str(session).encode(), str(secrets.round_id).encode(), me.encode(),
+                 peer.encode(), ",".join(sorted(secrets.keys)).encode(), ",".join(sorted(survivors)).encode(),
+                 secrets.context):  # fmt: skip
+        h.update(len(part).to_bytes(4, "big") + part)
+    return h.finalize()
+
+
+def check_tags(me, secrets, survivors, tags, channel, session, t):
+    """Verify the other survivors' :func:`confirm_tag` s to ``me``; raises :class:`InputError` unless at
+    least ``t`` survivors (``me`` included) confirmed exactly ``me``'s view."""
+    from cryptography.hazmat.primitives import constant_time
+
+    if not set(tags) <= set(survivors) - {me}:
+        raise InputError(f"confirmations from {sorted(set(tags) - set(survivors))} who are not survivors")
+    if len(tags) + 1 < t:
+        raise InputError(f"only {len(tags) + 1} survivors confirmed the round; {t} needed")
+    for peer in sorted(tags):
+        want = confirm_tag(channel[peer], session, secrets, peer, me, survivors)
+        if not constant_time.bytes_eq(bytes(tags[peer]), want):
+            raise InputError(
+                f"site {peer!r} did not confirm this round's survivors and keys as this site sees them "
+                "(the sites were told different rounds)"
+            )
 
 
 def reveal(secrets, survivors):

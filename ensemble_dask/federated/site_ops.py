@@ -15,7 +15,10 @@ from .._validation import EnsembleDaskError
 __all__ = ["CALLS", "SUMS", "Refused"]
 
 _MAX_K = 10_000
-_MAX_LABEL_SPACE = 1 << 24
+_MAX_LABEL_SPACE = 1 << 24  # entries of any vector a site computes, and of its categories
+_MAX_LABEL = (1 << 31) - 1
+_MAX_PARAM = 1e12  # BCE's alpha and beta: far above any fit's, far below the fixed point's range
+_MAX_E_STEP_ITER = 1000
 _RUN_KEY_CHARS = set("0123456789abcdef")
 
 
@@ -26,7 +29,7 @@ class Refused(EnsembleDaskError):
 # --------------------------------------------------------------------------- argument checks
 
 
-def _array(value, what, *, dtype=np.float64, ndim=1, shape=None, finite=True, min_value=None):
+def _array(value, what, *, dtype=np.float64, ndim=1, shape=None, finite=True, min_value=None, max_value=None):
     if not isinstance(value, np.ndarray):
         raise Refused(f"{what} must be an array; got {type(value).__name__}")
     if value.ndim != ndim or (shape is not None and value.shape != tuple(shape)):
@@ -37,30 +40,32 @@ def _array(value, what, *, dtype=np.float64, ndim=1, shape=None, finite=True, mi
         value = value.astype(np.float64)
         if finite and not np.isfinite(value).all():
             raise Refused(f"{what} holds non-finite values")
-    elif value.dtype.kind not in "iu":
-        raise Refused(f"{what} must be integers; got {value.dtype}")
+    elif value.dtype.kind != "i":  # signed: unsigned differences wrap (a sorted check would pass 2**64 - 1)
+        raise Refused(f"{what} must be signed integers; got {value.dtype}")
     if min_value is not None and value.size and value.min() < min_value:
         raise Refused(f"{what} holds a value below {min_value}")
+    if max_value is not None and value.size and value.max() > max_value:
+        raise Refused(f"{what} holds a value above {max_value}")
     return value
 
 
 def _int(value, what, lo, hi):
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise Refused(f"{what} must be an integer in [{lo}, {hi}]; got {value!r}")
+        raise Refused(f"{what} must be an integer in [{lo}, {hi}]; got {value!r:.80}")
     return value
 
 
 def _float(value, what, lo, hi):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
-        raise Refused(f"{what} must be a finite number; got {value!r}")
+        raise Refused(f"{what} must be a finite number; got {value!r:.80}")
     if not lo <= value <= hi:
-        raise Refused(f"{what} must be in [{lo}, {hi}]; got {value!r}")
+        raise Refused(f"{what} must be in [{lo}, {hi}]; got {value!r:.80}")
     return float(value)
 
 
 def _args(args, n, op):
     if not isinstance(args, list) or len(args) != n:
-        raise Refused(f"operation {op!r} takes {n} argument(s); got {args!r:.80}")
+        raise Refused(f"operation {op!r:.80} takes {n} argument(s); got {args!r:.80}")
     return args
 
 
@@ -73,10 +78,13 @@ def _categories(value, st):
     n_clusterings = st.data["n_clusterings"]
     if not isinstance(value, list) or len(value) != n_clusterings:
         raise Refused(f"categories must be a list of {n_clusterings} integer arrays")
-    cats = [_array(c, f"categories[{j}]", dtype=np.int64, min_value=0) for j, c in enumerate(value)]
+    cats = [
+        _array(c, f"categories[{j}]", dtype=np.int64, min_value=0, max_value=_MAX_LABEL).astype(np.int64)
+        for j, c in enumerate(value)
+    ]
     if sum(c.size for c in cats) > _MAX_LABEL_SPACE or any(np.any(np.diff(c) <= 0) for c in cats):
         raise Refused("categories must be sorted distinct labels, at most 2**24 in all")
-    return [c.astype(np.int64) for c in cats]
+    return cats
 
 
 def _need(st, key, what):
@@ -91,7 +99,9 @@ def _bce_prepare(agent, st, args):
     if "labels" not in st.data:
         raise Refused("the session's rows are already prepared")
     cats = _categories(cats, st)
-    k = _int(k, "k", 1, _MAX_K)
+    k = _int(k, "k", 1, min(_MAX_K, max(st.data["labels"].shape[0], 1)))
+    if k * sum(c.size for c in cats) > _MAX_LABEL_SPACE:
+        raise Refused(f"k x categories = {k} x {sum(c.size for c in cats)} is over 2**24")
     if not isinstance(run_key, str) or len(run_key) != 16 or not set(run_key) <= _RUN_KEY_CHARS:
         raise Refused(f"run_key must be 16 hex digits; got {run_key!r:.80}")
     if resume is not None:
@@ -109,10 +119,12 @@ def _bce_params(value, st):
     k = st.data["k"]
     if not isinstance(value, dict) or set(value) != {"alpha", "beta"}:
         raise Refused("params must be {'alpha', 'beta'}")
-    alpha = _array(value["alpha"], "alpha", shape=(k,))
-    beta = _array(value["beta"], "beta", ndim=2, shape=(k, st.n_categories))
-    if alpha.min() <= 0 or beta.min() < 0:
-        raise Refused("alpha must be positive and beta non-negative")
+    alpha = _array(value["alpha"], "alpha", shape=(k,), max_value=_MAX_PARAM)
+    beta = _array(
+        value["beta"], "beta", ndim=2, shape=(k, st.n_categories), min_value=0.0, max_value=_MAX_PARAM
+    )
+    if alpha.min() <= 0:
+        raise Refused("alpha must be positive")
     from .rows import _params_from
 
     return _params_from({"alpha": alpha, "beta": beta}, k)
@@ -129,7 +141,7 @@ def _bce_estep(agent, st, args):
         _int(init, "init", 0, 1 << 20),
         _int(t, "t", 0, 1 << 30),
         _float(tol, "e_step_tol", 0.0, 1.0),
-        _int(max_iter, "e_step_max_iter", 1, 100_000),
+        _int(max_iter, "e_step_max_iter", 1, _MAX_E_STEP_ITER),
     )
 
 
@@ -197,7 +209,10 @@ def _contingency(agent, st, args):
     (n_classes,) = _args(args, 1, "contingency")
     if "reference" not in st.data or "labels_" not in st.data:
         raise Refused("contingency needs reference labels and finished memberships")
-    return bce_contingency(st, _int(n_classes, "n_classes", 1, 1 << 16))
+    n_classes = _int(n_classes, "n_classes", 1, 1 << 16)
+    if st.data["k"] * n_classes > _MAX_LABEL_SPACE:
+        raise Refused(f"a contingency table of {st.data['k']} x {n_classes} is over 2**24 entries")
+    return bce_contingency(st, n_classes)
 
 
 def _kcc_prepare(agent, st, args):
@@ -207,17 +222,23 @@ def _kcc_prepare(agent, st, args):
     if "labels" not in st.data:
         raise Refused("the session's rows are already prepared")
     st.data["categories"] = _categories(cats, st)
-    st.data["k"] = _int(k, "k", 1, _MAX_K)
+    st.data["k"] = _int(k, "k", 1, min(_MAX_K, max(st.data["labels"].shape[0], 1)))
+    if st.data["k"] * st.n_categories > _MAX_LABEL_SPACE:
+        raise Refused(f"k x categories = {st.data['k']} x {st.n_categories} is over 2**24")
     scatter_rows(st, st.data.pop("labels"), agent.config.compute.get("block_rows"))
     kcc_prepare(st, st.data["categories"])
 
 
 def _kcc_centroids(MT, sq, st):
+    """The centroids (label distributions: entries in [0, 1]) and their block norms, which the site
+    computes itself: a coordinator's own norms could push a site's squared error out of range."""
+    from ..consensus.kcc import block_norms
+
     G, K, N = st.n_categories, st.data["k"], st.data["n_clusterings"]
-    return (
-        _array(MT, "centroids", ndim=2, shape=(G, K)),
-        _array(sq, "centroid block norms", ndim=2, shape=(K, N), min_value=0.0),
-    )
+    MT = _array(MT, "centroids", ndim=2, shape=(G, K), min_value=0.0, max_value=1.0)
+    _array(sq, "centroid block norms", ndim=2, shape=(K, N))
+    offsets = np.concatenate([[0], np.cumsum([len(c) for c in st.data["categories"]])])
+    return MT, block_norms(MT, offsets)
 
 
 def _kcc_reset(agent, st, args):

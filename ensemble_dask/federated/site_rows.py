@@ -118,27 +118,46 @@ def _submit(st, func, *args):
 
 
 def _ckpt(st, name, j):
-    return str(Path(st.data["checkpoint"]) / f"{st.data['run_key']}-{name}-b{j}.npy")
+    # the coordinator's run key, and the site's own fingerprint of what the file must fit (categories, k,
+    # blocks): a run key the coordinator names cannot load a file made for other rows or another k
+    return str(Path(st.data["checkpoint"]) / f"{st.data['run_key']}-{st.data['fit_key']}-{name}-b{j}.npy")
 
 
-def _save(path, arr):
+def _save(path, arr, keep):
+    """Save ``arr`` at ``path``; remove the files of the same pattern not in ``keep`` (no pile-up)."""
     np.save(path, arr)
+    p = Path(path)
+    run, _, rest = p.name.partition("-gamma-") if "-gamma-" in p.name else p.name.partition("-best-")
+    kind = "gamma" if "-gamma-" in p.name else "best"
+    block = rest.rsplit("-", 1)[-1]
+    for old in p.parent.glob(f"{run}-{kind}-*-{block}"):
+        if old.name not in keep:
+            old.unlink(missing_ok=True)
 
 
-def _load(path):
+def _load(path, prepared, k):
+    """A checkpointed ``gamma`` of a block, checked to fit its distinct rows and ``k``."""
     if not Path(path).exists():
         raise InputError(f"no checkpoint {Path(path).name} in {str(Path(path).parent)!r}; cannot resume")
-    return np.load(path)
-
-
-def _unlink(path):
-    Path(path).unlink(missing_ok=True)
+    gamma = np.load(path, allow_pickle=False)
+    want = (prepared["gidx"].shape[0], k)
+    if gamma.shape != want or gamma.dtype != np.float64 or not np.isfinite(gamma).all():
+        raise InputError(
+            f"checkpoint {Path(path).name} does not fit this site's rows ({gamma.shape}, not {want})"
+        )
+    return gamma
 
 
 def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 100)):
     """Encode the blocks (identical rows merged), fresh ``gamma`` or the site's checkpointed one."""
-    prepared = [_submit(st, prepare_block, b, categories) for b in st.data.pop("blocks")]
-    st.data.update(k=int(k), checkpoint=checkpoint, run_key=run_key, best=None)
+    import hashlib
+    import json
+
+    blocks = st.data.pop("blocks")
+    prepared = [_submit(st, prepare_block, b, categories) for b in blocks]
+    layout = {"k": int(k), "categories": [c.tolist() for c in categories], "blocks": len(blocks)}
+    fit_key = hashlib.sha256(json.dumps(layout).encode()).hexdigest()[:12]
+    st.data.update(k=int(k), checkpoint=checkpoint, run_key=run_key, fit_key=fit_key, best=None)
     st.data["estep"] = DaskBlockEStep(st.client, prepared, int(k), *e_step)
     if checkpoint:
         Path(checkpoint).mkdir(parents=True, exist_ok=True)
@@ -149,11 +168,11 @@ def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 10
         return  # the rows restart from fresh gamma (the coordinator's run still resumes)
     if t is not None:
         st.data["estep"].gamma = [
-            _submit(st, _load, _ckpt(st, f"gamma-{init}-{t}", j)) for j in range(len(prepared))
+            _submit(st, _load, _ckpt(st, f"gamma-{init}-{t}", j), p, int(k)) for j, p in enumerate(prepared)
         ]
     if best_init is not None:
         st.data["best"] = [
-            _submit(st, _load, _ckpt(st, f"best-{best_init}", j)) for j in range(len(prepared))
+            _submit(st, _load, _ckpt(st, f"best-{best_init}", j), p, int(k)) for j, p in enumerate(prepared)
         ]
     st.client.gather(st.data["estep"].gamma + (st.data["best"] or []))  # a missing file is named now
 
@@ -167,11 +186,11 @@ def bce_estep(st, params, init, t, tol, max_iter):
     estep = st.data["estep"]
     estep.tol, estep.max_iter = tol, max_iter
     vec = estep(params, t)
-    if st.data["checkpoint"]:
-        saves = [_submit(st, _save, _ckpt(st, f"gamma-{init}-{t}", j), g) for j, g in enumerate(estep.gamma)]
-        saves += [
-            _submit(st, _unlink, _ckpt(st, f"gamma-{init}-{t - 2}", j)) for j in range(len(estep.gamma))
-        ]
+    if st.data["checkpoint"]:  # this iteration's and the last one's (the coordinator resumes from either)
+        saves = []
+        for j, g in enumerate(estep.gamma):
+            keep = {Path(_ckpt(st, f"gamma-{init}-{u}", j)).name for u in (t, t - 1)}
+            saves.append(_submit(st, _save, _ckpt(st, f"gamma-{init}-{t}", j), g, keep))
         st.client.gather(saves)
     return vec
 
@@ -181,7 +200,11 @@ def bce_promote(st, init):
     st.data["best"] = list(st.data["estep"].gamma)
     if st.data["checkpoint"]:
         st.client.gather(
-            [_submit(st, _save, _ckpt(st, f"best-{init}", j), g) for j, g in enumerate(st.data["best"])]
+            [
+                _submit(st, _save, path, g, {Path(path).name})
+                for j, g in enumerate(st.data["best"])
+                for path in [_ckpt(st, f"best-{init}", j)]
+            ]
         )
 
 

@@ -1,0 +1,504 @@
+"""A second malicious coordinator, from a security review, against real site agents on 127.0.0.1.
+
+Every test is one attack and asserts what the threat model promises (DESIGN.md, "Sites and privacy"):
+the site refuses, or the coordinator learns nothing about one site alone. A test that FAILS is an
+attack that works today. The first part are findings; the last part (``test_refused_*``) are attacks
+that the sites correctly refuse (not already in test_malicious_coordinator.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import ssl
+
+import numpy as np
+import pytest
+
+from ensemble_dask.federated import secagg
+from ensemble_dask.federated.coordinator import (
+    Federation,
+    SiteLink,
+    SiteLostError,
+    SiteRefusedError,
+)
+from ensemble_dask.federated.secure import add_words, decode_fixed, neg_words
+
+from ._sites import start_sites
+
+pytestmark = pytest.mark.slow
+
+N_CLUSTERINGS = 4
+FEDS = []  # Federations opened by a test: closed after it (a site holds at most 4 sessions)
+
+
+def _labels(names, seed, n=40):
+    rng = np.random.default_rng(seed)
+    return {s: rng.integers(0, 3, size=(n, N_CLUSTERINGS)) for s in names}
+
+
+def _start(root, names, seed, **kw):
+    labels = _labels(names, seed)
+    rng = np.random.default_rng(seed + 100)
+    refs = {s: rng.integers(0, 2, size=40) for s in names}
+    agents = start_sites(root, labels, references=refs, **kw)
+    agents.labels, agents.names = labels, sorted(names)
+    return agents
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory):
+    """Three sites with the default policy: min_sites = the whole federation (3)."""
+    a = _start(tmp_path_factory.mktemp("three"), ["site-a", "site-b", "site-c"], 0)
+    yield a
+    a.stop()
+
+
+@pytest.fixture(scope="module")
+def five(tmp_path_factory):
+    """Five sites with min_sites 3 (= n // 2 + 1, the smallest threshold the sites allow)."""
+    names = ["site-a", "site-b", "site-c", "site-d", "site-e"]
+    a = _start(tmp_path_factory.mktemp("five"), names, 2, min_sites=3)
+    yield a
+    a.stop()
+
+
+@pytest.fixture(autouse=True)
+def close_feds():
+    yield
+    while FEDS:
+        try:
+            FEDS.pop().close()
+        except Exception:  # noqa: BLE001 - an agent a test broke
+            pass
+
+
+def federation(agents, method="bce", exclude=()):
+    sites = [{"name": n, "address": agents.addresses[n]} for n in agents.names]
+    fed = Federation(sites, method, agents.context(), timeout=60, exclude=exclude)
+    FEDS.append(fed)
+    return fed.open()
+
+
+def counts_of(labels, size=3):
+    """What a site's ``label_counts([size] * N)`` is: per clustering, the count of each label."""
+    return np.concatenate([np.bincount(labels[:, j], minlength=size) for j in range(labels.shape[1])])
+
+
+def advertise(fed, op="label_bits", args=(), names=None):
+    """One new round of ``op(*args)``: every site of ``names`` advertises; returns (base message, answers)."""
+    fed.round += 1
+    base = {"session": fed.session, "round": fed.round}
+    keyed = {**base, "op": op, "args": list(args)}
+    return base, {n: fed.links[n].post("keys", keyed) for n in (names or fed.alive)}
+
+
+def masked(fed, base, adv, me, op, args, keys_of=None):
+    keys_of = list(keys_of or adv)
+    msg = {**base, "op": op, "args": list(args), "keys": {n: adv[n]["public"] for n in keys_of},
+           "shares": {u: adv[u]["shares"][me] for u in keys_of if u != me}}  # fmt: skip
+    return fed.links[me].post("masked", msg)
+
+
+def audit(agents, name):
+    path = agents.configs[name].parent / "state" / "audit.log"
+    return path
+
+
+# =========================================================================== findings
+
+
+def test_different_arguments_per_site_do_not_isolate_one_site(three):
+    """F1. All sites need not get the same arguments: ``call`` (and ``masked``) messages are per site,
+    and the honest Federation even offers ``per_site``. With the default policy (every sum over all 3
+    sites), site-a prepares the real categories and sites b and c categories that match none of their
+    labels: their rows encode as all-missing, their category counts are zeros, and the secure sum of
+    ``kcc_sizes`` is site-a's own per-category counts."""
+    fed = federation(three, "kcc")
+    real = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
+    foreign = [np.arange(1000, 1003, dtype=np.int64)] * N_CLUSTERINGS
+    truth = counts_of(three.labels["site-a"])
+    try:
+        fed.call("prepare", per_site={"site-a": (real, 2), "site-b": (foreign, 2), "site-c": (foreign, 2)},
+                 what="divergent prepare")  # fmt: skip
+        total = fed.sum("kcc_sizes", (3 * N_CLUSTERINGS,), what="the category-count round")
+    except SiteRefusedError:
+        return  # a site noticed that its peers were not given the same prepare
+    assert not np.array_equal(np.rint(total[:-1]), truth), "the sum is site-a's own category counts"
+
+
+def test_inconsistent_survivor_lists_do_not_unmask_one_site(five):
+    """F2. No consistency check of the survivor list or of the round's key set (SecAgg's ConsistencyCheck).
+    5 sites, threshold 3. site-a is given the keys of {a, b, c} only (3 >= t: accepted), so its input is
+    masked with b and c only. At unmasking, b is told survivors {a, b, d}, c {a, c, d}, d and e
+    {a, d, e}: each list is a valid subset (>= 3, contains the site, within its last survivors), but
+    together they hand out 3 shares of a's self-mask seed, 3 of b's round key and 3 of c's round key.
+    The coordinator removes every mask from a's masked input: site-a's vector alone."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    fed = federation(five)
+    names = fed.roster
+    a, b, c, d, e = names
+    sizes = [3] * N_CLUSTERINGS
+    base, adv = advertise(fed, "label_counts", (sizes,))
+    y_a = masked(fed, base, adv, a, "label_counts", (sizes,), keys_of=[a, b, c])["words"]
+    for n in (b, c, d, e):
+        masked(fed, base, adv, n, "label_counts", (sizes,))
+    views = {a: [a, b, c], b: [a, b, d], c: [a, c, d], d: [a, d, e], e: [a, d, e]}
+    tags = {n: fed.links[n].post("confirm", {**base, "survivors": views[n]})["tags"] for n in names}
+    reveals = {}
+    for n in names:  # the coordinator relays to each site the tags addressed to it
+        got = {u: tags[u][n] for u in names if u != n and n in tags[u]}
+        try:
+            reveals[n] = fed.links[n].post("unmask", {**base, "tags": got})["shares"]
+        except SiteRefusedError as exc:
+            assert "confirm" in str(exc), exc  # the consistency check
+    if len(reveals) < 3:
+        return  # the sites noticed that they were not told the same round: too few shares to unmask
+    index = {n: i + 1 for i, n in enumerate(names)}
+
+    def secret(of, lo, hi):
+        got = [(index[r], bytes(rev[of])[lo:hi]) for r, rev in sorted(reveals.items()) if of in rev]
+        got = [g for g in got if len(g[1]) == hi - lo][:3]
+        return secagg._combine(got, 3)
+
+    size = np.asarray(y_a).shape[1]
+    x = np.array(y_a, dtype=np.uint64)
+    x = add_words(x, neg_words(secagg._self_mask(secret(a, 0, 16), fed.session, base["round"], size)))
+    for v in (b, c):  # the dropped-by-some sites: their round keys from 3 shares each
+        shares = [(index[r], bytes(rev[v])) for r, rev in sorted(reveals.items()) if v in rev]
+        s_shares = [(i, s) for i, s in shares if len(s) == 32][:3]
+        raw = secagg._combine([(i, s[:16]) for i, s in s_shares], 3) + secagg._combine(
+            [(i, s[16:]) for i, s in s_shares], 3
+        )
+        m = secagg._pair_mask(X25519PrivateKey.from_private_bytes(raw), adv[a]["public"], v, a,
+                              fed.session, base["round"], size)  # fmt: skip
+        x = add_words(x, neg_words(m))  # a < v: a added +m
+    recovered = np.rint(decode_fixed(x))
+    assert not np.array_equal(recovered, counts_of(five.labels[a])), "site-a's vector, unmasked alone"
+
+
+def test_two_survivor_sets_in_one_session_do_not_isolate_a_site(three):
+    """F3a. A round over {a, b, c} then one over {a, b} (c 'dropped') give c's vector by difference. With
+    the default policy (min_sites = the whole federation) the second round is refused. (With min_sites
+    below it, dropouts are allowed and such a difference over at most n - min_sites sites is the stated
+    limit of the guarantee: README, deploy/README.md.)"""
+    fed = federation(three)
+    sizes = [3] * N_CLUSTERINGS
+    s1 = fed.sum("label_counts", (sizes,), what="round over all")
+    fed.alive = ["site-a", "site-b"]  # the coordinator says site-c dropped
+    try:
+        s2 = fed.sum("label_counts", (sizes,), what="round over a and b")
+    except SiteRefusedError:
+        return
+    assert not np.array_equal(np.rint(s1 - s2), counts_of(three.labels["site-c"])), "site-c alone"
+
+
+def test_a_new_session_does_not_isolate_a_site_by_difference(three):
+    """F3b. A second session over {a, b} (what the honest driver's restart over the survivors does) and
+    the same deterministic round give site-c's counts by difference: refused under the default policy
+    (the stated limit with min_sites below the federation's size, as above)."""
+    sizes = [3] * N_CLUSTERINGS
+    s1 = federation(three).sum("label_counts", (sizes,), what="session 1")
+    try:
+        s2 = federation(three, exclude=["site-c"]).sum("label_counts", (sizes,), what="session 2")
+    except SiteRefusedError:
+        return
+    assert not np.array_equal(np.rint(s1 - s2), counts_of(three.labels["site-c"])), "site-c alone"
+
+
+def test_a_refusal_does_not_carry_a_statistic_in_clear(three):
+    """F4. A statistic outside the fixed-point range is refused with its value in the message
+    (``encode_fixed``: "value ... outside the fixed-point range"), and the coordinator chooses the
+    centroids and the block norms ``sq`` freely (nothing ties ``sq`` to ``MT``). With sq = 2**62 on one
+    block and MT = 2**20 on one category g, site-a's squared error is n * 2**62 - 2**21 * count_g, out
+    of range: the refusal sent to the coordinator is site-a's count of category g, in clear."""
+    fed = federation(three, "kcc")
+    real = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
+    fed.call("prepare", (real, 2), what="prepare")
+    G, g = 3 * N_CLUSTERINGS, 4  # category 4: label 1 of clustering 1
+    MT = np.zeros((G, 2))
+    MT[g] = 2.0**20
+    sq = np.zeros((2, N_CLUSTERINGS))
+    sq[:, 0] = 2.0**62
+    n_a = fed.infos["site-a"]["n_rows"]
+    truth = int(np.sum(three.labels["site-a"][:, 1] == 1))
+    base, adv = advertise(fed, "kcc_step", (MT, sq))
+    try:
+        masked(fed, base, adv, "site-a", "kcc_step", (MT, sq))
+    except SiteRefusedError as exc:
+        found = re.search(r"value (?:np\.float64\()?([-+0-9.e]+)", str(exc))
+        if found:
+            leaked = (n_a * 2.0**62 - float(found.group(1))) / 2.0**21
+            assert leaked != truth, f"the refusal carries site-a's count of category {g}: {exc}"
+        return
+    pytest.fail("an out-of-range statistic was masked and sent")
+
+
+def test_refusals_do_not_depend_on_one_sites_labels(three):
+    """F5. An error oracle: ``label_counts`` with sizes below a site's largest label is refused, naming the
+    site and the clustering ("site 'site-a': clustering 0 has labels >= n_labels=2"); a refused round
+    costs nothing, so a binary search gives each site's largest label per clustering (``contingency``
+    likewise gives its largest reference class). The outcome must not depend on the site's rows."""
+    fed = federation(three)
+    outcomes = []
+    for m in (1, 2, 3, 4):
+        base, adv = advertise(fed, "label_counts", ([m] * N_CLUSTERINGS,))
+        try:
+            masked(fed, base, adv, "site-a", "label_counts", ([m] * N_CLUSTERINGS,))
+            outcomes.append("answered")
+        except SiteRefusedError as exc:
+            outcomes.append(re.sub(r"\d+", "#", str(exc)))
+    assert len(set(outcomes)) == 1, f"site-a's largest labels leak through its refusals: {outcomes}"
+
+
+def test_a_checkpoint_of_another_shape_is_refused(tmp_path):
+    """F6. Memory safety: ``resume`` loads ``{run_key}-gamma-{init}-{t}`` for any run key the coordinator
+    names, with no check of its shape against the session's rows and k. A gamma of shape (3, 2), written
+    by an earlier session whose categories matched the labels of one clustering only (3 distinct rows)
+    and k = 2, is loaded into a session of ~40 distinct rows and k = 16; the numba E-step (no bounds
+    checks) then reads and writes gamma[i, h] far past the end of the array, writing values the
+    coordinator chose (alpha)."""
+    agents = _start(tmp_path, ["site-a", "site-b", "site-c"], 3)
+    try:
+        fed = federation(agents)
+        one = [np.arange(3, dtype=np.int64)] + [np.arange(1000, 1003, dtype=np.int64)] * (N_CLUSTERINGS - 1)
+        run_key = "00000000deadbeef"
+        fed.call("prepare", (one, 2, run_key, None), what="prepare")
+        params = {"alpha": np.ones(2), "beta": np.full((2, 3 * N_CLUSTERINGS), 0.5)}
+        base, adv = advertise(fed, "estep", (params, 0, 0, 1e-4, 5))
+        masked(fed, base, adv, "site-a", "estep", (params, 0, 0, 1e-4, 5))
+        ckpt = sorted(
+            (agents.configs["site-a"].parent / "state" / "gamma").glob(f"{run_key}-*gamma-0-0*.npy")
+        )
+        assert ckpt and np.load(ckpt[0]).shape == (3, 2)
+        fed.close()
+        fed = federation(agents)
+        real = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
+        k = 16
+        try:
+            with pytest.raises(SiteRefusedError):
+                fed.call("prepare", (real, k, run_key, [0, 0, None]), what="prepare")
+                params = {"alpha": np.full(k, 1e6), "beta": np.full((k, 3 * N_CLUSTERINGS), 0.5)}
+                base, adv = advertise(fed, "estep", (params, 0, 1, 1e-4, 5))
+                masked(fed, base, adv, "site-a", "estep", (params, 0, 1, 1e-4, 5))
+        except (SiteLostError, OSError) as exc:  # the kernel ran on the wrong-shaped gamma
+            pytest.fail(f"a gamma of the wrong shape reached the E-step kernel: {exc}")
+        assert agents.procs["site-a"].poll() is None
+    finally:
+        agents.stop()
+
+
+def test_checkpoint_files_do_not_accumulate(three):
+    """F7. Disk exhaustion: the E-step saves ``gamma-{init}-{t}`` and deletes only ``t - 2``; ``t``, ``init``
+    and the run key come from the coordinator, so t = 0, 3, 6, ... (or a new run key per session, or
+    ``promote`` with init 0, 1, 2, ...) leaves one gamma file (rows x k floats, k up to 10,000) per round."""
+    fed = federation(three)
+    real = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
+    run_key = "0123456789abcdee"
+    fed.call("prepare", (real, 2, run_key, None), what="prepare")
+    params = {"alpha": np.ones(2), "beta": np.full((2, 3 * N_CLUSTERINGS), 0.5)}
+    for t in (0, 3, 6, 9):
+        base, adv = advertise(fed, "estep", (params, 0, t, 1e-4, 5))
+        masked(fed, base, adv, "site-a", "estep", (params, 0, t, 1e-4, 5))
+    for init in range(4):
+        fed.call("promote", (init,), what="promote")
+    files = list((three.configs["site-a"].parent / "state" / "gamma").glob(f"{run_key}-*.npy"))  # per block
+    assert len(files) <= 3, f"{len(files)} checkpoint files for one run: {sorted(f.name for f in files)}"
+
+
+def test_a_refused_request_does_not_grow_the_audit_log_by_its_size(three):
+    """F8. Disk exhaustion through the audit log: a refused request's ``session`` (any value, any size up
+    to the 2 GiB body limit) is written into the line twice, in the field and in the reason."""
+    path = audit(three, "site-a")
+    before = path.stat().st_size
+    lk = SiteLink("site-a", three.addresses["site-a"], three.context(), 60)
+    with pytest.raises(SiteRefusedError):
+        lk.post("keys", {"session": "f" * 4_000_000, "round": 1})
+    lk.close()
+    grown = path.stat().st_size - before
+    assert grown < 65536, f"one refused 4 MB request wrote {grown} bytes to the audit log"
+
+
+def test_a_body_larger_than_any_message_is_refused_before_it_is_read(three):
+    """F9. Memory exhaustion: the agent buffers bodies of up to 2 GiB (``wire.MAX_BYTES``) per request, on
+    as many connections as the coordinator opens, before decoding. A declared 1 GiB body must be refused
+    at once (no legitimate message is near that size)."""
+    host, port = three.addresses["site-a"].removeprefix("https://").rsplit(":", 1)
+    ctx = three.context()
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname=host) as s:
+            s.sendall(b"POST /v1/join HTTP/1.1\r\nHost: site\r\nContent-Type: application/msgpack\r\n"
+                      b"Content-Length: 1073741824\r\n\r\n")  # fmt: skip
+            s.settimeout(3)
+            try:
+                first = s.recv(64)
+            except TimeoutError:
+                pytest.fail("the site waits to buffer a 1 GiB body")
+            except (ssl.SSLError, ConnectionError):
+                first = b""
+    assert first == b"" or first.startswith(b"HTTP/1.1 4")
+
+
+def test_a_small_request_cannot_make_a_huge_vector(three):
+    """F10. Memory amplification: ``contingency`` checks k <= 10,000 and n_classes <= 65,536 but not their
+    product; a ~100-byte request makes the site allocate k * n_classes floats and several fixed-point
+    copies of them (k = 10,000: ~5 GB per copy, the agent is killed). Shown here just over the
+    2**24-entry cap that label_counts has (k = 257, n_classes = 65,536)."""
+    fed = federation(three)
+    lk = fed.links["site-a"]
+    real = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
+    with pytest.raises(SiteRefusedError, match="k must be an integer in"):  # k above the site's rows
+        lk.post(
+            "call", {"session": fed.session, "op": "prepare", "args": [real, 257, "0123456789abcdef", None]}
+        )
+    fed = federation(three)
+    fed.call("prepare", (real, 40, "0123456789abcdef", None), what="prepare")
+    fed.call("promote", (0,), what="promote")
+    fed.call("finish", what="finish")
+    with pytest.raises(SiteRefusedError, match="n_classes must be an integer in"):
+        base, adv = advertise(fed, "contingency", (1 << 17,))
+        masked(fed, base, adv, "site-a", "contingency", (1 << 17,))
+
+
+def test_unsigned_categories_do_not_pass_the_sorted_check(three):
+    """F11. ``_categories`` checks ``min >= 0`` and ``diff > 0`` on the array as sent: uint64 values above
+    2**63 pass both (unsigned differences wrap), then ``astype(int64)`` makes them negative / unsorted
+    (here -1, which the encoder's table then writes at index -1: another clustering's label)."""
+    fed = federation(three)
+    cats = [np.array([2**64 - 1], dtype=np.uint64)] + [np.array([0, 1, 2], dtype=np.uint64)] * (
+        N_CLUSTERINGS - 1
+    )
+    with pytest.raises(SiteRefusedError):
+        fed.links["site-a"].post(
+            "call", {"session": fed.session, "op": "prepare", "args": [cats, 2, "0123456789abcdef", None]}
+        )
+
+
+# =========================================================================== attacks correctly refused
+
+
+def test_refused_phases_out_of_order(three):
+    fed = federation(three)
+    lk = fed.links["site-a"]
+    with pytest.raises(SiteRefusedError, match="not in phase 'confirmed'"):  # unmask before any round
+        lk.post("unmask", {"session": fed.session, "round": 0, "tags": {}})
+    base, adv = advertise(fed)
+    with pytest.raises(SiteRefusedError, match="not in phase 'masked'"):  # confirm before masked
+        lk.post("confirm", {**base, "survivors": fed.roster})
+    with pytest.raises(SiteRefusedError, match="not in phase 'confirmed'"):  # unmask before confirm
+        lk.post("unmask", {**base, "tags": {}})
+    masked(fed, base, adv, "site-a", "label_bits", ())
+    with pytest.raises(SiteRefusedError, match="not in phase 'keys'"):  # masked twice in one round
+        masked(fed, base, adv, "site-a", "label_counts", ([3] * N_CLUSTERINGS,))
+    with pytest.raises(SiteRefusedError, match="answered once"):  # keys again for the same round
+        lk.post("keys", {**base, "op": "label_bits", "args": []})
+
+
+def test_refused_shares_replayed_from_another_round_or_session(three):
+    fed = federation(three)
+    base1, adv1 = advertise(fed)
+    base2, adv2 = advertise(fed)
+    mixed = {n: {**adv2[n], "shares": adv1[n]["shares"]} if n == "site-b" else adv2[n] for n in adv2}
+    with pytest.raises(SiteRefusedError, match="do not verify"):
+        masked(fed, base2, mixed, "site-a", "label_bits", ())
+    other = federation(three)
+    base3, adv3 = advertise(other)
+    mixed = {n: adv3[n] if n == "site-b" else {**adv3[n]} for n in adv3}
+    mixed["site-b"] = adv2["site-b"]  # a round key and shares of another session
+    with pytest.raises(SiteRefusedError, match="do not verify"):
+        masked(other, base3, mixed, "site-a", "label_bits", ())
+
+
+def test_refused_survivors_outside_the_round(three):
+    """A survivor that never advertised (or is no member) gets no share revealed."""
+    fed = federation(three)
+    base, adv = advertise(fed)
+    masked(fed, base, adv, "site-a", "label_bits", ())
+    with pytest.raises(SiteRefusedError, match="not among the session's last survivors"):
+        fed.links["site-a"].post("confirm", {**base, "survivors": [*fed.roster, "mallory"]})
+
+
+def test_refused_wire_tricks(three):
+    """msgpack nesting bombs, unknown extension types, non-string keys, array headers whose size
+    overflows, and arrays of other dtypes: 403, the agent alive."""
+    import msgpack
+
+    lk = SiteLink("site-a", three.addresses["site-a"], three.context(), 30)
+    bodies = [
+        b"\x81\xa7session" + b"\x91" * 100_000 + b"\xc0",
+        msgpack.packb({"session": msgpack.ExtType(7, b"x")}),
+        msgpack.packb({1: 2}, strict_types=False),
+        msgpack.packb({"a": msgpack.ExtType(1, msgpack.packb(["f8", [1 << 62, 4]]))}),
+        msgpack.packb({"a": msgpack.ExtType(1, msgpack.packb(["O", [1]]) + b"\0" * 8)}),
+        msgpack.packb([1, 2]),
+    ]
+    for body in bodies:
+        lk._connect()
+        lk.conn.request("POST", "/v1/join", body, {"Content-Type": "application/msgpack"})
+        resp = lk.conn.getresponse()
+        assert resp.status == 403, resp.read()[:200]
+        resp.read()
+        lk.close()
+    assert three.procs["site-a"].poll() is None
+
+
+def test_refused_audit_log_line_injection(three):
+    """A session id with newlines and JSON stays inside one JSON line of the audit log."""
+    path = audit(three, "site-a")
+    n = len(path.read_text().splitlines())
+    lk = SiteLink("site-a", three.addresses["site-a"], three.context(), 30)
+    forged = 'x"}\n{"outcome": "ok", "op": "join", "peer": "coordinator"}\n'
+    with pytest.raises(SiteRefusedError):
+        lk.post("join", {"session": forged, "roster": three.names, "mode": "secure", "method": "bce"})
+    lines = path.read_text().splitlines()
+    assert len(lines) == n + 1 and json.loads(lines[-1])["outcome"] == "refused"
+
+
+def test_refused_resume_and_run_key_that_name_other_files(three):
+    fed = federation(three)
+    lk = fed.links["site-a"]
+    real = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
+    for resume in (["../x", None, None], [-1, 0, None], [0, "../../etc/passwd", None], [None, 0, 0]):
+        with pytest.raises(SiteRefusedError, match="resume"):
+            lk.post("call", {"session": fed.session, "op": "prepare",
+                             "args": [real, 2, "0123456789abcdef", resume]})  # fmt: skip
+
+
+def test_refused_a_site_left_out_of_the_masked_round(three):
+    """Keys relayed without site-a's own (or without a peer whose shares are relayed) are refused, and a
+    member asked to sum with a site it never heard from is refused."""
+    fed = federation(three)
+    base, adv = advertise(fed)
+    with pytest.raises(SiteRefusedError, match="leave out this site"):
+        masked(fed, base, adv, "site-a", "label_bits", (), keys_of=["site-b", "site-c"])
+    msg = {**base, "op": "label_bits", "args": [], "keys": {n: adv[n]["public"] for n in adv},
+           "shares": {"site-b": adv["site-b"]["shares"]["site-a"]}}  # fmt: skip
+    with pytest.raises(SiteRefusedError, match="do not match the keys"):
+        fed.links["site-a"].post("masked", msg)
+
+
+def test_refused_seen_session_after_a_restart(tmp_path):
+    """A session joined before a restart is refused after it (state/sessions)."""
+    agents = _start(tmp_path, ["site-a", "site-b"], 4)
+    try:
+        fed = federation(agents)
+        fed.close()
+        agents.stop()
+        agents.__enter__()
+        lk = SiteLink("site-a", agents.addresses["site-a"], agents.context(), 30)
+        with pytest.raises(SiteRefusedError, match="joined before"):
+            lk.post(
+                "join", {"session": fed.session, "roster": agents.names, "mode": "secure", "method": "bce"}
+            )
+    finally:
+        agents.stop()
+
+
+def test_refused_plain_vectors_in_a_secure_session(three):
+    """A secure session never answers a vector in clear (no 'vector' without masks), nor keys in plain."""
+    fed = federation(three)
+    base, _ = advertise(fed)
+    with pytest.raises(SiteRefusedError, match="round keys and shares"):
+        fed.links["site-a"].post("masked", {**base, "op": "label_bits", "args": []})
