@@ -16,11 +16,19 @@ One round of a session, for a federation of ``n`` sites with a roster sorted by 
    that authenticates it (:func:`receive_shares`), then sends its fixed-point vector plus the self mask
    ``PRG(b_u)`` plus, for every other site ``v`` that advertised, ``+PRG(s_uv)`` if ``u < v`` else
    ``-PRG(s_uv)`` (``s_uv``: X25519 of the round keys), modulo ``2**128``.
-3. **Unmask** (:func:`reveal`): told the survivors (the sites whose masked input arrived), a site reveals,
+3. **Confirm** (:func:`confirm_tag`, :func:`check_tags`): told the survivors (the sites whose masked input
+   arrived), each survivor tags its view (key set, survivors, transcript) for every other survivor under
+   their channel; a site reveals only when enough others' tags match its own view (the consistency check of
+   Bonawitz et al.), so sites told different survivor sets never all reveal.
+4. **Unmask** (:func:`reveal`): a site reveals,
    for each survivor, its share of ``b``; for each site that advertised but dropped out, its share of
    ``s``'s private key; never both for one site in one round. The coordinator (:func:`unmask`)
    reconstructs the survivors' self masks and the dropped sites' pair masks with the survivors, removes
    them, and obtains the survivors' sum and nothing else.
+
+Every share is bound (as associated data) to the site's transcript of the session and the round's
+operation and arguments: a site given another history or other arguments than its peers cannot verify
+their shares, so one site cannot be made to compute alone what the sum would then reveal.
 
 Threshold: ``t = max(min_sites, n // 2 + 1)``. A coordinator that told some sites that ``u`` survived and
 others that it dropped would need ``t`` shares of each kind from disjoint sets of sites: impossible
@@ -29,9 +37,9 @@ when ``2 t > n``. Round keys and seeds are fresh every round, so what one round 
 
 What this does not hide: the sum over the survivors of a round (the purpose), who survived, the vector
 sizes, timing. Two rounds over different survivor sets with the same parameters give the difference of
-two sums: a site therefore accepts only survivor sets that shrink within a session (see the site agent),
-so at most ``n - min_sites`` sites can ever be left out of a session's sums; with the default minimum
-(the whole federation) no site can be.
+two sums, over at most ``n - min_sites`` sites (a site accepts only survivor sets that shrink within a
+session): tolerating dropouts has that price; with the default minimum (the whole federation) no site
+can be left out.
 """
 
 from __future__ import annotations
