@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from ensemble_dask.io.lease import LEASE_FILE, StoreBusyError, StoreLease
+from ensemble_dask.io.lease import LEASE_SUFFIX, StoreBusyError, StoreLease
 
 from .conftest import REPO
 
@@ -46,7 +46,7 @@ def test_of_writers_started_at_once_exactly_one_gets_the_lease(tmp_path):
         got, errors = race(str(tmp_path / f"s{i}.zarr"))
         assert got == 1 and len(errors) == 7
         assert all("is being written by pid" in e and "wait for it to finish" in e for e in errors)
-    assert not any((tmp_path / f"s{i}.zarr" / LEASE_FILE).exists() for i in range(20))  # released
+    assert not any((tmp_path / f"s{i}.zarr{LEASE_SUFFIX}").exists() for i in range(20))  # released
 
 
 @pytest.mark.slow
@@ -66,11 +66,11 @@ def test_a_stale_lease_is_taken_over_only_when_asked(tmp_path):
     with pytest.raises(StoreBusyError, match="stale lease.*--take-over"):
         StoreLease(url, stale_after=0).acquire()
     lease = StoreLease(url, stale_after=0, take_over=True).acquire()
-    assert json.loads((tmp_path / "s.zarr" / LEASE_FILE).read_text())["owner"] == lease.doc["owner"]
+    assert json.loads((tmp_path / f"s.zarr{LEASE_SUFFIX}").read_text())["owner"] == lease.doc["owner"]
     dead.release()  # the old holder's release leaves the new holder's lease alone
-    assert (tmp_path / "s.zarr" / LEASE_FILE).exists()
+    assert (tmp_path / f"s.zarr{LEASE_SUFFIX}").exists()
     lease.release()
-    assert not (tmp_path / "s.zarr" / LEASE_FILE).exists()
+    assert not (tmp_path / f"s.zarr{LEASE_SUFFIX}").exists()
 
 
 def test_the_holder_keeps_the_lease_alive(tmp_path):
@@ -117,4 +117,4 @@ def test_three_ingests_started_at_once_on_one_fresh_store(tmp_path):
     a, b = RunStore(store, mode="r"), RunStore(clean, mode="r")
     np.testing.assert_array_equal(a["X"][:], b["X"][:])
     assert a.record("ingest")["hash"] == b.record("ingest")["hash"]
-    assert not (store / LEASE_FILE).exists()
+    assert not (tmp_path / f"race.zarr{LEASE_SUFFIX}").exists()

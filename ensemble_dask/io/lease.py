@@ -1,6 +1,6 @@
 """One writer per run store: a lease file created atomically, kept alive by a heartbeat, released at the end.
 
-``_lease.json`` at the store's root holds ``{owner, host, pid, command, started, heartbeat}``. It is created
+``STORE.lease`` beside the store (outside its zarr hierarchy) holds ``{owner, host, pid, command, started, heartbeat}``. It is created
 with the file system's own exclusive create (``open(..., "xb")``: ``O_EXCL`` on a local disk, a PUT with
 ``If-None-Match: *`` on S3), never by a read-then-write check, so of two writers started at once exactly one
 gets it. The holder rewrites ``heartbeat`` every :data:`HEARTBEAT` seconds; a lease whose heartbeat is older
@@ -28,9 +28,9 @@ import fsspec
 from .._validation import EnsembleDaskError
 from .urls import strip_file_scheme
 
-__all__ = ["StoreLease", "StoreBusyError", "LEASE_FILE", "HEARTBEAT", "STALE_AFTER"]
+__all__ = ["StoreLease", "StoreBusyError", "LEASE_SUFFIX", "HEARTBEAT", "STALE_AFTER"]
 
-LEASE_FILE = "_lease.json"
+LEASE_SUFFIX = ".lease"
 HEARTBEAT = 10.0  # seconds between two heartbeats of the holder
 STALE_AFTER = 60.0  # seconds without a heartbeat after which a lease belongs to a dead writer
 
@@ -70,7 +70,8 @@ class StoreLease:
         self.url = strip_file_scheme(str(url)).rstrip("/")
         self.fs, root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
         self.root = root.rstrip("/")
-        self.path = f"{self.root}/{LEASE_FILE}"
+        self.path = f"{self.root}{LEASE_SUFFIX}"
+        self.parent = self.root.rsplit("/", 1)[0] if "/" in self.root else "."
         self.take_over = bool(take_over)
         self.heartbeat, self.stale_after = float(heartbeat), float(stale_after)
         self.doc = None
@@ -106,8 +107,10 @@ class StoreLease:
 
     # -- acquire and release -------------------------------------------------------------------
     def acquire(self):
+        self._made_parent = False
         with contextlib.suppress(Exception):  # a local path's folder (object stores have none)
-            self.fs.makedirs(self.root, exist_ok=True)
+            self._made_parent = not self.fs.exists(self.parent)
+            self.fs.makedirs(self.parent, exist_ok=True)
         now = _iso(_now())
         self.doc = {
             "owner": uuid.uuid4().hex,
@@ -170,6 +173,10 @@ class StoreLease:
             if held is not None and held.get("owner") == self.doc["owner"]:
                 with contextlib.suppress(FileNotFoundError):
                     self.fs.rm(self.path)
+            if getattr(self, "_made_parent", False):  # a folder made for the lease alone goes with it
+                with contextlib.suppress(Exception):
+                    if not self.fs.ls(self.parent, detail=False):
+                        self.fs.rmdir(self.parent)
             self.doc = None
 
     def __enter__(self):
