@@ -19,6 +19,7 @@ __all__ = [
     "check_choice",
     "check_labels_matrix",
     "stage_seed",
+    "check_seed",
 ]
 
 # Each stage draws from its own branch of the run seed's SeedSequence tree, so no two stages
@@ -26,11 +27,19 @@ __all__ = [
 _STAGE_KEYS = {"ingest": 1, "generate": 2, "coassoc": 3, "consensus": 4, "federated": 5}
 
 
+def check_seed(seed, name="seed"):
+    """``seed`` as a non-negative int (NumPy's seeds), or :class:`InputError` naming ``name``: one message
+    for every place a seed is given (CLI flags, workflow keys, stage and estimator parameters)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise InputError(f"The {name!r} parameter must be a non-negative integer; got {seed!r}")
+    return int(seed)
+
+
 def stage_seed(seed, stage):
     """The :class:`numpy.random.SeedSequence` of ``stage`` under run seed ``seed``."""
     if isinstance(seed, np.random.SeedSequence):
         return seed
-    return np.random.SeedSequence(int(seed), spawn_key=(_STAGE_KEYS[stage],))
+    return np.random.SeedSequence(check_seed(seed), spawn_key=(_STAGE_KEYS[stage],))
 
 
 class EnsembleDaskError(Exception):
@@ -50,7 +59,9 @@ def check_random_state(seed):
     ``None`` gives fresh OS entropy, an int or a :class:`~numpy.random.SeedSequence`
     seeds a new PCG64 generator, and a Generator is returned as is.
     """
-    if seed is None or isinstance(seed, (numbers.Integral, np.random.SeedSequence)):
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+        return np.random.default_rng(check_seed(seed, "random_state"))
+    if seed is None or isinstance(seed, np.random.SeedSequence):
         return np.random.default_rng(seed)
     if isinstance(seed, np.random.Generator):
         return seed

@@ -166,7 +166,7 @@ def _parser():
         help="z-score each feature column over the kept rows (the default); --no-standardize keeps the values",
     )
     p.add_argument("--impute", choices=["mean"])
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--overwrite", action="store_true")
 
     p = sub.add_parser("generate", parents=[common], help="generate base clusterings as a Dask graph")
@@ -183,7 +183,7 @@ def _parser():
     )
     p.add_argument("--rate", type=float, default=1.0)
     p.add_argument("--algorithms", type=_csv_list)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_seed, default=0)
 
     p = sub.add_parser("coassoc", parents=[common], help="sample point pairs and count their co-associations")
     store_args(p)
@@ -207,7 +207,7 @@ def _parser():
     p.add_argument("--max-n", type=int, help="full: largest n accepted (default 5000)")
     p.add_argument("--block-size", type=int, default=4096, help="rows per seed block")
     p.add_argument("--count-mode", default="auto", choices=["auto", "rows", "join"])
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_seed, default=0)
 
     p = sub.add_parser("consensus", parents=[common], help="run a consensus method on the store")
     p.add_argument(
@@ -215,7 +215,7 @@ def _parser():
     )
     store_args(p)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a method parameter")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_seed, default=0)
 
     p = sub.add_parser(
         "import-labels", parents=[common], help="bring precomputed partitions (n x N table, -1 = absent)"
@@ -537,6 +537,16 @@ def _certs(args):
         print(f"certs: {name}: kept (files exist; --overwrite replaces them)")
     print(f"certs: CA {info['ca']} (keep {args.out}/ca-key.pem offline)")
     return 0
+
+
+def _seed(text):
+    """``--seed``: checked where it is given (argparse turns the error into one line and exit 2)."""
+    from ._validation import InputError, check_seed
+
+    try:
+        return check_seed(int(text))
+    except (ValueError, InputError) as exc:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer; got {text!r}") from exc
 
 
 def _site(args):

@@ -31,3 +31,28 @@ def test_check_choice_keeps_the_repr_of_a_scalar():
     with pytest.raises(InputError, match=r"got 'hellinger'"):
         check_choice("hellinger", "divergence", {"kl", "l2"})
     assert check_choice("kl", "divergence", {"kl", "l2"}) == "kl"
+
+
+@pytest.mark.parametrize("command", ["ingest x.npy", "generate", "coassoc", "consensus pcc-kl"])
+def test_a_negative_seed_is_refused_where_it_is_given(command, capsys):
+    """Issue 29: ``--seed -1`` ended in numpy's ValueError traceback after the stage had started."""
+    from ensemble_dask.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([*command.split(), "--store", "nowhere.zarr", "--seed", "-1"])
+    assert exc.value.code == 2
+    assert "argument --seed: must be a non-negative integer; got '-1'" in capsys.readouterr().err
+
+
+def test_one_message_for_a_bad_seed_in_every_layer():
+    from ensemble_dask._validation import check_random_state, stage_seed
+
+    for call, name in (
+        (lambda: stage_seed(-1, "generate"), "seed"),
+        (lambda: check_random_state(-3), "random_state"),
+    ):
+        with pytest.raises(
+            InputError, match=rf"The '{name}' parameter must be a non-negative integer; got -"
+        ):
+            call()
+    assert check_random_state(0).integers(10) == np.random.default_rng(0).integers(10)
