@@ -56,7 +56,7 @@ def _parser():
 
     def cluster_args(p):
         p.add_argument("--scheduler", help="address of an existing Dask scheduler (default: a LocalCluster)")
-        p.add_argument("--n-workers", type=int, help="workers of the embedded LocalCluster")
+        p.add_argument("--n-workers", type=_positive, help="workers of the embedded LocalCluster")
         p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     p = sub.add_parser("run", parents=[common], help="run every stage of a workflow YAML file")
@@ -539,6 +539,17 @@ def _certs(args):
     return 0
 
 
+def _positive(text):
+    """A count of at least one, checked where it is given (``--n-workers -1`` hung the cluster's start)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}")
+    return value
+
+
 def _seed(text):
     """``--seed``: checked where it is given (argparse turns the error into one line and exit 2)."""
     from ._validation import InputError, check_seed
@@ -581,6 +592,9 @@ def main(argv=None):
     except EnsembleDaskError as exc:
         print(f"ensemble-dask: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("ensemble-dask: interrupted; run the same command to resume", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # the reader of stdout stopped early (``report --format json | head``): end quietly, as
         # Python's docs advise: stdout points at devnull so that flushing it at exit cannot raise again

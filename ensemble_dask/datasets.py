@@ -122,9 +122,21 @@ def iter_synthetic_chunks(name, *, chunk_rows=100_000, n=10_000, seed=0, **param
     seed : int, default=0
         The table is a function of ``(name, n, seed, params)`` only, not of ``chunk_rows``.
     """
-    n, seed = int(n), int(seed)
+
+    def number(key, value):
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise InputError(f"synthetic:{name}: {key} must be an integer; got {value!r}") from None
+
+    n, seed = number("n", n), number("seed", seed)
+    for key in ("d", "centers"):
+        if key in params:
+            params[key] = number(key, params[key])
     if n < 1:
         raise InputError(f"synthetic:{name}: n must be >= 1; got {n}")
+    if seed < 0:
+        raise InputError(f"synthetic:{name}: seed must be a non-negative integer; got {seed}")
     if name == "kdd99":
         make = _synthetic_kdd99_block
     elif name == "blobs":

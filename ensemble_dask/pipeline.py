@@ -327,6 +327,8 @@ def store_lease(url, storage_options=None, *, take_over=False):
     """Hold the run store's lease (:class:`~ensemble_dask.io.lease.StoreLease`): one writer at a time."""
     from .io.lease import StoreLease
 
+    if url is None or not str(url).strip():
+        raise InputError(f"the run store URL is empty ({url!r}); give a path or URL")
     with StoreLease(url, storage_options, take_over=take_over):
         yield
 

@@ -56,3 +56,47 @@ def test_one_message_for_a_bad_seed_in_every_layer():
         ):
             call()
     assert check_random_state(0).integers(10) == np.random.default_rng(0).integers(10)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["generate", "--store", "s.zarr", "--n-workers", "-1"],
+            "argument --n-workers: must be a positive integer",
+        ),
+        (
+            ["ingest", "synthetic:kdd99?n=abc", "--store", "{tmp}/s.zarr"],
+            "synthetic:kdd99: n must be an integer",
+        ),
+        (["ingest", "synthetic:kdd99?n=10", "--store", ""], "the run store URL is empty"),
+        (
+            ["consensus", "../../escape", "--store", "{tmp}/s.zarr"],
+            "a consensus result's name is a plain name",
+        ),
+    ],
+)
+def test_bad_values_from_issue_29_are_one_line_and_exit_2(args, message, tmp_path, capsys):
+    from ensemble_dask.cli import main
+
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    if args[0] == "consensus":  # a store that exists, so the name is what is refused
+        assert main(["ingest", "synthetic:kdd99?n=50", "--store", args[-1]]) == 0
+        capsys.readouterr()
+    try:
+        code = main(args)
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err, err
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
+    from ensemble_dask import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_run", interrupted)
+    assert cli.main(["report", "--store", "x.zarr"]) == 130
+    assert capsys.readouterr().err == "ensemble-dask: interrupted; run the same command to resume\n"

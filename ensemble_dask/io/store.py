@@ -74,6 +74,8 @@ class RunStore:
     """
 
     def __init__(self, url, storage_options=None, *, mode="a"):
+        if not str(url).strip() or str(url).strip() in ("file://", "/"):
+            raise InputError(f"the run store URL is empty or the root folder ({url!r}); give a path or URL")
         url = strip_file_scheme(str(url)).rstrip("/")
         # an absolute path: worker processes may run in another directory
         self.url = url if "://" in url else os.path.abspath(url)

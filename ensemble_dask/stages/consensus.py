@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import logging
 import numbers
+import re
 import time
 import warnings
 
@@ -469,6 +470,11 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
         The method's entry of ``report/metrics.json``: ``H``, ``ARI``, ``NMI`` (when the store
         has ``y_true``), ``effective_k``, ``seconds``, ``objective``.
     """
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise InputError(
+            f"a consensus result's name is a plain name (letters, digits, '.', '_', '-'; no '/' or '..'); "
+            f"got {name!r}"
+        )
     method, kwargs = check_consensus_params(name, params, seed=seed)
     stage = f"consensus/{name}"
     inputs = _inputs(store, method)
