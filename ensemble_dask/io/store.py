@@ -213,6 +213,8 @@ class RunStore:
         if self.mode == "r":
             raise EnsembleDaskError(f"run store {self.url!r} is open read-only")
         params = _jsonable(params)
+        before = self.record(name) or {}
+        old_identity = (before.get("output") or before.get("hash")) if before.get("complete") else None
         self._set_record(name, None)
         started = _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds")  # orders the records
         t0 = time.perf_counter()
@@ -233,7 +235,22 @@ class RunStore:
                 "seconds": round(seconds, 3),
             },
         )
+        new_identity = result.get("output") or stage_hash(params, inputs)
+        if old_identity is not None and old_identity != new_identity:
+            self._unmark_readers_of(old_identity)
         logger.info("stage %s complete in %.2f s", name, seconds)
+
+    def _unmark_readers_of(self, identity):
+        """Unmark every stage that read the output ``identity`` (replaced now), and the stages after them:
+        a result computed from old content is never shown beside the new (a re-run recomputes it)."""
+        stale = [identity]
+        while stale:
+            gone = stale.pop()
+            for other, rec in self.records().items():
+                if rec.get("complete") and gone in (rec.get("inputs") or []):
+                    logger.info("stage %s read replaced content: no longer complete", other)
+                    self._set_record(other, None)
+                    stale.append(rec.get("output") or rec.get("hash"))
 
     # -- JSON documents (report/) -------------------------------------------------------------
     def _file_url(self, path):
