@@ -100,3 +100,21 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
     monkeypatch.setattr(cli, "_run", interrupted)
     assert cli.main(["report", "--store", "x.zarr"]) == 130
     assert capsys.readouterr().err == "ensemble-dask: interrupted; run the same command to resume\n"
+
+
+def test_imported_labels_with_no_evidence_are_refused_and_ids_are_dense(tmp_path):
+    """Issue 29: a column labelling one point (or one cluster) passed import-labels; ids up to 10**9 made
+    coassoc ask for 37 GiB. Now the column is named, and ids are renumbered 0 .. k-1."""
+    from ensemble_dask.stages.generate import read_labels_table
+
+    lab = np.array([[5, 1_000_000_000, 0], [5, 7, -1], [9, 7, -1], [9, 1_000_000_000, -1]])
+    np.save(tmp_path / "l.npy", lab)
+    with pytest.raises(InputError, match="column 2 labels one point"):
+        read_labels_table(str(tmp_path / "l.npy"))
+    np.save(tmp_path / "l.npy", np.column_stack([lab[:, :2], [3, 3, 3, -1]]))
+    with pytest.raises(InputError, match="column 2 puts every labelled point in one cluster"):
+        read_labels_table(str(tmp_path / "l.npy"))
+    np.save(tmp_path / "l.npy", lab[:, :2])
+    np.testing.assert_array_equal(
+        read_labels_table(str(tmp_path / "l.npy")), [[0, 1], [0, 0], [1, 0], [1, 1]]
+    )

@@ -257,9 +257,20 @@ def read_labels_table(url, *, storage_options=None, fmt=None):
     if not blocks:
         raise InputError(f"{url}: the labels table is empty")
     lab = check_labels_matrix(np.concatenate(blocks), name=f"labels in {url!r}")
-    lab = np.asarray(lab, dtype=np.int32)
+    lab = np.asarray(lab, dtype=np.int64)
     _check_imported_labels(lab, url)
-    return lab
+    return _dense(lab)
+
+
+def _dense(lab):
+    """Each column's cluster ids renumbered 0 .. k-1 in order (-1 kept): ids up to 10**9 would size every
+    count by the largest id (coassoc asked for 37 GiB)."""
+    out = np.full(lab.shape, -1, dtype=np.int32)
+    for u in range(lab.shape[1]):
+        col = lab[:, u]
+        keep = col >= 0
+        out[keep, u] = np.unique(col[keep], return_inverse=True)[1]
+    return out
 
 
 def import_labels(store, url, *, storage_options=None, fmt=None, labels=None):
@@ -316,6 +327,14 @@ def _check_imported_labels(lab, url):
             f"labels table {url!r}: column {int(empty[0])} labels no point (every entry is -1); "
             f"drop it ({empty.size} such column(s): {empty[:10].tolist()})"
         )
+    for u in range(lab.shape[1]):  # a partition that says nothing about any pair
+        col = lab[:, u][lab[:, u] >= 0]
+        if col.size < 2 or col.min() == col.max():
+            what = "labels one point" if col.size < 2 else "puts every labelled point in one cluster"
+            raise InputError(
+                f"labels table {url!r}: column {u} {what}: it carries no evidence of which points go "
+                "together; drop it"
+            )
 
 
 def base_partition_scores(store):
