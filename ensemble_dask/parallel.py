@@ -263,8 +263,14 @@ class LazyClient:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+            return
+        try:  # after an error (a scheduler that died, ...), closing must not replace it with its own
+            self.close()
+        except Exception as cleanup:  # noqa: BLE001 - the first error is the one to report
+            logger.warning("closing the Dask client after %s failed too: %r", exc_type.__name__, cleanup)
 
     def close(self):
         """Write the performance report (if any) and close the cluster, when it was started."""

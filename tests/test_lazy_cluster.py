@@ -3,6 +3,8 @@
 import logging
 import os
 
+import pytest
+
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.parallel import LazyClient, dask_client
 from ensemble_dask.pipeline import PERFORMANCE_REPORT, client_for_store, run_workflow
@@ -76,3 +78,24 @@ def test_lazy_client_starts_on_first_use_only(tmp_path):
     with client_for_store(store) as client:
         pass
     assert not client.started and PERFORMANCE_REPORT not in store
+
+
+def test_a_failing_close_does_not_replace_the_error(caplog):
+    """Issue 29: with the scheduler dead mid-stage, the performance report's cleanup raised an
+    AttributeError that replaced the real error (the lost connection)."""
+    from ensemble_dask.parallel import LazyClient
+
+    class Stack:
+        def close(self):
+            raise AttributeError("'NoneType' object has no attribute 'performance_report'")
+
+    lazy = LazyClient(lambda: None)
+    with pytest.raises(ConnectionError, match="lost the scheduler"):
+        with lazy:
+            lazy._stack = Stack()
+            raise ConnectionError("lost the scheduler")
+    assert "failed too" in caplog.text
+    lazy._stack = Stack()
+    with pytest.raises(AttributeError):  # without an error, a failing close is still raised
+        with lazy:
+            pass
