@@ -118,3 +118,19 @@ def test_imported_labels_with_no_evidence_are_refused_and_ids_are_dense(tmp_path
     np.testing.assert_array_equal(
         read_labels_table(str(tmp_path / "l.npy")), [[0, 1], [0, 0], [1, 0], [1, 1]]
     )
+
+
+def test_a_pairs_store_with_no_co_present_pair_is_an_error(tmp_path):
+    """Issue 29: coassoc marked complete a pairs store in which no pair was ever co-present (sampled pairs
+    whose points no clustering labels together). The check runs before the stage is marked."""
+    from ensemble_dask.io.store import RunStore
+    from ensemble_dask.stages.coassoc import _check_evidence
+
+    store = RunStore(tmp_path / "s.zarr")
+    store.group.require_group("pairs").create_array("both", data=np.zeros(5, dtype=np.uint16))
+    with pytest.raises(
+        InputError, match="no pair of points was ever in the same base clustering's subsample"
+    ):
+        _check_evidence(store)
+    store.group["pairs/both"][3] = 1
+    _check_evidence(store)

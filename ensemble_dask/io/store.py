@@ -249,7 +249,8 @@ class RunStore:
             for other, rec in self.records().items():
                 if rec.get("complete") and gone in (rec.get("inputs") or []):
                     logger.info("stage %s read replaced content: no longer complete", other)
-                    self._set_record(other, None)
+                    # kept, unmarked: what it was made with (coassoc updates its pairs from it)
+                    self._set_record(other, {**rec, "complete": False, "stale": True})
                     stale.append(rec.get("output") or rec.get("hash"))
 
     # -- JSON documents (report/) -------------------------------------------------------------

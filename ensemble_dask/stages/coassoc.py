@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from .._validation import stage_seed
+from .._validation import InputError, stage_seed
 from ..coassoc import build_coassociation, update_coassociation
 from ..coassoc.csr import DEFAULT_NNZ_CHUNK
 from ..coassoc.sampling import DEFAULT_BLOCK_SIZE, _make_sampler
@@ -111,7 +111,7 @@ def coassoc_stage(
     if (
         not sampler.needs_labels
         and prev
-        and prev.get("complete")
+        and (prev.get("complete") or prev.get("stale"))  # stale: its labels were appended to since
         and prev.get("params") == _json_round_trip(p)
         and "pairs" in store
     ):
@@ -138,7 +138,23 @@ def coassoc_stage(
                 **params,
             )
         store["pairs"].attrs["generate_params"] = gen_params
+        _check_evidence(store)
     return {**_stage_result(attrs), "skipped": False, "updated": appendable}
+
+
+def _check_evidence(store):
+    """Refuse (leaving the stage unmarked) a pairs store in which no pair was ever co-present: every
+    consensus method would fit on nothing."""
+    both = store["pairs/both"]
+    step = max(int(both.chunks[0]), 1 << 20)
+    for a in range(0, both.shape[0], step):
+        if (both[a : a + step] > 0).any():
+            return
+    raise InputError(
+        f"run store {store.url!r}: no pair of points was ever in the same base clustering's subsample "
+        f"({both.shape[0]} stored pairs, none co-present): use larger subsamples (generate's rate) or more "
+        "clusterings"
+    )
 
 
 def _where(client, label_bytes, sampler):
