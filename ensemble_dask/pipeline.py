@@ -325,12 +325,23 @@ def _default_coassoc(spec, store, consensus):
 @contextlib.contextmanager
 def store_lease(url, storage_options=None, *, take_over=False):
     """Hold the run store's lease (:class:`~ensemble_dask.io.lease.StoreLease`): one writer at a time."""
+    from ._validation import EnsembleDaskError
     from .io.lease import StoreLease
 
     if url is None or not str(url).strip():
         raise InputError(f"the run store URL is empty ({url!r}); give a path or URL")
-    with StoreLease(url, storage_options, take_over=take_over):
+    lease = StoreLease(url, storage_options, take_over=take_over)
+    try:
+        lease.acquire()
+    except EnsembleDaskError:
+        raise
+    except Exception as exc:  # unreachable endpoint, missing bucket, credentials ...
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"cannot reach run store {str(url)!r}: {msg}") from exc
+    try:
         yield
+    finally:
+        lease.release()
 
 
 def run_workflow(spec, *, progress=False, take_over=False):

@@ -118,3 +118,16 @@ def test_three_ingests_started_at_once_on_one_fresh_store(tmp_path):
     np.testing.assert_array_equal(a["X"][:], b["X"][:])
     assert a.record("ingest")["hash"] == b.record("ingest")["hash"]
     assert not (tmp_path / f"race.zarr{LEASE_SUFFIX}").exists()
+
+
+def test_the_lease_of_a_killed_writer_on_this_host_is_taken_over(tmp_path):
+    """A run killed with SIGKILL leaves its lease; the same command then resumes at once (its pid is gone)."""
+    url = str(tmp_path / "s.zarr")
+    proc = subprocess.run(
+        [sys.executable, "-c", f"from ensemble_dask.io.lease import StoreLease; StoreLease({url!r}).acquire()"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    held = json.loads((tmp_path / f"s.zarr{LEASE_SUFFIX}").read_text())
+    with StoreLease(url) as lease:  # the writer exited without releasing: taken over, no waiting
+        assert lease.doc["owner"] != held["owner"]

@@ -6,6 +6,8 @@ with the file system's own exclusive create (``open(..., "xb")``: ``O_EXCL`` on 
 gets it. The holder rewrites ``heartbeat`` every :data:`HEARTBEAT` seconds; a lease whose heartbeat is older
 than :data:`STALE_AFTER` seconds belongs to a writer that died, and ``take_over=True`` replaces it (by
 removing it and creating it again exclusively, so two that take over at once still end with one holder).
+A lease whose writer ran on this host and has exited (killed: no such process, or another process under
+its pid) is replaced at once, so a killed run resumes with the same command.
 
 The lease is the workflow's, not the process's: the client process takes it, and the stages' tasks on
 any number of Dask workers write under it. Readers never need it.
@@ -39,6 +41,16 @@ logger = logging.getLogger(__name__)
 
 class StoreBusyError(EnsembleDaskError):
     """Another writer holds the run store's lease (the message names it, and how to wait or take over)."""
+
+
+def _process_started(pid):
+    """When process ``pid`` started (seconds since the epoch), or None when there is no such process."""
+    import psutil
+
+    try:
+        return round(psutil.Process(pid).create_time(), 3)
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return None
 
 
 def _now():
@@ -117,14 +129,20 @@ class StoreLease:
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "command": " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])[:300],
+            "pid_started": _process_started(os.getpid()),
             "started": now,
             "heartbeat": now,
         }
         if not self._create(self.doc):
             held = self.read() or {}
             age = self._age(held)
-            if age > self.stale_after and self.take_over:
-                logger.warning("taking over the stale lease of %s (no heartbeat for %.0f s)", self.url, age)
+            dead = self._holder_is_gone(held)
+            if dead or (age > self.stale_after and self.take_over):
+                logger.warning(
+                    "taking over the lease of %s: %s",
+                    self.url,
+                    "its writer on this host has exited" if dead else f"no heartbeat for {age:.0f} s",
+                )
                 with contextlib.suppress(FileNotFoundError):
                     self.fs.rm(self.path)
                 if not self._create(self.doc):
@@ -134,6 +152,14 @@ class StoreLease:
         self._thread = threading.Thread(target=self._beat, name="store-lease", daemon=True)
         self._thread.start()
         return self
+
+    @staticmethod
+    def _holder_is_gone(held):
+        """Whether the lease's writer ran on this host and its process no longer exists (killed)."""
+        if held.get("host") != socket.gethostname() or not isinstance(held.get("pid"), int):
+            return False
+        started = _process_started(held["pid"])
+        return started is None or (held.get("pid_started") is not None and started != held["pid_started"])
 
     def _busy_message(self, held, age):
         who = (
