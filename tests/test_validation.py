@@ -134,3 +134,26 @@ def test_a_pairs_store_with_no_co_present_pair_is_an_error(tmp_path):
         _check_evidence(store)
     store.group["pairs/both"][3] = 1
     _check_evidence(store)
+
+
+@pytest.mark.slow
+def test_a_write_that_fails_is_one_line_naming_the_path(tmp_path):
+    """Issue 29: a full disk (a file-size limit as a stand-in) ended in an OSError traceback."""
+    import resource
+    import subprocess
+    import sys
+
+    from ensemble_dask.io.store import RunStore
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+    store = tmp_path / "s.zarr"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ensemble_dask.cli", "ingest", "synthetic:kdd99?n=20000", "--store", str(store)],
+        capture_output=True, text=True, timeout=300, preexec_fn=limit,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"cannot write {store}" in proc.stderr and "File too large" in proc.stderr
+    assert not (RunStore(store, mode="r").record("ingest") or {}).get("complete")
