@@ -595,15 +595,6 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("ensemble-dask: interrupted; run the same command to resume", file=sys.stderr)
         return 130
-    except OSError as exc:  # a full disk, a file-size limit, a permission: the path and the cause
-        where = getattr(exc, "filename", None) or getattr(args, "store", None)
-        where = f" {where}" if where else ""
-        print(
-            f"ensemble-dask: error: cannot write{where}: {exc.strerror or exc}; the stage is not marked "
-            "complete: free the space and run the same command again",
-            file=sys.stderr,
-        )
-        return 1
     except BrokenPipeError:
         # the reader of stdout stopped early (``report --format json | head``): end quietly, as
         # Python's docs advise: stdout points at devnull so that flushing it at exit cannot raise again
@@ -611,6 +602,15 @@ def main(argv=None):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         return 141  # 128 + SIGPIPE (13): the status a shell reports for a command SIGPIPE ended
+    except OSError as exc:  # a full disk, a file-size limit, a permission: the path and the cause
+        where = getattr(exc, "filename", None) or getattr(args, "store", None)
+        where = f" {where}" if where else ""
+        print(
+            f"ensemble-dask: error: I/O error on{where}: {exc.strerror or exc}; the stage is not marked "
+            "complete: fix the cause (free space, permissions) and run the same command again",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

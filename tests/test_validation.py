@@ -155,5 +155,5 @@ def test_a_write_that_fails_is_one_line_naming_the_path(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert f"cannot write {store}" in proc.stderr and "File too large" in proc.stderr
+    assert f"I/O error on {store}: File too large" in proc.stderr
     assert not (RunStore(store, mode="r").record("ingest") or {}).get("complete")
