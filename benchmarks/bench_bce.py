@@ -14,10 +14,8 @@ Then BCE with k=5:
   parent it was forked from);
 * on the same 2-worker LocalCluster (``fit_bce_dask`` on the store's ``labels`` URL, in blocks
   of 50,000 rows): seconds per EM iteration and the ratio to one core;
-* row-distributed over 3 sites (one local worker process per site, :func:`federated_section`), on
-  these labels and on the federated demo's 20,000 rows: seconds per EM iteration in memory, with
-  plain and with secure aggregation, each over TCP and over TLS (fits of the two modes
-  interleaved, so that both see the same load): the overheads of masking and of TLS.
+* row-distributed over 3 sites on these labels and on the federated demo's 20,000 rows
+  (:func:`federated_suite`): plain against secure aggregation, as below.
 
 Identical label rows are merged before the E-step (exact: they have identical E-steps), and
 KDD has many: the E-step runs on the distinct rows only. The kernel's throughput with and
@@ -28,10 +26,21 @@ consecutive E-step calls of fits with tol=0 (time stamps around the product's E-
 the first, cold E-step is left out), so setup (reading, encoding, merging, compilation) is not
 in it. The machine may be shared: the load average is printed with the figures.
 
-``--federated-only --rows 5000000`` times the federated configurations alone on 5 million rows of
-synthetic labels (:func:`synthetic_labels`: nearly all distinct, the E-step's worst case).
+``--federated-only`` is the cost of secure aggregation (issue 25): ``--rows`` (default 1,000,000) rows of
+synthetic labels (:func:`synthetic_labels`: nearly all distinct, the E-step's worst case) cut into 3, then
+5 sites, each a real site agent process (``python -m ensemble_dask.federated.agent``, its own keys and
+``site.yaml`` as the federated demo writes them, plain mode allowed, no E-step checkpoint unless
+``--site-checkpoint``) on this machine; ``run_federated_bce`` over mutual TLS in plain mode (statistics in
+clear) and in secure mode (a SecAgg+ round per sum), the same EM iterations (``--fed-iters``, tol=0) each,
+after one warm-up fit per mode; ``--repeat`` pairs alternating which mode goes first. Reported per fit:
+``seconds_per_iteration`` (the EM rounds, E-step and aggregation, as the result gives it) and the whole fit
+(join, category rounds, preparing the rows, memberships written), the secure / plain ratio pair by pair and
+its median; with 5 sites also with ``min_sites=4`` in every site's config (threshold 4: the round survives
+a dropout). ``--phases`` adds the coordinator's wait per request kind. Every agent and the coordinator
+share this machine's cores (printed); no figure is checked, they are printed.
 
-Usage: python benchmarks/bench_bce.py [--quick] [--iters 21] [--repeats 3] [--fed-repeats 8] [--federated-only [--rows N]]
+Usage: python benchmarks/bench_bce.py [--quick] [--iters 21] [--repeats 3] [--repeat 3]
+       python benchmarks/bench_bce.py --federated-only [--rows 1000000] [--sites 3,5] [--repeat 3] [--phases]
 """
 
 from __future__ import annotations
@@ -40,6 +49,8 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -62,7 +73,6 @@ from ensemble_dask.metrics import micro_precision  # noqa: E402
 
 KDD_FILE = ROOT.parent / "shared" / "data" / "kddcup99" / "kddcup.data_10_percent.gz"
 K = 5
-SITES = ["site-a", "site-b", "site-c"]
 BLOCK_ROWS = 50_000
 CONVERGE_MAX_ITER = 2000  # BCE's default max_iter=300 stops this fit short of tol=1e-5
 
@@ -175,7 +185,10 @@ def run_child(store_url, n_iter, repeats, converge):
     return json.loads(line[len("RESULT ") :])
 
 
-# --------------------------------------------------------------------------- federated (3 sites)
+# --------------------------------------------------------------------------- federated (site agents)
+
+#: issue 25's cost goals: secure / plain seconds per EM iteration over TLS at 1,000,000 rows, by sites
+GOALS = {3: 1.15, 5: 1.30}
 
 
 def demo_labels(tmp):
@@ -189,7 +202,7 @@ def demo_labels(tmp):
     ingest(store, "synthetic:kdd99?n=20000&seed=0")
     with dask_client(n_workers=2) as client:
         generate(store, client, n_clusterings=30, k_min=2, k_max=10, rate=0.5, seed=0)
-    return store["labels"][:], tmp
+    return store["labels"][:]
 
 
 def synthetic_labels(n, n_clusterings=20, seed=0):
@@ -211,90 +224,270 @@ def synthetic_labels(n, n_clusterings=20, seed=0):
     return out
 
 
-def masking_seconds(result, repeats=200):
-    """Seconds one site spends masking a statistics vector of ``result``'s size (2 peers, in this process)."""
+def site_configs(root, names, certs, *, min_sites=None, allow_plain=False, checkpoint=True):
+    """Each site's own directory and ``site.yaml`` under ``ROOT/sites/NAME``, as the federated demo writes
+    them (:func:`~ensemble_dask.stages.federated.write_demo_configs`; keys from ``certs``, made there by
+    ``make_certs``); ``allow_plain`` lets the site answer plain mode, ``checkpoint=False`` drops the
+    site's E-step checkpoint (written after every E-step). Returns ``(local, configs)``: the sites'
+    declarations (``url``: where its labels go, ``output``: its memberships) and the config paths."""
+    import yaml
+
+    from ensemble_dask.stages.federated import _demo_layout, write_demo_configs
+
+    local = _demo_layout([{"name": n} for n in names], root)
+    configs = write_demo_configs(local, certs, min_sites)
+    for cfg in configs:
+        spec = yaml.safe_load(cfg.read_text())
+        spec["allow_plain"] = bool(allow_plain)
+        if not checkpoint:
+            spec.pop("checkpoint", None)
+        cfg.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return local, configs
+
+
+@contextlib.contextmanager
+def phase_clock(enabled):
+    """Seconds the coordinator spends per request kind in the EM rounds (``Federation._ask`` by op:
+    ``masked``, and in secure mode ``keys``, ``unmask``, plus ``unmask_words``, its own unmasking);
+    ``{}`` when not ``enabled``. Only time stamps are added; the requests are unchanged."""
+    times = {}
+    if not enabled:
+        yield times
+        return
+    from ensemble_dask.federated import coordinator, secagg
+
+    orig_ask, orig_unmask = coordinator.Federation._ask, secagg.unmask_words
+    em = [False]
+
+    def ask(self, names, op, messages, what):
+        em[0] = str(what).startswith("EM iteration")
+        t0 = time.perf_counter()
+        try:
+            return orig_ask(self, names, op, messages, what)
+        finally:
+            if em[0]:
+                times[op] = times.get(op, 0.0) + time.perf_counter() - t0
+
+    def unmask(*a, **kw):
+        t0 = time.perf_counter()
+        try:
+            return orig_unmask(*a, **kw)
+        finally:
+            if em[0]:
+                times["unmask_words"] = times.get("unmask_words", 0.0) + time.perf_counter() - t0
+
+    coordinator.Federation._ask, secagg.unmask_words = ask, unmask
+    try:
+        yield times
+    finally:
+        coordinator.Federation._ask, secagg.unmask_words = orig_ask, orig_unmask
+
+
+def secagg_seconds(n_sites, t, size, repeats=20):
+    """Crypto of one SecAgg+ round for a vector of ``size`` entries, every party in this process:
+    ``(seconds per site, seconds at the coordinator)``. A site: ``advertise`` (round key, Shamir shares,
+    their encryption), ``receive_shares`` + ``masked_input`` (decryption, pair masks), ``reveal``; the
+    coordinator: ``unmask_words`` (Shamir combine, self masks). No network, no E-step."""
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-    from ensemble_dask.federated.secure import derive_pair_keys, mask_vector
+    from ensemble_dask.federated import secagg
+    from ensemble_dask.federated.secure import sum_words
 
-    keys = {s: X25519PrivateKey.generate() for s in SITES}
-    roster = {s: k.public_key().public_bytes_raw() for s, k in keys.items()}
-    pair = derive_pair_keys(keys[SITES[0]], SITES[0], roster, "bench")
-    k, R = result.alpha_.size, sum(b.shape[1] for b in result.beta_)
-    vec = np.random.default_rng(0).random(k * R + k + 2)
-    t0 = time.perf_counter()
-    for r in range(repeats):
-        mask_vector(vec, SITES[0], pair, r + 1, n_sites=len(SITES))
-    return (time.perf_counter() - t0) / repeats
+    names = [f"s{i}" for i in range(n_sites)]
+    own = {n: X25519PrivateKey.generate() for n in names}
+    pins = {n: k.public_key().public_bytes_raw() for n, k in own.items()}
+    session = "0123456789abcdef" * 2
+    channel = {n: secagg.channel_keys(own[n], n, pins, session) for n in names}
+    vec = np.random.default_rng(0).random(size)
+    site_s = coord_s = 0.0
+    for r in range(1, repeats + 1):
+        t0 = time.perf_counter()
+        adv = {n: secagg.advertise(n, names, channel[n], session, r, t) for n in names}
+        keys = {n: a[1] for n, a in adv.items()}
+        words = []
+        for n in names:
+            shares = {u: adv[u][2][n] for u in names if u != n}
+            secagg.receive_shares(n, adv[n][0], keys, shares, channel[n], session)
+            words.append(secagg.masked_input(vec, n, adv[n][0], session, n_sites=n_sites))
+        reveals = {n: secagg.reveal(adv[n][0], names) for n in names}
+        t1 = time.perf_counter()
+        secagg.unmask_words(sum_words(words), names, keys, names, reveals, session, r, t)
+        t2 = time.perf_counter()
+        site_s += (t1 - t0) / n_sites
+        coord_s += t2 - t1
+    return site_s / repeats, coord_s / repeats
 
 
-def federated_section(labels, tmp, what, iters, repeats):
-    """Seconds per EM iteration of row-distributed BCE over 3 local site processes, by configuration.
+def cpu_seconds(pids):
+    """CPU seconds (user + system) of this process and of the processes ``pids`` so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = time.process_time()
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rpartition(")")[2].split()  # after the command name: field 3 onwards
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14 and 15)
+    return total
 
-    In memory (``BCE`` in this process, one core) against ``run_federated_bce`` with plain and with
-    secure aggregation, each over plain TCP and over TLS (certificates from ``make_certs``; every site
-    worker loads its masking key with the site preload). Per configuration: the median gap between
-    consecutive EM iterations (``progress`` callback time stamps, first gap left out) over
-    ``repeats`` fits of ``iters`` iterations; plain and secure fits interleaved on the same cluster.
-    """
-    from ensemble_dask.consensus._bce_common import _InMemoryEStep
-    from ensemble_dask.consensus.bce import BCE
-    from ensemble_dask.federated.certs import load_mask_public, make_certs
+
+def federated_config(labels, root, certs, n_sites, *, min_sites, k, iters, repeat, checkpoint, phases):
+    """Plain against secure ``run_federated_bce`` over ``n_sites`` site agent processes (one config each,
+    plain allowed), the same ``iters`` EM iterations (tol=0) per fit; a warm-up fit per mode first, then
+    ``repeat`` pairs, alternating which mode goes first. Returns a dict of figures.
+
+    Per fit: ``seconds_per_iteration`` and ``seconds`` of the result, and the CPU seconds per EM iteration
+    of every party (the agents' processes, whose Dask workers are threads, and this one), read at the
+    ``progress`` call of the first and of the last iteration: work, which other load on the machine
+    changes far less than it changes wall time."""
+    from ensemble_dask.federated.coordinator import client_context
     from ensemble_dask.federated.rows import run_federated_bce
-    from ensemble_dask.stages.federated import _local_sites_cluster
+    from ensemble_dask.federated.secagg import threshold
+    from ensemble_dask.stages.federated import LocalSiteAgents, _write_array
+
+    names = [f"site-{i + 1}" for i in range(n_sites)]
+    local, configs = site_configs(
+        root, names, certs, min_sites=min_sites, allow_plain=True, checkpoint=checkpoint
+    )
+    bounds = np.linspace(0, labels.shape[0], n_sites + 1).astype(int)
+    for s, a, b in zip(local, bounds[:-1], bounds[1:], strict=True):
+        if not Path(s["url"]).exists():  # the same rows for every config of this many sites
+            _write_array(s["url"], labels[a:b])
+    context = client_context(certs)
+    pairs, seen = [], {}
+    with LocalSiteAgents(configs) as agents:
+        sites = [{"name": n, "address": agents.addresses[n]} for n in names]
+
+        pids = [proc.pid for proc in agents.procs.values()]
+
+        def fit(mode, max_iter, marks=None):
+            def progress(t, bound):
+                if marks is not None:
+                    marks.append(cpu_seconds(pids))
+
+            return run_federated_bce(
+                sites, k, context, mode=mode, max_iter=max_iter, tol=0.0, random_state=0, progress=progress
+            )
+
+        for mode in ("plain", "secure"):  # warm-up: numba's kernels (or their cache), imports, TLS
+            fit(mode, 3)
+        for r in range(repeat):
+            pair = {}
+            for mode in ("plain", "secure") if r % 2 == 0 else ("secure", "plain"):
+                marks = []
+                with phase_clock(phases) as times:
+                    res = fit(mode, iters, marks)
+                pair[mode] = {
+                    "it": res.seconds_per_iteration,
+                    "cpu": (marks[-1] - marks[0]) / (len(marks) - 1),
+                    "fit": res.seconds,
+                    "phases": {op: s / res.n_iter_ for op, s in times.items()},
+                }
+                seen[mode] = res
+            pair["first"] = "plain" if r % 2 == 0 else "secure"
+            pairs.append(pair)
+    res = seen["secure"]
+    size = res.alpha_.size * (1 + sum(b.shape[1] for b in res.beta_)) + 2
+    t = threshold(n_sites, min_sites if min_sites is not None else n_sites)
+    return {
+        "n_sites": n_sites,
+        "min_sites": min_sites if min_sites is not None else n_sites,
+        "threshold": t,
+        "pairs": pairs,
+        "n_iter": res.n_iter_,
+        "rows": res.rows_per_site,
+        "bound_diff": abs(seen["secure"].lower_bound_ / seen["plain"].lower_bound_ - 1),
+        "size": size,
+        "crypto": secagg_seconds(n_sites, t, size),
+        "load": load_average(),
+    }
+
+
+def _med(pairs, mode, key):
+    return float(np.median([p[mode][key] for p in pairs]))
+
+
+def print_config(fig, what):
+    """The table of one configuration: per pair, seconds per EM iteration and per fit, and the ratios."""
+    P, pairs = fig["n_sites"], fig["pairs"]
+    print(
+        f"\n== {P} sites (min_sites {fig['min_sites']}, threshold {fig['threshold']}), {what}; "
+        f"{fig['n_iter']} EM iterations per fit (tol=0); rows per site "
+        f"{', '.join(f'{v:,}' for v in fig['rows'].values())} =="
+    )
+    cols = (("it", "s/it", 3), ("cpu", "CPU s/it", 3), ("fit", "fit s", 2))
+    print(f"{'':<13}" + "".join(f"{name:^28}" for _, name, _ in cols))
+    print(f"{'pair':<5} {'first':<7}" + f"{'plain':>9} {'secure':>9} {'ratio':>7}  " * len(cols))
+    ratios = {key: [p["secure"][key] / p["plain"][key] for p in pairs] for key, _, _ in cols}
+    for i, p in enumerate(pairs):
+        cells = "".join(
+            f"{p['plain'][key]:9.{d}f} {p['secure'][key]:9.{d}f} {ratios[key][i]:7.3f}  "
+            for key, _, d in cols
+        )
+        print(f"{i + 1:<5} {p['first']:<7}" + cells)
+    for key, _, _ in cols:
+        fig[f"{key}_ratio"] = float(np.median(ratios[key]))
+    cells = "".join(
+        f"{_med(pairs, 'plain', key):9.{d}f} {_med(pairs, 'secure', key):9.{d}f} {fig[f'{key}_ratio']:7.3f}  "
+        for key, _, d in cols
+    )
+    print(f"{'median':<13}" + cells)
+    if pairs[0]["plain"]["phases"]:
+        print("coordinator's wait per EM iteration, median over the pairs (ms):")
+        for mode in ("plain", "secure"):
+            ops = sorted({op for p in pairs for op in p[mode]["phases"]})
+            cells = [
+                f"{op} {1000 * float(np.median([p[mode]['phases'].get(op, 0.0) for p in pairs])):.1f}"
+                for op in ops
+            ]
+            print(f"  {mode:<7} " + ", ".join(cells))
+    site_s, coord_s = fig["crypto"]
+    print(
+        f"SecAgg+ crypto alone per round ({fig['size']:,} statistics): {1000 * site_s:.1f} ms per site "
+        f"(keys, shares, masks), {1000 * coord_s:.1f} ms at the coordinator (unmasking); secure vs plain "
+        f"bound after {fig['n_iter']} iterations: relative difference {fig['bound_diff']:.1e}; {fig['load']}"
+    )
+
+
+def federated_suite(labels, tmp, what, configs, *, k=K, iters=20, repeat=3, checkpoint=False, phases=False):
+    """Plain against secure aggregation over site agents for each ``(n_sites, min_sites)`` of ``configs``;
+    prints a table per configuration and a summary; returns the figures."""
+    from ensemble_dask.federated.certs import make_certs
 
     root = Path(tmp) / f"fed-{labels.shape[0]}"
     certs = root / "certs"
-    make_certs(certs, ["coordinator", *SITES])
-    pins = {s: load_mask_public(certs / f"{s}-mask.pub") for s in SITES}
-    bounds = np.linspace(0, labels.shape[0], len(SITES) + 1).astype(int)
-    sites = []
-    for name, a, b in zip(SITES, bounds[:-1], bounds[1:], strict=True):
-        np.save(root / f"{name}.npy", labels[a:b])
-        sites.append({"name": name, "url": str(root / f"{name}.npy"), "resource": name})
-    mem = per_iteration(
-        _InMemoryEStep,
-        lambda m: BCE(K, init="random", max_iter=m, tol=0.0, random_state=0).fit(labels),
-        iters,
-        1,
-    )  # the federated fits start from random draws too (k-means++ needs all rows in one place)
-    rows = {"in memory": [mem["median"]]}
-    bounds_seen = {}
-    for tls in (False, True):
-        with _local_sites_cluster(sites, certs, tls) as client:
-            run_federated_bce(sites, K, client, max_iter=2, pins=pins, random_state=0)  # compile, warm
-            for r in range(repeats):
-                for mode in ("plain", "secure") if r % 2 == 0 else ("secure", "plain"):
-                    stamps = []
-                    res = run_federated_bce(
-                        sites, K, client, mode=mode, max_iter=iters, tol=0.0, random_state=0, pins=pins,
-                        progress=lambda t, b, stamps=stamps: stamps.append(time.perf_counter()),
-                    )  # fmt: skip
-                    bounds_seen[mode] = res.lower_bound_
-                    rows.setdefault(f"{mode}, {'TLS' if tls else 'TCP'}", []).append(
-                        float(np.median(np.diff(stamps)[1:]))
-                    )
-    ref = BCE(K, init="random", max_iter=iters, tol=0.0, random_state=0).fit(labels)
+    make_certs(certs, ["coordinator", *(f"site-{i + 1}" for i in range(max(p for p, _ in configs)))])
+    figs = []
+    saved = {v: os.environ.get(v) for v in ONE_THREAD}
+    os.environ.update(ONE_THREAD)  # the agents inherit it: one thread each (BLAS, numba)
+    try:
+        for n_sites, min_sites in configs:
+            fig = federated_config(
+                labels, root / f"{n_sites}-sites", certs, n_sites, min_sites=min_sites, k=k, iters=iters,
+                repeat=repeat, checkpoint=checkpoint, phases=phases,
+            )  # fmt: skip
+            print_config(fig, what)
+            figs.append(fig)
+    finally:
+        for v, value in saved.items():
+            if value is None:
+                os.environ.pop(v, None)
+            else:
+                os.environ[v] = value
+    print(f"\n== summary, {what}: secure / plain, median over {repeat} pairs ==")
     print(
-        f"\n== row-distributed BCE k={K}, {what} x {labels.shape[1]} clusterings, {len(SITES)} sites (one "
-        f"worker process each); seconds per EM iteration, median over {repeats} fits x {iters - 2} warm "
-        f"iterations =="
+        f"{'sites':<6} {'min_sites':>9} {'plain s/it':>10} {'secure s/it':>11} {'ratio':>6} {'CPU ratio':>9} "
+        f"{'fit ratio':>9}  goal (s/it ratio)"
     )
-    med = {k: float(np.median(v)) for k, v in rows.items()}
-    for k, v in med.items():
-        print(f"{k:<16} {1000 * v:9.2f} ms  ({v / med['in memory']:.2f} x in memory)")
-    print(
-        f"masking overhead: {100 * (med['secure, TCP'] / med['plain, TCP'] - 1):+.1f}% over TCP, "
-        f"{100 * (med['secure, TLS'] / med['plain, TLS'] - 1):+.1f}% over TLS; TLS overhead: "
-        f"{100 * (med['plain, TLS'] / med['plain, TCP'] - 1):+.1f}% plain, "
-        f"{100 * (med['secure, TLS'] / med['secure, TCP'] - 1):+.1f}% secure; secure+TLS vs plain TCP: "
-        f"{100 * (med['secure, TLS'] / med['plain, TCP'] - 1):+.1f}%"
-    )
-    print(f"masking compute alone, per site and iteration: {1e6 * masking_seconds(res):.0f} us")
-    print(
-        f"secure vs centralised after {iters} iterations: relative bound difference "
-        f"{abs(bounds_seen['secure'] / ref.lower_bound_ - 1):.1e}; {load_average()}"
-    )
+    for fig in figs:
+        goal = GOALS.get(fig["n_sites"])
+        verdict = "" if goal is None else f"<= {goal:.2f}: {'met' if fig['it_ratio'] <= goal else 'NOT met'}"
+        if goal is not None and labels.shape[0] != 1_000_000:
+            verdict += " (the goal is set at 1,000,000 rows)"
+        print(
+            f"{fig['n_sites']:<6} {fig['min_sites']:>9} {_med(fig['pairs'], 'plain', 'it'):10.3f} "
+            f"{_med(fig['pairs'], 'secure', 'it'):11.3f} {fig['it_ratio']:6.3f} {fig['cpu_ratio']:9.3f} "
+            f"{fig['fit_ratio']:9.3f}  {verdict}"
+        )
+    return figs
 
 
 # --------------------------------------------------------------------------- parent
@@ -313,19 +506,36 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer timed iterations, no convergence runs")
     ap.add_argument("--iters", type=int, default=21, help="max_iter of each timed fit (tol=0)")
     ap.add_argument("--repeats", type=int, default=3, help="timed fits per configuration")
-    ap.add_argument("--fed-repeats", type=int, default=8, help="timed federated fits per mode")
-    ap.add_argument("--federated-only", action="store_true", help="only the federated timings (3 sites)")
     ap.add_argument(
-        "--rows",
+        "--repeat",
+        "--fed-repeats",
+        dest="fed_repeats",
         type=int,
-        default=0,
-        help="with --federated-only: only N rows of synthetic labels (e.g. 5000000)",
+        default=3,
+        help="timed plain/secure pairs per federated configuration",
     )
+    ap.add_argument("--fed-iters", type=int, default=20, help="EM iterations of each federated fit (tol=0)")
+    ap.add_argument("--federated-only", action="store_true", help="only plain vs secure over site agents")
+    ap.add_argument(
+        "--rows", type=int, default=1_000_000, help="with --federated-only: rows of synthetic labels"
+    )
+    ap.add_argument("--clusterings", type=int, default=20, help="with --federated-only: clusterings")
+    ap.add_argument("--sites", default="3,5", help="with --federated-only: numbers of sites, e.g. 3,5")
+    ap.add_argument(
+        "--tolerant",
+        default="5",
+        help="with --federated-only: numbers of sites also run with min_sites = sites - 1 ('' for none)",
+    )
+    ap.add_argument("--site-checkpoint", action="store_true", help="sites save gamma after every E-step")
+    ap.add_argument("--phases", action="store_true", help="the coordinator's wait per request kind")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     warnings.simplefilter("ignore")
+    # SIGTERM (e.g. timeout) unwinds like Ctrl-C: the site agents started here are stopped on the way out
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.quick:
-        args.iters, args.repeats, args.fed_repeats = min(args.iters, 6), 1, 2
+        args.iters, args.repeats, args.fed_repeats = min(args.iters, 6), 1, 1
+        args.fed_iters = min(args.fed_iters, 6)
     if args.child:
         out = child_in_memory(args.child, args.iters, args.repeats, not args.quick)
         print("RESULT " + json.dumps(out))
@@ -458,33 +668,30 @@ def main():
         print(f"during the Dask timings: {load_dask}; during the in-memory timings: {load_mem}")
 
         # ---- 3 sites: in memory vs plain vs secure aggregation, over TCP and over TLS
-        federated_section(labels, tmp, f"KDD {n:,} rows", args.iters, args.fed_repeats)
-        federated_section(*demo_labels(tmp), "synthetic 20,000 rows", args.iters, args.fed_repeats)
+        fed = {"iters": args.fed_iters, "repeat": args.fed_repeats, "phases": args.phases}
+        federated_suite(labels, tmp, f"KDD {n:,} rows x {N} clusterings", [(3, None)], **fed)
+        federated_suite(demo_labels(tmp), tmp, "the demo's 20,000 rows x 30 clusterings", [(3, None)], **fed)
     print(f"\ntotal {time.perf_counter() - t_start:.0f} s; {load_average()}")
 
 
 def federated_only(args):
-    """The federated timings alone: the demo's 20,000 rows, then KDD (ingest + 20 k-means clusterings)."""
-    from ensemble_dask.io.store import RunStore
-    from ensemble_dask.parallel import dask_client
-    from ensemble_dask.stages.generate import generate
-    from ensemble_dask.stages.ingest import ingest
-
-    print(load_average())
-    if args.rows:
-        with tempfile.TemporaryDirectory(prefix="bench_fed_") as tmp:
-            labels = synthetic_labels(args.rows)
-            what = f"{args.rows:,} rows of synthetic labels ({len(np.unique(labels, axis=0)):,} distinct)"
-            federated_section(labels, tmp, what, args.iters, args.fed_repeats)
-        return
+    """Plain against secure aggregation over site agents on ``--rows`` synthetic rows, 3 then 5 sites."""
+    print("$ python " + " ".join(shlex.quote(a) for a in sys.argv))
+    sizes = [int(s) for s in args.sites.split(",") if s.strip()]
+    tolerant = {int(s) for s in args.tolerant.split(",") if s.strip()}
+    configs = [(p, None) for p in sizes] + [(p, p - 1) for p in sizes if p in tolerant]
+    labels = synthetic_labels(args.rows, args.clusterings)
+    distinct = np.unique(labels, axis=0).shape[0]
+    what = f"{args.rows:,} rows x {args.clusterings} synthetic clusterings ({distinct:,} distinct), k={K}"
+    print(
+        f"{load_average()}: the site agents (a process each, E-steps on one thread) and the coordinator "
+        f"share them; up to {max(sizes)} agents' E-steps run at once on {os.cpu_count()} cores"
+    )
     with tempfile.TemporaryDirectory(prefix="bench_fed_") as tmp:
-        federated_section(*demo_labels(tmp), "synthetic 20,000 rows", args.iters, args.fed_repeats)
-        store = RunStore(os.path.join(tmp, "run.zarr"))
-        ingest(store, str(KDD_FILE), schema="kdd99")
-        with dask_client(n_workers=2) as client:
-            generate(store, client, n_clusterings=20, ensemble="type1", k_min=3, k_max=12, rate=1.0, seed=0)
-        labels = store["labels"][:]
-        federated_section(labels, tmp, f"KDD {labels.shape[0]:,} rows", args.iters, args.fed_repeats)
+        federated_suite(
+            labels, tmp, what, configs, iters=args.fed_iters, repeat=args.fed_repeats,
+            checkpoint=args.site_checkpoint, phases=args.phases,
+        )  # fmt: skip
 
 
 if __name__ == "__main__":
