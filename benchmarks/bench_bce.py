@@ -501,6 +501,11 @@ def ms(d):
     return f"{1000 * d['median']:8.2f} ms (mean {1000 * d['mean']:.2f})"
 
 
+def _terminated(signum, frame):
+    print(f"\nterminated by signal {signum}; stopping the site agents started here", file=sys.stderr)
+    sys.exit(128 + signum)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer timed iterations, no convergence runs")
@@ -532,7 +537,7 @@ def main():
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     # SIGTERM (e.g. timeout) unwinds like Ctrl-C: the site agents started here are stopped on the way out
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGTERM, _terminated)
     if args.quick:
         args.iters, args.repeats, args.fed_repeats = min(args.iters, 6), 1, 1
         args.fed_iters = min(args.fed_iters, 6)

@@ -192,6 +192,11 @@ def fig5(pools, runs, tmp, max_iter):
         print(f"{name:<6} {'secure':<11} " + " ".join(f"{mp[name, p]:6.3f}" for p in range(1, 11)))
 
 
+def _terminated(signum, frame):
+    print(f"\nterminated by signal {signum}; stopping the site agents started here", file=sys.stderr)
+    sys.exit(128 + signum)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--subsets", type=int, default=100)
@@ -204,7 +209,7 @@ def main():
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     # SIGTERM (e.g. timeout) unwinds like Ctrl-C: the site agents started here are stopped on the way out
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGTERM, _terminated)
     t = time.perf_counter()
     print(load_average())
     if args.only_fig5:
