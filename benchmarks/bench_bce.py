@@ -286,8 +286,9 @@ def phase_clock(enabled):
 def secagg_seconds(n_sites, t, size, repeats=20):
     """Crypto of one SecAgg+ round for a vector of ``size`` entries, every party in this process:
     ``(seconds per site, seconds at the coordinator)``. A site: ``advertise`` (round key, Shamir shares,
-    their encryption), ``receive_shares`` + ``masked_input`` (decryption, pair masks), ``reveal``; the
-    coordinator: ``unmask_words`` (Shamir combine, self masks). No network, no E-step."""
+    their encryption, bound to a 32-byte transcript as the agent's), ``receive_shares`` + ``masked_input``
+    (decryption, pair masks), ``confirm_tag`` to each peer and ``check_tags`` (the consistency check),
+    ``reveal``; the coordinator: ``unmask_words`` (Shamir combine, self masks). No network, no E-step."""
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
     from ensemble_dask.federated import secagg
@@ -302,13 +303,23 @@ def secagg_seconds(n_sites, t, size, repeats=20):
     site_s = coord_s = 0.0
     for r in range(1, repeats + 1):
         t0 = time.perf_counter()
-        adv = {n: secagg.advertise(n, names, channel[n], session, r, t) for n in names}
+        context = bytes(32)  # the agent's transcript digest of the session (the same at every site)
+        adv = {n: secagg.advertise(n, names, channel[n], session, r, t, context=context) for n in names}
         keys = {n: a[1] for n, a in adv.items()}
         words = []
         for n in names:
             shares = {u: adv[u][2][n] for u in names if u != n}
             secagg.receive_shares(n, adv[n][0], keys, shares, channel[n], session)
             words.append(secagg.masked_input(vec, n, adv[n][0], session, n_sites=n_sites))
+        tags = {
+            n: {
+                u: secagg.confirm_tag(channel[n][u], session, adv[n][0], n, u, names) for u in names if u != n
+            }
+            for n in names
+        }
+        for n in names:
+            mine = {u: tags[u][n] for u in names if u != n}
+            secagg.check_tags(n, adv[n][0], names, mine, channel[n], session, t)
         reveals = {n: secagg.reveal(adv[n][0], names) for n in names}
         t1 = time.perf_counter()
         secagg.unmask_words(sum_words(words), names, keys, names, reveals, session, r, t)
@@ -442,8 +453,9 @@ def print_config(fig, what):
     site_s, coord_s = fig["crypto"]
     print(
         f"SecAgg+ crypto alone per round ({fig['size']:,} statistics): {1000 * site_s:.1f} ms per site "
-        f"(keys, shares, masks), {1000 * coord_s:.1f} ms at the coordinator (unmasking); secure vs plain "
-        f"bound after {fig['n_iter']} iterations: relative difference {fig['bound_diff']:.1e}; {fig['load']}"
+        f"(keys, shares, masks, tags), {1000 * coord_s:.1f} ms at the coordinator (unmasking); secure vs "
+        f"plain bound after {fig['n_iter']} iterations: relative difference {fig['bound_diff']:.1e}; "
+        f"{fig['load']}"
     )
 
 
