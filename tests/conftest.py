@@ -1,4 +1,4 @@
-"""Shared fixtures: the real data in ../shared/data, Dask clusters, a local S3 server.
+"""Shared fixtures: small real data in tests/data, Dask clusters, a local S3 server.
 
 Everything here is real: LocalClusters, `dask scheduler` / `dask worker` processes and a moto S3
 server process, all bound to 127.0.0.1.
@@ -6,7 +6,6 @@ server process, all bound to 127.0.0.1.
 
 from __future__ import annotations
 
-import gzip
 import os
 import shutil
 import socket
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+TEST_DATA = REPO / "tests" / "data"  # small real data, shipped with its provenance (tests/data/README.md)
 BIN = Path(sys.executable).parent
 
 
@@ -56,27 +55,16 @@ def _exe(name):
 
 
 @pytest.fixture(scope="session")
-def shared_data():
-    """../shared/data beside the repository (the real data sets; never copied into the repo)."""
-    if not (SHARED_DATA / "kddcup99").is_dir():
-        pytest.fail(f"the shared data directory {SHARED_DATA} is missing")
-    return SHARED_DATA
+def kdd_sample():
+    """Every 100th record of the real KDD Cup 99 10% file (4,941 rows, all the big classes), as .csv.gz:
+    tests/data/kdd_sample.csv.gz (provenance in tests/data/README.md)."""
+    return TEST_DATA / "kdd_sample.csv.gz"
 
 
 @pytest.fixture(scope="session")
-def kdd_file(shared_data):
-    return shared_data / "kddcup99" / "kddcup.data_10_percent.gz"
-
-
-@pytest.fixture(scope="session")
-def kdd_sample(kdd_file, tmp_path_factory):
-    """Every 100th record of the real KDD 10% file (4,941 rows, all the big classes), as .csv.gz."""
-    out = tmp_path_factory.mktemp("kdd") / "kdd_sample.csv.gz"
-    with gzip.open(kdd_file, "rt") as src, gzip.open(out, "wt") as dst:
-        for i, line in enumerate(src):
-            if i % 100 == 0:
-                dst.write(line)
-    return out
+def uci_dir():
+    """Four small UCI sets of the papers' tables (iris, wine, glass, wdbc): tests/data/uci."""
+    return TEST_DATA / "uci"
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import warnings
 from pathlib import Path
 
@@ -31,22 +30,12 @@ from ensemble_dask.consensus.bce import (
 )
 from ensemble_dask.metrics import micro_precision
 
-# the shared data sit next to the repository; ENSEMBLE_DASK_SHARED_DATA points elsewhere (e.g. from a worktree)
-DATA = Path(
-    os.environ.get("ENSEMBLE_DASK_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
-)
-
-
-def shared_data():
-    if not DATA.is_dir():
-        pytest.fail(f"shared data directory missing: {DATA}")
-    return DATA
+UCI = Path(__file__).resolve().parent / "data" / "uci"  # tests/data/README.md: provenance, licence
 
 
 def load_uci(name):
-    root = shared_data() / "uci"
-    X = np.loadtxt(root / f"{name}.data.gz")
-    y = np.loadtxt(root / f"{name}.labels0.gz").astype(int)
+    X = np.loadtxt(UCI / f"{name}.data.gz")
+    y = np.loadtxt(UCI / f"{name}.labels0.gz").astype(int)
     return X, y
 
 

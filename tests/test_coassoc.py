@@ -25,17 +25,11 @@ REPO = Path(__file__).resolve().parents[1]
 PARAMS = {"full": {}, "uniform": {"p": 0.05}, "per-point": {"l": 4}, "cocluster": {"l": 6, "fraction": 0.5}}
 
 
-def data_dir():
-    path = REPO.parent / "shared" / "data"
-    if not path.is_dir():
-        pytest.fail(f"the shared data directory {path} is missing")
-    return path
-
-
 @pytest.fixture(scope="module")
-def kdd_labels():
-    """10 k-means clusterings (k in 2..10, 50% subsamples) of 3000 KDD'99 records of its 3 main classes."""
-    df = pd.read_csv(data_dir() / "kddcup99" / "kddcup.data_10_percent.gz", header=None)
+def kdd_labels(kdd_sample):
+    """10 k-means clusterings (k in 2..10, 50% subsamples) of 3000 KDD'99 records of its 3 main classes
+    (from the sample of every 100th record in tests/data)."""
+    df = pd.read_csv(kdd_sample, header=None)
     df = df[df[41].isin(["smurf.", "neptune.", "normal."])]
     rng = np.random.default_rng(7)
     df = df.iloc[np.sort(rng.choice(len(df), 3000, replace=False))]

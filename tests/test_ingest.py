@@ -439,9 +439,9 @@ def test_a_table_of_one_column_and_a_bad_separator(tmp_path):
         ingest(RunStore(str(tmp_path / "t.zarr")), str(path), sep="ab")
 
 
-def test_a_uci_data_file_is_read_as_it_is(shared_data, tmp_path):
+def test_a_uci_data_file_is_read_as_it_is(uci_dir, tmp_path):
     """The UCI repository's whitespace-separated glass.data, no option given: 214 points, 9 features."""
-    path = shared_data / "uci" / "glass.data.gz"
+    path = uci_dir / "glass.data.gz"
     store = RunStore(str(tmp_path / "s.zarr"))
     info = ingest(store, str(path), standardize=False)
     assert (info["n"], info["d"]) == (214, 9)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from sklearn.cluster import KMeans
@@ -185,16 +183,6 @@ def test_row_distributed_bad_input(client):
 
 
 # --------------------------------------------------------------------------- GKCC
-
-
-@pytest.fixture(scope="module")
-def uci_dir():
-    """../shared/data/uci beside the repository (or beside the worktrees' folder for a git worktree)."""
-    repo = Path(__file__).resolve().parents[1]
-    for base in (repo.parent, repo.parent.parent):
-        if (base / "shared" / "data" / "uci").is_dir():
-            return base / "shared" / "data" / "uci"
-    pytest.fail(f"no shared/data/uci beside {repo}")
 
 
 def _uci_ensemble(uci_dir, name, n_labelings=20):

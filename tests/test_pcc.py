@@ -16,12 +16,7 @@ from ensemble_dask.consensus import _ppc_kernels as PK
 from ensemble_dask.consensus.pcc import PCC, PPC
 from ensemble_dask.metrics import h_criterion, js_criterion
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-def _data_dir():
-    assert DATA.is_dir(), f"shared test data not found at {DATA}"
-    return DATA
+UCI = Path(__file__).resolve().parent / "data" / "uci"  # tests/data/README.md: provenance, licence
 
 
 # --------------------------------------------------------------------------- helpers
@@ -534,9 +529,8 @@ def test_bad_input_is_a_clear_error(estimator, kwargs, pairs, match):
 
 
 def test_iris_type_2_ensemble_real_data():
-    uci = _data_dir() / "uci"
-    X = np.loadtxt(uci / "iris.data.gz")
-    y = np.loadtxt(uci / "iris.labels0.gz", dtype=int)
+    X = np.loadtxt(UCI / "iris.data.gz")
+    y = np.loadtxt(UCI / "iris.labels0.gz", dtype=int)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     labels = np.column_stack(
         [KMeans(k, n_init=1, random_state=s).fit_predict(X) for k in (3, 4, 5, 6, 8, 10) for s in range(5)]
