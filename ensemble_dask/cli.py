@@ -15,11 +15,14 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from . import __version__
 from ._validation import EnsembleDaskError
+from .parallel import INTERRUPTED, interrupt, interrupt_handled, workers_ignore_ctrl_c
 
 __all__ = ["main"]
 
@@ -234,6 +237,7 @@ def _parser():
         help="print the summary table and the page's path (table), metrics.json's document with the "
         "page's path (json), or only the page's path (html)",
     )
+
     return ap
 
 
@@ -577,6 +581,26 @@ def _site(args):
     return 0
 
 
+def _on_sigint(signum, frame):
+    """Ctrl-C: remember it (whatever error it then causes is reported as the interrupt) and raise
+    ``KeyboardInterrupt``; a second one while the run closes ends the process at once."""
+    if INTERRUPTED.is_set():
+        print(f"ensemble-dask: {_INTERRUPTED_LINE}", file=sys.stderr)
+        os._exit(130)
+    quiet = logging.getLogger().level > logging.DEBUG
+    interrupt(quiet=quiet)
+    if quiet:  # the callbacks and finalisers the interrupt cuts short would each say so at exit
+        sys.unraisablehook = _unraisable_after_interrupt
+    raise KeyboardInterrupt
+
+
+def _unraisable_after_interrupt(unraisable):
+    """Nothing: after Ctrl-C, what a cut-short callback or finaliser raises is the interrupt itself."""
+
+
+_INTERRUPTED_LINE = "interrupted; run the same command to resume"
+
+
 def main(argv=None):
     """Entry point of the ``ensemble-dask`` command; returns the exit status."""
     args = _parser().parse_args(argv)
@@ -585,24 +609,43 @@ def main(argv=None):
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    INTERRUPTED.clear()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, _on_sigint)
     try:
-        status = _run(args)
+        with workers_ignore_ctrl_c():  # the command owns its process: it handles Ctrl-C, closes its workers
+            status = _run(args)
         sys.stdout.flush()  # here, not at exit: a reader that has gone is then caught below
+        if INTERRUPTED.is_set():  # an interrupt swallowed on the way (by a library)
+            raise KeyboardInterrupt
         return status
-    except EnsembleDaskError as exc:
+    except BaseException as exc:  # noqa: BLE001 - each kind mapped to one line and a status
+        return _failure(exc, args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        if INTERRUPTED.is_set():
+            interrupt_handled()
+
+
+def _failure(exc, args):
+    """The one line a failed command prints, and its exit status (re-raises what is not ours)."""
+    if INTERRUPTED.is_set() or isinstance(exc, KeyboardInterrupt):
+        # after Ctrl-C, the error it caused (a cancelled future, numba's SystemError) is the interrupt
+        print(f"ensemble-dask: {_INTERRUPTED_LINE}", file=sys.stderr)
+        return 130
+    if isinstance(exc, EnsembleDaskError):
         print(f"ensemble-dask: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("ensemble-dask: interrupted; run the same command to resume", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
+    if isinstance(exc, BrokenPipeError):
         # the reader of stdout stopped early (``report --format json | head``): end quietly, as
         # Python's docs advise: stdout points at devnull so that flushing it at exit cannot raise again
         with contextlib.suppress(AttributeError, OSError, ValueError):  # not a real file (tests)
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         return 141  # 128 + SIGPIPE (13): the status a shell reports for a command SIGPIPE ended
-    except OSError as exc:  # a full disk, a file-size limit, a permission: the path and the cause
+    if isinstance(exc, OSError):  # a full disk, a file-size limit, a permission: the path and the cause
         where = getattr(exc, "filename", None) or getattr(args, "store", None)
         where = f" {where}" if where else ""
         print(
@@ -611,6 +654,7 @@ def main(argv=None):
             file=sys.stderr,
         )
         return 1
+    raise exc
 
 
 if __name__ == "__main__":  # pragma: no cover

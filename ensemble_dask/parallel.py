@@ -9,12 +9,150 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
+import sys
+import threading
 
 from ._validation import InputError
 
-__all__ = ["dask_client", "gather_with_progress", "LazyClient", "resolve_client"]
+__all__ = [
+    "dask_client",
+    "gather_with_progress",
+    "interrupt",
+    "interrupt_handled",
+    "LazyClient",
+    "resolve_client",
+    "INTERRUPTED",
+]
 
 logger = logging.getLogger(__name__)
+
+#: set when the user interrupts the run: the embedded cluster then closes at once (no waiting for
+#: busy workers, no performance report)
+INTERRUPTED = threading.Event()
+
+
+def interrupt(*, quiet=True):
+    """Note that the user interrupted the run (Ctrl-C): the embedded cluster is then closed at once.
+
+    With ``quiet``, distributed's and asyncio's loggers say nothing more: what they would tell of (the
+    tasks, futures and connections the close cuts short) is the interrupt itself, already reported.
+    """
+    INTERRUPTED.set()
+    if quiet:
+        for name in _QUIETED:
+            _QUIETED[name] = logging.getLogger(name).level
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+_QUIETED = {"distributed": None, "asyncio": None}
+
+
+def interrupt_handled():
+    """The interrupt has been reported: forget it, and give distributed's and asyncio's loggers their levels
+    back (a process that goes on, such as a test session, runs as before)."""
+    INTERRUPTED.clear()
+    for name, level in _QUIETED.items():
+        if level is not None:
+            logging.getLogger(name).setLevel(level)
+            _QUIETED[name] = None
+
+
+_WORKERS_IGNORE_CTRL_C = False
+
+
+@contextlib.contextmanager
+def workers_ignore_ctrl_c():
+    """Within: this process handles Ctrl-C for the embedded clusters it starts (the ``ensemble-dask``
+    command does).
+
+    Ctrl-C reaches every process of the terminal's group, so each worker process printed its own
+    tracebacks, even one still importing, before any code of ours runs in it. Embedded clusters started
+    within fork their worker processes from multiprocessing's fork server, started with SIGINT ignored:
+    a process inherits an ignored signal and the fork server hands its own handling on, so every worker
+    (restarts included) ignores Ctrl-C from its first instruction, and this process closes them. The
+    fork server is this process's for good (a program that forks its own processes from it would see
+    them ignore Ctrl-C too): only a program that owns its process asks for this.
+    """
+    global _WORKERS_IGNORE_CTRL_C
+    before, _WORKERS_IGNORE_CTRL_C = _WORKERS_IGNORE_CTRL_C, True
+    try:
+        yield
+    finally:
+        _WORKERS_IGNORE_CTRL_C = before
+
+
+def _process_config():
+    """dask config of the embedded cluster's worker processes, for its whole life (restarts too)."""
+    config = _worker_environ()
+    if _WORKERS_IGNORE_CTRL_C and threading.current_thread() is threading.main_thread():
+        config["distributed.worker.multiprocessing-method"] = "forkserver"
+    return config
+
+
+def _start_fork_server():
+    """Start multiprocessing's fork server (with distributed's preload) with SIGINT ignored, when the
+    config asks for it (see :func:`workers_ignore_ctrl_c`)."""
+    import dask
+
+    if dask.config.get("distributed.worker.multiprocessing-method") != "forkserver":
+        return
+    import multiprocessing.forkserver
+
+    from distributed.utils import get_mp_context
+
+    get_mp_context()  # distributed's preload of the fork server (it imports distributed once, for all)
+    relay = _StderrRelay()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # for the milliseconds of its fork and exec
+    try:
+        with relay.as_stderr():
+            multiprocessing.forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class _StderrRelay:
+    """A pipe whose bytes a thread copies to this process's stderr, until the run is interrupted.
+
+    The fork server and the workers forked from it write their stderr into it. After Ctrl-C, what they
+    say of being cut short (a worker forked just then fails to unpickle its start-up state, a task is
+    cancelled) is the interrupt itself, already reported in one line: it is dropped.
+    """
+
+    def __init__(self):
+        self._read, self._write = os.pipe()
+        threading.Thread(target=self._copy, name="ensemble-dask-stderr-relay", daemon=True).start()
+
+    def _copy(self):
+        with contextlib.suppress(OSError):
+            while chunk := os.read(self._read, 1 << 16):
+                if not INTERRUPTED.is_set():
+                    os.write(2, chunk)
+        os.close(self._read)
+
+    @contextlib.contextmanager
+    def as_stderr(self):
+        """Within: this process's stderr (fd 2) is the pipe, so the processes it starts inherit it."""
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(self._write, 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(self._write)
+
+
+def dask_setup(worker):
+    """Preload of the embedded cluster's worker processes (``Nanny(preload=[__name__])``).
+
+    A worker process ignores Ctrl-C from here on (from birth after :func:`workers_ignore_ctrl_c`): the
+    client process handles the interrupt and closes the workers.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _worker_environ():
@@ -83,21 +221,25 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
             yield client
         return
     n_workers = n_workers or max(1, os.cpu_count() or 1)
-    network = {"host": "127.0.0.1", "worker_class": _patient_nanny()} if processes else {}
-    with (
-        dask.config.set(_worker_environ()),
-        LocalCluster(
-            n_workers=n_workers,
-            threads_per_worker=threads_per_worker,
-            processes=processes,
-            dashboard_address=":0",
-            **network,
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    network = (
+        {"host": "127.0.0.1", "worker_class": _patient_nanny(), "preload": [__name__]} if processes else {}
+    )
+    with dask.config.set(_process_config()):
         if processes:
-            client.register_plugin(_quiet_worker_logs(), name=_QUIET_PLUGIN)
-        yield client
+            _start_fork_server()
+        with (
+            LocalCluster(
+                n_workers=n_workers,
+                threads_per_worker=threads_per_worker,
+                processes=processes,
+                dashboard_address=":0",
+                **network,
+            ) as cluster,
+            Client(cluster) as client,
+        ):
+            if processes:
+                client.register_plugin(_quiet_worker_logs(), name=_QUIET_PLUGIN)
+            yield client
 
 
 _QUIET_PLUGIN = "ensemble-dask-quiet-worker-logs"
@@ -105,12 +247,14 @@ _QUIET_PLUGIN = "ensemble-dask-quiet-worker-logs"
 _HEARTBEAT_FAILURE = "Failed to communicate with scheduler during heartbeat."
 
 
-class _HeartbeatWhileClosing(logging.Filter):
-    """Drops the worker's heartbeat-failure traceback once ``worker`` is no longer running.
+class _NoiseWhileClosing(logging.Filter):
+    """Drops what a worker logs about its own close once ``worker`` is no longer running.
 
-    A heartbeat in flight while the worker closes fails with ``CommClosedError: ConnectionPool
-    closing``, which distributed logs as an ERROR with its traceback: at the end of a run, noise. A
-    heartbeat failure while the worker runs (a lost scheduler) is still logged.
+    * A heartbeat in flight while the worker closes fails with ``CommClosedError: ConnectionPool
+      closing``, which distributed logs as an ERROR with its traceback: at the end of a run, noise. A
+      heartbeat failure while the worker runs (a lost scheduler) is still logged.
+    * A task still running when the worker closes (the run was interrupted) ends with "Async instruction
+      ... ended with CancelledError", which distributed says happens only in ``Worker.close()``.
     """
 
     def __init__(self, worker):
@@ -118,11 +262,21 @@ class _HeartbeatWhileClosing(logging.Filter):
         self.worker = worker
 
     def filter(self, record):
-        if record.msg != _HEARTBEAT_FAILURE:
+        msg = str(record.msg)
+        if msg != _HEARTBEAT_FAILURE and not (
+            msg.startswith("Async instruction for") and msg.endswith("ended with CancelledError")
+        ):
             return True
         from distributed.core import Status
 
         return self.worker.status == Status.running
+
+
+class _TaskFailures(logging.Filter):
+    """Drops a worker's "Compute Failed" report of a task (the client reports the task's error)."""
+
+    def filter(self, record):
+        return not str(record.msg).startswith("Compute Failed")
 
 
 def _quiet_worker_logs():
@@ -133,19 +287,26 @@ def _quiet_worker_logs():
       (for the Dask performance report) exceeds Python's recursion limit, so every run printed
       "Sizeof calculation for object of type 'dict' failed" twice; distributed then just
       serialises that message off the event loop, which is all the warning says.
-    * the heartbeat failure of a closing worker goes (see :class:`_HeartbeatWhileClosing`).
+    * what a closing worker says of its close goes (see :class:`_NoiseWhileClosing`).
+    * a failed task's "Compute Failed" report goes: its exception reaches the client, which reports it
+      (one line for a full disk or bad input, the task's traceback for a bug); the worker printed the
+      same error again, once per failed task.
     """
     from distributed.diagnostics.plugin import WorkerPlugin
 
     class QuietWorkerLogs(WorkerPlugin):
         def setup(self, worker):
             logging.getLogger("distributed.sizeof").setLevel(logging.ERROR)
-            logging.getLogger("distributed.worker").addFilter(_HeartbeatWhileClosing(worker))
+            for name in ("distributed.worker", "distributed.worker.state_machine"):
+                logging.getLogger(name).addFilter(_NoiseWhileClosing(worker))
+            logging.getLogger("distributed.worker").addFilter(_TaskFailures())
 
     return QuietWorkerLogs()
 
 
 _NANNY_CLOSE_SECONDS = 30
+#: after an interrupt: the workers' tasks are abandoned, their processes ended at once
+_NANNY_CLOSE_INTERRUPTED = 1
 
 
 def _patient_nanny():
@@ -160,6 +321,8 @@ def _patient_nanny():
 
     class PatientNanny(Nanny):
         async def close(self, timeout=_NANNY_CLOSE_SECONDS, reason="nanny-close"):
+            if INTERRUPTED.is_set():
+                timeout = min(timeout, _NANNY_CLOSE_INTERRUPTED)
             return await super().close(timeout=timeout, reason=reason)
 
     return PatientNanny
@@ -173,13 +336,20 @@ def _resource_cluster(resources, threads_per_worker):
     workers = {
         f"worker-{i}": {
             "cls": _patient_nanny(),
-            "options": {"nthreads": threads_per_worker, "resources": dict(res), "host": "127.0.0.1"},
+            "options": {
+                "nthreads": threads_per_worker,
+                "resources": dict(res),
+                "host": "127.0.0.1",
+                "preload": [__name__],
+            },
         }
         for i, res in enumerate(resources)
     }
     scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard_address": ":0"}}
-    with dask.config.set(_worker_environ()), SpecCluster(workers=workers, scheduler=scheduler) as cluster:
-        yield cluster
+    with dask.config.set(_process_config()):
+        _start_fork_server()
+        with SpecCluster(workers=workers, scheduler=scheduler) as cluster:
+            yield cluster
 
 
 def gather_with_progress(client, futures, *, desc, progress=True):
@@ -195,7 +365,8 @@ def gather_with_progress(client, futures, *, desc, progress=True):
                 bar.update(1)
         return client.gather(futures)
     except BaseException:
-        client.cancel(futures)  # no task of a failed stage keeps writing
+        if not INTERRUPTED.is_set():  # after an interrupt the client closes, and its tasks go with it
+            client.cancel(futures)  # no task of a failed stage keeps writing
         raise
 
 
@@ -225,6 +396,7 @@ class LazyClient:
         self._stack = None
         self._client = None
         self._started = False
+        self._report_cm = None
 
     @property
     def started(self):
@@ -241,7 +413,9 @@ class LazyClient:
             try:
                 client = stack.enter_context(self._open_client())
                 if self._report is not None and _has_bokeh():
-                    stack.enter_context(performance_report(filename=self._report))
+                    report = performance_report(filename=self._report)
+                    report.__enter__()
+                    self._report_cm = report
             except BaseException:
                 stack.close()
                 raise
@@ -256,6 +430,7 @@ class LazyClient:
             "_stack",
             "_client",
             "_started",
+            "_report_cm",
         ):
             raise AttributeError(name)
         return getattr(self.resolve(), name)
@@ -267,8 +442,14 @@ class LazyClient:
         if exc_type is None:
             self.close()
             return
-        try:  # after an error (a scheduler that died, ...), closing must not replace it with its own
-            self.close()
+        # after an error (a scheduler that died, a full disk, Ctrl-C ...): no performance report or
+        # description of a failed run (each would fail again on the dead scheduler or the full disk), and
+        # closing must not replace the error with its own
+        try:
+            if INTERRUPTED.is_set() or issubclass(exc_type, KeyboardInterrupt):
+                self.abort()
+            else:
+                self._discard()
         except Exception as cleanup:  # noqa: BLE001 - the first error is the one to report
             logger.warning("closing the Dask client after %s failed too: %r", exc_type.__name__, cleanup)
 
@@ -276,12 +457,45 @@ class LazyClient:
         """Write the performance report (if any) and close the cluster, when it was started."""
         stack, self._stack = self._stack, None
         client, self._client = self._client, None
+        report, self._report_cm = self._report_cm, None
         if stack is not None:
             try:
                 if self._before_close is not None:
                     self._before_close(client)
             finally:
-                stack.close()
+                try:
+                    if report is not None:
+                        self._write_report(report)
+                finally:
+                    stack.close()
+
+    def _write_report(self, report):
+        """Write the performance report; a failed write (a full disk) is a warning, not the run's failure:
+        the stages are complete, only this by-product is missing."""
+        drop = _DropRecords("Exception while handling op performance_report")  # the scheduler's traceback
+        core = logging.getLogger("distributed.core")
+        core.addFilter(drop)
+        try:
+            report.__exit__(None, None, None)
+        except OSError as exc:
+            logger.warning(
+                "the Dask performance report %s was not written: %s", self._report, exc.strerror or exc
+            )
+        finally:
+            core.removeFilter(drop)
+
+    def abort(self):
+        """Close the cluster at once after an interrupt: no performance report, no description, and the
+        workers' running tasks abandoned (their processes ended, quietly)."""
+        if not INTERRUPTED.is_set():
+            interrupt()
+        self._discard()
+
+    def _discard(self):
+        """Close the cluster without writing its performance report or description."""
+        stack, self._stack, self._client, self._report_cm = self._stack, None, None, None
+        if stack is not None:
+            stack.close()
 
     def release(self):
         """Close the cluster now, when no later stage needs it: its worker processes end and give
@@ -290,6 +504,17 @@ class LazyClient:
         if self._stack is not None:
             logger.info("closing the Dask client (no later stage needs it)")
         self.close()
+
+
+class _DropRecords(logging.Filter):
+    """Drops the log records whose message (formatted) is ``msg``."""
+
+    def __init__(self, msg):
+        super().__init__()
+        self.msg = msg
+
+    def filter(self, record):
+        return record.getMessage() != self.msg
 
 
 def resolve_client(client):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from ensemble_dask.parallel import _HEARTBEAT_FAILURE, _HeartbeatWhileClosing, dask_client
+from ensemble_dask.parallel import _HEARTBEAT_FAILURE, _NoiseWhileClosing, dask_client
 
 
 def _records_of(logger_name, action):
@@ -81,7 +81,7 @@ def test_heartbeat_failure_of_a_closing_worker_is_dropped():
     other = logging.LogRecord("distributed.worker", logging.ERROR, __file__, 0, "Compute Failed", None, None)
     with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster:
         (worker,) = cluster.workers.values()
-        quiet = _HeartbeatWhileClosing(worker)
+        quiet = _NoiseWhileClosing(worker)
         assert quiet.filter(record) and quiet.filter(other)  # running: kept
     assert not quiet.filter(record)  # closed: dropped
     assert quiet.filter(other)  # and nothing else is

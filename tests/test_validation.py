@@ -102,6 +102,28 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
     assert capsys.readouterr().err == "ensemble-dask: interrupted; run the same command to resume\n"
 
 
+def test_an_error_that_ctrl_c_caused_is_the_interrupt(monkeypatch, capsys):
+    """Ctrl-C inside a numba kernel surfaces as ``SystemError: ... returned a result with an exception set``
+    (and inside Dask as a cancelled future): a run interrupted so printed that traceback. The handler notes
+    the interrupt, and whatever error follows is reported as it."""
+    import signal
+
+    from ensemble_dask import cli
+
+    def kernel_interrupted(args):
+        try:
+            signal.raise_signal(signal.SIGINT)  # the command's handler runs: noted, KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise SystemError(
+                "CPUDispatcher(<function estep_block>) returned a result with an exception set"
+            ) from exc
+
+    monkeypatch.setattr(cli, "_run", kernel_interrupted)
+    assert cli.main(["report", "--store", "x.zarr"]) == 130
+    assert capsys.readouterr().err == "ensemble-dask: interrupted; run the same command to resume\n"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
+
+
 def test_imported_labels_with_no_evidence_are_refused_and_ids_are_dense(tmp_path):
     """Issue 29: a column labelling one point (or one cluster) passed import-labels; ids up to 10**9 made
     coassoc ask for 37 GiB. Now the column is named, and ids are renumbered 0 .. k-1."""
@@ -136,24 +158,50 @@ def test_a_pairs_store_with_no_co_present_pair_is_an_error(tmp_path):
     _check_evidence(store)
 
 
+_WRITE_CHAIN = (
+    ("ingest", ["synthetic:kdd99?n=20000"], 20_000),  # X's chunks are larger than its record
+    ("generate", ["--n-clusters", "4", "-N", "8", "--no-progress"], 4_096),
+    ("coassoc", ["--n-clusters", "4", "--no-progress"], 4_096),
+    ("consensus", ["pcc-kl", "--set", "n_clusters=4"], 4_096),
+    ("report", [], 4_096),
+)
+_WRITTEN = ("X", "labels", "pairs/indptr", "pairs/indices", "pairs/co", "pairs/both", "consensus/pcc-kl/Y")
+
+
 @pytest.mark.slow
-def test_a_write_that_fails_is_one_line_naming_the_path(tmp_path):
-    """Issue 29: a full disk (a file-size limit as a stand-in) ended in an OSError traceback."""
+def test_a_write_that_fails_in_any_stage_is_one_line_and_marks_nothing(tmp_path):
+    """Issue 29: a full disk (a file-size limit as a stand-in) ended in an OSError traceback from the client
+    and the workers. Each stage, its writes limited in size: one line naming the store and the cause,
+    exit 1, the stage not marked; the same command then completes it, and the store equals a clean run."""
     import resource
+    import shutil
     import subprocess
     import sys
 
     from ensemble_dask.io.store import RunStore
 
-    def limit():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+    def run(store, command, args, limit=None):
+        def preexec():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    store = tmp_path / "s.zarr"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ensemble_dask.cli", "ingest", "synthetic:kdd99?n=20000", "--store", str(store)],
-        capture_output=True, text=True, timeout=300, preexec_fn=limit,
-    )  # fmt: skip
-    assert proc.returncode == 1, proc.stderr
-    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert f"I/O error on {store}: File too large" in proc.stderr
-    assert not (RunStore(store, mode="r").record("ingest") or {}).get("complete")
+        return subprocess.run(
+            [sys.executable, "-m", "ensemble_dask", command, *args, "--store", str(store)],
+            capture_output=True, text=True, timeout=300, preexec_fn=preexec if limit else None,
+        )  # fmt: skip
+
+    store, clean = tmp_path / "s.zarr", tmp_path / "clean.zarr"
+    for command, args, limit in _WRITE_CHAIN:
+        if command == "report":  # consensus wrote it: a page to write again
+            shutil.rmtree(store / "report")
+        failed = run(store, command, args, limit)
+        assert failed.returncode == 1, (command, failed.stderr)
+        assert failed.stderr.count("\n") == 1 and "Traceback" not in failed.stderr, (command, failed.stderr)
+        assert f"ensemble-dask: error: I/O error on {store}: File too large" in failed.stderr, failed.stderr
+        stage = "consensus/pcc-kl" if command == "consensus" else command
+        if store.exists():
+            assert not (RunStore(store, mode="r").record(stage) or {}).get("complete"), command
+        assert run(store, command, args).returncode == 0, command
+        assert run(clean, command, args).returncode == 0, command
+    a, b = RunStore(store, mode="r"), RunStore(clean, mode="r")
+    for name in _WRITTEN:
+        np.testing.assert_array_equal(a[name][:], b[name][:], err_msg=name)

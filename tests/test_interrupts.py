@@ -1,0 +1,146 @@
+"""Ctrl-C at any point of a run: one line, exit 130, no process left, and the same command resumes to the
+results of an uninterrupted run, byte for byte.
+
+Ctrl-C in a terminal sends SIGINT to the whole foreground process group: the command and the worker
+processes of its embedded cluster. Each run here is started in its own session and the signal goes to
+that group, as a terminal would send it, at a seeded random moment inside one stage (its start and
+length taken from the records of a clean run). ``ED_INTERRUPT_RUNS`` sets how many runs (default: one per
+stage).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import random
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from ensemble_dask.io.store import RunStore
+
+from .test_cli import EXE
+
+WORKFLOW = """\
+seed: 3
+data: {url: "synthetic:kdd99?n=3000&seed=1"}
+generate: {n_clusterings: 24, k_min: 2, k_max: 8, rate: 0.5}
+coassoc: {strategy: per-point, l: 10}
+consensus:
+  pcc-kl: {n_clusters: 4}
+  bce: {n_clusters: 4}
+"""
+ARRAYS = (
+    "X",
+    "labels",
+    "pairs/indptr",
+    "pairs/indices",
+    "pairs/co",
+    "pairs/both",
+    "consensus/pcc-kl/Y",
+    "consensus/pcc-kl/labels",
+    "consensus/bce/Y",
+    "consensus/bce/labels",
+)
+TIMEOUT = 300
+
+
+def _run(workflow, store):
+    """Start the command in a session of its own (so that its process group can be signalled)."""
+    return subprocess.Popen(
+        [EXE, "run", str(workflow), "--store", str(store), "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _session_processes(sid):
+    """pids of the processes still in session ``sid`` (the command's workers, fork server ...)."""
+    out = subprocess.run(["pgrep", "-s", str(sid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _results(store):
+    s = RunStore(store, mode="r")
+    return {name: s[name][:] for name in ARRAYS}
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    """A clean run: its results and, per stage, when it started (seconds after the command) and how long."""
+    folder = tmp_path_factory.mktemp("interrupts")
+    workflow = folder / "wf.yaml"
+    workflow.write_text(WORKFLOW)
+    store = folder / "clean.zarr"
+    t0 = dt.datetime.now(dt.UTC)
+    proc = _run(workflow, store)
+    out, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, err
+    spans = {}
+    for name, rec in RunStore(store, mode="r").records().items():
+        start = (dt.datetime.fromisoformat(rec["started"]) - t0).total_seconds()
+        spans[name] = (start, rec["seconds"])
+    return workflow, _results(store), spans
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_any_stage_is_one_line_and_the_rerun_resumes(clean, tmp_path):
+    workflow, reference, spans = clean
+    stages = sorted(spans, key=lambda name: spans[name][0])
+    runs = int(os.environ.get("ED_INTERRUPT_RUNS", len(stages)))
+    rng = random.Random(20261125)
+    interrupted = []
+    for i in range(runs):
+        stage = stages[i % len(stages)]
+        start, seconds = spans[stage]
+        delay = start + rng.uniform(0.0, max(seconds, 0.05))
+        store = tmp_path / f"run{i}.zarr"
+        proc = _run(workflow, store)
+        time.sleep(delay)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=TIMEOUT)
+        what = f"run {i}: SIGINT {delay:.2f} s in (stage {stage})"
+        if proc.returncode == 0:  # the run was faster this time and had finished: nothing to check
+            continue
+        assert proc.returncode == 130, f"{what}: exit {proc.returncode}\n{err}"
+        interrupted.append(stage)
+        assert err == "ensemble-dask: interrupted; run the same command to resume\n", f"{what}:\n{err}"
+        deadline = time.monotonic() + 30
+        while _session_processes(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _session_processes(proc.pid), f"{what}: processes left"
+        rerun = _run(workflow, store)
+        _, err = rerun.communicate(timeout=TIMEOUT)
+        assert rerun.returncode == 0, f"{what}: the re-run failed\n{err}"
+        got = _results(store)
+        for name in ARRAYS:
+            assert got[name].dtype == reference[name].dtype, (what, name)
+            np.testing.assert_array_equal(got[name], reference[name], err_msg=f"{what}: {name}")
+    print(f"interrupted {len(interrupted)} of {runs} runs, in {sorted(set(interrupted))}")
+    assert len(interrupted) >= runs // 2, "most runs must have been interrupted, not finished first"
+
+
+@pytest.mark.parametrize("interrupted", [False, True])
+def test_what_started_processes_say_is_relayed_until_an_interrupt(interrupted, capfd):
+    import sys
+
+    from ensemble_dask import parallel
+
+    relay = parallel._StderrRelay()
+    with relay.as_stderr():
+        child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read(); print('from a worker', file=sys.stderr)"],
+                                 stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        if interrupted:
+            parallel.INTERRUPTED.set()
+        child.communicate(b"", timeout=60)
+        time.sleep(0.5)  # the relay's thread copies what the child wrote
+    finally:
+        parallel.INTERRUPTED.clear()
+    assert ("from a worker" in capfd.readouterr().err) is not interrupted
