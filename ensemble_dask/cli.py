@@ -1,7 +1,8 @@
 """``ensemble-dask``: a thin command-line shell over :mod:`ensemble_dask.pipeline`.
 
 Subcommands: ``run WORKFLOW`` (every stage of a workflow), and one per stage: ``ingest``,
-``generate``, ``import-labels``, ``coassoc``, ``report``; ``federated``, ``certs`` (a federation's CA,
+``generate``, ``import-labels``, ``coassoc``, ``report``; ``verify`` (each stage's output against its
+record); ``federated``, ``certs`` (a federation's CA,
 signed site requests, or all keys at once for a demo) and ``site`` (``site init``: a site's own keys;
 ``site serve``: its agent). Errors on bad input print one line naming the file, parameter or value, and
 exit with status 2. When the reader of stdout stops early
@@ -238,7 +239,31 @@ def _parser():
         "page's path (json), or only the page's path (html)",
     )
 
+    p = sub.add_parser(
+        "verify", parents=[common], help="check that each complete stage's output is what its record says"
+    )
+    store_args(p)
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="unmark the stages whose output disagrees with their record (and the stages that read it), so "
+        "that the next run recomputes them",
+    )
     return ap
+
+
+def _verify(store, repair):
+    """Print each complete stage's verdict; status 1 when some disagree and were not repaired."""
+    records = {name: rec for name, rec in store.records().items() if rec.get("complete")}
+    found = store.repair() if repair else {name: p for name in records if (p := store.verify(name))}
+    for name in records:
+        problems = found.get(name)
+        print(f"{name}: {'ok' if not problems else '; '.join(problems)}")
+    if found and repair:
+        print(
+            f"verify: unmarked {', '.join(found)} (and the stages that read them): run the same command again"
+        )
+    return 1 if found and not repair else 0
 
 
 def _print_summary(report, out=None):
@@ -321,6 +346,8 @@ def _run(args):
     store = pipeline.open_store(args.store, options, mode=mode)
     if args.command == "split-sites":  # it only reads the store
         return _stage(args, pipeline, store, labels)
+    if args.command == "verify" and not args.repair:
+        return _verify(store, repair=False)
     with pipeline.store_lease(args.store, options, take_over=args.take_over):
         if args.command in ("generate", "coassoc", "consensus", "report"):
             store.check_report_folder()  # they write under report/: stop before the stage, not after it
@@ -427,6 +454,8 @@ def _stage(args, pipeline, store, labels=None):
         print(f"import-labels: {info['n_clusterings']} clusterings")
     elif args.command == "report":
         return _report(pipeline.write_report(store), args.format)
+    elif args.command == "verify":
+        return _verify(store, repair=True)
     return 0
 
 

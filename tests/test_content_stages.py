@@ -8,6 +8,7 @@ import threading
 import numpy as np
 import pytest
 
+from ensemble_dask import InputError
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.io.urls import source_fingerprint
 from ensemble_dask.stages.coassoc import coassoc_stage
@@ -151,3 +152,66 @@ def test_records_are_cleared_by_a_new_ingest(url, tmp_path):
     assert set(store.records()) == {"x"}
     store.clear_records()
     assert store.records() == {} and store.record("x") is None
+
+
+def _replace_array(store, path):
+    """Another run's array in place of ``path``: same shape, dtype and chunks, other content."""
+    old = store.group[path]
+    data = old[:]
+    del store.group[path]
+    new = store.group.create_array(path, shape=old.shape, chunks=old.chunks, dtype=old.dtype)
+    new[:] = np.zeros_like(data)
+
+
+def test_a_stage_whose_output_is_not_its_records_is_never_skipped(tmp_path, client, capsys):
+    """Issue 29: two writers once left ingest and generate marked complete over an X of zeros and single-
+    cluster labels, and a re-run skipped them as up to date. Each record now describes what its stage wrote
+    (shapes, dtypes, chunk counts) and stamps it with its hash; a re-run checks both, names what disagrees
+    and the command that repairs it."""
+    from ensemble_dask.cli import main
+
+    src = _small_csv(tmp_path / "x.csv.gz")
+    store = RunStore(tmp_path / "run.zarr")
+    ingest(store, str(src), label_column=3)
+    generate(store, client, n_clusterings=4, k_min=2, k_max=3, seed=0)
+    coassoc_stage(store, client, strategy="full", seed=0)
+    assert store.verify("ingest") == [] and store.verify("coassoc") == []
+    assert main(["verify", "--store", str(tmp_path / "run.zarr")]) == 0
+    assert "ingest: ok" in capsys.readouterr().out
+
+    _replace_array(store, "X")
+    with pytest.raises(
+        InputError, match=r"stage 'ingest' is recorded complete, but .*X was written by another run"
+    ):
+        ingest(store, str(src), label_column=3)
+    with pytest.raises(InputError, match=r"ensemble-dask verify --store .* --repair"):
+        generate(store, client, n_clusterings=4, k_min=2, k_max=3, seed=0)  # it reads ingest's identity
+    assert main(["verify", "--store", str(tmp_path / "run.zarr")]) == 1
+    assert "ingest: X was written by another run" in capsys.readouterr().out
+
+    assert main(["verify", "--store", str(tmp_path / "run.zarr"), "--repair"]) == 0
+    assert "unmarked ingest" in capsys.readouterr().out
+    # the stages that read it are out of date too; the same commands recompute them
+    assert not (store.record("generate") or {}).get("complete")
+    assert ingest(store, str(src), label_column=3)["skipped"] is False
+    assert generate(store, client, n_clusterings=4, k_min=2, k_max=3, seed=0)["skipped"] is False
+    assert coassoc_stage(store, client, strategy="full", seed=0)["skipped"] is False
+    assert all(store.verify(name) == [] for name in store.records())
+
+
+def test_a_lost_chunk_or_a_reshaped_output_disagrees_with_its_record(tmp_path, client):
+    src = _small_csv(tmp_path / "x.csv.gz")
+    store = RunStore(tmp_path / "run.zarr")
+    ingest(store, str(src), label_column=3)
+    generate(store, client, n_clusterings=4, k_min=2, k_max=3, seed=0)
+    chunk = next(
+        p for p in (tmp_path / "run.zarr" / "labels").rglob("*") if p.is_file() and p.name != "zarr.json"
+    )
+    chunk.unlink()
+    assert store.verify("generate") == ["labels holds 3 chunks, recorded 4"]
+    store.group["X"].resize((150, store.group["X"].shape[1]))
+    assert store.verify("ingest") == ["X is (150, 3) float32, recorded (200, 3) float32"]
+    # a record written before content identities describes nothing: it is trusted as before
+    rec = store.record("ingest")
+    store._set_record("ingest", {k: v for k, v in rec.items() if k != "content"})
+    assert store.verify("ingest") == []

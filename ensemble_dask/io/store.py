@@ -2,10 +2,10 @@
 
 Layout (see DESIGN.md): ``X``, ``y_true``, ``labels``, ``pairs/...``, ``consensus/<method>/...``,
 ``report/metrics.json``. Each stage's record is one JSON document ``_stages/<name>.json``
-``{"params", "inputs", "hash", "output", "meta", "complete", "started", "finished", "seconds"}``; ``inputs``
-are the content identities of the stage's inputs (see :meth:`RunStore.stage_hash`). A stage is marked complete
-only after all its data is written; a stage whose record matches the requested parameters and
-inputs is skipped on re-run.
+``{"params", "inputs", "hash", "content", "output", "meta", "complete", "started", "finished", "seconds"}``;
+``inputs`` are the content identities of the stage's inputs (see :meth:`RunStore.stage_hash`), ``content``
+describes what it wrote. A stage is marked complete only after all its data is written; a stage whose record
+matches the requested parameters and inputs, and whose output matches its record, is skipped on re-run.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ RECORDS_DIR = "_stages"
 STAGE_ORDER = ("ingest", "generate", "coassoc", "consensus", "federated")
 #: the folder the report stage (and the Dask cluster's facts) are written into
 REPORT_DIR = "report"
+#: the attribute of an array naming the stage (and its hash) that wrote it
+WRITTEN_BY = "_written_by"
 
 logger = logging.getLogger(__name__)
 
@@ -167,11 +169,87 @@ class RunStore:
         rec = self.record(name)
         if not rec or not rec.get("complete"):
             raise InputError(f"stage {name!r} has not completed in run store {self.url!r}; run it first")
+        self._check_content(name, rec)
         return rec.get("output") or rec["hash"]
 
     def is_complete(self, name, params, inputs):
+        """Whether stage ``name`` is complete with these parameters and inputs (then it is skipped).
+
+        Its output is checked against its record first (see :meth:`verify`): a store whose content is not
+        what the record says raises :class:`InputError` naming the repair, never passes as up to date.
+        """
         rec = self.record(name)
-        return bool(rec and rec.get("complete") and rec.get("hash") == stage_hash(_jsonable(params), inputs))
+        if not (rec and rec.get("complete") and rec.get("hash") == stage_hash(_jsonable(params), inputs)):
+            return False
+        self._check_content(name, rec)
+        return True
+
+    # -- content identity -------------------------------------------------------------------------
+    # A stage's record lists what it wrote (``content``: shape, dtype and stored chunk count per array)
+    # and stamps each array with the record's hash (``_written_by``); a re-run verifies both before it
+    # trusts the record. Content from another run (two writers, a store copied over, a crash between
+    # data and record) then disagrees with the record instead of passing as up to date.
+    def _arrays(self, paths):
+        for path in paths:
+            if path not in self.group:
+                continue
+            node = self.group[path]
+            if isinstance(node, zarr.Array):
+                yield path, node
+            else:
+                for sub, member in node.members(max_depth=None):
+                    if isinstance(member, zarr.Array):
+                        yield f"{path}/{sub}", member
+
+    def _seal(self, name, digest, writes):
+        """Stamp the arrays under ``writes`` with the stage's hash; their description for its record."""
+        content = {}
+        for path, arr in self._arrays(writes):
+            arr.attrs[WRITTEN_BY] = {"stage": name, "hash": digest}
+            content[path] = [list(arr.shape), str(arr.dtype), int(arr.nchunks_initialized)]
+        return content
+
+    def verify(self, name):
+        """What in the output of stage ``name`` disagrees with its record (a list of sentences; empty
+        when all agree, or when the record predates content identities)."""
+        rec = self.record(name) or {}
+        problems = []
+        for path, (shape, dtype, chunks) in (rec.get("content") or {}).items():
+            if path not in self.group:
+                problems.append(f"{path} is missing")
+                continue
+            arr = self.group[path]
+            if not isinstance(arr, zarr.Array):
+                problems.append(f"{path} is not an array")
+                continue
+            stamp = arr.attrs.get(WRITTEN_BY) or {}
+            if list(arr.shape) != shape or str(arr.dtype) != dtype:
+                problems.append(f"{path} is {tuple(arr.shape)} {arr.dtype}, recorded {tuple(shape)} {dtype}")
+            elif stamp != {"stage": name, "hash": rec.get("hash")}:
+                problems.append(f"{path} was written by another run ({stamp or 'no stamp'})")
+            elif int(arr.nchunks_initialized) != chunks:
+                problems.append(f"{path} holds {arr.nchunks_initialized} chunks, recorded {chunks}")
+        return problems
+
+    def _check_content(self, name, rec):
+        problems = self.verify(name) if rec.get("content") else []
+        if problems:
+            raise InputError(
+                f"run store {self.url!r}: stage {name!r} is recorded complete, but its output is not what the "
+                f"record says ({'; '.join(problems)}); run `ensemble-dask verify --store {self.url} --repair` "
+                "to unmark it (and the stages that read it), then run the same command again"
+            )
+
+    def repair(self):
+        """Unmark every complete stage whose output disagrees with its record, and the stages that read it;
+        return ``{stage: problems}`` of those found."""
+        found = {}
+        for name, rec in self.records().items():
+            if rec.get("complete") and (problems := self.verify(name)):
+                found[name] = problems
+                self._set_record(name, {**rec, "complete": False, "broken": problems})
+                self._unmark_readers_of(rec.get("output") or rec["hash"])
+        return found
 
     def _set_record(self, name, rec):
         url = self._record_url(name)
@@ -202,13 +280,15 @@ class RunStore:
             fs.rm(f"{root}/{RECORDS_DIR}", recursive=True)
 
     @contextlib.contextmanager
-    def stage(self, name, params, inputs, *, meta=None):
+    def stage(self, name, params, inputs, *, meta=None, writes=()):
         """Context for running stage ``name``: unmark it, yield, then mark it complete.
 
         If the body raises, the stage stays unmarked (its partial output is never trusted). The
         body may set ``output`` in the yielded dict: a hash of the stage's output content, which
         the stages after it then key on (see :meth:`stage_hash`). ``meta`` is stored in the record
-        but is not part of the stage's identity (e.g. the URL the input was read from).
+        but is not part of the stage's identity (e.g. the URL the input was read from). ``writes``
+        names the arrays or groups the stage writes: they are stamped with its hash and described
+        in its record, which a re-run verifies (:meth:`verify`).
         """
         if self.mode == "r":
             raise EnsembleDaskError(f"run store {self.url!r} is open read-only")
@@ -221,12 +301,15 @@ class RunStore:
         result = {}
         yield result
         seconds = time.perf_counter() - t0
+        digest = stage_hash(params, inputs)
+        content = self._seal(name, digest, writes)
         self._set_record(
             name,
             {
                 "params": params,
                 "inputs": inputs,
-                "hash": stage_hash(params, inputs),
+                "hash": digest,
+                "content": content,
                 "output": result.get("output"),
                 "meta": _jsonable(meta or {}),
                 "complete": True,
@@ -235,7 +318,7 @@ class RunStore:
                 "seconds": round(seconds, 3),
             },
         )
-        new_identity = result.get("output") or stage_hash(params, inputs)
+        new_identity = result.get("output") or digest
         if old_identity is not None and old_identity != new_identity:
             self._unmark_readers_of(old_identity)
         logger.info("stage %s complete in %.2f s", name, seconds)

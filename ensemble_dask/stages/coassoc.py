@@ -121,7 +121,7 @@ def coassoc_stage(
             appendable = same and old_gen["n_clusterings"] < gen_params["n_clusterings"]
     labels = store["labels"]
     client = _where(client, labels.shape[0] * labels.shape[1] * 4, sampler)
-    with store.stage("coassoc", p, inputs):
+    with store.stage("coassoc", p, inputs, writes=("pairs",)):
         if appendable:
             attrs = update_coassociation(store, client_or_scheduler=client)
         else:

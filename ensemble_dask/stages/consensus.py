@@ -494,7 +494,7 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
     notes = [f"{w.category.__name__}: {w.message}" for w in caught]
     for note in notes:
         logger.warning("%s: %s", stage, note)
-    with store.stage(stage, record, inputs):
+    with store.stage(stage, record, inputs, writes=(stage,)):
         Y = np.asarray(est.memberships_, dtype=np.float32)
         n, k = Y.shape
         group = store.group.require_group("consensus")

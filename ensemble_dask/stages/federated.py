@@ -467,7 +467,7 @@ def run_federated_workflow(spec, *, progress=False):
                 "federated.demo_min_sites is for the demo: a real site sets min_sites in its own config"
             )
         context = client_context(certs)
-        stack.enter_context(store.stage("federated", record, []))
+        stack.enter_context(store.stage("federated", record, [], writes=("federated",)))
         try:
             if method == "kcc":
                 from ..federated.rows_kcc import run_federated_kcc

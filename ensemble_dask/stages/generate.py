@@ -210,7 +210,7 @@ def generate(store, client, *, progress=False, **params):
         ):
             start = old["n_clusterings"]
 
-    with store.stage("generate", p, inputs) as record:
+    with store.stage("generate", p, inputs, writes=("labels",)) as record:
         if start == 0:
             if "labels" in store:
                 del store.group["labels"]
@@ -292,7 +292,7 @@ def import_labels(store, url, *, storage_options=None, fmt=None, labels=None):
     if store.is_complete("generate", params, inputs):
         logger.info("import-labels: up to date, skipped")
         return {"n_clusterings": n_clust, "computed": 0, "skipped": True}
-    with store.stage("generate", params, inputs, meta={"url": str(url)}) as record:
+    with store.stage("generate", params, inputs, meta={"url": str(url)}, writes=("labels",)) as record:
         if "labels" in store:
             del store.group["labels"]
         arr = store.group.create_array(

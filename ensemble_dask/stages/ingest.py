@@ -432,7 +432,7 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
     d = int(keep_cols.sum())
 
     before = (store.record("ingest") or {}).get("output")
-    with store.stage("ingest", params, [], meta={"url": p["url"]}) as record:
+    with store.stage("ingest", params, [], meta={"url": p["url"]}, writes=("X", "y_true")) as record:
         for name in ("X", "y_true"):
             if name in store:
                 del store.group[name]
