@@ -1,0 +1,91 @@
+"""Three workflows with different data started at once on one fresh store, on a local path and on S3 (a moto
+server): exactly one finishes, its store equals a clean run of its workflow, the others exit with the lease's
+error, and no stage is ever marked complete over content from two runs (issue 29).
+
+``ED_RACE_TRIALS`` sets the trials per store kind (default 2; the issue's acceptance is 20).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from ensemble_dask.io.store import RunStore
+
+from .test_cli import EXE
+
+pytestmark = pytest.mark.slow
+
+WORKFLOW = """\
+seed: 5
+data: {{url: "synthetic:kdd99?n={n}&seed={seed}"}}
+generate: {{n_clusterings: 8, k_min: 2, k_max: 6, rate: 0.5}}
+coassoc: {{l: 8}}
+consensus: {{pcc-kl: {{n_clusters: 4}}}}
+"""
+ARRAYS = ("X", "labels", "pairs/indptr", "pairs/indices", "pairs/co", "pairs/both", "consensus/pcc-kl/Y")
+TRIALS = int(os.environ.get("ED_RACE_TRIALS", 2))
+
+
+@pytest.fixture(scope="module")
+def workflows(tmp_path_factory):
+    """Three workflows on different data, each with the arrays of its clean run."""
+    folder = tmp_path_factory.mktemp("race")
+    out = []
+    for i in range(3):
+        path = folder / f"wf{i}.yaml"
+        path.write_text(WORKFLOW.format(n=1200 + 300 * i, seed=i))
+        clean = folder / f"clean{i}.zarr"
+        proc = subprocess.run([EXE, "run", str(path), "--store", str(clean), "--no-progress"],
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        store = RunStore(clean, mode="r")
+        out.append((path, {name: store[name][:] for name in ARRAYS}))
+    return out
+
+
+def _race(workflows, url, storage_options=None):
+    extra = ["--storage-options", json.dumps(storage_options)] if storage_options else []
+    procs = [
+        subprocess.Popen(
+            [EXE, "run", str(path), "--store", url, "--no-progress", *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for path, _ in workflows
+    ]
+    return [(p.returncode, *p.communicate(timeout=600)) for p in procs if p.wait(timeout=600) is not None]
+
+
+def _check(workflows, url, storage_options, results):
+    codes = [code for code, _, _ in results]
+    assert sorted(codes) == [0, 2, 2], results
+    for code, _, err in results:
+        if code:
+            assert "Traceback" not in err and err.count("\n") == 1, err
+            assert "is being written by pid" in err or "holds the data set read from" in err, err
+    winner = codes.index(0)
+    store = RunStore(url, storage_options, mode="r")
+    records = store.records()
+    assert records and all(rec["complete"] for rec in records.values()), records
+    assert all(store.verify(name) == [] for name in records)
+    for name in ARRAYS:
+        np.testing.assert_array_equal(store[name][:], workflows[winner][1][name], err_msg=name)
+
+
+@pytest.mark.parametrize("trial", range(TRIALS))
+def test_three_workflows_on_one_fresh_local_store(workflows, tmp_path, trial):
+    url = str(tmp_path / "race.zarr")
+    _check(workflows, url, None, _race(workflows, url))
+
+
+@pytest.mark.parametrize("trial", range(TRIALS))
+def test_three_workflows_on_one_fresh_s3_store(workflows, s3_bucket, trial):
+    bucket, options = s3_bucket
+    url = f"s3://{bucket}/race.zarr"
+    _check(workflows, url, options, _race(workflows, url, options))
