@@ -249,3 +249,20 @@ def test_certs_refuse_a_new_ca_when_its_key_was_moved_offline(tmp_path):
     with pytest.raises(InputError, match="ca.pem"):
         make_certs(out, ["site-c"])
     assert (out / "ca-key.pem").read_bytes() == key_before
+
+
+def test_an_out_folder_that_is_a_file_is_refused_naming_it(tmp_path):
+    """Issue 29: `certs --out` a file ended in an OSError traceback (File exists)."""
+    from ensemble_dask import InputError
+    from ensemble_dask.federated.certs import init_site, make_ca, make_certs
+
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder")
+    for make in (
+        lambda: make_ca(afile),
+        lambda: make_certs(afile, ["coordinator", "a"]),
+        lambda: init_site(afile, "a"),
+    ):
+        with pytest.raises(InputError, match=r"--out '.*afile' is a file; give a folder"):
+            make()
+    assert afile.read_text() == "not a folder"

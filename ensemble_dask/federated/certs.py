@@ -236,6 +236,13 @@ def _san_entries(name, hosts):
     return entries
 
 
+def _make_folder(out):
+    """Create the output folder ``out`` (a Path); a file in its place is refused, naming it."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {str(out)!r} is a file; give a folder (it is created if missing)")
+    out.mkdir(parents=True, exist_ok=True)
+
+
 def make_certs(out, names, *, overwrite=False):
     """Write a CA and, per name, a TLS certificate, its key and an X25519 masking key pair into ``out``.
 
@@ -274,7 +281,7 @@ def make_certs(out, names, *, overwrite=False):
     if len(set(names)) != len(names):
         raise InputError(f"names must be distinct; got {names}")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    _make_folder(out)
     ca_pem, ca_key_path = out / "ca.pem", out / "ca-key.pem"
     if not overwrite and ca_pem.exists() and not ca_key_path.exists():
         raise InputError(
@@ -355,7 +362,7 @@ def init_site(out, name, *, hosts=()):
             raise InputError(
                 f"{str(path)!r} exists; refusing to overwrite a private key (move it away to make new keys)"
             )
-    out.mkdir(parents=True, exist_ok=True)
+    _make_folder(out)
     key = ec.generate_private_key(ec.SECP256R1())
     csr = (
         x509.CertificateSigningRequestBuilder()
@@ -400,7 +407,7 @@ def make_ca(out):
                 f"{str(path)!r} exists; refusing to replace a CA (every certificate it signed would stop "
                 "verifying)"
             )
-    out.mkdir(parents=True, exist_ok=True)
+    _make_folder(out)
     _make_ca(out, exclusive=True)
     return [out / "ca.pem", out / "ca-key.pem"]
 
@@ -495,7 +502,7 @@ def sign_csr(ca_dir, csr_path, *, out=None, days=_VALID_DAYS):
     csr, name, san = _read_csr(csr_path)
     cert = _leaf_cert(name, csr.public_key(), san, ca_cert, ca_key, days=days)
     out = Path(csr_path).parent if out is None else Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    _make_folder(out)
     path = out / f"{name}.pem"
     _write(path, cert.public_bytes(serialization.Encoding.PEM), private=False)
     return path
