@@ -117,9 +117,9 @@ def _baseline(name):
     def make(K, labels):
         import inspect
 
-        from ensemble_dask.consensus.baselines import METHODS as BASELINES
+        from ensemble_dask.consensus import registry
 
-        cls = BASELINES[name]
+        cls = registry.get(name).estimator_class()
         kw = {"random_state": 0} if "random_state" in inspect.signature(cls).parameters else {}
         return cls(n_clusters=K, **kw)
 

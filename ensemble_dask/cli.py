@@ -213,9 +213,17 @@ def _parser():
     p.add_argument("--count-mode", default="auto", choices=["auto", "rows", "join"])
     p.add_argument("--seed", type=_seed, default=0)
 
-    p = sub.add_parser("consensus", parents=[common], help="run a consensus method on the store")
+    p = sub.add_parser(
+        "consensus",
+        parents=[common],
+        help="run a consensus method on the store",
+        epilog=_methods_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument(
-        "name", help="result name: pcc-kl, pcc-l2, ppc, bce, mm, gbce, or any name with --set method=..."
+        "name",
+        help="result name: a method (below), pcc-kl or pcc-l2 (PCC with that divergence), or any plain name "
+        "with --set method=METHOD",
     )
     store_args(p)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a method parameter")
@@ -250,6 +258,17 @@ def _parser():
         "that the next run recomputes them",
     )
     return ap
+
+
+def _methods_help():
+    """The consensus methods of the registry, a line each, for ``consensus --help``."""
+    from .consensus import registry
+
+    lines = ["methods (fitted on):"]
+    for name in registry.names():
+        m = registry.get(name)
+        lines.append(f"  {name:8s} {m.summary} ({m.fits_on})")
+    return "\n".join(lines)
 
 
 def _verify(store, repair):

@@ -263,12 +263,13 @@ def _call(func, section, *args, **kwargs):
 
 def _largest_k(consensus, on=None):
     """The largest ``n_clusters`` of the consensus entries (that fit on ``on``, e.g. ``"pairs"``), or None."""
-    from .stages.consensus import METHODS, resolve_method
+    from .consensus import registry
+    from .stages.consensus import resolve_method
 
     ks = []
     for name, params in (consensus or {}).items():
         method, kw = resolve_method(name, params)
-        if (on is None or METHODS[method] == on) and isinstance(kw.get("n_clusters"), int):
+        if (on is None or registry.get(method).fits_on == on) and isinstance(kw.get("n_clusters"), int):
             ks.append(kw["n_clusters"])
     return max(ks) if ks else None
 
@@ -312,10 +313,12 @@ def _default_generate(spec, store, consensus):
 def _default_coassoc(spec, store, consensus):
     """The workflow's ``coassoc`` section, or ``{}`` where it has none but a pair method needs pairs and the
     store's are missing or were counted on other labels than the store's now, or None: not run."""
-    from .stages.consensus import METHODS, resolve_method
+    from .consensus import registry
+    from .stages.consensus import resolve_method
 
     co = spec.get("coassoc")
-    if co is not None or not any(METHODS[resolve_method(n, p)[0]] == "pairs" for n, p in consensus.items()):
+    pair_methods = (registry.get(resolve_method(n, p)[0]).fits_on == "pairs" for n, p in consensus.items())
+    if co is not None or not any(pair_methods):
         return co
     if _missing(store, "coassoc") or store.record("coassoc").get("inputs") != [store.stage_hash("generate")]:
         return {}

@@ -12,10 +12,10 @@ from sklearn.metrics import adjusted_rand_score
 
 from ensemble_dask import InputError
 from ensemble_dask.coassoc import coassociation, dense_coassociation
-from ensemble_dask.consensus.baselines import INPUT, METHODS
+from ensemble_dask.consensus import registry
 from ensemble_dask.consensus.baselines_pairs import CSPA, EACAverageLink, EACSingleLink
 
-PAIR_METHODS = [m for m in METHODS if INPUT[m] == "pairs"]
+PAIR_METHODS = ["eac-sl", "eac-al", "cspa"]
 LABEL_METHODS = ["hgpa", "mcla", "hbgf"]
 
 # two groups {0,1,2} and {3,4,5}: every clustering agrees except for one swap per clustering
@@ -32,7 +32,7 @@ SMALL = np.array(
 
 
 def _make(name, k, seed=0):
-    cls = METHODS[name]
+    cls = registry.get(name).estimator_class()
     return cls(k, random_state=seed) if "random_state" in cls.__init__.__code__.co_varnames else cls(k)
 
 
@@ -43,7 +43,7 @@ def _same_partition(a, b):
 @pytest.mark.parametrize("name", PAIR_METHODS + LABEL_METHODS)
 def test_small_hand_checked(name):
     est = _make(name, 2)
-    data = dense_coassociation(SMALL) if INPUT[name] == "pairs" else SMALL
+    data = dense_coassociation(SMALL) if registry.get(name).fits_on == "pairs" else SMALL
     est.fit(data)
     assert _same_partition(est.labels_, [0, 0, 0, 1, 1, 1])
     assert est.memberships_.shape == (6, 2)
@@ -64,7 +64,7 @@ def blobs():
 @pytest.mark.parametrize("name", PAIR_METHODS + LABEL_METHODS)
 def test_blobs(blobs, name):
     labels, y = blobs
-    if INPUT[name] == "pairs":
+    if registry.get(name).fits_on == "pairs":
         data = coassociation(labels, strategy="cocluster", seed=0, l=30)
     else:
         data = labels

@@ -1,4 +1,5 @@
-"""The classic consensus baselines, by the names the consensus stage and the CLI use.
+"""The classic consensus baselines (their names in workflows and on the command line are in
+:mod:`ensemble_dask.consensus.registry`).
 
 * on the co-association pairs (``fit(pairs)``, a :class:`~ensemble_dask.pairs.PairCounts`):
   ``eac-sl`` :class:`EACSingleLink`, ``eac-al`` :class:`EACAverageLink`, ``cspa`` :class:`CSPA`
@@ -12,31 +13,5 @@ from __future__ import annotations
 
 from .baselines_labels import HBGF, HGPA, MCLA
 from .baselines_pairs import CSPA, EACAverageLink, EACSingleLink
-from .gkcc import GKCC
-from .kcc import KCC
 
-__all__ = ["EACSingleLink", "EACAverageLink", "CSPA", "HGPA", "MCLA", "HBGF", "METHODS", "INPUT"]
-
-#: estimator class of each method name
-METHODS = {
-    "kcc": KCC,
-    "gkcc": GKCC,
-    "eac-sl": EACSingleLink,
-    "eac-al": EACAverageLink,
-    "cspa": CSPA,
-    "hgpa": HGPA,
-    "mcla": MCLA,
-    "hbgf": HBGF,
-}
-
-#: what each method's ``fit`` takes: the ``labels`` matrix or the co-association ``pairs``
-INPUT = {
-    "kcc": "labels",
-    "gkcc": "labels",
-    "eac-sl": "pairs",
-    "eac-al": "pairs",
-    "cspa": "pairs",
-    "hgpa": "labels",
-    "mcla": "labels",
-    "hbgf": "labels",
-}
+__all__ = ["EACSingleLink", "EACAverageLink", "CSPA", "HGPA", "MCLA", "HBGF"]

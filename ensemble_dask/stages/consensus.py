@@ -23,10 +23,10 @@ import warnings
 import numpy as np
 
 from .._validation import InputError, check_choice, check_int, check_random_state, stage_seed
+from ..consensus import registry
 from ..io.store import RunStore, stage_hash
 
 __all__ = [
-    "METHODS",
     "resolve_method",
     "check_consensus_params",
     "consensus_stage",
@@ -36,30 +36,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: method -> what it fits on (the baselines' entries mirror ``consensus.baselines.INPUT``)
-METHODS = {
-    "pcc": "pairs",
-    "ppc": "pairs",
-    "bce": "labels",
-    "mm": "labels",
-    "gbce": "labels+X",
-    "kcc": "labels",
-    "gkcc": "labels",
-    "eac-sl": "pairs",
-    "eac-al": "pairs",
-    "cspa": "pairs",
-    "hgpa": "labels",
-    "mcla": "labels",
-    "hbgf": "labels",
-}
-
 #: labels (as int32) larger than this are never read whole in this process: BCE's E-step and KCC's Lloyd
 #: assignment run on the cluster's workers, on row blocks each worker reads from the store; smaller labels
 #: fit in this process, which is faster
 DASK_LABELS_BYTES = 1 << 30
-#: the methods that fit on the cluster's row blocks of labels larger than :data:`DASK_LABELS_BYTES` (PCC and
-#: PPC take their ``init: auto`` start from KCC fitted there)
-DASK_METHODS = ("bce", "kcc")
 #: pairs that would take more than this in memory (:data:`PAIR_BYTES` per stored entry) are never read whole:
 #: PCC and PPC read them a block of rows at a time (``coassoc.csr.StoredPairs``); smaller pairs are read whole,
 #: which saves reading them again on every sweep
@@ -74,26 +54,16 @@ def resolve_method(name, params):
     params = dict(params or {})
     method = params.pop("method", None)
     if method is None:
-        method = name if name in METHODS else name.split("-")[0]
+        method = name if name in registry.names() else name.split("-")[0]
         if method == "pcc" and name in ("pcc-kl", "pcc-l2"):
             params.setdefault("divergence", name[4:])
-    if method not in METHODS:
-        raise InputError(f"consensus method {name!r}: unknown method {method!r}; known: {sorted(METHODS)}")
+    if method not in registry.names():
+        raise InputError(f"consensus method {name!r}: unknown method {method!r}; known: {registry.names()}")
     return method, params
 
 
 def _estimator_class(method):
-    if method in ("pcc", "ppc"):
-        from ..consensus.pcc import PCC, PPC
-
-        return PCC if method == "pcc" else PPC
-    if method in ("bce", "mm", "gbce"):
-        from ..consensus import bce
-
-        return {"bce": bce.BCE, "mm": bce.MM, "gbce": bce.GBCE}[method]
-    from ..consensus import baselines
-
-    return baselines.METHODS[method]
+    return registry.get(method).estimator_class()
 
 
 def _estimator(method, params, name=None):
@@ -131,8 +101,9 @@ def _positive(name):
 
 
 def _check_tol(method, value):
-    """``tol`` as the method's estimator takes it (PCC and PPC: > 0 or 'auto'; the others: >= 0)."""
-    auto = method in ("pcc", "ppc")
+    """``tol`` as the method's estimator takes it (> 0 or 'auto' for a method whose registry entry says
+    ``tol_auto``: PCC and PPC; the others: >= 0)."""
+    auto = registry.get(method).tol_auto
     if auto and isinstance(value, str) and value == "auto":
         return
     if (
@@ -196,11 +167,12 @@ def check_consensus_params(name, params, *, seed=0):
     method, kwargs = resolve_method(name, params)
     if "random_state" in inspect.signature(_estimator_class(method).__init__).parameters:
         kwargs.setdefault("random_state", int(stage_seed(seed, "consensus").generate_state(1)[0]))
-    if method in PAIR_STARTS:
-        kwargs.setdefault("init", "auto")
-        if kwargs["init"] not in PAIR_STARTS[method]:
+    starts = registry.get(method).starts
+    if starts:
+        kwargs.setdefault("init", starts[0])
+        if kwargs["init"] not in starts:
             raise InputError(
-                f"consensus method {name!r}: init must be one of {list(PAIR_STARTS[method])} in a workflow; "
+                f"consensus method {name!r}: init must be one of {list(starts)} in a workflow; "
                 f"got {kwargs['init']!r}"
             )
     est = _estimator(method, _estimator_params(method, kwargs), name)
@@ -219,19 +191,16 @@ def check_consensus_params(name, params, *, seed=0):
     return method, kwargs
 
 
-#: the starts a workflow can give the pair methods: ``auto`` (the default) is HBGF's partition of the store's
-#: labels (spectral, on the bipartite graph of points and clusters; :func:`~ensemble_dask.consensus.starts.label_starts`),
-#: from which the method descends; ``random`` is the paper's Dirichlet draw
-PAIR_STARTS = {"pcc": ("auto", "random"), "ppc": ("auto", "random")}
-#: the methods whose default start became HBGF's partition, and the tag their stage record carries (a store
-#: finished before, with the start of lower objective or k-means++ seedings, is then not up to date)
-STARTS_FROM_HBGF = frozenset({"pcc", "ppc", "bce", "mm", "kcc"})
+#: the tag the record of a method whose default start is HBGF's partition carries (``hbgf_start`` in the
+#: registry): a store finished before, with the start of lower objective or k-means++ seedings, is then not
+#: up to date. A method's ``init: auto`` (``starts`` in the registry) is HBGF's partition of the store's labels
+#: (spectral, on the bipartite graph of points and clusters; :func:`~ensemble_dask.consensus.starts.label_starts`)
 STARTS_TAG = "hbgf-2"
 
 
 def _estimator_params(method, kwargs):
     """The estimator's own parameters: a stage-level ``init: auto`` is resolved when fitting."""
-    if method in PAIR_STARTS and kwargs.get("init") == "auto":
+    if "auto" in registry.get(method).starts and kwargs.get("init") == "auto":
         return {k: v for k, v in kwargs.items() if k != "init"}
     return kwargs
 
@@ -371,10 +340,11 @@ def _check_clusters_used(est):
 
 
 def _inputs(store, method):
-    if METHODS[method] == "pairs":
+    fits_on = registry.get(method).fits_on
+    if fits_on == "pairs":
         return [store.stage_hash("coassoc")]
     hashes = [store.stage_hash("generate")]
-    if METHODS[method] == "labels+X":
+    if fits_on == "labels+X":
         hashes.append(store.stage_hash("ingest"))
     return hashes
 
@@ -388,8 +358,9 @@ def uses_cluster(store, name, params):
     labels larger than :data:`DASK_LABELS_BYTES` do, and PCC and PPC take their ``init: auto`` start there;
     every other method fits in this process)."""
     method, params = resolve_method(name, params)
+    entry = registry.get(method)
     if "labels" not in store or not (
-        method in DASK_METHODS or params.get("init", "auto") == "auto" and method in PAIR_STARTS
+        entry.row_blocks or params.get("init", "auto") == "auto" and entry.starts
     ):
         return False
     return _labels_bytes(store) > DASK_LABELS_BYTES
@@ -427,13 +398,14 @@ def _fit(store, method, kwargs, client):
         starts = _label_starts(store, kwargs["n_clusters"], kwargs.get("random_state"), client)
         params = {**params, "init": "random" if starts is None else starts}
     est = _estimator(method, params)
+    entry = registry.get(method)
     _check_ensemble_range(store, kwargs.get("n_clusters"))
-    if METHODS[method] == "pairs":
+    if entry.fits_on == "pairs":
         from ..coassoc.csr import StoredPairs, read_pair_fractions
         from ..consensus._base import pair_data_from_fractions
 
         nnz = int(store.group["pairs/indices"].shape[0]) if "pairs/indices" in store.group else 0
-        if method in PAIR_STARTS and PAIR_BYTES * nnz > PAIRS_IN_MEMORY_BYTES:
+        if entry.starts and PAIR_BYTES * nnz > PAIRS_IN_MEMORY_BYTES:
             logger.info("%s: %d stored pair entries, read a block of rows at a time", method, nnz)
             pairs = StoredPairs(store.group)
         else:
@@ -447,10 +419,10 @@ def _fit(store, method, kwargs, client):
         finally:
             if isinstance(pairs, StoredPairs):
                 pairs.close()  # its local copy of remote pairs, if any
-    if method in DASK_METHODS and client is not None and _labels_bytes(store) > DASK_LABELS_BYTES:
+    if entry.row_blocks and client is not None and _labels_bytes(store) > DASK_LABELS_BYTES:
         return _fit_on_cluster(store, method, kwargs, client)
     labels = store["labels"][:]
-    if method == "gbce":
+    if entry.fits_on == "labels+X":
         return est.fit(labels, store["X"][:])
     return est.fit(labels)
 
@@ -479,7 +451,7 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
     stage = f"consensus/{name}"
     inputs = _inputs(store, method)
     record = {"method": method, **kwargs}
-    if method in STARTS_FROM_HBGF and kwargs.get("init") in (None, "auto"):
+    if registry.get(method).hbgf_start and kwargs.get("init") in (None, "auto"):
         record["starts"] = STARTS_TAG  # a record of the former default starts is then stale
     if store.is_complete(stage, record, inputs):
         logger.info("%s: up to date, skipped", stage)

@@ -272,7 +272,7 @@ def _method_figure_data(store, name, attrs, sample, image_pos, X_sample, feature
             fig["within"], fig["between"] = frac[same], frac[~same]
             fig["notes"]["pairs"] = f"pairs of {sample.note(len(image_pos))}"
     fig["trace"] = _trace_of(attrs)
-    fig["trace_label"] = "lower bound" if attrs.get("method") in ("bce", "mm", "gbce") else "objective"
+    fig["trace_label"] = _trace_label(attrs.get("method"))
     fig["converged"] = attrs.get("converged")
     fig["n_iter"] = attrs.get("n_iter")
     return fig
@@ -575,3 +575,10 @@ def _facts(store, report, sample, seed):
     if sample is not None:
         rows.append(("figures drawn from", f"{sample.description}; run seed {seed}"))
     return rows
+
+
+def _trace_label(method):
+    """What the trace of ``method`` is (its registry entry's ``trace``): an objective or a lower bound."""
+    from ..consensus import registry
+
+    return registry.get(method).trace if method in registry.names() else "objective"

@@ -1,0 +1,122 @@
+"""The one registry of consensus methods.
+
+The ``consensus`` stage, the workflow checks, the command line's help and the report page read it: adding
+a method is its estimator's module and one :func:`register` call (below, or in a plugin). The estimator is
+imported only when a method is used, so reading the registry imports no solver.
+
+An estimator of the registry follows scikit-learn's conventions: parameters in ``__init__`` (with
+``n_clusters``, and ``random_state`` when it draws anything), ``fit(labels)``, ``fit(pairs)`` or
+``fit(labels, X)`` as :attr:`Method.fits_on` says, and after ``fit`` the attributes ``memberships_``
+(n x K soft memberships), ``labels_``, ``uncertainty_`` and ``effective_k_``; optionally ``converged_``,
+``objective_`` or ``lower_bound_``, ``objective_trace_`` and ``n_iter_``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from .._validation import InputError
+
+__all__ = ["Method", "register", "get", "names", "FITS_ON"]
+
+#: what a method's ``fit`` takes: the co-association ``pairs``, the ``labels`` matrix, or labels and ``X``
+FITS_ON = ("pairs", "labels", "labels+X")
+
+
+@dataclass(frozen=True)
+class Method:
+    """A consensus method of the registry.
+
+    Parameters
+    ----------
+    name : str
+        Its name in workflows and on the command line (``pcc``, ``bce``, ...).
+    estimator : str
+        ``"module:Class"`` of its estimator, the module relative to :mod:`ensemble_dask.consensus` when it
+        starts with a dot.
+    fits_on : {"pairs", "labels", "labels+X"}
+        What its ``fit`` takes.
+    summary : str
+        One line for the command line's help.
+    row_blocks : bool, default=False
+        It fits on the Dask cluster's row blocks of labels too large for one process (BCE's E-step, KCC's
+        Lloyd step).
+    starts : tuple of str, default=()
+        The starts (``init``) a workflow may give it, the first being the default; ``"auto"`` is HBGF's
+        partition of the store's labels, from which the method descends.
+    hbgf_start : bool, default=False
+        Its default start is HBGF's partition (its stage record carries the starts' tag, so a store
+        finished with an older default is not up to date).
+    tol_auto : bool, default=False
+        Its ``tol`` may be ``"auto"`` and must be positive; otherwise a number >= 0.
+    trace : str, default="objective"
+        What its trace is, for the report's figure: ``"objective"`` or ``"lower bound"``.
+    """
+
+    name: str
+    estimator: str
+    fits_on: str
+    summary: str
+    row_blocks: bool = False
+    starts: tuple = ()
+    hbgf_start: bool = False
+    tol_auto: bool = False
+    trace: str = "objective"
+
+    def estimator_class(self):
+        """The estimator's class (imported now)."""
+        module, _, cls = self.estimator.partition(":")
+        return getattr(importlib.import_module(module, package=__package__), cls)
+
+
+_REGISTRY: dict[str, Method] = {}
+
+
+def register(method):
+    """Add ``method`` (a :class:`Method`) to the registry; a name taken already is an error."""
+    if method.fits_on not in FITS_ON:
+        raise ValueError(f"method {method.name!r}: fits_on must be one of {FITS_ON}; got {method.fits_on!r}")
+    if method.name in _REGISTRY:
+        raise ValueError(f"a consensus method named {method.name!r} is registered already")
+    _REGISTRY[method.name] = method
+    return method
+
+
+def unregister(name):
+    """Remove the method ``name`` (a plugin's, or a test's)."""
+    _REGISTRY.pop(name, None)
+
+
+def get(name):
+    """The :class:`Method` named ``name``; an unknown name is an :class:`InputError` listing the known."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise InputError(f"unknown consensus method {name!r}; known: {names()}") from None
+
+
+def names():
+    """The registered methods' names, sorted."""
+    return sorted(_REGISTRY)
+
+
+_PAIR_START = {"starts": ("auto", "random"), "hbgf_start": True, "tol_auto": True}
+for _method in (
+    Method("pcc", ".pcc:PCC", "pairs", "probabilistic consensus clustering (pcc-kl, pcc-l2: its divergence)",
+           **_PAIR_START),
+    Method("ppc", ".pcc:PPC", "pairs", "pairwise probabilistic clustering", **_PAIR_START),
+    Method("bce", ".bce:BCE", "labels", "Bayesian cluster ensembles (variational EM)", row_blocks=True,
+           hbgf_start=True, trace="lower bound"),
+    Method("mm", ".mm:MM", "labels", "mixture model of multinomials (EM)", hbgf_start=True, trace="lower bound"),
+    Method("gbce", ".gbce:GBCE", "labels+X", "generalized BCE: the labels and the features (Gaussian)", trace="lower bound"),
+    Method("kcc", ".kcc:KCC", "labels", "k-means-based consensus clustering", row_blocks=True, hbgf_start=True),
+    Method("gkcc", ".gkcc:GKCC", "labels", "greedy KCC (generates its own partitions, then KCC)"),
+    Method("eac-sl", ".baselines_pairs:EACSingleLink", "pairs", "evidence accumulation, single link"),
+    Method("eac-al", ".baselines_pairs:EACAverageLink", "pairs", "evidence accumulation, average link"),
+    Method("cspa", ".baselines_pairs:CSPA", "pairs", "cluster-based similarity partitioning"),
+    Method("hgpa", ".baselines_labels:HGPA", "labels", "hypergraph partitioning"),
+    Method("mcla", ".baselines_labels:MCLA", "labels", "meta-clustering"),
+    Method("hbgf", ".baselines_labels:HBGF", "labels", "bipartite graph of points and clusters (spectral)"),
+):  # fmt: skip
+    register(_method)
