@@ -1,0 +1,164 @@
+"""``ensemble-dask``: a thin command-line shell over :mod:`ensemble_dask.pipeline`.
+
+Subcommands: ``run WORKFLOW`` (every stage of a workflow), and one per stage: ``ingest``,
+``generate``, ``import-labels``, ``coassoc``, ``report``; ``verify`` (each stage's output against its
+record); ``federated``, ``certs`` (a federation's CA,
+signed site requests, or all keys at once for a demo) and ``site`` (``site init``: a site's own keys;
+``site serve``: its agent). Errors on bad input print one line naming the file, parameter or value, and
+exit with status 2. When the reader of stdout stops early
+(``ensemble-dask report --format json | head``), the command ends quietly with status 141 (128 + SIGPIPE).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+
+from .._validation import EnsembleDaskError
+from ..parallel import INTERRUPTED, interrupt, interrupt_handled, workers_ignore_ctrl_c
+from ._args import _parser, _storage_options
+from .federation import _certs, _federated, _site
+from .stages import _print_summary, _stage, _verify
+
+__all__ = ["main"]
+
+
+def _run(args):
+    from .. import pipeline
+
+    progress = not getattr(args, "no_progress", True)
+    if args.command == "run":
+        spec = pipeline.load_workflow(args.workflow)
+        spec = pipeline.apply_overrides(
+            spec, args.set, data=args.data, store=args.store, scheduler=args.scheduler
+        )
+        if args.storage_options is not None:
+            spec["storage_options"] = _storage_options(args.storage_options)
+        if args.n_workers:
+            spec.setdefault("dask", {})["n_workers"] = args.n_workers
+        store_url = spec.get("store") or f"runs/{spec.get('name', 'run')}.zarr"
+        with pipeline.removed_if_left_empty(store_url, spec.get("storage_options")):
+            report = pipeline.run_workflow(spec, progress=progress, take_over=args.take_over)
+        _print_summary(report)
+        if report.get("html"):
+            print(f"report: {report['html']}")
+        return 0
+
+    if args.command == "federated":
+        spec = pipeline.load_workflow(args.workflow)
+        spec = pipeline.apply_overrides(spec, args.set, store=args.store)
+        if "federated" not in spec:
+            raise EnsembleDaskError(f"workflow {args.workflow!r} has no 'federated' section")
+        if args.storage_options is not None:
+            spec["storage_options"] = _storage_options(args.storage_options)
+        return _federated(spec, args, progress)
+
+    if args.command == "certs":
+        return _certs(args)
+
+    if args.command == "site":
+        return _site(args)
+
+    labels = None
+    if args.command == "import-labels":  # checked before a store is opened (or created)
+        from ..stages.generate import read_labels_table
+
+        labels = read_labels_table(args.labels)
+    # only ingest and import-labels create a store; the other stages need one that exists
+    mode = "a" if args.command in ("ingest", "import-labels") else "r+"
+    options = _storage_options(args.storage_options)
+    if args.command == "ingest":  # a failed ingest leaves no new, empty store behind
+        with (
+            pipeline.removed_if_left_empty(args.store, options),
+            pipeline.store_lease(args.store, options, take_over=args.take_over),
+        ):
+            return _stage(args, pipeline, pipeline.open_store(args.store, options))
+    store = pipeline.open_store(args.store, options, mode=mode)
+    if args.command == "split-sites":  # it only reads the store
+        return _stage(args, pipeline, store, labels)
+    if args.command == "verify" and not args.repair:
+        return _verify(store, repair=False)
+    with pipeline.store_lease(args.store, options, take_over=args.take_over):
+        if args.command in ("generate", "coassoc", "consensus", "report"):
+            store.check_report_folder()  # they write under report/: stop before the stage, not after it
+        return _stage(args, pipeline, store, labels)
+
+
+def _on_sigint(signum, frame):
+    """Ctrl-C: remember it (whatever error it then causes is reported as the interrupt) and raise
+    ``KeyboardInterrupt``; a second one while the run closes ends the process at once."""
+    if INTERRUPTED.is_set():
+        print(f"ensemble-dask: {_INTERRUPTED_LINE}", file=sys.stderr)
+        os._exit(130)
+    quiet = logging.getLogger().level > logging.DEBUG
+    interrupt(quiet=quiet)
+    if quiet:  # the callbacks and finalisers the interrupt cuts short would each say so at exit
+        sys.unraisablehook = _unraisable_after_interrupt
+    raise KeyboardInterrupt
+
+
+def _unraisable_after_interrupt(unraisable):
+    """Nothing: after Ctrl-C, what a cut-short callback or finaliser raises is the interrupt itself."""
+
+
+_INTERRUPTED_LINE = "interrupted; run the same command to resume"
+
+
+def main(argv=None):
+    """Entry point of the ``ensemble-dask`` command; returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.verbose < 2:
+        # read by dask's config when distributed is first imported (its own loggers say INFO)
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    INTERRUPTED.clear()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        with workers_ignore_ctrl_c():  # the command owns its process: it handles Ctrl-C, closes its workers
+            status = _run(args)
+        sys.stdout.flush()  # here, not at exit: a reader that has gone is then caught below
+        if INTERRUPTED.is_set():  # an interrupt swallowed on the way (by a library)
+            raise KeyboardInterrupt
+        return status
+    except BaseException as exc:  # noqa: BLE001 - each kind mapped to one line and a status
+        return _failure(exc, args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        if INTERRUPTED.is_set():
+            interrupt_handled()
+
+
+def _failure(exc, args):
+    """The one line a failed command prints, and its exit status (re-raises what is not ours)."""
+    if INTERRUPTED.is_set() or isinstance(exc, KeyboardInterrupt):
+        # after Ctrl-C, the error it caused (a cancelled future, numba's SystemError) is the interrupt
+        print(f"ensemble-dask: {_INTERRUPTED_LINE}", file=sys.stderr)
+        return 130
+    if isinstance(exc, EnsembleDaskError):
+        print(f"ensemble-dask: error: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(exc, BrokenPipeError):
+        # the reader of stdout stopped early (``report --format json | head``): end quietly, as
+        # Python's docs advise: stdout points at devnull so that flushing it at exit cannot raise again
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # not a real file (tests)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE (13): the status a shell reports for a command SIGPIPE ended
+    if isinstance(exc, OSError):  # a full disk, a file-size limit, a permission: the path and the cause
+        where = getattr(exc, "filename", None) or getattr(args, "store", None)
+        where = f" {where}" if where else ""
+        print(
+            f"ensemble-dask: error: I/O error on{where}: {exc.strerror or exc}; the stage is not marked "
+            "complete: fix the cause (free space, permissions) and run the same command again",
+            file=sys.stderr,
+        )
+        return 1
+    raise exc
