@@ -17,9 +17,9 @@ from threadpoolctl import threadpool_limits
 from .._validation import InputError, check_labels_matrix, check_random_state
 from . import _baseline_kernels as kern
 from ._base import SoftConsensusMixin
+from ._bce_common import compress_rows
+from ._kcc_encoding import check_encoding, encode
 from .baselines_pairs import check_k, metis_parts, one_hot, relabel
-from .bce import compress_rows
-from .kcc import check_encoding, encode
 
 __all__ = ["HGPA", "MCLA", "HBGF", "KAHYPAR_CONFIG"]
 

@@ -48,7 +48,7 @@ import numpy as np
 from .._validation import InputError, check_int, check_labels_matrix, check_random_state
 from . import _kcc_kernels as kern
 from ._base import normalized_entropy
-from .bce import compress_rows
+from ._bce_common import compress_rows
 from .kcc import (
     KCC,
     Encoding,
