@@ -424,8 +424,6 @@ class StoredPairs:
         Where the local copy's directory is made (default: the system's temporary directory). A block
         that cannot be written there (a full disk) is read from the store each time instead.
 
-    Not thread-safe: one fit reads it at a time.
-
     Attributes
     ----------
     n, nnz, n_clusterings : int
@@ -433,6 +431,10 @@ class StoredPairs:
         ``(row0, row1)`` of each block, in row order, covering ``0 .. n``.
     local_copy : str or None
         The directory of the local copy, or None when the blocks are read from the store every time.
+
+    Notes
+    -----
+    Not thread-safe: one fit reads it at a time.
 
     Examples
     --------
