@@ -642,7 +642,8 @@ def main():
 
         print(f"\n== BCE k={K} on the {n:,} x {N} labels; seconds per EM iteration: {timed} ==")
         print(
-            f"in memory, 1 core:           {ms(mem_it)}; setup before the first E-step {mem_it['setup']:.2f} s"
+            f"in memory, 1 core:           {ms(mem_it)}; setup before the first E-step "
+            f"{mem_it['setup']:.2f} s"
         )
         print(
             f"Dask, 2 workers x 1 thread:  {ms(dask_it)}; setup before the first E-step "
@@ -654,7 +655,8 @@ def main():
         )
         if "n_iter" in mem:
             print(
-                f"in memory to convergence (tol=1e-5, max_iter={CONVERGE_MAX_ITER}): {mem['n_iter']} iterations, "
+                f"in memory to convergence (tol=1e-5, max_iter={CONVERGE_MAX_ITER}): "
+                f"{mem['n_iter']} iterations, "
                 f"{mem['converge_s']:.2f} s in all, converged={mem['converged']}, "
                 f"effective k={mem['effective_k']}, micro-precision vs the {y.max() + 1} labels "
                 f"{mem['mp']:.4f}"

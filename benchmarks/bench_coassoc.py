@@ -228,7 +228,8 @@ def bench_paper(workdir):
         one_core[mode] = min(times)
         print(
             f"build on one core (sync scheduler, count_mode={mode}, sample+count+write zarr): best "
-            f"{min(times):.2f} s, median {np.median(times):.2f} s of {REPEAT}; peak memory {peak_mib():,.0f} MiB"
+            f"{min(times):.2f} s, median {np.median(times):.2f} s of {REPEAT}; "
+            f"peak memory {peak_mib():,.0f} MiB"
         )
     lc, client = cluster(2)
     two_workers = {}
@@ -335,7 +336,8 @@ def bench_large(workdir, n, l, row_chunk, label, strategy="per-point"):
         f"(load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})"
     )
     print(
-        f"peak resident memory (VmHWM) before the build: {', '.join(f'{v:,.0f}' for v in before.values())} MiB"
+        "peak resident memory (VmHWM) before the build: "
+        f"{', '.join(f'{v:,.0f}' for v in before.values())} MiB"
     )
     print("peak resident memory during the build (VmHWM, reset at its start):")
     for name, v in peaks.items():

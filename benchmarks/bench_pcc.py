@@ -119,7 +119,8 @@ def main(argv=None):
         "(seconds of PCC.fit: wall, and CPU time of this process)"
     )
     print(
-        f"{'divergence':>10} {'K':>3} {'wall s':>7} {'CPU s':>7} {'passes':>8} {'conv':>5} {'kkt_gap':>9} {'eff_K':>5} {'H':>6}"
+        f"{'divergence':>10} {'K':>3} {'wall s':>7} {'CPU s':>7} {'passes':>8} {'conv':>5} "
+        f"{'kkt_gap':>9} {'eff_K':>5} {'H':>6}"
     )
     at_k3 = {}
     for div in ("l2", "kl"):
@@ -129,7 +130,8 @@ def main(argv=None):
                 at_k3[div] = (wall, cpu)
             h = h_criterion(m.labels_, y)
             print(
-                f"{div:>10} {k:>3} {wall:>7.2f} {cpu:>7.2f} {m.n_iter_:>8} {str(m.converged_):>5} {m.kkt_gap_:>9.2e} "
+                f"{div:>10} {k:>3} {wall:>7.2f} {cpu:>7.2f} {m.n_iter_:>8} {str(m.converged_):>5} "
+                f"{m.kkt_gap_:>9.2e} "
                 f"{m.effective_k_:>5} {h:>6.3f}"
             )
     print()

@@ -1,11 +1,11 @@
 """PCC and PPC on pairs read whole against pairs read from the store a block of rows at a time; prints.
 
-The ensemble of ``benchmarks/peers.py`` (20 k-means labelings of ``make_blobs(n, centers=K)``), its pairs as the
-consensus stage draws them by default (``cocluster``, l = 10; ``--per-point L``: about L uniform partners per
-point instead) written to a local zarr store, then per method, each in a fresh process: the stage's in-memory
-path (``read_pair_fractions``, then ``fit``) and the out-of-core one (``fit(StoredPairs(store))``), from the
-same label start (KCC's partition). Prints the seconds of reading and fitting, the sweeps (out of core) or
-passes, the objective, whether the fit converged, the ARI between the two partitions and the peak RSS
+The ensemble of ``benchmarks/peers.py`` (20 k-means labelings of ``make_blobs(n, centers=K)``), its pairs as
+the consensus stage draws them by default (``cocluster``, l = 10; ``--per-point L``: about L uniform partners
+per point instead) written to a local zarr store, then per method, each in a fresh process: the stage's
+in-memory path (``read_pair_fractions``, then ``fit``) and the out-of-core one (``fit(StoredPairs(store))``),
+from the same label start (KCC's partition). Prints the seconds of reading and fitting, the sweeps (out of
+core) or passes, the objective, whether the fit converged, the ARI between the two partitions and the peak RSS
 (VmHWM) of each process above what it held after the imports and the start.
 
 ``--s3`` also puts the store into a local moto S3 server (127.0.0.1) and fits by blocks from ``s3://`` twice:
@@ -154,13 +154,15 @@ def main(argv=None):
         store = str(tmp / "run.zarr")
         write_pairs(zarr.open_group(store, mode="w"), pairs)
         print(
-            f"n = {args.n:,}, K = {args.K}: {pairs.nnz:,} stored entries ({20 * pairs.nnz / 2**20:.0f} MiB at 20 B)"
+            f"n = {args.n:,}, K = {args.K}: {pairs.nnz:,} stored entries "
+            f"({20 * pairs.nnz / 2**20:.0f} MiB at 20 B)"
         )
         del pairs
         start = tmp / "start.npy"
         np.save(start, KCC(args.K, random_state=0).fit(labels).labels_)
         print(
-            f"{'method':8s} {'pairs':10s} {'read s':>7s} {'fit s':>7s} {'iter':>5s} {'f':>14s} {'conv':>5s} {'peak MiB':>9s}"
+            f"{'method':8s} {'pairs':10s} {'read s':>7s} {'fit s':>7s} {'iter':>5s} {'f':>14s} "
+            f"{'conv':>5s} {'peak MiB':>9s}"
         )
         variants = [("whole", store, None, "auto"), ("by blocks", store, None, "auto")]
         moto = None

@@ -189,17 +189,20 @@ def main():
         t0 = time.perf_counter()
         build(url, args.n, args.clusterings, args.l)
         print(
-            f"built {url} (n={args.n:,}, N={args.clusterings}, l={args.l}) in {time.perf_counter() - t0:.0f} s"
+            f"built {url} (n={args.n:,}, N={args.clusterings}, l={args.l}) "
+            f"in {time.perf_counter() - t0:.0f} s"
         )
     print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     r = child(url, "report")
     print(
-        f"report_page: {r['seconds']:.1f} s ({r['cpu']:.1f} s CPU), peak RSS {r['peak_rss_mb']:.0f} MB -> {r['out']}"
+        f"report_page: {r['seconds']:.1f} s ({r['cpu']:.1f} s CPU), "
+        f"peak RSS {r['peak_rss_mb']:.0f} MB -> {r['out']}"
     )
     if not args.skip_base:
         r = child(url, "base")
         print(
-            f"base_partition_scores (metrics.json, all n): {r['seconds']:.1f} s ({r['cpu']:.1f} s CPU), peak RSS {r['peak_rss_mb']:.0f} MB"
+            f"base_partition_scores (metrics.json, all n): {r['seconds']:.1f} s ({r['cpu']:.1f} s CPU), "
+            f"peak RSS {r['peak_rss_mb']:.0f} MB"
         )
     if not args.dir:
         shutil.rmtree(tmp)

@@ -411,7 +411,8 @@ def main(argv=None):
                 print(
                     f"  run {rep + 1} {v:7s}: {wall:7.1f} s, worker peaks "
                     f"{' / '.join(f'{p:,.0f}' for p in worker_peaks)} MiB (after warm-up "
-                    f"{' / '.join(f'{b:,.0f}' for _, b in sorted(base.items()))}), client {peaks[v][-1][1]:,.0f} "
+                    f"{' / '.join(f'{b:,.0f}' for _, b in sorted(base.items()))}), "
+                    f"client {peaks[v][-1][1]:,.0f} "
                     f"MiB, load {load:.2f}, output {'identical' if same else 'DIFFERENT'}"
                     + "".join(f"\n      {k}: {x:.1f} s" for k, x in phases.items()),
                     flush=True,
@@ -424,7 +425,8 @@ def main(argv=None):
         )
         ref = statistics.median(times["spill"]) if "spill" in times else None
         print(
-            f"{'variant':8s} {'wall s':>8s} {'vs spill':>9s} {'worker peak MiB (max over runs)':>32s} {'client':>7s}"
+            f"{'variant':8s} {'wall s':>8s} {'vs spill':>9s} "
+            f"{'worker peak MiB (max over runs)':>32s} {'client':>7s}"
         )
         for v in variants:
             med = statistics.median(times[v])

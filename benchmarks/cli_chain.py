@@ -15,7 +15,8 @@ store and scored against the blobs (ARI); ``converged`` is what the store record
 total is ingest + import-labels + coassoc + the first method (``pcc-l2`` by default, the issue's
 chain); the other methods' seconds are printed beside it.
 
-    python benchmarks/cli_chain.py [--n 50000] [--K 8] [--methods pcc-l2,pcc-kl,ppc,bce,mm,kcc,gkcc,hbgf] [--no-ingest]
+    python benchmarks/cli_chain.py [--n 50000] [--K 8] [--methods pcc-l2,pcc-kl,ppc,bce,mm,kcc,gkcc,hbgf]
+        [--no-ingest]
 """
 
 from __future__ import annotations

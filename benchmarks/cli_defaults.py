@@ -2,14 +2,15 @@
 
 What an acceptance run does on a data set we never saw: ``ingest`` (a CSV with its class column),
 ``generate --n-clusters K`` and ``coassoc --n-clusters K`` with no other options (``--no-hints``: not
-even K), then ``consensus NAME --set n_clusters=K`` (K = the number of classes) for every method. Each method's ARI is printed beside the mean
-ARI of the base partitions; ``<`` marks a method below that mean.
+even K), then ``consensus NAME --set n_clusters=K`` (K = the number of classes) for every method. Each
+method's ARI is printed beside the mean ARI of the base partitions; ``<`` marks a method below that mean.
 
 Data sets: the UCI sets in ``../shared/data/uci`` (iris, wine, glass, ionosphere, wdbc), scikit-learn's
 ``digits`` (10 classes, ships with scikit-learn) and seeded ``make_blobs`` with 3, 10, 20 and 31
 centres (``--blobs-n`` points each).
 
-    python benchmarks/cli_defaults.py [--data-dir ../shared/data/uci] [--methods pcc-kl,bce] [--sets iris,blobs20]
+    python benchmarks/cli_defaults.py [--data-dir ../shared/data/uci] [--methods pcc-kl,bce]
+        [--sets iris,blobs20]
 
 ``--standardize both`` ingests every set twice, z-scored (``ingest --standardize``, row ``NAME+z``) and
 raw (``--no-standardize``, row ``NAME raw``), with the same generate, coassoc and consensus defaults,
@@ -71,7 +72,10 @@ def main():
     ap.add_argument(
         "--diagnose",
         action="store_true",
-        help="where a method misses the base mean: the consensus criterion at the classes, PCC from the classes",
+        help=(
+            "where a method misses the base mean: the consensus criterion at the classes, "
+            "PCC from the classes"
+        ),
     )
     ap.add_argument(
         "--k-range", type=int, nargs=2, metavar=("K_MIN", "K_MAX"), help="generate --k-min --k-max (all sets)"

@@ -99,7 +99,8 @@ def tables(runs=20):
 
     print(f"== papers/004: KCC, KCC++, GKCC ({runs} runs; {load_average()})")
     print(
-        f"{'set':11s} {'n':>5s} {'K':>2s} {'method':6s} {'objective mean':>15s} {'std':>9s} {'NMI':>6s} {'R_n':>6s} {'s/run':>7s}"
+        f"{'set':11s} {'n':>5s} {'K':>2s} {'method':6s} {'objective mean':>15s} {'std':>9s} "
+        f"{'NMI':>6s} {'R_n':>6s} {'s/run':>7s}"
     )
     avg = {m: {"NMI": [], "R_n": []} for m in ("KCC", "KCC++", "GKCC")}
     for name in ("iris", "wine", "glass", "kdd-subset"):
@@ -136,7 +137,8 @@ def tables(runs=20):
         g_obj = np.array(res["GKCC"]["obj"])
         le = {m: np.mean(g_obj <= np.array(res[m]["obj"]) * (1 + 1e-12)) for m in ("KCC", "KCC++")}
         print(
-            f"{'':11s} GKCC objective <= KCC's on the same partitions: {le['KCC']:.0%}, <= KCC++'s: {le['KCC++']:.0%}"
+            f"{'':11s} GKCC objective <= KCC's on the same partitions: {le['KCC']:.0%}, "
+            f"<= KCC++'s: {le['KCC++']:.0%}"
         )
     print("\naverage over our 4 sets vs papers/004 Table 4 (average over its 36 sets)")
     for meas in ("R_n", "NMI"):
@@ -163,7 +165,8 @@ def scale(sizes, with_gkcc_max=50_000):
 
     KCC(2).fit(np.array([[0, 1], [1, 0], [0, 1]]))  # compile the kernels outside the timings
     print(
-        f"\n== scale: 20 k-means labelings of make_blobs(n, centers=8, n_features=10, cluster_std=2.5) ({load_average()})"
+        "\n== scale: 20 k-means labelings of make_blobs(n, centers=8, n_features=10, cluster_std=2.5) "
+        f"({load_average()})"
     )
     for n in sizes:
         X, y = make_blobs(n, centers=8, n_features=10, cluster_std=2.5, random_state=0)

@@ -6,7 +6,8 @@ counted, as a symmetric CSR; the draws alone as sorted ``(i, j)`` above it), the
 ``consensus.starts``), the choice between them (``pcc._best_start``) and the row-wise descent (``PCC.fit`` /
 ``PPC.fit`` given the chosen start; PPC has no visit counts). Also prints the descent's passes, row visits,
 moves and steps per point, and the ARI of the starts and of the result against the blobs' truth. Seconds are
-the CPU time of this process (``--wall``: wall-clock), so that other jobs on a shared machine disturb them less.
+the CPU time of this process (``--wall``: wall-clock), so that other jobs on a shared machine disturb them
+less.
 
 Usage: python benchmarks/pcc_profile.py [--n 50000 500000] [--K 8] [--l L] [--wall] [--cache DIR]
 """
@@ -111,7 +112,8 @@ def main(argv=None):
             for name, v in rows:
                 print(f"{name:28s} {v:8.3f}")
             print(
-                f"{'method':8s} {'choose s':>8s} {'fit s':>7s} {'passes':>6s} {'visits/n':>8s} {'steps/n':>8s} "
+                f"{'method':8s} {'choose s':>8s} {'fit s':>7s} {'passes':>6s} {'visits/n':>8s} "
+                f"{'steps/n':>8s} "
                 f"{'moves/n':>8s} {'conv':>5s} {'ARI':>6s}"
             )
             for name, (m, t_choose, t) in fits.items():
@@ -119,7 +121,8 @@ def main(argv=None):
                 steps = getattr(m, "n_steps_", float("nan")) / n
                 moves = getattr(m, "n_moves_", float("nan")) / n
                 print(
-                    f"{name:8s} {t_choose:8.2f} {t:7.2f} {m.n_iter_:6d} {visits:8.2f} {steps:8.2f} {moves:8.2f} "
+                    f"{name:8s} {t_choose:8.2f} {t:7.2f} {m.n_iter_:6d} {visits:8.2f} {steps:8.2f} "
+                    f"{moves:8.2f} "
                     f"{m.converged_!s:>5s} {adjusted_rand_score(y, m.labels_):6.3f}"
                 )
 

@@ -11,18 +11,18 @@ Data: ``make_blobs(n, centers=C, n_features=10, cluster_std=2.5, random_state=0)
 Every method gets the same labels matrix and K and runs in a fresh subprocess (so its peak
 memory is its own), warmed up once on 500 rows (imports, JIT caches): seconds are the wall time
 of the fit (with ``--repeat R``, the fastest of R fits in that process: on a machine shared with other jobs
-the least disturbed one) (for the pairwise methods the co-association sampling included), peak RSS is ``VmHWM`` of that process, reset after the labels
-are loaded (``/proc/self/clear_refs``), so it is the memory the method added. ARI and NMI against
-the blobs' true labels.
+the least disturbed one) (for the pairwise methods the co-association sampling included), peak RSS is
+``VmHWM`` of that process, reset after the labels are loaded (``/proc/self/clear_refs``), so it is the memory
+the method added. ARI and NMI against the blobs' true labels.
 
 How each method is given the ``-1`` entries:
 
 * BCE, MM (ours): skipped (marginalised out of the likelihood);
 * PCC-KL, PCC-L2, PPC (ours), as the consensus stage runs them: started from HBGF's labels
   (:func:`~ensemble_dask.consensus.starts.label_starts`) and fitted on
-  ``coassociation(labels, strategy="cocluster", l=default_pairs_per_point(K, "cocluster"), seed=0)`` (the stage's defaults; the
-  seconds include the start and the pair sampling); a pair is counted only over the clusterings that
-  label both points (``N_ij``); the same pairs for EAC-SL, EAC-AL and CSPA;
+  ``coassociation(labels, strategy="cocluster", l=default_pairs_per_point(K, "cocluster"), seed=0)`` (the
+  stage's defaults; the seconds include the start and the pair sampling); a pair is counted only over the
+  clusterings that label both points (``N_ij``); the same pairs for EAC-SL, EAC-AL and CSPA;
 * KCC, GKCC, HGPA, MCLA, HBGF (ours): on the labels, ``-1`` skipped;
 * one-hot k-means (scikit-learn ``OneHotEncoder`` + ``KMeans(K, n_init=1)``): ``-1`` is an
   unknown category, i.e. an all-zero block for that clustering;

@@ -18,7 +18,7 @@ there and read the pairs from the store a block of rows at a time)
         ensemble-dask run workflows/kdd99-full.yaml --data ../shared/data/kddcup99/kddcup.data_10_percent.gz
 
 These are figures to read, not assertions: the machine is shared, so the load average is printed.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ STAGES = ("ingest", "generate", "coassoc")
 
 # -- peak memory of a process tree ------------------------------------------------------------------
 def _vm_hwm(pid, field="VmHWM"):
-    """Peak resident set size (VmHWM, bytes) of ``pid`` (or another ``field``: VmRSS), or None when it is gone."""
+    """Peak resident set size (VmHWM, bytes) of ``pid`` (or another ``field``: VmRSS), or None when it is
+    gone."""
     try:
         with open(f"/proc/{pid}/status") as fh:
             for line in fh:
@@ -83,7 +84,8 @@ class TreeWatcher(threading.Thread):
         self.interval = interval
         self.peaks = {}  # pid -> (role, bytes)
         self.together = 0  # the largest sum of the processes' current RSS seen at one poll
-        self.cpu = {}  # pid -> CPU seconds (user + system) at the last poll: a figure the load does not inflate
+        # pid -> CPU seconds (user + system) at the last poll: a figure the load does not inflate
+        self.cpu = {}
         self.samples = []  # (wall clock, pid, VmRSS bytes) of every poll: which stage a peak belongs to
         self._done = threading.Event()
 
@@ -146,13 +148,15 @@ def print_peaks(watcher):
     print(f"  CPU seconds of the run's processes: {cpu:.1f} (on a quiet 2-core machine wall >= CPU / 2)")
     print(f"  all processes of the run together: {total / 2**30:.2f} GiB (sum of peaks)")
     print(
-        f"  largest total RSS at one moment (polled every {watcher.interval} s): {watcher.together / 2**30:.2f} GiB"
+        f"  largest total RSS at one moment (polled every {watcher.interval} s): "
+        f"{watcher.together / 2**30:.2f} GiB"
     )
 
 
 def print_stage_peaks(watcher, store_url, storage_options=None):
     """The largest RSS each process was seen at (polled) while each stage ran, from the records' start and end
-    (a consensus method's record starts when its fit has ended: its window opens its fit's seconds earlier)."""
+    (a consensus method's record starts when its fit has ended: its window opens its fit's seconds
+    earlier)."""
     import datetime as dt
 
     sys.path.insert(0, str(HERE.parent))
@@ -289,7 +293,8 @@ def bench_rows(n_rows, args, opts, workdir):
     t0 = time.perf_counter()
     csv_path, pq_path = write_table(n_rows, workdir, args.seed)
     print(
-        f"table written in {time.perf_counter() - t0:.1f} s: csv.gz {csv_path.stat().st_size / 2**20:.1f} MiB, "
+        f"table written in {time.perf_counter() - t0:.1f} s: "
+        f"csv.gz {csv_path.stat().st_size / 2**20:.1f} MiB, "
         f"parquet {pq_path.stat().st_size / 2**20:.1f} MiB"
     )
     fs = s3fs.S3FileSystem(**opts)

@@ -1,6 +1,7 @@
 """Where the consensus methods start: HBGF's spectral partition against the lower objective; prints ARI.
 
-The start decides which local optimum PCC, PPC, BCE and MM end in. Two rules, side by side on the same ensembles:
+The start decides which local optimum PCC, PPC, BCE and MM end in. Two rules, side by side on the same
+ensembles:
 
 * ``spectral`` (the defaults): PCC from :func:`~ensemble_dask.consensus.starts.label_starts` (HBGF's
   partition), BCE and MM with ``init="spectral"``;

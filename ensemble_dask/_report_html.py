@@ -50,7 +50,8 @@ def facts_html(rows, records):
     the dict's order: :meth:`~ensemble_dask.io.store.RunStore.records` gives the order they ran) as HTML."""
     stage_rows = "".join(
         f"<tr><td>{_esc(name)}</td><td class='num'>{_esc(fmt(rec.get('seconds'), '.2f'))}</td>"
-        f"<td>{'yes' if rec.get('complete') else '<b>no</b>'}</td><td>{_esc(rec.get('finished') or '')}</td></tr>"
+        f"<td>{'yes' if rec.get('complete') else '<b>no</b>'}</td>"
+        f"<td>{_esc(rec.get('finished') or '')}</td></tr>"
         for name, rec in records.items()
     )
     stages = (
@@ -69,7 +70,8 @@ _HIGHER = {"H", "ARI", "NMI", "MP", "R_n"}
 
 
 def accuracy_html(table_rows, base, base_note=None):
-    """The accuracy table: ``table_rows`` of ``(name, metrics, attrs, figure)``, the base partitions' scores."""
+    """The accuracy table: ``table_rows`` of ``(name, metrics, attrs, figure)``, the base partitions'
+    scores."""
     cols = ["H", "ARI", "NMI", "MP", "R_n", "effective_k", "seconds", "n_iter", "converged"]
     heads = [
         "H",
@@ -145,7 +147,8 @@ def method_caption(name, attrs):
     return (
         f"{_esc(attrs.get('method', name))} ({_esc(params)}). Top: co-association of a sample ordered by "
         "this method's clusters (VAT-style), the stored pairs' fractions inside and across its clusters, "
-        "and the memberships of a sample. Bottom: per-point uncertainty, the cluster-overlap graph m<sub>ij</sub>"
+        "and the memberships of a sample. Bottom: per-point uncertainty, the cluster-overlap graph "
+        "m<sub>ij</sub>"
         " and the soft centroids of papers/003 Sect. 7.4, and the objective or bound over iterations."
     )
 

@@ -129,9 +129,10 @@ def _check_coassoc(spec, seed):
             else ""
         )
         raise InputError(
-            f"workflow section 'coassoc': unknown key(s) {sorted(set(params) - set(STRATEGY_PARAMS[strategy]))} "
-            f"for strategy {strategy!r}; known keys: {sorted(set(stage_keys) | set(STRATEGY_PARAMS[strategy]))}"
-            + hint
+            "workflow section 'coassoc': unknown key(s) "
+            f"{sorted(set(params) - set(STRATEGY_PARAMS[strategy]))} "
+            f"for strategy {strategy!r}; known keys: "
+            f"{sorted(set(stage_keys) | set(STRATEGY_PARAMS[strategy]))}" + hint
         )
     s = co.get("seed", seed)
     if isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0:

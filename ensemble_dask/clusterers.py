@@ -150,7 +150,8 @@ def plan_ensemble(
     if ensemble == "type1":
         if algorithms is not None and list(algorithms) != ["kmeans"]:
             raise InputError(
-                f"The 'algorithms' parameter applies to ensemble='type2' (type1 is k-means); got {list(algorithms)}"
+                "The 'algorithms' parameter applies to ensemble='type2' (type1 is k-means); "
+                f"got {list(algorithms)}"
             )
         pool = ["kmeans"]
     else:
@@ -158,7 +159,8 @@ def plan_ensemble(
     allowed = [a for a in pool if ALGORITHMS[a].max_samples is None or m <= ALGORITHMS[a].max_samples]
     if not allowed:
         raise InputError(
-            f"none of the algorithms {pool} can cluster a subsample of {m} points; add 'kmeans' or lower the rate"
+            f"none of the algorithms {pool} can cluster a subsample of {m} points; "
+            "add 'kmeans' or lower the rate"
         )
     root = stage_seed(seed, "generate")
     children = root.spawn(n_clusterings)

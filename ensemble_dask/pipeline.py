@@ -301,9 +301,9 @@ def _missing(store, stage):
 
 
 def _default_generate(spec, store, consensus):
-    """The workflow's ``generate`` section, or ``{}`` (the stage's defaults) where it has none but has consensus
-    methods and the store holds no labels yet (labels brought with ``import-labels`` are not generated over),
-    or None: not run."""
+    """The workflow's ``generate`` section, or ``{}`` (the stage's defaults) where it has none but has
+    consensus methods and the store holds no labels yet (labels brought with ``import-labels`` are not
+    generated over), or None: not run."""
     gen = spec.get("generate")
     if gen is None and consensus and _missing(store, "generate"):
         return {}

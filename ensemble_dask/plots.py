@@ -493,7 +493,8 @@ def base_partitions_figure(scores, k_asked, k_found, method_scores, method_k, *,
 def federated_figure(
     site_names, site_rows, trace, *, mode="", n_iter=None, converged=None, ylabel="lower bound"
 ):
-    """Rows per site (counts only, never the sites' data) and the federated lower-bound (or objective) trace."""
+    """Rows per site (counts only, never the sites' data) and the federated lower-bound (or objective)
+    trace."""
     fig = Figure(figsize=(12, 4), layout="constrained")
     ax0, ax1 = fig.subplots(1, 2)
     rows = [np.nan if r is None else float(r) for r in site_rows]

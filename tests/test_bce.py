@@ -476,7 +476,8 @@ def test_identical_rows_are_merged_exactly():
     np.testing.assert_allclose(b.lower_bound_, 3 * a.lower_bound_, rtol=1e-12)
 
 
-# --------------------------------------------------------------------------- the seeded start (k-means++ and KCC)
+# --------------------------------------------------------------------------- the seeded start
+# (k-means++ and KCC)
 
 
 def blob_ensemble(n=2000, centers=6, n_clusterings=12, subsample=1.0, seed=0):
@@ -580,7 +581,10 @@ def test_encode_labels_with_large_label_values_and_unseen_ones():
 def test_bad_init_names_the_parameter(Est):
     with pytest.raises(
         InputError,
-        match="'init' parameter must be 'spectral', 'k-means\\+\\+', 'random' or a partition of the rows; got 'kmeans'",
+        match=(
+            "'init' parameter must be 'spectral', 'k-means\\+\\+', 'random' or a partition of the rows; "
+            "got 'kmeans'"
+        ),
     ):
         Est(2, init="kmeans").fit(np.array([[0, 1], [1, 0], [0, 0]]))
 

@@ -309,7 +309,8 @@ def test_more_clusters_than_points_stops_before_generate(tmp_path, capsys):
     )  # fmt: skip
     assert rc == 2
     assert err.strip().endswith(
-        "consensus method 'pcc-l2': The 'n_clusters' parameter must be <= n=300 (the data set's points); got 301"
+        "consensus method 'pcc-l2': The 'n_clusters' parameter must be <= n=300 "
+        "(the data set's points); got 301"
     )
     assert set(_records(store)) == {"ingest"}
 

@@ -38,7 +38,8 @@ def _store(path, labels):
 
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory, process_client):
-    """KCC and BCE fitted by the stage on the same labels on 2 and on 1 worker processes: ``(labels, y, runs)``."""
+    """KCC and BCE fitted by the stage on the same labels on 2 and on 1 worker processes:
+    ``(labels, y, runs)``."""
     from distributed import Client, LocalCluster
 
     labels, y = _labels()

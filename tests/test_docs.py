@@ -29,8 +29,9 @@ def _targets():
 
 @pytest.mark.parametrize("module", PUBLIC)
 def test_every_export_is_in_the_api_reference(module):
-    """A name is documented where the reference renders it: its public module (when mkdocstrings sees it there:
-    defined or imported at the top), or the module that defines it (the federation's exports load lazily)."""
+    """A name is documented where the reference renders it: its public module (when mkdocstrings sees it
+    there: defined or imported at the top), or the module that defines it (the federation's exports load
+    lazily)."""
     targets = _targets()
     mod = importlib.import_module(module)
     missing = []

@@ -74,7 +74,8 @@ def test_one_command_in_an_empty_directory(tmp_path):
     page = root / "coordinator.zarr" / "report" / "index.html"
     page.unlink()
     rep = subprocess.run(
-        [sys.executable, "-m", "ensemble_dask.cli", "report", "--store", str(root / "coordinator.zarr"), "--format", "html"],
+        [sys.executable, "-m", "ensemble_dask.cli", "report", "--store", str(root / "coordinator.zarr"),
+         "--format", "html"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert rep.returncode == 0, rep.stderr

@@ -57,7 +57,10 @@ def test_other_packages_functions_are_not_claimed(tmp_path):
     """A user's own cached function keeps numba's default place, beside its source."""
     mod = tmp_path / "usermod.py"
     mod.write_text("import numba\n\n@numba.njit(cache=True)\ndef twice(x):\n    return 2 * x\n")
-    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import ensemble_dask, usermod; assert usermod.twice(2) == 4"
+    code = (
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r}); "
+        "import ensemble_dask, usermod; assert usermod.twice(2) == 4"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CACHE")}
     env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)

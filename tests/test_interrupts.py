@@ -134,7 +134,8 @@ def test_what_started_processes_say_is_relayed_until_an_interrupt(interrupted, c
 
     relay = parallel._StderrRelay()
     with relay.as_stderr():
-        child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read(); print('from a worker', file=sys.stderr)"],
+        child = subprocess.Popen([sys.executable, "-c",
+                                  "import sys; sys.stdin.read(); print('from a worker', file=sys.stderr)"],
                                  stdin=subprocess.PIPE)  # fmt: skip
     try:
         if interrupted:

@@ -3,8 +3,9 @@
 Layers, lowest first (a module may import its own layer and the layers below it, never above):
 leaf helpers (``_validation``, ``metrics``, ``datasets``, ``clusterers``, ``parallel``, ``plots``, ...)
 < ``io`` < ``coassoc`` < ``consensus`` < ``federated`` < ``stages`` < ``pipeline`` (with
-``_workflow_checks``, its validation of a whole workflow) < ``cli`` (with ``__main__``, ``python -m ensemble_dask``).
-The package's own ``__init__`` is the public facade and may import from any layer.
+``_workflow_checks``, its validation of a whole workflow) < ``cli`` (with ``__main__``,
+``python -m ensemble_dask``). The package's own ``__init__`` is the public facade and may import from any
+layer.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The embedded cluster starts only when a stage has work to do; a run that computes writes a performance report."""
+"""The embedded cluster starts only when a stage has work to do; a run that computes writes a performance
+report."""
 
 import logging
 import os

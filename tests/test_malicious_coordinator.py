@@ -162,7 +162,8 @@ def test_a_round_over_fewer_sites_than_the_minimum_is_refused(agents):
     adv = lk.post("keys", {"session": msg["session"], "round": 1, "op": "label_bits", "args": []})
     with pytest.raises(SiteRefusedError, match="at least 3"):
         lk.post("masked", {"session": msg["session"], "round": 1, "op": "label_bits", "args": [],
-                           "keys": {"site-a": adv["public"], "site-b": adv["public"]}, "shares": {}})  # fmt: skip
+                           "keys": {"site-a": adv["public"], "site-b": adv["public"]},
+                           "shares": {}})  # fmt: skip
 
 
 # --------------------------------------------------------------------------- 5. replays
@@ -425,7 +426,8 @@ def test_no_route_runs_code_on_a_site_besides_its_agent(agents):
             assert ("127.0.0.1", port) in listening and all(ip == "127.0.0.1" for ip, _ in others)
             for ip, p in others:
                 for path in ("/health", "/info/main/workers.html", "/json/identity.json", "/metrics",
-                             "/proxy/8788/127.0.0.1/status", "/status", "/individual-plots.json"):  # fmt: skip
+                             "/proxy/8788/127.0.0.1/status", "/status",
+                             "/individual-plots.json"):  # fmt: skip
                     with pytest.raises(urllib.error.HTTPError) as err:
                         urllib.request.urlopen(f"http://{ip}:{p}{path}", timeout=10)
                     assert err.value.code == 404, (name, p, path)

@@ -69,7 +69,8 @@ def test_upper_csr_kernel_sorts_and_deduplicates():
 
 
 def test_upper_csr_kernel_long_and_short_rows_equal_a_global_sort():
-    """Rows of up to 32 entries are sorted in place, longer ones by a sort call: both give np.unique's order."""
+    """Rows of up to 32 entries are sorted in place, longer ones by a sort call: both give np.unique's
+    order."""
     rng = np.random.default_rng(0)
     n = 500
     i = np.concatenate([rng.integers(0, n - 1, 3000), np.zeros(200, dtype=np.int64), np.full(40, 7)])

@@ -167,7 +167,8 @@ def test_bad_consensus_parameters_keep_the_previous_result():
 
 
 def test_strategy_override_replaces_the_strategy_parameters(caplog):
-    """Before: --set coassoc.strategy=per-point on a workflow with p failed with "Unknown parameter(s) ['p']"."""
+    """Before: --set coassoc.strategy=per-point on a workflow with p failed with "Unknown parameter(s)
+    ['p']"."""
     spec = {"data": {"url": "a.csv"}, "coassoc": {"strategy": "uniform", "p": 0.01, "block_size": 512}}
     with caplog.at_level("WARNING", logger="ensemble_dask.pipeline"):
         out = apply_overrides(spec, ["coassoc.strategy=per-point"])

@@ -1,4 +1,5 @@
-"""Work keyed on content beside the stages (label starts of the pair methods), and the leaner label encoders."""
+"""Work keyed on content beside the stages (label starts of the pair methods), and the leaner label
+encoders."""
 
 import os
 

@@ -76,8 +76,9 @@ def test_spectral_first_takes_hbgf_whatever_its_objective(unequal):
 
 
 def test_kcc_spectral_start(unequal):
-    """KCC's default start, init="spectral": Lloyd's steps from HBGF's centroids keep the blobs; its own k-means++ starts find the
-    lower objective that splits the large one. On many rows HBGF partitions a sample (one start only)."""
+    """KCC's default start, init="spectral": Lloyd's steps from HBGF's centroids keep the blobs; its own
+    k-means++ starts find the lower objective that splits the large one. On many rows HBGF partitions a sample
+    (one start only)."""
     y, labels = unequal
     spectral = KCC(4, random_state=0).fit(labels)
     assert spectral.init == "spectral"

@@ -1,4 +1,5 @@
-"""One writer per run store (issue 29): a lease created atomically, on a local disk and on S3 (moto's server)."""
+"""One writer per run store (issue 29): a lease created atomically, on a local disk and on S3 (moto's
+server)."""
 
 from __future__ import annotations
 
@@ -124,7 +125,8 @@ def test_the_lease_of_a_killed_writer_on_this_host_is_taken_over(tmp_path):
     """A run killed with SIGKILL leaves its lease; the same command then resumes at once (its pid is gone)."""
     url = str(tmp_path / "s.zarr")
     proc = subprocess.run(
-        [sys.executable, "-c", f"from ensemble_dask.io.lease import StoreLease; StoreLease({url!r}).acquire()"],
+        [sys.executable, "-c",
+         f"from ensemble_dask.io.lease import StoreLease; StoreLease({url!r}).acquire()"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

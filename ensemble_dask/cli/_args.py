@@ -169,7 +169,9 @@ def _parser():
         "--standardize",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="z-score each feature column over the kept rows (the default); --no-standardize keeps the values",
+        help=(
+            "z-score each feature column over the kept rows (the default); --no-standardize keeps the values"
+        ),
     )
     p.add_argument("--impute", choices=["mean"])
     p.add_argument("--seed", type=_seed, default=0)

@@ -64,7 +64,8 @@ def _federated(spec, args, progress):
         )
     if "H" in summary:
         print(
-            f"whole federation vs reference: H={summary['H']:.4f} ARI={summary['ARI']:.4f} NMI={summary['NMI']:.4f}"
+            f"whole federation vs reference: H={summary['H']:.4f} ARI={summary['ARI']:.4f} "
+            f"NMI={summary['NMI']:.4f}"
         )
     print(f"report: {result['html']}")
     return 0

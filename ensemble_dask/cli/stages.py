@@ -79,7 +79,8 @@ def _stage(args, pipeline, store, labels=None):
         if args.n_clusters is None and args.k_min is None and args.k_max is None:
             print(
                 "generate: a range for consensus of up to 5 clusters; for K clusters, "
-                "generate --n-clusters K draws k in [K/2, 2K] (a consensus splits only what base partitions split)"
+                "generate --n-clusters K draws k in [K/2, 2K] "
+                "(a consensus splits only what base partitions split)"
             )
     elif args.command == "coassoc":
         from ..stages.coassoc import coassoc_stage

@@ -478,8 +478,8 @@ class StoredPairs:
             self._cleanup = weakref.finalize(self, shutil.rmtree, self.local_copy, True)
 
     def read(self, row0, row1):
-        """``(indptr, indices, co, both)`` of rows ``row0 .. row1 - 1`` (``indptr`` from 0; ``indices`` global,
-        int32 below 2**31 points; the counts int32)."""
+        """``(indptr, indices, co, both)`` of rows ``row0 .. row1 - 1`` (``indptr`` from 0; ``indices``
+        global, int32 below 2**31 points; the counts int32)."""
         e0, e1 = int(self.indptr[row0]), int(self.indptr[row1])
         indptr = self.indptr[row0 : row1 + 1] - e0
         name = f"{row0}-{row1}"

@@ -1,9 +1,9 @@
 """Seeded pair sampling: which pairs (i, j) the co-association store holds.
 
 Four strategies: ``full``, ``uniform``, ``per-point`` and ``cocluster``. Randomness is drawn per fixed-size
-*seed block* of rows (``block_size``, a parameter of the strategy) from ``SeedSequence(seed, spawn_key=(b,))``,
-the b-th child of ``SeedSequence(seed).spawn``; so the same seed gives the same pairs whatever the number of
-Dask partitions or workers.
+*seed block* of rows (``block_size``, a parameter of the strategy) from
+``SeedSequence(seed, spawn_key=(b,))``, the b-th child of ``SeedSequence(seed).spawn``; so the same seed gives
+the same pairs whatever the number of Dask partitions or workers.
 """
 
 from __future__ import annotations

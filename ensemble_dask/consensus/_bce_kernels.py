@@ -110,7 +110,8 @@ def row_estep(ll, el, lmax, w, alpha, gamma, phi, dig, lognorm, tol, max_iter):
 
 @numba.njit(cache=True, nogil=True)
 def linear_factors(ll, el, lmax):
-    """``lmax_j = max_h ll_jh`` and ``el_jh = exp(ll_jh - lmax_j)`` of each row of ``ll`` (for :func:`row_estep`)."""
+    """``lmax_j = max_h ll_jh`` and ``el_jh = exp(ll_jh - lmax_j)`` of each row of ``ll`` (for
+    :func:`row_estep`)."""
     m, k = ll.shape
     for j in range(m):
         mx = -np.inf
@@ -370,7 +371,8 @@ def column_counts(gidx_col, u, phi_col, R):
     return counts
 
 
-# --------------------------------------------------------------------------- seeding (k-means++ and KCC Lloyd steps)
+# --------------------------------------------------------------------------- seeding
+# (k-means++ and KCC Lloyd steps)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -444,7 +444,8 @@ def encode_lut(labels, lut, lut_offsets, out):
 
 @numba.njit(cache=True, nogil=True)
 def column_presence(labels, top, out):
-    """``out[i, v] = True`` where label ``v`` (``0 <= v < top[i]``) occurs in column ``i``; one pass over the rows."""
+    """``out[i, v] = True`` where label ``v`` (``0 <= v < top[i]``) occurs in column ``i``; one pass over the
+    rows."""
     n, N = labels.shape
     for x in range(n):
         for i in range(N):

@@ -182,9 +182,9 @@ def objective(indptr, indices, x, w, Y, code, eps, diag):
 @numba.njit(cache=True, nogil=True)
 def objective_rows(indptr, indices, x, w, Y, k_count, row0, row1, code, eps, diag):
     """The part of f(Y) of the rows ``row0 <= j < row1``: the terms of their pairs (j, i) with i > j and their
-    diagonal terms, from a CSR of those rows only (``indptr[j - row0]``; ``indices`` global). ``Y`` holds every row
-    (its first ``k_count`` columns are the memberships), so that summed over a partition of the rows into
-    ranges this is :func:`objective`."""
+    diagonal terms, from a CSR of those rows only (``indptr[j - row0]``; ``indices`` global). ``Y`` holds
+    every row (its first ``k_count`` columns are the memberships), so that summed over a partition of the rows
+    into ranges this is :func:`objective`."""
     f = 0.0
     for j in range(row0, row1):
         if diag != 0.0:
@@ -211,8 +211,8 @@ def _add_diag_gradient(Y, j, k_count, diag, g):
 
 @numba.njit(cache=True, nogil=True)
 def _kept_gap(YG, i, k_count, diag, g):
-    """Row i's gap from its kept pair gradient (``YG[i, K:]``, its memberships ``YG[i, :K]``; plus the diagonal
-    term's gradient), as the descent tests it."""
+    """Row i's gap from its kept pair gradient (``YG[i, K:]``, its memberships ``YG[i, :K]``; plus the
+    diagonal term's gradient), as the descent tests it."""
     for k in range(k_count):
         g[k] = YG[i, k_count + k]
     _add_diag_gradient(YG, i, k_count, diag, g)
@@ -308,14 +308,15 @@ def descend_rows(
     f,
     gap_tol_start,
 ):
-    """The descent of :func:`pcc_rows` on the rows ``row0 <= j < row1`` flagged in ``queued``, the other rows fixed.
+    """The descent of :func:`pcc_rows` on the rows ``row0 <= j < row1`` flagged in ``queued``, the other rows
+    fixed.
 
     ``indptr``, ``indices``, ``x``, ``w`` hold the pairs of those rows only (row j at ``indptr[j - row0]``;
     ``indices`` are global). ``Y`` is the ``n x 2K`` array of :func:`pcc_rows` (memberships, then the kept
     pair gradient) over every row, and ``queued`` every row's flag: a row whose kept gradient is stale
     (never visited, or a neighbour moved and its gap exceeds ``gap_tol``). A move of row J updates the kept
-    gradients of J's neighbours in any range; a neighbour outside ``[row0, row1)`` whose gap then fails the test
-    is flagged, for the next descent of its own range. ``f`` is the objective on entry, updated by the
+    gradients of J's neighbours in any range; a neighbour outside ``[row0, row1)`` whose gap then fails the
+    test is flagged, for the next descent of its own range. ``f`` is the objective on entry, updated by the
     moves. With ``row0 = 0, row1 = n`` this is the whole descent of :func:`pcc_rows`; over the ranges of a
     partition, taken in turn until no row is flagged, it is the same descent with the work list visited
     range by range (:func:`~ensemble_dask.consensus.pcc.PCC` on pairs read a block of rows at a time).
@@ -566,8 +567,8 @@ def pcc_rows(
     gap_tol_start : float, default=0
         When larger than ``gap_tol``, the descent starts with this tolerance and tightens it tenfold
         each time the list runs empty until it reaches ``gap_tol``, putting back the rows whose kept
-        gap fails the new test (``max_passes`` caps the passes of all tolerances together). From a random start
-        this spends the early visits, when the neighbours are still far from their final rows, on
+        gap fails the new test (``max_passes`` caps the passes of all tolerances together). From a random
+        start this spends the early visits, when the neighbours are still far from their final rows, on
         short moves instead of solving each row exactly (on the paper's KDD configuration
         about a third of the steps). Only the last tolerance decides ``converged``.
 

@@ -34,7 +34,8 @@ def _block(source, row0, row1, unit_weights):
     bad, _ = _pairk.pair_values(co, both, x, w)
     if bad >= 0:
         raise InputError(
-            f"stored pairs, row block {row0}..{row1 - 1}: entry {bad} has c_ij={co[bad]} and N_ij={both[bad]}; "
+            f"stored pairs, row block {row0}..{row1 - 1}: entry {bad} has c_ij={co[bad]} "
+            f"and N_ij={both[bad]}; "
             "the counts must satisfy 0 <= c_ij <= N_ij"
         )
     if unit_weights:

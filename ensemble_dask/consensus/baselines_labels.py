@@ -183,8 +183,9 @@ class MCLA(_LabelBaseline):
     The meta-graph has one node per base cluster and edges weighted ``round(1000 J)`` with ``J``
     the Jaccard similarity of the two clusters' members; METIS cuts it into ``K`` meta-clusters.
     A point's association with a meta-cluster is the share of that meta-cluster's clusters that
-    hold it, among those of the clusterings where the point is present; the association rows, normalised, are ``memberships_`` (uniform for a point in none)
-    and a point goes to its most associated meta-cluster (ties: the first).
+    hold it, among those of the clusterings where the point is present; the association rows, normalised, are
+    ``memberships_`` (uniform for a point in none) and a point goes to its most associated meta-cluster (ties:
+    the first).
 
     Parameters
     ----------
@@ -288,7 +289,8 @@ class HBGF(_LabelBaseline):
             sw = np.asarray(sample_weight, dtype=np.float64)
             if sw.shape != (n,) or not np.all(np.isfinite(sw)) or np.any(sw <= 0):
                 raise InputError(
-                    f"The 'sample_weight' parameter must hold {n} positive finite numbers; got shape {sw.shape}"
+                    f"The 'sample_weight' parameter must hold {n} positive finite numbers; "
+                    f"got shape {sw.shape}"
                 )
             w = np.bincount(inv, weights=sw, minlength=w.size)
         rng = check_random_state(self.random_state)

@@ -47,7 +47,8 @@ def relabel(labels):
 
 
 def merge_components(labels, k):
-    """Keep the ``k - 1`` largest groups of ``labels`` apart and merge the rest into one (ties: first seen)."""
+    """Keep the ``k - 1`` largest groups of ``labels`` apart and merge the rest into one (ties: first
+    seen)."""
     labels = relabel(labels)
     m = int(labels.max()) + 1
     if m <= k:

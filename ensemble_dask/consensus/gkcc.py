@@ -119,7 +119,8 @@ def run_candidate(gidx, weight, enc, prior, MT_prev, row, max_iter, tol):
 
 
 def run_candidates(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol, out=None, pool=None, n_threads=1):
-    """The candidates of a GKCC step at ``rows`` (``J x N``), as :func:`run_candidate` each, in one pass per iteration.
+    """The candidates of a GKCC step at ``rows`` (``J x N``), as :func:`run_candidate` each, in one pass per
+    iteration.
 
     Each candidate's Lloyd run is :func:`~ensemble_dask.consensus.kcc.lloyd`'s, step for step (the
     same stopping rules, the same floating-point values: see

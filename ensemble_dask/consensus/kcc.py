@@ -288,16 +288,16 @@ class KCC:
         ``max(20,000, 50 K)`` rows on more: the lowest objective is not the best consensus where clusters
         differ much in size, see :func:`~ensemble_dask.consensus.starts.label_starts`; on 12 data sets x 2
         ensembles, ``benchmarks/starts_suite.py``, mean ARI 0.657 against 0.603 from five k-means++ starts,
-        below the mean base partition in 3 of 24 fits against 8, but 0.52 against 0.62 on digits), greedy k-means++ on ``B`` (KCC++ of papers/004), ``K`` distinct random points (KCC),
-        the centroids of ``K`` random clusters of the basic partitions (drawn in proportion to their
-        sizes; needs only per-cluster counts: the start of the federated KCC), or explicit centroids over
-        the ``G = sum_i K_i`` categories
+        below the mean base partition in 3 of 24 fits against 8, but 0.52 against 0.62 on digits), greedy
+        k-means++ on ``B`` (KCC++ of papers/004), ``K`` distinct random points (KCC), the centroids of ``K``
+        random clusters of the basic partitions (drawn in proportion to their sizes; needs only per-cluster
+        counts: the start of the federated KCC), or explicit centroids over the ``G = sum_i K_i`` categories
         (the sorted distinct labels of each clustering, clustering by clustering, as :func:`encode`
         orders them).
     n_init : int, default=5
         Number of random starts (``'k-means++'``, ``'random'``, ``'clusters'``); the lowest objective is
-        kept (ignored for ``'spectral'`` and an explicit ``init``: one start). One random start is a lottery on
-        hard data: on 100 k-means labelings of wdbc, K = 2, the lowest
+        kept (ignored for ``'spectral'`` and an explicit ``init``: one start). One random start is a lottery
+        on hard data: on 100 k-means labelings of wdbc, K = 2, the lowest
         objective was found from 3 of 16 seeds with one start, 8 with three, 14 with five (ARI
         -0.01 to 0.55 with one start). Each start costs one Lloyd run over the labels; with random starts on
         more than ``max(20,000, 50 K)`` rows the starts are compared on a sample of that many rows
@@ -362,7 +362,8 @@ class KCC:
             a = np.asarray(self.init, dtype=np.float64)
             if a.shape != (self._k, n_categories):
                 raise InputError(
-                    f"The 'init' array must have shape (n_clusters, n_categories)=({self._k}, {n_categories}); "
+                    "The 'init' array must have shape "
+                    f"(n_clusters, n_categories)=({self._k}, {n_categories}); "
                     f"got {a.shape}"
                 )
 
@@ -372,9 +373,9 @@ class KCC:
         ``sample_weight`` (positive, shape ``(n,)``; None: all 1) makes row x count as that many
         points, in the centroids, the objective and the random picks of the start: a matrix of
         the distinct label rows weighted by their multiplicity is fitted like the whole matrix,
-        in a fraction of the time. Without weights, with string starts (not ``'clusters'``) on more than 20,000 rows,
-        this is done whenever at most half the rows are distinct (the k-means++ picks are then drawn
-        by multiplicity: the same distribution, other draws than row by row: there a seed gives
+        in a fraction of the time. Without weights, with string starts (not ``'clusters'``) on more than
+        20,000 rows, this is done whenever at most half the rows are distinct (the k-means++ picks are then
+        drawn by multiplicity: the same distribution, other draws than row by row: there a seed gives
         another result than the row-distributed fit), and the starts are compared on a sample (as
         the row-distributed fit compares them).
         """
@@ -409,20 +410,20 @@ class KCC:
         return max(START_SAMPLE, 50 * self._k)
 
     def _sampled_starts(self, n_rows):
-        """Whether a fit on ``n_rows`` rows takes the fast path: string starts (k-means++, random, spectral) on more
-        rows than the start sample. (The row-distributed fit and explicit starts work row by row.)"""
+        """Whether a fit on ``n_rows`` rows takes the fast path: string starts (k-means++, random, spectral)
+        on more rows than the start sample. (The row-distributed fit and explicit starts work row by row.)"""
         return isinstance(self.init, str) and self.init != "clusters" and n_rows > self._start_sample()
 
     def _starts_on_sample(self, n_rows):
-        """Whether the ``n_init`` random starts (and HBGF's) are compared on a sample before the one run on every
-        row (a spectral start is one start: nothing to compare)."""
+        """Whether the ``n_init`` random starts (and HBGF's) are compared on a sample before the one run on
+        every row (a spectral start is one start: nothing to compare)."""
         return self._sampled_starts(n_rows) and self.n_init > 1 and self.init != "spectral"
 
     def _fit_rows(self, gidx, w, enc, rng):
         """Fit on rows ``gidx`` weighted by ``w`` (None: 1 each). Above :data:`START_SAMPLE` rows the
-        ``n_init`` random starts are compared on a uniform sample of them (weights kept: an unbiased estimate of the
-        objective), with HBGF's partition of the sample as one more start, and the best one's centroids start
-        the one Lloyd run on every row."""
+        ``n_init`` random starts are compared on a uniform sample of them (weights kept: an unbiased estimate
+        of the objective), with HBGF's partition of the sample as one more start, and the best one's centroids
+        start the one Lloyd run on every row."""
         backend = LocalBlocks([gidx]) if w is None else LocalBlocks([gidx], [w], weighted_picks=True)
         if not self._starts_on_sample(gidx.shape[0]):
             return fit_kcc(self, backend, enc, rng)

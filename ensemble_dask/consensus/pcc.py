@@ -142,9 +142,10 @@ def _matched(la, lb, k):
 
 def _best_start(starts, data, w, indices, code, diag, k=None):
     """``(start, f)``: of several candidate starts (or one), the one with the lowest objective (f for PCC,
-    P for PPC), and that objective (nan for a random start: not drawn yet). Vertex starts (hard labels) are compared by
-    f(B) - f(A), summed over the pairs of the points whose (matched) labels differ: near-identical
-    starts cost next to nothing. ``k`` (the matrices' width) is needed when a start is given as vertex labels."""
+    P for PPC), and that objective (nan for a random start: not drawn yet). Vertex starts (hard labels) are
+    compared by f(B) - f(A), summed over the pairs of the points whose (matched) labels differ: near-identical
+    starts cost next to nothing. ``k`` (the matrices' width) is needed when a start is given as vertex
+    labels."""
     if starts is None:
         return None, np.nan
     if not isinstance(starts, list):
@@ -192,8 +193,8 @@ class PCC(SoftConsensusMixin):
         array start every restart is the same, so ``n_init`` is ignored. A list of such arrays:
         candidate starts (e.g. the labels of KCC and of HBGF), of which the one with the lowest
         objective is descended (the consensus stage gives one, HBGF's: see
-        :func:`~ensemble_dask.consensus.starts.label_starts`). With ``divergence="kl"`` a start of hard labels is first descended on
-        the squared-L2 objective (KL's derivative is unbounded at a vertex), then on KL.
+        :func:`~ensemble_dask.consensus.starts.label_starts`). With ``divergence="kl"`` a start of hard labels
+        is first descended on the squared-L2 objective (KL's derivative is unbounded at a vertex), then on KL.
     tol : float or "auto", default="auto"
         ``"auto"``: 1e-3 from a random start, 3e-2 from a given ``init`` (a refinement needs less).
         From a random start the test begins at 0.1 (or ``tol`` if larger) and is tightened tenfold

@@ -21,7 +21,8 @@ and everything that decides what leaves the site is in the site's own config::
     state: state                    # audit log and the sessions already joined
     compute:                        # the site's own Dask cluster for its row blocks (federated.site_rows)
       processes: false              # false: threads of the agent (no port); true: worker processes over TLS
-      n_workers: 1                  #   with credentials made in the agent; or scheduler: (+ tls:) the site's own
+      n_workers: 1                  #   with credentials made in the agent; or scheduler: (+ tls:) the
+                                    #   site's own
       block_rows: 65536
 
 Relative paths are relative to the config file. Operations (``POST /v1/<op>``): ``join``, ``call``,
@@ -74,8 +75,8 @@ OPERATIONS = ("join", "call", "keys", "masked", "confirm", "unmask", "close")
 _SESSION_RE = re.compile(r"^[0-9a-f]{16,64}$")
 _CONFIG_KEYS = {
     "name", "listen", "coordinator", "tls", "mask_key", "federation", "min_sites", "allow_plain", "data",
-    "output", "checkpoint", "state", "ready_file", "idle_timeout", "max_sessions", "storage_options", "compute",
-    "max_body_bytes",
+    "output", "checkpoint", "state", "ready_file", "idle_timeout", "max_sessions", "storage_options",
+    "compute", "max_body_bytes",
 }  # fmt: skip
 
 
@@ -424,7 +425,8 @@ class SiteAgent:
         r = msg.get("round")
         if r != st.last_round or st.phase != phase:
             raise Refused(
-                f"round {r!r:.80} is not in phase {phase!r} here (round {st.last_round}, phase {st.phase!r}): "
+                f"round {r!r:.80} is not in phase {phase!r} here "
+                f"(round {st.last_round}, phase {st.phase!r}): "
                 "each phase of a round is answered once, in order"
             )
         return r

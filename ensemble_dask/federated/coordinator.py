@@ -189,9 +189,10 @@ class Federation:
             missing = sorted(failed)
             if not allow_drop or len(results) < self.threshold:
                 raise SiteLostError(
-                    f"site(s) {missing} lost in {what}; {len(results)} of {len(self.roster)} answered and the "
-                    f"sites take part in sums over at least {self.threshold}. Bring them back and run the same "
-                    f"command again to resume. First reason: {failed[missing[0]]}"
+                    f"site(s) {missing} lost in {what}; {len(results)} of {len(self.roster)} answered "
+                    f"and the sites take part in sums over at least {self.threshold}. "
+                    "Bring them back and run the same command again to resume. "
+                    f"First reason: {failed[missing[0]]}"
                 )
         return results
 

@@ -312,10 +312,11 @@ def seeded_start(client, est, prepared, categories, rng):
     The counterpart of the in-memory seeded starts (a hard partition of the label rows,
     ``beta`` from its label counts, a fitted symmetric ``alpha``, a soft warm start of ``gamma``), with the
     hard partition from KCC on the blocks' distinct rows weighted by their multiplicity
-    (:class:`~.dask_blocks.DaskBlocks`: ``init="spectral"``, HBGF's partition of a sample of rows fetched here,
-    or ``"k-means++"``, k-means++ starts compared on a sample of rows; then at most :data:`SEED_LLOYD` Lloyd
-    steps on all rows) instead of the in-memory ones: the same kind of start, other draws. ``alpha`` is fitted on :data:`SEED_ALPHA_ROWS` rows fetched
-    to this process; only sums and that sample leave the workers.
+    (:class:`~.dask_blocks.DaskBlocks`: ``init="spectral"``, HBGF's partition of a sample of rows fetched
+    here, or ``"k-means++"``, k-means++ starts compared on a sample of rows; then at most :data:`SEED_LLOYD`
+    Lloyd steps on all rows) instead of the in-memory ones: the same kind of start, other draws. ``alpha`` is
+    fitted on :data:`SEED_ALPHA_ROWS` rows fetched to this process; only sums and that sample leave the
+    workers.
     """
     enc = Encoding.from_categories(categories)
     gidx = [client.submit(operator.getitem, p, "gidx", pure=False) for p in prepared]
@@ -364,8 +365,8 @@ def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
         Other :class:`BCE` parameters (``n_init``, ``max_iter``, ``tol``, ``random_state``, ...).
         ``init="random"`` (the default here) draws the starts at random: use ``n_init`` of 3-10.
         ``init="k-means++"`` or ``"spectral"`` starts from a seeded partition computed on the cluster
-        (:func:`seeded_start`: KCC on the blocks, from k-means++ starts or from HBGF's partition of a sample of
-        rows fetched here), one EM run per ``n_init``: far fewer EM iterations
+        (:func:`seeded_start`: KCC on the blocks, from k-means++ starts or from HBGF's partition of a sample
+        of rows fetched here), one EM run per ``n_init``: far fewer EM iterations
         than random starts (on 200,000 subsampled KDD-schema rows, 9-10 against 125 for the best of 5
         random starts), but other draws than the in-memory start.
 

@@ -3,16 +3,16 @@
 Each row block of the ``n x N`` labels matrix (a zarr array or ``.npy`` file at a URL, or an
 in-memory array) is read by a task on a worker and stays there encoded, with the block's current
 assignment (a URL is read twice, once for its labels' categories and once to encode it, so that the
-raw labels are never held next to their encoding: :class:`~.dask.LabelBlocks`). Per Lloyd iteration the coordinator submits one task per block with the current
-centroids (``sum_i K_i x K`` floats); only the block's sufficient statistics leave the worker (per
-cluster, per clustering and label counts, cluster sizes, squared error, the number of points that
-changed cluster, and the few rows farthest from their centroid that reseed an empty cluster), are
-combined in a tree on the cluster, and one total reaches the coordinator. k-means++ runs the same
-way: the blocks keep their distances to the chosen centres and return only their sums and, for the
+raw labels are never held next to their encoding: :class:`~.dask.LabelBlocks`). Per Lloyd iteration the
+coordinator submits one task per block with the current centroids (``sum_i K_i x K`` floats); only the block's
+sufficient statistics leave the worker (per cluster, per clustering and label counts, cluster sizes, squared
+error, the number of points that changed cluster, and the few rows farthest from their centroid that reseed an
+empty cluster), are combined in a tree on the cluster, and one total reaches the coordinator. k-means++ runs
+the same way: the blocks keep their distances to the chosen centres and return only their sums and, for the
 block a random draw falls in, one row; ``init="spectral"`` (the default) fetches a uniform sample of up
-to ``max(20,000, 50 K)`` rows to the coordinator for HBGF's partition. The driver, the starts and the centroid update are those of
-:class:`~ensemble_dask.consensus.kcc.KCC` (:func:`~ensemble_dask.consensus.kcc.fit_kcc`), so the fit
-equals the in-memory one up to floating-point summation order.
+to ``max(20,000, 50 K)`` rows to the coordinator for HBGF's partition. The driver, the starts and the centroid
+update are those of :class:`~ensemble_dask.consensus.kcc.KCC` (:func:`~ensemble_dask.consensus.kcc.fit_kcc`),
+so the fit equals the in-memory one up to floating-point summation order.
 
 This module only decides where the in-memory functions run; the algorithm lives in
 :mod:`ensemble_dask.consensus.kcc`.
@@ -107,7 +107,8 @@ def _candidate_mapper(client):
 
 
 def fit_gkcc_dask(labels, n_clusters=2, *, client=None, **gkcc_params):
-    """Fit :class:`~ensemble_dask.consensus.gkcc.GKCC` with each step's candidate k-means in groups as Dask tasks.
+    """Fit :class:`~ensemble_dask.consensus.gkcc.GKCC` with each step's candidate k-means in groups as Dask
+    tasks.
 
     The candidates' results are gathered in their order, so the fit equals the in-memory one.
     """

@@ -165,7 +165,8 @@ def run_federated_kcc(
         The coordinator's TLS client context.
     mode : {"secure", "plain"}, default="secure"
     init : {"clusters"} or array of shape (K, G), default="clusters"
-        The start; KCC's ``'k-means++'``, ``'random'`` and ``'spectral'`` need individual rows and are refused.
+        The start; KCC's ``'k-means++'``, ``'random'`` and ``'spectral'`` need individual rows and are
+        refused.
     n_init, max_iter, tol, random_state
         As in :class:`~ensemble_dask.consensus.kcc.KCC`.
     n_labels : int, default=None

@@ -1,13 +1,14 @@
 """One writer per run store: a lease file created atomically, kept alive by a heartbeat, released at the end.
 
-``STORE.lease`` beside the store (outside its zarr hierarchy) holds ``{owner, host, pid, command, started, heartbeat}``. It is created
-with the file system's own exclusive create (``open(..., "xb")``: ``O_EXCL`` on a local disk, a PUT with
-``If-None-Match: *`` on S3), never by a read-then-write check, so of two writers started at once exactly one
-gets it. The holder rewrites ``heartbeat`` every :data:`HEARTBEAT` seconds; a lease whose heartbeat is older
-than :data:`STALE_AFTER` seconds belongs to a writer that died, and ``take_over=True`` replaces it (by
-removing it and creating it again exclusively, so two that take over at once still end with one holder).
-A lease whose writer ran on this host and has exited (killed: no such process, or another process under
-its pid) is replaced at once, so a killed run resumes with the same command.
+``STORE.lease`` beside the store (outside its zarr hierarchy) holds
+``{owner, host, pid, command, started, heartbeat}``. It is created with the file system's own exclusive create
+(``open(..., "xb")``: ``O_EXCL`` on a local disk, a PUT with ``If-None-Match: *`` on S3), never by a
+read-then-write check, so of two writers started at once exactly one gets it. The holder rewrites
+``heartbeat`` every :data:`HEARTBEAT` seconds; a lease whose heartbeat is older than :data:`STALE_AFTER`
+seconds belongs to a writer that died, and ``take_over=True`` replaces it (by removing it and creating it
+again exclusively, so two that take over at once still end with one holder). A lease whose writer ran on this
+host and has exited (killed: no such process, or another process under its pid) is replaced at once, so a
+killed run resumes with the same command.
 
 The lease is the workflow's, not the process's: the client process takes it, and the stages' tasks on
 any number of Dask workers write under it. Readers never need it.

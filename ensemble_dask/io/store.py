@@ -235,8 +235,9 @@ class RunStore:
         problems = self.verify(name) if rec.get("content") else []
         if problems:
             raise InputError(
-                f"run store {self.url!r}: stage {name!r} is recorded complete, but its output is not what the "
-                f"record says ({'; '.join(problems)}); run `ensemble-dask verify --store {self.url} --repair` "
+                f"run store {self.url!r}: stage {name!r} is recorded complete, but its output is not "
+                f"what the record says ({'; '.join(problems)}); "
+                f"run `ensemble-dask verify --store {self.url} --repair` "
                 "to unmark it (and the stages that read it), then run the same command again"
             )
 

@@ -27,7 +27,8 @@ FIGURE_MODULES = (
 
 
 def record_identity(rec):
-    """What identifies a stage's result in its record: its content hash, output, completeness, when it finished."""
+    """What identifies a stage's result in its record: its content hash, output, completeness, when it
+    finished."""
     return [rec.get("hash"), rec.get("output"), rec.get("complete"), rec.get("finished")]
 
 

@@ -22,9 +22,9 @@ __all__ = ["coassoc_stage", "resolve_strategy", "default_pairs_per_point"]
 MIN_PAIRS_PER_POINT = 30
 #: pairs per point of ``cocluster`` draws, whatever K: half of them are partners from the point's own base
 #: clusters, so the own-cluster evidence does not thin out as K grows. Started from the label starts, PCC-KL,
-#: PCC-L2 and PPC reach the same ARI from l = 10 as from l = 60 at K = 3, 8 and 30 (n = 20,000) and from l = 50
-#: at K = 100 (n = 100,000), in a fraction of the time (benchmarks/pcc_pairs_curve.py); at K = 100 the old
-#: 2 K = 200 would take over a minute.
+#: PCC-L2 and PPC reach the same ARI from l = 10 as from l = 60 at K = 3, 8 and 30 (n = 20,000) and from
+#: l = 50 at K = 100 (n = 100,000), in a fraction of the time (benchmarks/pcc_pairs_curve.py); at K = 100 the
+#: old 2 K = 200 would take over a minute.
 COCLUSTER_PAIRS_PER_POINT = 10
 
 logger = logging.getLogger(__name__)

@@ -41,8 +41,8 @@ logger = logging.getLogger(__name__)
 #: fit in this process, which is faster
 DASK_LABELS_BYTES = 1 << 30
 #: pairs that would take more than this in memory (:data:`PAIR_BYTES` per stored entry) are never read whole:
-#: PCC and PPC read them a block of rows at a time (``coassoc.csr.StoredPairs``); smaller pairs are read whole,
-#: which saves reading them again on every sweep
+#: PCC and PPC read them a block of rows at a time (``coassoc.csr.StoredPairs``); smaller pairs are read
+#: whole, which saves reading them again on every sweep
 PAIRS_IN_MEMORY_BYTES = 1 << 30
 PAIR_BYTES = 20  # a stored entry as the pair methods hold it: int32 index, float64 c/N and N
 
@@ -193,8 +193,9 @@ def check_consensus_params(name, params, *, seed=0):
 
 #: the tag the record of a method whose default start is HBGF's partition carries (``hbgf_start`` in the
 #: registry): a store finished before, with the start of lower objective or k-means++ seedings, is then not
-#: up to date. A method's ``init: auto`` (``starts`` in the registry) is HBGF's partition of the store's labels
-#: (spectral, on the bipartite graph of points and clusters; :func:`~ensemble_dask.consensus.starts.label_starts`)
+#: up to date. A method's ``init: auto`` (``starts`` in the registry) is HBGF's partition of the store's
+#: labels (spectral, on the bipartite graph of points and clusters;
+#: :func:`~ensemble_dask.consensus.starts.label_starts`)
 STARTS_TAG = "hbgf-2"
 
 
@@ -223,7 +224,8 @@ def _starts_key(store, n_clusters, random_state):
 
 
 def _label_starts(store, n_clusters, random_state, client=None):
-    """The start of the pair methods from the store's labels (HBGF's partition, :func:`label_starts`), or None.
+    """The start of the pair methods from the store's labels (HBGF's partition, :func:`label_starts`), or
+    None.
 
     It depends only on the labels' content, K and the seed, so it is kept in the store under
     that key (``_cache/starts/<key>``): PCC-KL and PCC-L2 of one run, and any later run on the
@@ -327,8 +329,9 @@ class FewerClustersWarning(UserWarning):
 
 
 def _check_clusters_used(est):
-    """Warn when the hard labels use fewer clusters than the estimator's ``n_clusters`` (e.g. PCC on an ensemble coarser
-    than K: 6 of 20 on 20 blobs from k in [2, 10]): the result exists, but not at the K asked."""
+    """Warn when the hard labels use fewer clusters than the estimator's ``n_clusters`` (e.g. PCC on an
+    ensemble coarser than K: 6 of 20 on 20 blobs from k in [2, 10]): the result exists, but not at the K
+    asked."""
     used, n_clusters = getattr(est, "effective_k_", None), getattr(est, "n_clusters", None)
     if n_clusters and used is not None and used < n_clusters:
         warnings.warn(

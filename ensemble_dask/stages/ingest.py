@@ -251,7 +251,8 @@ class _Reader:
         if p["subset"] is not None:
             if p["subset"] > idx.size:
                 raise InputError(
-                    f"The 'subset' parameter ({p['subset']}) exceeds the {idx.size} rows available in {p['url']}"
+                    f"The 'subset' parameter ({p['subset']}) exceeds the {idx.size} rows "
+                    f"available in {p['url']}"
                 )
             rng = np.random.default_rng(stage_seed(seed, "ingest"))
             idx = np.sort(rng.choice(idx, size=p["subset"], replace=False))

@@ -7,8 +7,8 @@ runs, the sites' row counts and the protocol's mode. Figures are written beside 
 (``report/fig-*.png``), so the page is self-contained in ``report/``.
 
 A method's figure is kept from one report to the next while nothing it is drawn from changed:
-``report/figures.json`` holds, per figure file, the key it was drawn under (:func:`._figure_keys.figure_key`: the
-result's stage record, the records of the stages before consensus, the sample, the format and the
+``report/figures.json`` holds, per figure file, the key it was drawn under (:func:`._figure_keys.figure_key`:
+the result's stage record, the records of the stages before consensus, the sample, the format and the
 figure code) and the SHA-256 of its bytes. Each consensus command rewrites the page, so without
 this the figures of every earlier result were drawn again each time.
 
@@ -239,7 +239,8 @@ def _figure_inputs(store, sample, image_pos, lab_sample):
 
 
 def _method_figure_data(store, name, attrs, sample, image_pos, X_sample, feature_names, pairs):
-    """The arguments of :func:`~ensemble_dask.plots.method_figure` of method ``name`` (all but the co-association)."""
+    """The arguments of :func:`~ensemble_dask.plots.method_figure` of method ``name`` (all but the
+    co-association)."""
     g = store[f"consensus/{name}"]
     labels_arr = g["labels"] if "labels" in g else None
     fig = {}
@@ -553,8 +554,8 @@ def _facts(store, report, sample, seed):
             (
                 "pairs stored",
                 (
-                    f"{pa.get('n_pairs', 0):,} pairs ({pa.get('nnz', 0):,} CSR entries), strategy {pa.get('strategy')}"
-                    + (f" ({params})" if params else "")
+                    f"{pa.get('n_pairs', 0):,} pairs ({pa.get('nnz', 0):,} CSR entries), "
+                    f"strategy {pa.get('strategy')}" + (f" ({params})" if params else "")
                 ),
             )
         )
