@@ -1,5 +1,7 @@
 """Where PCC, PPC, BCE and MM start: HBGF's spectral partition, on clusters of very unequal sizes."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from sklearn.cluster import KMeans
@@ -8,7 +10,7 @@ from sklearn.metrics import adjusted_rand_score
 from threadpoolctl import threadpool_limits
 
 from ensemble_dask.coassoc import coassociation
-from ensemble_dask.consensus import BCE, KCC, MM, PCC, PPC
+from ensemble_dask.consensus import BCE, KCC, MM, PCC, PPC, registry
 from ensemble_dask.consensus._bce_common import compress_rows, encode_labels, label_categories
 from ensemble_dask.consensus._bce_seeding import seed_partition
 from ensemble_dask.consensus.baselines_labels import HBGF
@@ -122,7 +124,8 @@ def test_a_result_of_the_former_default_start_is_recomputed(unequal, tmp_path, m
     store = RunStore(str(tmp_path / "run.zarr"))
     import_labels(store, "labels-table", labels=labels)
     with monkeypatch.context() as m:
-        m.setattr(stage, "STARTS_FROM_HBGF", {})  # the record as it was written before
+        # the record as it was written before: kcc's default start was not HBGF's partition
+        m.setitem(registry._REGISTRY, "kcc", dataclasses.replace(registry.get("kcc"), hbgf_start=False))
         m.setattr(stage, "_fit", lambda *a: KCC(4, init="k-means++", random_state=0).fit(labels))
         stage.consensus_stage(store, "kcc", seed=0, n_clusters=4)
     assert adjusted_rand_score(y, store["consensus/kcc/labels"][:]) < 0.7  # the former default's result
