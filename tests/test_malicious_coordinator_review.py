@@ -210,10 +210,11 @@ def test_a_new_session_does_not_isolate_a_site_by_difference(three):
 
 def test_a_refusal_does_not_carry_a_statistic_in_clear(three):
     """F4. A statistic outside the fixed-point range is refused with its value in the message
-    (``encode_fixed``: "value ... outside the fixed-point range"), and the coordinator chooses the
-    centroids and the block norms ``sq`` freely (nothing ties ``sq`` to ``MT``). With sq = 2**62 on one
-    block and MT = 2**20 on one category g, site-a's squared error is n * 2**62 - 2**21 * count_g, out
-    of range: the refusal sent to the coordinator is site-a's count of category g, in clear."""
+    (``encode_fixed``: "value ... outside the fixed-point range"), and the coordinator chose the
+    centroids and the block norms ``sq`` freely (nothing tied ``sq`` to ``MT``). With sq = 2**62 on one
+    block and MT = 2**20 on one category g, site-a's squared error was n * 2**62 - 2**21 * count_g, out
+    of range: the refusal sent to the coordinator was site-a's count of category g, in clear. A site now
+    takes the centroids alone (in [0, 1]) and computes their norms itself: the call with ``sq`` is refused."""
     fed = federation(three, "kcc")
     real = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
     fed.call("prepare", (real, 2), what="prepare")

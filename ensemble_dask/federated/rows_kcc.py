@@ -44,7 +44,6 @@ from ..consensus.kcc import (
     KCC,
     Encoding,
     KCCConvergenceWarning,
-    block_norms,
     check_encoding,
     kcc_starts,
 )
@@ -94,14 +93,14 @@ class SiteSums:
         vec = self.agg.sum("kcc_cooccurrence", (np.asarray(chosen, dtype=np.int64), n_categories), what=what)
         return vec[: K * n_categories].reshape(K, n_categories), vec[K * n_categories :]
 
-    def step(self, MT, sq, n_far):
+    def step(self, MT, sq, n_far):  # the Lloyd loop's backend interface: each site computes sq itself
         G, K = MT.shape
         trace = self.traces[-1]
         what = f"Lloyd iteration {len(trace) + 1}" + (
             f" of start {len(self.traces)}" if len(self.traces) > 1 else ""
         )
         t0 = time.perf_counter()
-        vec = self.agg.sum("kcc_step", (MT, sq), what=what)
+        vec = self.agg.sum("kcc_step", (MT,), what=what)
         self.seconds += time.perf_counter() - t0
         self.n_steps += 1
         stats = {
@@ -208,7 +207,7 @@ def run_federated_kcc(
         )
         # the best start is the one whose last step gave its squared error
         trace = next((t for t in backend.traces if t and t[-1] == sse / n_weight**2), backend.traces[-1])
-        agg.call("finish", (MT, block_norms(MT, enc.offsets)), what="writing memberships")
+        agg.call("finish", (MT,), what="writing memberships")
         scores = federation_scores(agg, est._k)
         return MT, sse, n_iter, converged, n_weight, trace, enc, categories, rows_per_site, scores, backend
 

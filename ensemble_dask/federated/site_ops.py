@@ -229,14 +229,14 @@ def _kcc_prepare(agent, st, args):
     kcc_prepare(st, st.data["categories"])
 
 
-def _kcc_centroids(MT, sq, st):
+def _kcc_centroids(MT, st):
     """The centroids (label distributions: entries in [0, 1]) and their block norms, which the site
-    computes itself: a coordinator's own norms could push a site's squared error out of range."""
+    computes itself from them (the coordinator sends none: its own norms could push a site's squared error
+    out of range)."""
     from ..consensus.kcc import block_norms
 
-    G, K, N = st.n_categories, st.data["k"], st.data["n_clusterings"]
+    G, K = st.n_categories, st.data["k"]
     MT = _array(MT, "centroids", ndim=2, shape=(G, K), min_value=0.0, max_value=1.0)
-    _array(sq, "centroid block norms", ndim=2, shape=(K, N))
     offsets = np.concatenate([[0], np.cumsum([len(c) for c in st.data["categories"]])])
     return MT, block_norms(MT, offsets)
 
@@ -272,17 +272,17 @@ def _kcc_cooccurrence(agent, st, args):
 def _kcc_step(agent, st, args):
     from .site_rows import kcc_step
 
-    MT, sq = _args(args, 2, "kcc_step")
+    (MT,) = _args(args, 1, "kcc_step")
     _need(st, "backend", "kcc_step")
-    return kcc_step(st, *_kcc_centroids(MT, sq, st))
+    return kcc_step(st, *_kcc_centroids(MT, st))
 
 
 def _kcc_finish(agent, st, args):
     from .site_rows import kcc_finish
 
-    MT, sq = _args(args, 2, "finish")
+    (MT,) = _args(args, 1, "finish")
     _need(st, "backend", "finish")
-    kcc_finish(st, *_kcc_centroids(MT, sq, st), agent.config.output, agent.config.storage_options)
+    kcc_finish(st, *_kcc_centroids(MT, st), agent.config.output, agent.config.storage_options)
 
 
 CALLS = {
