@@ -170,3 +170,15 @@ def s3_bucket(s3_server):
     name = f"test-{uuid.uuid4().hex[:12]}"
     fs.call_s3("create_bucket", Bucket=name)
     return name, s3_server
+
+
+#: fixtures that start a Dask cluster or a process: every test that uses one is ``slow``
+_STARTS_SOMETHING = {"client", "process_client", "dask_scheduler_address", "s3_server", "s3_bucket"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow`` every test that starts a cluster or a process through a shared fixture (the others that
+    do carry the mark themselves), so that ``pytest -m "not slow"`` is the quick set."""
+    for item in items:
+        if _STARTS_SOMETHING & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

@@ -99,6 +99,7 @@ def test_bad_workflow_key(tmp_path):
     assert r.returncode == 2
 
 
+@pytest.mark.slow
 def test_existing_scheduler(dask_scheduler_address, tmp_path):
     """`--scheduler` submits to real `dask scheduler` / `dask worker` processes."""
     store = tmp_path / "run.zarr"
@@ -418,3 +419,7 @@ def test_ingest_takes_the_separator_or_guesses_it(tmp_path, capsys):
     rc, _, err = main(capsys, "ingest", semi, "--store", tmp_path / "c.zarr", "--sep", "::")
     assert rc == 2 and "The 'sep' parameter must be one character" in err and "'::'" in err
     assert not (tmp_path / "c.zarr").exists()
+
+
+# every test here runs the command, a workflow or a process: the quick set (-m "not slow") leaves them out
+pytestmark = pytest.mark.slow

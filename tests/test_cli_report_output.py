@@ -89,6 +89,7 @@ def test_python_dash_m():
     assert r.returncode == 0 and r.stdout.startswith("ensemble-dask "), r.stderr
 
 
+@pytest.mark.slow
 def test_reader_of_stdout_that_stops_early(tmp_path, capsys):
     """``report --format json | head -1``: before, a BrokenPipeError traceback and status 1."""
     table = tmp_path / "t.csv"

@@ -287,6 +287,7 @@ def test_distributed_in_process_memory_store(thread_cluster_client, strategy):
     assert_matches_dense(read_pairs(url), labels)
 
 
+@pytest.mark.slow
 def test_distributed_processes_directory_store(tmp_path):
     labels = random_labels(240, 6, seed=12)
     url = str(tmp_path / "run.zarr")
@@ -425,6 +426,7 @@ def test_paircounts_round_trip_types():
 # --------------------------------------------------------------------------- pipeline stage and CLI
 
 
+@pytest.mark.slow
 def test_workflow_stage_skips_then_updates_with_appended_clusterings():
     from ensemble_dask.io.store import RunStore
     from ensemble_dask.pipeline import run_workflow
@@ -584,6 +586,7 @@ def test_spill_auto_follows_the_expected_pair_volume(monkeypatch):
         build_coassociation(g, strategy="per-point", seed=1, l=3, spill="yes")
 
 
+@pytest.mark.slow
 def test_spilled_build_on_process_workers(process_client, tmp_path):
     labels = random_labels(260, 5, seed=33)
     url = str(tmp_path / "run.zarr")
@@ -671,6 +674,7 @@ def test_stage_spill_is_not_part_of_its_identity():
     )
 
 
+@pytest.mark.slow
 def test_cocluster_pairs_are_rebuilt_not_updated_when_clusterings_are_added():
     """cocluster draws pairs from the labels: N=4 then N=6 must equal N=6 directly."""
     from ensemble_dask.io.store import RunStore

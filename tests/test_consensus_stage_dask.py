@@ -71,6 +71,7 @@ def _check_written(store, name, n):
     return out, lab
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["kcc", "bce"])
 def test_same_result_on_one_and_two_workers(fitted, method):
     labels, _, runs = fitted
@@ -108,6 +109,7 @@ def test_bce_on_the_workers_starts_from_a_seeded_partition(fitted):
     assert out.attrs["n_iter"] <= 2 * local.n_iter_ + 5
 
 
+@pytest.mark.slow
 def test_workflow_fits_kcc_on_fresh_workers(monkeypatch, tmp_path, caplog):
     """A workflow whose consensus fits on the embedded cluster restarts its worker processes first (they keep
     memory of generate); the fit on the new workers is the in-memory one."""

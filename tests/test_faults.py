@@ -157,6 +157,7 @@ def reference(cluster, workflow, tmp_path_factory):
     return _results(store)
 
 
+@pytest.mark.slow
 def test_run_killed_mid_generate_resumes_to_the_same_results(cluster, workflow, reference, tmp_path):
     address, client = cluster
     store = tmp_path / "run.zarr"
@@ -171,6 +172,7 @@ def test_run_killed_mid_generate_resumes_to_the_same_results(cluster, workflow, 
     _assert_same(_results(store), reference)
 
 
+@pytest.mark.slow
 def test_workers_killed_mid_generate_and_mid_coassoc_are_replaced(cluster, workflow, reference, tmp_path):
     address, client = cluster
     store = tmp_path / "run.zarr"
@@ -189,6 +191,7 @@ def test_workers_killed_mid_generate_and_mid_coassoc_are_replaced(cluster, workf
     assert not set(killed) & set(client.run(os.getpid).values())
 
 
+@pytest.mark.slow
 def test_two_workflows_on_one_scheduler(cluster, workflow, reference, tmp_path):
     address, _ = cluster
     a = _start(workflow, tmp_path / "a.zarr", address)

@@ -48,6 +48,7 @@ def reference(iris):
         return BCE(3, init="random", random_state=0, max_iter=ITERS, tol=0.0).fit(iris)
 
 
+@pytest.mark.slow
 def test_dask_blocks_on_zarr_equal_in_memory_fit(client, iris, reference, tmp_path):
     url = str(tmp_path / "labels.zarr")
     z = zarr.create_array(url, shape=iris.shape, chunks=(32, iris.shape[1]), dtype="int32")

@@ -266,3 +266,7 @@ def test_an_out_folder_that_is_a_file_is_refused_naming_it(tmp_path):
         with pytest.raises(InputError, match=r"--out '.*afile' is a file; give a folder"):
             make()
     assert afile.read_text() == "not a folder"
+
+
+# every test here runs the command, a workflow or a process: the quick set (-m "not slow") leaves them out
+pytestmark = pytest.mark.slow

@@ -13,6 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import ensemble_dask
 
 PACKAGE = Path(ensemble_dask.__file__).resolve().parent
@@ -66,3 +68,7 @@ def test_other_packages_functions_are_not_claimed(tmp_path):
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)
     assert _cache_files(tmp_path / "__pycache__")
     assert not _cache_files(tmp_path / "xdg")
+
+
+# every test here runs the command, a workflow or a process: the quick set (-m "not slow") leaves them out
+pytestmark = pytest.mark.slow

@@ -160,6 +160,7 @@ def test_bad_input(labels, params, match):
         KCC(**params).fit(labels)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("init", ["k-means++", "random", "clusters"])
 def test_row_distributed_equals_in_memory(client, tmp_path, init):
     labels, _ = _ensemble(n=400, seed=3)

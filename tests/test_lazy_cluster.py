@@ -15,6 +15,7 @@ from .test_content_stages import _small_csv
 STARTED = "starting the Dask client"
 
 
+@pytest.mark.slow
 def test_rerun_of_a_finished_workflow_starts_no_cluster(tmp_path, caplog):
     src = _small_csv(tmp_path / "x.csv.gz")
     spec = {

@@ -55,6 +55,7 @@ def _spec(store, **consensus):
     }
 
 
+@pytest.mark.slow
 def test_consensus_methods_end_to_end():
     store_url = "memory://pipeline-consensus"
     report = run_workflow(
@@ -77,6 +78,7 @@ def test_consensus_methods_end_to_end():
     assert (store["pairs/both"][:] == 0).any()
 
 
+@pytest.mark.slow
 def test_stale_results_leave_the_report():
     store_url = "memory://pipeline-stale"
     run_workflow(_spec(store_url, **{"pcc-kl": {"n_clusters": 3}}))
@@ -94,6 +96,7 @@ def test_unknown_consensus_method():
     assert RunStore("memory://pipeline-bad2").record("consensus/pcc-kl") is None
 
 
+@pytest.mark.slow
 def test_bayesian_methods_end_to_end():
     store_url = "memory://pipeline-bce"
     methods = {
@@ -133,6 +136,7 @@ def test_bayesian_methods_end_to_end():
     np.testing.assert_allclose(store["consensus/bce/Y"][:], local.memberships_, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_large_labels_run_bce_on_the_cluster(monkeypatch):
     """Above DASK_LABELS_BYTES the E-step runs on the workers' row blocks: with init: random, the same fit
     as in memory from the same random starts (at least 5 of them)."""
@@ -156,6 +160,7 @@ def test_large_labels_run_bce_on_the_cluster(monkeypatch):
     np.testing.assert_allclose(store["consensus/bce/Y"][:], local.memberships_, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_bad_consensus_parameters_keep_the_previous_result():
     store_url = "memory://pipeline-keep"
     run_workflow(_spec(store_url, **{"pcc-kl": {"n_clusters": 3}}))
@@ -237,6 +242,7 @@ def test_valid_workflows_pass_validation():
     validate_workflow(_spec("memory://x", **{"pcc-k8": {"method": "pcc", "n_clusters": 8, "n_init": 3}}))
 
 
+@pytest.mark.slow
 def test_kcc_and_the_baselines_as_workflow_entries():
     """Every method name of the KCC issue runs from a workflow's consensus section, on labels or pairs."""
     names = ["kcc", "gkcc", "eac-sl", "eac-al", "cspa", "hgpa", "mcla", "hbgf"]
@@ -277,6 +283,7 @@ def test_tol_is_checked_as_each_estimator_takes_it(method, tol, message, tmp_pat
             validate_workflow(spec)
 
 
+@pytest.mark.slow
 def test_a_method_stopped_at_its_cap_is_recorded_as_not_converged():
     """The stage's record, metrics.json and the report page say 'not converged' (issue 9: they said true)."""
     capped = {"n_clusters": 3, "max_iter": 1}
@@ -297,6 +304,7 @@ def test_a_method_stopped_at_its_cap_is_recorded_as_not_converged():
     assert page.count("no (iteration cap)") == 3
 
 
+@pytest.mark.slow
 def test_ensemble_and_pairs_too_small_for_the_k_asked_are_recorded():
     """Both numbers in each warning; the result is kept, with its warnings, not reported as clean."""
     spec = _spec("memory://pipeline-coarse", **{"pcc-l2": {"n_clusters": 8}, "bce": {"n_clusters": 8}})
@@ -317,6 +325,7 @@ def test_ensemble_and_pairs_too_small_for_the_k_asked_are_recorded():
     assert "CoarseEnsembleWarning" in kinds and "TooFewPairsWarning" not in kinds, bce  # BCE uses no pairs
 
 
+@pytest.mark.slow
 def test_generate_takes_its_k_range_from_the_k_asked():
     spec = _spec("memory://pipeline-krange", bce={"n_clusters": 12})
     spec["generate"] = {"n_clusterings": 8}
@@ -328,6 +337,7 @@ def test_generate_takes_its_k_range_from_the_k_asked():
     assert RunStore("memory://pipeline-krange")["consensus/bce"].attrs["warnings"] == []
 
 
+@pytest.mark.slow
 def test_a_workflow_of_data_and_consensus_runs_the_stages_between():
     """With no ``generate:`` or ``coassoc:`` section, the stages the consensus methods need run with their
     defaults; labels brought with ``import-labels`` are not generated over; pairs counted on other labels

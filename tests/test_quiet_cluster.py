@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from ensemble_dask.parallel import _HEARTBEAT_FAILURE, _NoiseWhileClosing, dask_client
 
 
@@ -55,6 +57,7 @@ def _exit_slowly(marker, seconds):
     atexit.register(slow)
 
 
+@pytest.mark.slow
 def test_worker_processes_close_quietly(tmp_path):
     marker = tmp_path / "exited"
     nanny = []

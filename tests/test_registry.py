@@ -33,6 +33,7 @@ def toy():
     registry.unregister("toy")
 
 
+@pytest.mark.slow
 def test_a_registered_method_is_in_the_help_the_checks_a_workflow_and_the_report(toy, capsys):
     from ensemble_dask import pipeline
     from ensemble_dask._workflow_checks import validate_workflow

@@ -502,3 +502,7 @@ def test_browser_dom_lists_every_method(run, tmp_path):
     for name in METHODS:
         assert name in page.cells
     assert "Consensus clustering report" in r.stdout
+
+
+# every test here runs the command, a workflow or a process: the quick set (-m "not slow") leaves them out
+pytestmark = pytest.mark.slow

@@ -31,6 +31,7 @@ def test_ingest_and_store_on_s3(kdd_sample, s3_bucket, process_client, tmp_path)
     np.testing.assert_array_equal(local["X"][:], store["X"][:])
 
 
+@pytest.mark.slow
 def test_cli_on_s3(s3_bucket, tmp_path):
     bucket, opts = s3_bucket
     r = subprocess.run(

@@ -10,6 +10,7 @@ from ensemble_dask.stages.generate import _column_groups, generate, label_chunks
 from ensemble_dask.stages.ingest import ingest
 
 
+@pytest.mark.slow
 def test_labels_do_not_depend_on_the_number_of_workers(kdd_sample, tmp_path):
     out = []
     for workers in (1, 2, 4):
