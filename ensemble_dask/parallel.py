@@ -41,7 +41,8 @@ def interrupt(*, quiet=True):
     INTERRUPTED.set()
     if quiet:
         for name in _QUIETED:
-            _QUIETED[name] = logging.getLogger(name).level
+            if _QUIETED[name] is None:  # the level before the first interrupt, not a quieted one
+                _QUIETED[name] = logging.getLogger(name).level
             logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
@@ -85,30 +86,39 @@ def workers_ignore_ctrl_c():
 def _process_config():
     """dask config of the embedded cluster's worker processes, for its whole life (restarts too)."""
     config = _worker_environ()
-    if _WORKERS_IGNORE_CTRL_C and threading.current_thread() is threading.main_thread():
+    if _fork_server_wanted():
         config["distributed.worker.multiprocessing-method"] = "forkserver"
     return config
 
 
 def _start_fork_server():
-    """Start multiprocessing's fork server (with distributed's preload) with SIGINT ignored, when the
-    config asks for it (see :func:`workers_ignore_ctrl_c`)."""
-    import dask
-
-    if dask.config.get("distributed.worker.multiprocessing-method") != "forkserver":
+    """Start multiprocessing's fork server (with distributed's preload) with SIGINT ignored, for the caller
+    of :func:`workers_ignore_ctrl_c`."""
+    if not _fork_server_wanted():
         return
     import multiprocessing.forkserver
 
     from distributed.utils import get_mp_context
 
     get_mp_context()  # distributed's preload of the fork server (it imports distributed once, for all)
-    relay = _StderrRelay()
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # for the milliseconds of its fork and exec
     try:
+        relay = _StderrRelay()
         with relay.as_stderr():
             multiprocessing.forkserver.ensure_running()
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _fork_server_wanted():
+    """Only for :func:`workers_ignore_ctrl_c`'s caller, on its main thread, where the platform has one."""
+    import multiprocessing
+
+    return (
+        _WORKERS_IGNORE_CTRL_C
+        and threading.current_thread() is threading.main_thread()
+        and "forkserver" in multiprocessing.get_all_start_methods()
+    )
 
 
 class _StderrRelay:
@@ -487,9 +497,13 @@ class LazyClient:
     def abort(self):
         """Close the cluster at once after an interrupt: no performance report, no description, and the
         workers' running tasks abandoned (their processes ended, quietly)."""
-        if not INTERRUPTED.is_set():
-            interrupt()
-        self._discard()
+        noted = INTERRUPTED.is_set()
+        INTERRUPTED.set()  # the nannies read it: workers busy with abandoned tasks are ended at once
+        try:
+            self._discard()
+        finally:
+            if not noted:  # a library caller's KeyboardInterrupt: nothing global stays changed
+                INTERRUPTED.clear()
 
     def _discard(self):
         """Close the cluster without writing its performance report or description."""

@@ -292,9 +292,14 @@ def _fresh_workers(client):
 
 
 def _missing(store, stage):
-    """Whether ``stage`` has no complete record in ``store``."""
+    """Whether ``stage`` has no complete record in ``store`` (a record whose output disagrees with it is an
+    error, :class:`~ensemble_dask.io.store.StageContentError`, not a missing stage)."""
+    from .io.store import StageContentError
+
     try:
         store.stage_hash(stage)
+    except StageContentError:
+        raise
     except InputError:
         return True
     return False

@@ -215,3 +215,24 @@ def test_a_lost_chunk_or_a_reshaped_output_disagrees_with_its_record(tmp_path, c
     rec = store.record("ingest")
     store._set_record("ingest", {k: v for k, v in rec.items() if k != "content"})
     assert store.verify("ingest") == []
+
+
+def test_a_workflow_never_generates_over_labels_whose_record_disagrees(tmp_path):
+    """Review of issue 29: the workflow's default ``generate`` runs where the store has no complete labels; a
+    lost chunk of imported labels made their record disagree, read as "not run", and 100 generated columns
+    replaced the user's own. It is the content error now, with its repair."""
+    from ensemble_dask.io.store import StageContentError
+    from ensemble_dask.pipeline import _missing
+
+    store = RunStore(tmp_path / "run.zarr")
+    labels = np.random.default_rng(0).integers(0, 3, size=(50, 4))
+    import_labels(store, "labels-table", labels=labels)
+    assert _missing(store, "generate") is False
+    chunk = next(
+        p for p in (tmp_path / "run.zarr" / "labels").rglob("*") if p.is_file() and p.name != "zarr.json"
+    )
+    chunk.unlink()
+    with pytest.raises(StageContentError, match="verify --store .* --repair"):
+        RunStore(tmp_path / "run.zarr")._check_content("generate", store.record("generate"))
+    with pytest.raises(StageContentError):
+        _missing(RunStore(tmp_path / "run.zarr"), "generate")

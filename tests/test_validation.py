@@ -205,3 +205,38 @@ def test_a_write_that_fails_in_any_stage_is_one_line_and_marks_nothing(tmp_path)
     a, b = RunStore(store, mode="r"), RunStore(clean, mode="r")
     for name in _WRITTEN:
         np.testing.assert_array_equal(a[name][:], b[name][:], err_msg=name)
+
+
+def test_a_library_callers_ctrl_c_changes_nothing_global(caplog):
+    """Review of issue 29: a KeyboardInterrupt inside a LazyClient (a notebook's run_workflow) left
+    INTERRUPTED set and distributed's loggers silenced for the rest of the process; and the fork server that
+    ignores Ctrl-C started for anyone whose dask config said forkserver, not only for the command."""
+    import logging
+
+    import dask
+
+    from ensemble_dask import parallel
+
+    class Stack:
+        closed = False
+
+        def close(self):
+            Stack.closed = parallel.INTERRUPTED.is_set()  # the nannies see it while the cluster closes
+
+    level = logging.getLogger("distributed").level
+    lazy = parallel.LazyClient(lambda: None)
+    with pytest.raises(KeyboardInterrupt):
+        with lazy:
+            lazy._stack = Stack()
+            raise KeyboardInterrupt
+    assert Stack.closed and not parallel.INTERRUPTED.is_set()
+    assert logging.getLogger("distributed").level == level
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        assert not parallel._fork_server_wanted()
+        assert "multiprocessing-method" not in str(parallel._process_config())
+    with parallel.workers_ignore_ctrl_c():
+        assert parallel._fork_server_wanted()
+    parallel.interrupt()
+    parallel.interrupt()  # twice: the level kept is the one before the first
+    parallel.interrupt_handled()
+    assert logging.getLogger("distributed").level == level and not parallel.INTERRUPTED.is_set()

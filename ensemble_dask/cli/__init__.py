@@ -116,7 +116,7 @@ def main(argv=None):
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    INTERRUPTED.clear()
+    interrupt_handled()  # nothing of an earlier call's interrupt (in this process) carries over
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGINT, _on_sigint)
@@ -132,8 +132,7 @@ def main(argv=None):
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-        if INTERRUPTED.is_set():
-            interrupt_handled()
+        interrupt_handled()
 
 
 def _failure(exc, args):
