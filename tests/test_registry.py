@@ -72,3 +72,20 @@ def test_an_unknown_method_lists_the_registry():
 def test_a_name_is_registered_once(toy):
     with pytest.raises(ValueError, match="registered already"):
         registry.register(toy)
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"fits_on": "rows"}, "fits_on must be one of"),
+        ({"row_blocks": True}, "row_blocks needs a fitter"),
+        ({"starts": ("random", "auto")}, "starts are 'auto'"),
+    ],
+)
+def test_a_method_the_stage_cannot_run_is_refused_at_registration(fields, message):
+    """Review of issue 26: a plugin's ``row_blocks=True`` was fitted as BCE, and a first start other than
+    'auto' was read as 'auto'."""
+    entry = {"name": "toy2", "estimator": f"{__name__}:Toy", "fits_on": "labels", "summary": "t", **fields}
+    with pytest.raises(ValueError, match=message):
+        registry.register(Method(**entry))
+    assert "toy2" not in registry.names()

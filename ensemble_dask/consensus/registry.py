@@ -71,12 +71,24 @@ class Method:
 
 
 _REGISTRY: dict[str, Method] = {}
+#: the methods with a fit on the Dask cluster's row blocks (``stages.consensus._fit_on_cluster``)
+_ROW_BLOCK_FITTERS = ("bce", "kcc")
 
 
 def register(method):
     """Add ``method`` (a :class:`Method`) to the registry; a name taken already is an error."""
     if method.fits_on not in FITS_ON:
         raise ValueError(f"method {method.name!r}: fits_on must be one of {FITS_ON}; got {method.fits_on!r}")
+    if method.row_blocks and method.name not in _ROW_BLOCK_FITTERS:
+        raise ValueError(
+            f"method {method.name!r}: row_blocks needs a fitter on the cluster's row blocks; there are "
+            f"{sorted(_ROW_BLOCK_FITTERS)} only"
+        )
+    if method.starts and (method.starts[0] != "auto" or not set(method.starts) <= {"auto", "random"}):
+        raise ValueError(
+            f"method {method.name!r}: starts are 'auto' (the default, first) and 'random'; "
+            f"got {method.starts}"
+        )
     if method.name in _REGISTRY:
         raise ValueError(f"a consensus method named {method.name!r} is registered already")
     _REGISTRY[method.name] = method
