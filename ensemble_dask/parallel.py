@@ -282,11 +282,15 @@ class _NoiseWhileClosing(logging.Filter):
         return self.worker.status == Status.running
 
 
-class _TaskFailures(logging.Filter):
-    """Drops a worker's "Compute Failed" report of a task (the client reports the task's error)."""
+class _DropMessages(logging.Filter):
+    """Drops the log records whose message (formatted) starts with ``prefix``."""
+
+    def __init__(self, prefix):
+        super().__init__()
+        self.prefix = prefix
 
     def filter(self, record):
-        return not str(record.msg).startswith("Compute Failed")
+        return not record.getMessage().startswith(self.prefix)
 
 
 def _quiet_worker_logs():
@@ -309,7 +313,7 @@ def _quiet_worker_logs():
             logging.getLogger("distributed.sizeof").setLevel(logging.ERROR)
             for name in ("distributed.worker", "distributed.worker.state_machine"):
                 logging.getLogger(name).addFilter(_NoiseWhileClosing(worker))
-            logging.getLogger("distributed.worker").addFilter(_TaskFailures())
+            logging.getLogger("distributed.worker").addFilter(_DropMessages("Compute Failed"))
 
     return QuietWorkerLogs()
 
@@ -482,7 +486,7 @@ class LazyClient:
     def _write_report(self, report):
         """Write the performance report; a failed write (a full disk) is a warning, not the run's failure:
         the stages are complete, only this by-product is missing."""
-        drop = _DropRecords("Exception while handling op performance_report")  # the scheduler's traceback
+        drop = _DropMessages("Exception while handling op performance_report")  # the scheduler's traceback
         core = logging.getLogger("distributed.core")
         core.addFilter(drop)
         try:
@@ -518,17 +522,6 @@ class LazyClient:
         if self._stack is not None:
             logger.info("closing the Dask client (no later stage needs it)")
         self.close()
-
-
-class _DropRecords(logging.Filter):
-    """Drops the log records whose message (formatted) is ``msg``."""
-
-    def __init__(self, msg):
-        super().__init__()
-        self.msg = msg
-
-    def filter(self, record):
-        return record.getMessage() != self.msg
 
 
 def resolve_client(client):
