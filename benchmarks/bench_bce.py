@@ -120,8 +120,9 @@ def per_iteration(estep_class, run, n_iter, repeats):
 
 def child_in_memory(store_url, n_iter, repeats, converge):
     """One core, in memory; runs in a fresh process. Returns a dict of figures."""
-    from ensemble_dask.consensus._bce_common import _InMemoryEStep
-    from ensemble_dask.consensus.bce import BCE, compress_rows, encode_labels, estep_stats, label_categories
+    from ensemble_dask.consensus._common.encoding import compress_rows
+    from ensemble_dask.consensus.bce import BCE
+    from ensemble_dask.consensus.bce._em import _InMemoryEStep, encode_labels, estep_stats, label_categories
     from ensemble_dask.io.store import RunStore
 
     store = RunStore(store_url, mode="r")

@@ -48,7 +48,7 @@ KDD_FILE = ROOT.parent / "shared" / "data" / "kddcup99" / "kddcup.data_10_percen
 
 def one_by_one(func, args):
     """``fit``'s mapper running each candidate alone (``run_candidate``): the former path."""
-    from ensemble_dask.consensus.gkcc import run_candidate
+    from ensemble_dask.consensus.kcc._gkcc import run_candidate
 
     out = []
     for gidx, weight, enc, prior, MT_prev, rows, max_iter, tol in args:
@@ -59,7 +59,7 @@ def one_by_one(func, args):
 
 
 def child(path, variant, K):
-    from ensemble_dask.consensus.gkcc import GKCC
+    from ensemble_dask.consensus.kcc import GKCC
     from ensemble_dask.metrics import ari, h_criterion
 
     data = np.load(path)

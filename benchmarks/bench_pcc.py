@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ensemble_dask.coassoc import read_pairs  # noqa: E402
 from ensemble_dask.coassoc.counting import PairCounts  # noqa: E402
-from ensemble_dask.consensus.pcc import PCC  # noqa: E402
+from ensemble_dask.consensus.pcc import PCC
 from ensemble_dask.io.store import RunStore  # noqa: E402
 from ensemble_dask.metrics import h_criterion  # noqa: E402
 from ensemble_dask.parallel import dask_client  # noqa: E402

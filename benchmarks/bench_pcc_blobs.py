@@ -29,7 +29,7 @@ from sklearn.preprocessing import OneHotEncoder
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ensemble_dask.coassoc import coassociation  # noqa: E402
-from ensemble_dask.consensus.pcc import PCC, PPC  # noqa: E402
+from ensemble_dask.consensus.pcc import PCC, PPC
 
 
 def blobs_ensemble(n, k, n_clusterings=20, k_range=None, seed=0, cache="/tmp/ensemble_dask_bench_blobs"):

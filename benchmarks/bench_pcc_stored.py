@@ -48,7 +48,7 @@ def worker(args):
     from ensemble_dask.coassoc import StoredPairs
     from ensemble_dask.coassoc.csr import read_pair_fractions
     from ensemble_dask.consensus import PCC, PPC
-    from ensemble_dask.consensus._base import pair_data_from_fractions
+    from ensemble_dask.consensus._common.base import pair_data_from_fractions
 
     def make():
         if args.method == "ppc":

@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 
 from ensemble_dask.clusterers import plan_ensemble, run_clustering, subsample_of  # noqa: E402
 from ensemble_dask.coassoc import coassociation  # noqa: E402
-from ensemble_dask.consensus.pcc import PCC, PPC  # noqa: E402
+from ensemble_dask.consensus.pcc import PCC, PPC
 from ensemble_dask.datasets import load_uci as _load_uci  # noqa: E402
 from ensemble_dask.metrics import ari, h_criterion  # noqa: E402
 

@@ -161,7 +161,7 @@ def scale(sizes, with_gkcc_max=50_000):
 
     from ensemble_dask.coassoc import coassociation
     from ensemble_dask.consensus import CSPA, GKCC, HBGF, HGPA, KCC, MCLA, EACAverageLink, EACSingleLink
-    from ensemble_dask.consensus.kcc import encode
+    from ensemble_dask.consensus._common.encoding import encode
 
     KCC(2).fit(np.array([[0, 1], [1, 0], [0, 1]]))  # compile the kernels outside the timings
     print(

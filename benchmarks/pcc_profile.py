@@ -46,10 +46,10 @@ def profile(labels, y, K, l=None):
     from ensemble_dask.coassoc import coassociation
     from ensemble_dask.coassoc.sampling import sample_pairs
     from ensemble_dask.consensus import PCC, PPC
-    from ensemble_dask.consensus import _pcc_kernels as _k
     from ensemble_dask.consensus import starts as _starts
-    from ensemble_dask.consensus._base import as_pair_data
-    from ensemble_dask.consensus.pcc import _best_start, check_init
+    from ensemble_dask.consensus._common.base import as_pair_data
+    from ensemble_dask.consensus.pcc import _kernels as _k
+    from ensemble_dask.consensus.pcc._pcc import _best_start, check_init
     from ensemble_dask.stages.coassoc import default_pairs_per_point
 
     n = labels.shape[0]

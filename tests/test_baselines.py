@@ -13,7 +13,7 @@ from sklearn.metrics import adjusted_rand_score
 from ensemble_dask import InputError
 from ensemble_dask.coassoc import coassociation, dense_coassociation
 from ensemble_dask.consensus import registry
-from ensemble_dask.consensus.baselines_pairs import CSPA, EACAverageLink, EACSingleLink
+from ensemble_dask.consensus.baselines import CSPA, EACAverageLink, EACSingleLink
 
 PAIR_METHODS = ["eac-sl", "eac-al", "cspa"]
 LABEL_METHODS = ["hgpa", "mcla", "hbgf"]

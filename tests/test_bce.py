@@ -14,8 +14,7 @@ from scipy.special import digamma, gammaln, polygamma
 from sklearn.cluster import KMeans
 
 from ensemble_dask import InputError
-from ensemble_dask.consensus import _bce_kernels as kern
-from ensemble_dask.consensus._bce_seeding import seed_partition, seeded_alpha, seeded_beta
+from ensemble_dask.consensus._common.encoding import compress_rows
 from ensemble_dask.consensus.bce import (
     BCE,
     GBCE,
@@ -23,11 +22,10 @@ from ensemble_dask.consensus.bce import (
     ConvergenceWarning,
     EmptyRowsWarning,
     UnseenLabelsWarning,
-    compress_rows,
-    encode_labels,
-    label_categories,
-    update_alpha,
 )
+from ensemble_dask.consensus.bce import _kernels as kern
+from ensemble_dask.consensus.bce._em import encode_labels, label_categories, update_alpha
+from ensemble_dask.consensus.bce._seeding import seed_partition, seeded_alpha, seeded_beta
 from ensemble_dask.metrics import micro_precision
 
 UCI = Path(__file__).resolve().parent / "data" / "uci"  # tests/data/README.md: provenance, licence
@@ -461,7 +459,7 @@ def test_mm_matches_direct_em_transcription():
 
 
 def test_identical_rows_are_merged_exactly():
-    from ensemble_dask.consensus.bce import compress_rows
+    from ensemble_dask.consensus._common.encoding import compress_rows
 
     g = np.array([[0, 3], [1, -1], [0, 3], [0, 3], [1, -1], [2, 4]])
     u, w, inv = compress_rows(g)
@@ -661,7 +659,7 @@ def test_seed_partition_keeps_the_best_of_its_seedings():
 
 
 def test_seed_partition_offers_the_spectral_partition_and_keeps_the_lower_objective(monkeypatch):
-    import ensemble_dask.consensus._bce_seeding as common
+    import ensemble_dask.consensus.bce._seeding as common
 
     """At K = 30 one k-means++ seeding and its Lloyd steps stop in a local optimum that HBGF's partition
     avoids: the start is the candidate with the lower KCC objective."""
@@ -698,7 +696,7 @@ def test_seed_partition_offers_the_spectral_partition_and_keeps_the_lower_object
 def test_seed_partition_spectral_start_skips_clusterings_of_one_label(monkeypatch):
     """A clustering with a single label (all of it, or all the rows HBGF sees) is left out of HBGF's
     graph instead of failing the fit; with no clustering left the start is one seeding."""
-    import ensemble_dask.consensus._bce_seeding as common
+    import ensemble_dask.consensus.bce._seeding as common
 
     L, y = blob_ensemble(600, centers=4, n_clusterings=6)
     L[:, 2] = 5  # one cluster holds every point
@@ -716,7 +714,7 @@ def test_seed_partition_spectral_start_skips_clusterings_of_one_label(monkeypatc
 
 
 def test_seed_partition_seeds_once_on_many_rows(monkeypatch):
-    import ensemble_dask.consensus._bce_seeding as common
+    import ensemble_dask.consensus.bce._seeding as common
 
     L, _ = blob_ensemble(1200, centers=8, n_clusterings=10)
     cats = label_categories(L)
@@ -744,7 +742,8 @@ def test_seed_partition_seeds_once_on_many_rows(monkeypatch):
 
 def test_label_rows_stay_int32():
     """Encoded label rows are int32 end to end (half the memory of int64 on KDD-sized ensembles)."""
-    from ensemble_dask.consensus._bce_common import compress_rows, encode_labels, label_categories
+    from ensemble_dask.consensus._common.encoding import compress_rows
+    from ensemble_dask.consensus.bce._em import encode_labels, label_categories
 
     labels = np.array([[0, 5], [0, 5], [1, -1], [2, 7]], dtype=np.int32)
     gidx, unseen = encode_labels(labels, label_categories(labels))
@@ -757,7 +756,7 @@ def test_label_rows_stay_int32():
 
 def test_compress_rows_returns_distinct_rows_as_they_are():
     """All rows distinct (subsampled clusterings): the rows come back uncopied, in their order."""
-    from ensemble_dask.consensus._bce_common import compress_rows
+    from ensemble_dask.consensus._common.encoding import compress_rows
 
     gidx = np.array([[0, 3], [1, -1], [2, 4]], dtype=np.int32)
     rows, mult, inv = compress_rows(gidx)
@@ -797,7 +796,7 @@ def test_estep_blocks_on_threads_give_one_result_on_any_number_of_cores(monkeypa
     """Rows in fixed E-step blocks, run side by side and summed in block order: the same fit on 1 or 4
     threads, and the fit of one block up to rounding."""
     from ensemble_dask import _threads
-    from ensemble_dask.consensus import _bce_common
+    from ensemble_dask.consensus.bce import _em as _bce_common
 
     labels, _ = random_labels(np.random.default_rng(5), 400, 8)
     assert np.unique(labels, axis=0).shape[0] > 4 * 37

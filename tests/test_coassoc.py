@@ -714,7 +714,7 @@ def test_read_pair_fractions_equals_the_counts_path_chunk_by_chunk():
     """The consensus stage's reader: c/N and N computed a few chunks at a time equal the in-memory
     conversion of the whole counts (pairs never both present left out), and bad counts name the entry."""
     from ensemble_dask.coassoc.csr import read_pair_fractions
-    from ensemble_dask.consensus._base import as_pair_data, pair_data_from_fractions
+    from ensemble_dask.consensus._common.base import as_pair_data, pair_data_from_fractions
 
     labels = random_labels(60, 6, missing=0.6, seed=3)  # many pairs never both present
     g = zarr.open_group(store="memory://pair-fractions", mode="w")

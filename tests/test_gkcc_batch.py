@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from ensemble_dask import InputError
-from ensemble_dask.consensus.bce import compress_rows
-from ensemble_dask.consensus.gkcc import GKCC, _prior_tol, run_candidate, run_candidates
-from ensemble_dask.consensus.kcc import centers_from_partition, encode
+from ensemble_dask.consensus._common.encoding import compress_rows, encode
+from ensemble_dask.consensus.kcc import GKCC
+from ensemble_dask.consensus.kcc._blocks import centers_from_partition
+from ensemble_dask.consensus.kcc._gkcc import _prior_tol, run_candidate, run_candidates
 
 
 def _labels(n=1500, N=16, seed=0, missing=0.3, dup=0):
@@ -145,7 +146,7 @@ def test_gkcc_with_more_categories_than_int16_indices():
 
 def test_gkcc_candidates_in_small_chunks_give_the_same_fit(monkeypatch):
     """Chunks of one or two candidates (the tables of large K) change nothing but the memory."""
-    import ensemble_dask.consensus.gkcc as gkcc
+    import ensemble_dask.consensus.kcc._gkcc as gkcc
 
     L, _ = _labels(n=700, N=8, seed=9, dup=100)
     ref = GKCC(4, n_candidates=7, random_state=6).fit(L)
@@ -158,7 +159,7 @@ def test_gkcc_candidates_in_small_chunks_give_the_same_fit(monkeypatch):
 
 
 def test_plan_work_keeps_the_paper_where_it_fits_and_bounds_it_elsewhere():
-    from ensemble_dask.consensus.gkcc import SAMPLE_ROWS_PER_CLUSTER, WORK_BUDGET, plan_work
+    from ensemble_dask.consensus.kcc._gkcc import SAMPLE_ROWS_PER_CLUSTER, WORK_BUDGET, plan_work
 
     def work(J, K, rows):
         return J * J * sum(k**3 for k in range(2, K + 1)) * rows
@@ -180,7 +181,7 @@ def test_gkcc_on_a_sample_then_lloyd_on_every_row(monkeypatch):
     every row a label (a fixed point: each row in its nearest cluster), deterministically for a seed."""
     from sklearn.metrics import adjusted_rand_score
 
-    import ensemble_dask.consensus.gkcc as gkcc
+    import ensemble_dask.consensus.kcc._gkcc as gkcc
 
     L, y = _labels(n=3000, N=12, seed=4, missing=0.3)
     exact = GKCC(4, n_candidates=8, max_rows=None, random_state=2).fit(L)

@@ -8,8 +8,8 @@ from sklearn.cluster import KMeans
 from sklearn.datasets import make_blobs
 
 from ensemble_dask import InputError
-from ensemble_dask.consensus.gkcc import GKCC
-from ensemble_dask.consensus.kcc import KCC, KCCConvergenceWarning, encode
+from ensemble_dask.consensus._common.encoding import encode
+from ensemble_dask.consensus.kcc import GKCC, KCC, KCCConvergenceWarning
 from ensemble_dask.federated.dask_kcc import fit_kcc_dask
 
 
@@ -306,7 +306,7 @@ def test_many_rows_take_the_distinct_rows_and_sampled_starts(monkeypatch, missin
     deterministic for a seed; the sample is used."""
     from sklearn.metrics import adjusted_rand_score
 
-    from ensemble_dask.consensus import kcc as kcc_module
+    from ensemble_dask.consensus.kcc import _kcc as kcc_module
 
     labels, y = _ensemble(n=3000, seed=4)
     labels[np.random.default_rng(1).random(labels.shape) < missing] = -1
@@ -336,7 +336,7 @@ def test_sampled_starts_offer_the_spectral_partition(monkeypatch, client):
     out the fit is what it was."""
     from sklearn.metrics import adjusted_rand_score
 
-    import ensemble_dask.consensus.kcc as kcc_mod
+    import ensemble_dask.consensus.kcc._kcc as kcc_mod
 
     X, y = make_blobs(4000, centers=30, n_features=10, cluster_std=2.0, random_state=1)
     rng = np.random.default_rng(1)

@@ -11,9 +11,10 @@ from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 
 from ensemble_dask import InputError, PairCounts, dense_coassociation
-from ensemble_dask.consensus import _pcc_kernels as K
-from ensemble_dask.consensus import _ppc_kernels as PK
 from ensemble_dask.consensus.pcc import PCC, PPC
+from ensemble_dask.consensus.pcc import _kernels as K
+from ensemble_dask.consensus.pcc import _line_search as LS
+from ensemble_dask.consensus.pcc import _ppc_kernels as PK
 from ensemble_dask.metrics import h_criterion, js_criterion
 
 UCI = Path(__file__).resolve().parent / "data" / "uci"  # tests/data/README.md: provenance, licence
@@ -165,16 +166,16 @@ def test_newton_line_search_brackets_the_exact_step(seed, m, rtol):
     y_vj = rng.uniform(0.01, 1.0)
     delta = rng.uniform(-1.0, 1.0, size=m)
     delta = np.clip(delta, -a, 1.0 - a)  # y_J.y_i stays in [0, 1] along the segment, as on the simplex
-    r0, dr0 = K._rho(K.KL, eps, 0.0, x, w, 0, a, delta, m, 0.0, 0.0, 0.0)
-    step = K._line_search(K.KL, False, eps, rtol, x, w, 0, a, delta, m, y_vj, r0, dr0, 0.0, 0.0, 0.0)
+    r0, dr0 = LS._rho(K.KL, eps, 0.0, x, w, 0, a, delta, m, 0.0, 0.0, 0.0)
+    step = LS._line_search(K.KL, False, eps, rtol, x, w, 0, a, delta, m, y_vj, r0, dr0, 0.0, 0.0, 0.0)
     assert 0.0 <= step <= y_vj
     if r0 >= 0:
         assert step == 0.0
         return
-    assert K._rho(K.KL, eps, step, x, w, 0, a, delta, m, 0.0, 0.0, 0.0)[0] <= 0.0
+    assert LS._rho(K.KL, eps, step, x, w, 0, a, delta, m, 0.0, 0.0, 0.0)[0] <= 0.0
     if step < y_vj:  # the root is in (step, step (1 + rtol)]: rho changes sign there
         hi = step + rtol * max(step, 1e-300) * 1.0000001
-        assert K._rho(K.KL, eps, min(hi, y_vj), x, w, 0, a, delta, m, 0.0, 0.0, 0.0)[0] > 0.0
+        assert LS._rho(K.KL, eps, min(hi, y_vj), x, w, 0, a, delta, m, 0.0, 0.0, 0.0)[0] > 0.0
 
 
 def test_rho_with_the_diagonal_term_is_the_derivative_of_the_quartic():
@@ -196,10 +197,10 @@ def test_rho_with_the_diagonal_term_is_the_derivative_of_the_quartic():
 
     h = 1e-5
     for t in (0.0, 0.05, 0.2):
-        r, dr = K._rho(K.L2, 1e-10, t, x, w, 0, a, delta, m, diag, q0, dq1)
+        r, dr = LS._rho(K.L2, 1e-10, t, x, w, 0, a, delta, m, diag, q0, dq1)
         assert r == pytest.approx((phi(t + h) - phi(t - h)) / (2 * h), rel=1e-6, abs=1e-8)
-        r_hi = K._rho(K.L2, 1e-10, t + h, x, w, 0, a, delta, m, diag, q0, dq1)[0]
-        r_lo = K._rho(K.L2, 1e-10, t - h, x, w, 0, a, delta, m, diag, q0, dq1)[0]
+        r_hi = LS._rho(K.L2, 1e-10, t + h, x, w, 0, a, delta, m, diag, q0, dq1)[0]
+        r_lo = LS._rho(K.L2, 1e-10, t - h, x, w, 0, a, delta, m, diag, q0, dq1)[0]
         assert dr == pytest.approx((r_hi - r_lo) / (2 * h), rel=1e-6, abs=1e-8)
 
 

@@ -13,13 +13,14 @@ from ensemble_dask.coassoc import _kernels as CK
 from ensemble_dask.coassoc import coassociation
 from ensemble_dask.coassoc.counting import PairCounts, count_pairs
 from ensemble_dask.coassoc.sampling import _make_sampler, _sample_keys, sample_pairs
-from ensemble_dask.consensus import _pair_kernels as PK
-from ensemble_dask.consensus import _pcc_kernels as K
-from ensemble_dask.consensus._base import as_pair_data
-from ensemble_dask.consensus.baselines_labels import HBGF
-from ensemble_dask.consensus.bce import compress_rows
+from ensemble_dask.consensus._common import pair_kernels as PK
+from ensemble_dask.consensus._common.base import as_pair_data
+from ensemble_dask.consensus._common.encoding import compress_rows
+from ensemble_dask.consensus.baselines import HBGF
 from ensemble_dask.consensus.kcc import KCC
-from ensemble_dask.consensus.pcc import PCC, PPC, _best_start, check_init
+from ensemble_dask.consensus.pcc import PCC, PPC
+from ensemble_dask.consensus.pcc import _kernels as K
+from ensemble_dask.consensus.pcc._pcc import _best_start, check_init
 from ensemble_dask.consensus.starts import label_starts
 from ensemble_dask.stages.coassoc import default_pairs_per_point, resolve_strategy
 from ensemble_dask.stages.consensus import TooFewPairsWarning, _check_pairs_per_point
@@ -301,7 +302,7 @@ def test_pair_data_one_pass_equals_the_checked_path():
 def test_hbgf_compares_its_kmeans_starts_on_a_sample_of_many_rows(monkeypatch):
     """Above KMEANS_SAMPLE distinct rows the n_init starts run on a sample and the best is refined on all:
     the same partition of a clear ensemble as the n_init full runs, deterministic for a seed."""
-    from ensemble_dask.consensus import baselines_labels
+    from ensemble_dask.consensus.baselines import _labels as baselines_labels
 
     truth, labels = _labels(n=3000, missing=0.4, seed=12)
     rows, mult, inv = compress_rows(labels)

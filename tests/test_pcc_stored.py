@@ -15,9 +15,9 @@ from sklearn.metrics import adjusted_rand_score
 from ensemble_dask import InputError
 from ensemble_dask.coassoc import coassociation, write_pairs
 from ensemble_dask.coassoc.csr import StoredPairs
-from ensemble_dask.consensus import _pcc_kernels as K
-from ensemble_dask.consensus._base import as_pair_data
+from ensemble_dask.consensus._common.base import as_pair_data
 from ensemble_dask.consensus.pcc import PCC, PPC
+from ensemble_dask.consensus.pcc import _kernels as K
 from ensemble_dask.consensus.starts import label_starts
 from ensemble_dask.io.store import RunStore
 

@@ -6,9 +6,8 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
-from ensemble_dask.consensus import _baseline_kernels as bkern
-from ensemble_dask.consensus._bce_common import compress_rows
-from ensemble_dask.consensus.kcc import column_categories
+from ensemble_dask.consensus._common.encoding import column_categories, compress_rows
+from ensemble_dask.consensus.baselines import _kernels as bkern
 from ensemble_dask.consensus.starts import label_starts
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.stages.consensus import STARTS_CACHE, _label_starts

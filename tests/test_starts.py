@@ -11,9 +11,10 @@ from threadpoolctl import threadpool_limits
 
 from ensemble_dask.coassoc import coassociation
 from ensemble_dask.consensus import BCE, KCC, MM, PCC, PPC, registry
-from ensemble_dask.consensus._bce_common import compress_rows, encode_labels, label_categories
-from ensemble_dask.consensus._bce_seeding import seed_partition
-from ensemble_dask.consensus.baselines_labels import HBGF
+from ensemble_dask.consensus._common.encoding import compress_rows
+from ensemble_dask.consensus.baselines import HBGF
+from ensemble_dask.consensus.bce._em import encode_labels, label_categories
+from ensemble_dask.consensus.bce._seeding import seed_partition
 from ensemble_dask.consensus.starts import label_starts
 
 
@@ -142,7 +143,7 @@ def test_a_result_of_the_former_default_start_is_recomputed(unequal, tmp_path, m
 def test_kcc_spectral_start_on_a_sample_of_many_distinct_rows(unequal, monkeypatch, client):
     """Above ``max(START_SAMPLE, 50 K)`` distinct rows HBGF partitions a uniform sample of that many; the
     row-distributed fit draws the same sample and ends in the same partition."""
-    from ensemble_dask.consensus import kcc as kcc_module
+    from ensemble_dask.consensus.kcc import _kcc as kcc_module
 
     y, labels = unequal
     missing = labels.copy()

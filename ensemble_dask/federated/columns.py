@@ -16,13 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import InputError, check_random_state
-from ..consensus import _bce_kernels as kern
-from ..consensus.bce import (
-    BCE,
-    _offsets,
-    normalise_counts,
-    update_alpha,
-)
+from ..consensus.bce import BCE
+from ..consensus.bce import _kernels as kern
+from ..consensus.bce._em import _offsets, normalise_counts, update_alpha
 from .dask import (
     block_meta,
     encode_block,
@@ -162,7 +158,7 @@ def run_column_distributed_bce(
     server_resource : str, default=None
         Worker resource of the server (None: any worker).
     max_iter, tol, e_step_tol, e_step_max_iter, alpha_init, random_state
-        As in :class:`~ensemble_dask.consensus.bce.BCE`; the random start (drawn by the
+        As in :class:`~ensemble_dask.consensus.BCE`; the random start (drawn by the
         coordinator from the clients' label categories) equals BCE's on the pooled columns.
     init : dict, default=None
         ``{"alpha": ..., "beta": [...]}`` start instead of a random one.

@@ -4,14 +4,14 @@ Each row block of the ``n x N`` labels array (a zarr array at a URL, or an in-me
 is read by a task on a worker and stays there encoded (:class:`LabelBlocks`), with the block's
 variational ``gamma``. Per EM iteration the coordinator submits one E-step task per block with the
 current parameters; only the packed sufficient statistics (a vector of ``k * sum_j k_j +
-k + 2`` floats, see :class:`~ensemble_dask.consensus.bce.StatsLayout`) leave the worker, are
+k + 2`` floats, see :class:`~ensemble_dask.consensus.bce._bce.StatsLayout`) leave the worker, are
 summed in a tree on the cluster, and one total reaches the coordinator. The EM driver, the
-M-step and the random starts are those of :class:`~ensemble_dask.consensus.bce.BCE`, so the
+M-step and the random starts are those of :class:`~ensemble_dask.consensus.BCE`, so the
 fit from random starts equals the in-memory one up to floating-point summation order; the seeded
 start (:func:`seeded_start`) is computed on the blocks too.
 
 This module only decides where the in-memory functions run; the algorithm lives in
-:mod:`ensemble_dask.consensus.bce`.
+:mod:`ensemble_dask.consensus.bce._bce`.
 """
 
 from __future__ import annotations
@@ -22,10 +22,13 @@ import uuid
 import numpy as np
 
 from .._validation import InputError, check_labels_matrix, check_random_state, shown
-from ..consensus._bce_common import Params
-from ..consensus._bce_seeding import seeded_alpha, seeded_beta, soft_gamma
-from ..consensus.bce import BCE, StatsLayout, _offsets, compress_rows, encode_labels, estep_stats
-from ..consensus.kcc import KCC, Encoding, block_norms, kcc_starts
+from ..consensus._common.encoding import Encoding, compress_rows
+from ..consensus.bce import BCE
+from ..consensus.bce._em import Params, StatsLayout, _offsets, encode_labels, estep_stats
+from ..consensus.bce._seeding import seeded_alpha, seeded_beta, soft_gamma
+from ..consensus.kcc import KCC
+from ..consensus.kcc._blocks import block_norms
+from ..consensus.kcc._kcc import kcc_starts
 from .dask_blocks import DaskBlocks, sampled_kcc_start
 
 __all__ = [
@@ -346,7 +349,7 @@ def seeded_start(client, est, prepared, categories, rng):
 
 
 def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_options=None, **bce_params):
-    """Fit :class:`~ensemble_dask.consensus.bce.BCE` with the E-step on row blocks on a Dask cluster.
+    """Fit :class:`~ensemble_dask.consensus.BCE` with the E-step on row blocks on a Dask cluster.
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 """Row blocks of encoded labels held on a Dask cluster, as a backend of KCC's shared driver.
 
-:class:`DaskBlocks` runs :mod:`ensemble_dask.consensus.kcc`'s block functions where the blocks live
+:class:`DaskBlocks` runs :mod:`ensemble_dask.consensus.kcc._kcc`'s block functions where the blocks live
 and combines their statistics in a tree on the cluster (:func:`tree_reduce`); only sums, a few rows
 and the final ``n``-row results reach the coordinator. Used by the row-distributed KCC
 (:mod:`.dask_kcc`) and by the seeded start of the row-distributed BCE (:mod:`.dask`).
@@ -12,9 +12,8 @@ import operator
 
 import numpy as np
 
-from ..consensus.kcc import (
+from ..consensus.kcc._blocks import (
     LocalBlocks,
-    best_sample_start,
     block_closest,
     block_cooccurrence,
     block_memberships,
@@ -25,6 +24,7 @@ from ..consensus.kcc import (
     block_trials,
     combine_stats,
 )
+from ..consensus.kcc._kcc import best_sample_start
 
 __all__ = ["DaskBlocks", "tree_reduce", "sampled_kcc_start"]
 
@@ -52,9 +52,9 @@ def tree_reduce(client, futures, func, *, fan_in=8):
 
 
 class DaskBlocks:
-    """Backend of :func:`~ensemble_dask.consensus.kcc.fit_kcc` over row-block futures of ``gidx``.
+    """Backend of :func:`~ensemble_dask.consensus.kcc._kcc.fit_kcc` over row-block futures of ``gidx``.
 
-    Mirrors :class:`~ensemble_dask.consensus.kcc.LocalBlocks`; every row-level array (the encoded
+    Mirrors :class:`~ensemble_dask.consensus.kcc._kcc.LocalBlocks`; every row-level array (the encoded
     labels, the assignment, the k-means++ distances) stays on the workers. ``weight_futures`` (one
     per block; None: 1 per row) weigh the rows in the centroids and the objective, e.g. distinct rows
     by their multiplicity; the starts' random picks stay uniform over the rows.
@@ -146,7 +146,7 @@ class DaskBlocks:
 def sampled_kcc_start(est, backend, enc, rng):
     """Centroids (``K x G``) to start the Lloyd run on all rows from, or None (``est``'s own starts).
 
-    With random starts on more than ``max(20,000, 50 K)`` rows, :class:`~ensemble_dask.consensus.kcc.KCC`
+    With random starts on more than ``max(20,000, 50 K)`` rows, :class:`~ensemble_dask.consensus.KCC`
     compares its ``n_init`` starts and HBGF's partition on a uniform sample of that many rows; this draws
     the same sample with ``rng`` (fetched to this process: ``sample x N`` int32), runs the starts on it here
     and returns the best one's centroids, so that the row-distributed fit makes the in-memory fit's draws

@@ -11,11 +11,11 @@ empty cluster), are combined in a tree on the cluster, and one total reaches the
 the same way: the blocks keep their distances to the chosen centres and return only their sums and, for the
 block a random draw falls in, one row; ``init="spectral"`` (the default) fetches a uniform sample of up
 to ``max(20,000, 50 K)`` rows to the coordinator for HBGF's partition. The driver, the starts and the centroid
-update are those of :class:`~ensemble_dask.consensus.kcc.KCC` (:func:`~ensemble_dask.consensus.kcc.fit_kcc`),
+update are those of :class:`~ensemble_dask.consensus.KCC` (:func:`~ensemble_dask.consensus.kcc._kcc.fit_kcc`),
 so the fit equals the in-memory one up to floating-point summation order.
 
 This module only decides where the in-memory functions run; the algorithm lives in
-:mod:`ensemble_dask.consensus.kcc`.
+:mod:`ensemble_dask.consensus.kcc._kcc`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import InputError, check_labels_matrix, check_random_state
-from ..consensus.kcc import KCC, Encoding, check_encoding, column_categories, fit_kcc
+from ..consensus._common.encoding import Encoding, check_encoding, column_categories
+from ..consensus.kcc import KCC
+from ..consensus.kcc._kcc import fit_kcc
 from .dask import LabelBlocks
 from .dask_blocks import DaskBlocks, sampled_kcc_start, tree_reduce  # noqa: F401 (re-exported)
 
@@ -40,7 +42,7 @@ def _encode_block(block, enc):
 
 
 def fit_kcc_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_options=None, **kcc_params):
-    """Fit :class:`~ensemble_dask.consensus.kcc.KCC` with the Lloyd assignment on row blocks on Dask.
+    """Fit :class:`~ensemble_dask.consensus.KCC` with the Lloyd assignment on row blocks on Dask.
 
     Parameters
     ----------
@@ -107,12 +109,12 @@ def _candidate_mapper(client):
 
 
 def fit_gkcc_dask(labels, n_clusters=2, *, client=None, **gkcc_params):
-    """Fit :class:`~ensemble_dask.consensus.gkcc.GKCC` with each step's candidate k-means in groups as Dask
+    """Fit :class:`~ensemble_dask.consensus.GKCC` with each step's candidate k-means in groups as Dask
     tasks.
 
     The candidates' results are gathered in their order, so the fit equals the in-memory one.
     """
-    from ..consensus.gkcc import GKCC
+    from ..consensus.kcc import GKCC
 
     if client is None:
         from distributed import get_client

@@ -12,7 +12,7 @@ names operations and gets back only what :class:`~.coordinator.Federation` lets 
 3. per EM iteration the coordinator sends ``(alpha, beta)``; each site runs its E-step on its rows
    (warm-started from its rows' ``gamma``, kept in its session) and returns its statistics masked
    (SecAgg+, :mod:`.secagg`); the coordinator unmasks the total and runs the M-step of
-   :mod:`ensemble_dask.consensus.bce`. The fit therefore equals centralised BCE (the secure sum is
+   :mod:`ensemble_dask.consensus.bce._bce`. The fit therefore equals centralised BCE (the secure sum is
    exact to ``2**-64`` per entry);
 4. at the end each site writes its rows' memberships where its config says and, when it holds
    reference labels, the contingency table of its consensus labels against them joins one more
@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._validation import InputError, check_int, check_labels_matrix, check_random_state
-from ..consensus.bce import BCE, ConvergenceWarning, Params, StatsLayout, _offsets, m_step
+from ..consensus.bce import BCE, ConvergenceWarning
+from ..consensus.bce._em import Params, StatsLayout, _offsets, m_step
 from ..metrics import partition_scores
 from .coordinator import Federation, SitesDropped, SitesDroppedWarning
 from .dask import read_labels
@@ -281,7 +282,7 @@ def run_federated_bce(
     mode : {"secure", "plain"}, default="secure"
         ``"plain"``: statistics in clear, which every site refuses unless its config allows it.
     n_init, max_iter, tol, e_step_tol, e_step_max_iter, alpha_init, random_state
-        As in :class:`~ensemble_dask.consensus.bce.BCE` (same random starts as ``BCE`` on the
+        As in :class:`~ensemble_dask.consensus.BCE` (same random starts as ``BCE`` on the
         pooled rows).
     n_labels : int, default=None
         Labels are ``0 .. n_labels - 1`` in every clustering (None: bounded by a secure sum).

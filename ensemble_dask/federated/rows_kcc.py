@@ -7,7 +7,7 @@ The same federation as row-distributed BCE (:mod:`.rows`): each site's rows stay
    comes from the secure sums of :mod:`.rows` (label range, then per-label counts);
 2. one secure sum of the per-category counts gives the pooled label distribution (the prior of
    empty centroid blocks and the scale of ``tol``);
-3. the start (``init="clusters"``, see :class:`~ensemble_dask.consensus.kcc.KCC`): the coordinator
+3. the start (``init="clusters"``, see :class:`~ensemble_dask.consensus.KCC`): the coordinator
    draws ``K`` categories from the pooled counts with the run's seed, and one secure sum of the
    sites' label counts over the rows carrying each of them gives the ``K`` starting centroids. KCC's
    ``'k-means++'``, ``'random'`` and ``'spectral'`` starts pick individual rows and are refused;
@@ -15,7 +15,7 @@ The same federation as row-distributed BCE (:mod:`.rows`): each site's rows stay
    assignment stays in its session) and returns its statistics - per cluster, the counts of each
    clustering's labels, the cluster sizes, the squared error and the number of rows that changed
    cluster - masked; the coordinator decodes their total and updates the centroids with
-   :func:`~ensemble_dask.consensus.kcc.centers_from_stats`;
+   :func:`~ensemble_dask.consensus.kcc._kcc.centers_from_stats`;
 5. each site writes its rows' memberships to its own ``output``; with reference labels at every
    site, the contingency tables of its consensus labels join one more secure sum (H, ARI, NMI).
 
@@ -40,13 +40,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._validation import InputError, check_int, check_random_state
-from ..consensus.kcc import (
-    KCC,
-    Encoding,
-    KCCConvergenceWarning,
-    check_encoding,
-    kcc_starts,
-)
+from ..consensus._common.encoding import Encoding, check_encoding
+from ..consensus.kcc import KCC, KCCConvergenceWarning
+from ..consensus.kcc._kcc import kcc_starts
 from .rows import (
     _category_space,
     _check_sites,
@@ -62,10 +58,11 @@ __all__ = ["FederatedKCCResult", "run_federated_kcc"]
 
 
 class SiteSums:
-    """Backend of :func:`~ensemble_dask.consensus.kcc.kcc_starts` over sites: each call is one secure sum.
+    """Backend of :func:`~ensemble_dask.consensus.kcc._kcc.kcc_starts` over sites: each call is one secure
+    sum.
 
     Offers only the aggregate calls (``sizes``, ``cooccurrence``, ``step``); the row-level ones of
-    :class:`~ensemble_dask.consensus.kcc.LocalBlocks` (``row``, ``pick``, ...) do not exist here.
+    :class:`~ensemble_dask.consensus.kcc._kcc.LocalBlocks` (``row``, ``pick``, ...) do not exist here.
     Records the objective trace of every start.
     """
 
@@ -167,7 +164,7 @@ def run_federated_kcc(
         The start; KCC's ``'k-means++'``, ``'random'`` and ``'spectral'`` need individual rows and are
         refused.
     n_init, max_iter, tol, random_state
-        As in :class:`~ensemble_dask.consensus.kcc.KCC`.
+        As in :class:`~ensemble_dask.consensus.KCC`.
     n_labels : int, default=None
         Labels are ``0 .. n_labels - 1`` in every clustering (None: bounded by a secure sum).
     timeout, progress

@@ -233,7 +233,7 @@ def _kcc_centroids(MT, st):
     """The centroids (label distributions: entries in [0, 1]) and their block norms, which the site
     computes itself from them (the coordinator sends none: its own norms could push a site's squared error
     out of range)."""
-    from ..consensus.kcc import block_norms
+    from ..consensus.kcc._blocks import block_norms
 
     G, K = st.n_categories, st.data["k"]
     MT = _array(MT, "centroids", ndim=2, shape=(G, K), min_value=0.0, max_value=1.0)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .._validation import InputError
-from ..consensus.kcc import Encoding
+from ..consensus._common.encoding import Encoding
 from .dask import DaskBlockEStep, expand_gamma, prepare_block
 from .dask_blocks import DaskBlocks
 from .rows import write_memberships

@@ -405,7 +405,7 @@ def _fit(store, method, kwargs, client):
     _check_ensemble_range(store, kwargs.get("n_clusters"))
     if entry.fits_on == "pairs":
         from ..coassoc.csr import StoredPairs, read_pair_fractions
-        from ..consensus._base import pair_data_from_fractions
+        from ..consensus._common.base import pair_data_from_fractions
 
         nnz = int(store.group["pairs/indices"].shape[0]) if "pairs/indices" in store.group else 0
         if entry.starts and PAIR_BYTES * nnz > PAIRS_IN_MEMORY_BYTES:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numba
 
-from ._divergences import div
+from .divergences import div
 
 __all__ = ["pair_values", "compact_observed", "objective_labels", "objective_change_labels"]
 

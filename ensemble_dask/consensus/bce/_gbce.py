@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import InputError, check_labels_matrix
-from ._bce_base import _BCEBase
-from ._bce_common import _check_tol
+from ..._validation import InputError, check_labels_matrix
+from ._base import _BCEBase
+from ._em import _check_tol
 
 __all__ = ["GBCE"]
 

@@ -10,22 +10,22 @@ import warnings
 import numpy as np
 from scipy.special import logsumexp
 
-from .._validation import InputError, check_int, check_labels_matrix, check_random_state
-from . import _bce_kernels as kern
-from ._base import normalized_entropy
-from ._bce_common import (
+from ..._validation import InputError, check_int, check_labels_matrix, check_random_state
+from .._common.base import normalized_entropy
+from .._common.encoding import compress_rows
+from . import _kernels as kern
+from ._em import (
     _TINY,
     ConvergenceWarning,
     EmptyRowsWarning,
     UnseenLabelsWarning,
     _check_tol,
     _offsets,
-    compress_rows,
     encode_labels,
     label_categories,
     normalise_counts,
 )
-from ._bce_seeding import (
+from ._seeding import (
     SEEDED_INITS,
     check_seeded_init,
     partition_counts,

@@ -426,29 +426,3 @@ def category_counts(gidx, weight, n_categories):
             g = gidx[x, i]
             out[max(g, 0)] += w if g >= 0 else 0.0
     return out
-
-
-@numba.njit(cache=True, nogil=True)
-def encode_lut(labels, lut, lut_offsets, out):
-    """``out[x, i] = lut[lut_offsets[i] + labels[x, i]]`` (``-1`` for missing or out-of-table labels)."""
-    n, N = labels.shape
-    for x in range(n):
-        for i in range(N):
-            v = labels[x, i]
-            a = lut_offsets[i]
-            if v < 0 or a + v >= lut_offsets[i + 1]:
-                out[x, i] = -1
-            else:
-                out[x, i] = lut[a + v]
-
-
-@numba.njit(cache=True, nogil=True)
-def column_presence(labels, top, out):
-    """``out[i, v] = True`` where label ``v`` (``0 <= v < top[i]``) occurs in column ``i``; one pass over the
-    rows."""
-    n, N = labels.shape
-    for x in range(n):
-        for i in range(N):
-            v = labels[x, i]
-            if v >= 0 and v < top[i]:
-                out[i, v] = True

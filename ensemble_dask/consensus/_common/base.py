@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import InputError, check_int
-from ..coassoc.counting import PairCounts, index_dtype
-from . import _pair_kernels as _pk
+from ..._validation import InputError, check_int
+from ...coassoc.counting import PairCounts, index_dtype
+from . import pair_kernels as _pk
 
 __all__ = [
     "PairData",

@@ -17,9 +17,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
-from .._validation import InputError, check_int, check_random_state
-from . import _baseline_kernels as kern
-from ._base import PairData, SoftConsensusMixin, as_pair_data
+from ..._validation import InputError, check_int, check_random_state
+from .._common.base import PairData, SoftConsensusMixin, as_pair_data
+from . import _kernels as kern
 
 __all__ = ["EACSingleLink", "EACAverageLink", "CSPA", "one_hot", "merge_components"]
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import digamma, gammaln, polygamma
 
-from .._threads import thread_map
-from .._validation import InputError
-from . import _bce_kernels as kern
-from ._kcc_encoding import Encoding, column_categories
+from ..._threads import thread_map
+from ..._validation import InputError
+from .._common.encoding import Encoding, column_categories, compress_rows
+from . import _kernels as kern
 
 __all__ = [
     "BCEWarning",
@@ -38,7 +38,6 @@ __all__ = [
     "StatsLayout",
     "Params",
     "encode_labels",
-    "compress_rows",
     "label_categories",
     "estep_stats",
     "m_step",
@@ -159,46 +158,6 @@ class Params:
 
     def copy(self):
         return Params(self.alpha.copy(), self.beta.copy(), self.mu.copy(), self.var.copy())
-
-
-def _int_rows(gidx):
-    """``gidx`` C-contiguous as int32 or int64 (kept as it is when it already is one of them)."""
-    gidx = np.asarray(gidx)
-    return np.ascontiguousarray(gidx, dtype=gidx.dtype if gidx.dtype in (np.int32, np.int64) else np.int64)
-
-
-def compress_rows(gidx):
-    """Distinct rows of ``gidx``: ``(distinct rows, multiplicities as float64, inverse index)``.
-
-    Identical label rows have identical E-steps (same start, same parameters), so the
-    E-step runs once per distinct row, weighted by its multiplicity. When every row is distinct
-    (subsampled base clusterings: each row has its own pattern of missing labels) ``gidx`` itself
-    is returned, in its own order, with no copy.
-    """
-    gidx = _int_rows(gidx)
-    if gidx.shape[0] == 0:
-        return gidx, np.zeros(0), np.zeros(0, dtype=np.int64)
-    # distinct 64-bit row hashes first (one sort of integers), checked against the rows; the exact
-    # byte-wise comparison is the fallback should two distinct rows ever share a hash
-    _, first, inverse, counts = np.unique(
-        kern.row_hashes(gidx), return_index=True, return_inverse=True, return_counts=True
-    )
-    if first.size == gidx.shape[0]:  # distinct hashes: distinct rows
-        return gidx, np.ones(gidx.shape[0]), np.arange(gidx.shape[0], dtype=np.int64)
-    inverse = inverse.ravel().astype(np.int64)
-    distinct = gidx[first]
-    step = max(1, (16 << 20) // max(1, gidx.itemsize * gidx.shape[1]))  # checked in blocks of ~16 MiB
-    if not all(
-        np.array_equal(distinct[inverse[s : s + step]], gidx[s : s + step])
-        for s in range(0, gidx.shape[0], step)
-    ):
-        keys = gidx.view(np.dtype((np.void, gidx.dtype.itemsize * gidx.shape[1]))).ravel()
-        _, first, inverse, counts = np.unique(
-            keys, return_index=True, return_inverse=True, return_counts=True
-        )
-        inverse = inverse.ravel().astype(np.int64)
-        distinct = gidx[first]
-    return np.ascontiguousarray(distinct), counts.astype(np.float64), inverse
 
 
 def estep_stats(gidx, ucol, X, ufeat, params, gamma, tol, max_iter, rweight=None):

@@ -18,8 +18,8 @@ typed simply and cacheable; first-class function arguments would recompile per f
 To add a double-convex Bregman divergence: give it the next code, add a branch to :func:`div`
 (its value), :func:`ddiv` (its derivative in ``x2``) and :func:`d2div` (the second one, used
 by the Newton steps of the line search), and register the name in
-``ensemble_dask.consensus.pcc.DIVERGENCES``. The line search then works unchanged; a
-closed-form step can be added in :func:`~ensemble_dask.consensus._pcc_kernels._line_search` like the L2 one.
+``ensemble_dask.consensus.pcc._pcc.DIVERGENCES``. The line search then works unchanged; a
+closed-form step can be added in :func:`~ensemble_dask.consensus.pcc._kernels._line_search` like the L2 one.
 """
 
 from __future__ import annotations

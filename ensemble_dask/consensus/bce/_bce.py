@@ -27,45 +27,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_labels_matrix
-from ._bce_base import _BCEBase
-from ._bce_common import (
-    BCEWarning,
-    ConvergenceWarning,
-    EmptyRowsWarning,
-    Params,
-    StatsLayout,
-    UnseenLabelsWarning,
-    _offsets,  # noqa: F401  (imported from here by dask_bce and federated)
-    compress_rows,
-    encode_labels,
-    estep_stats,
-    label_categories,
-    m_step,
-    normalise_counts,
-    run_em,
-    update_alpha,
-)
+from ..._validation import check_labels_matrix
+from ._base import _BCEBase
 
-__all__ = [
-    "BCE",
-    "GBCE",
-    "MM",
-    "BCEWarning",
-    "EmptyRowsWarning",
-    "ConvergenceWarning",
-    "UnseenLabelsWarning",
-    "StatsLayout",
-    "Params",
-    "encode_labels",
-    "compress_rows",
-    "label_categories",
-    "estep_stats",
-    "m_step",
-    "normalise_counts",
-    "run_em",
-    "update_alpha",
-]
+__all__ = ["BCE"]
 
 
 class BCE(_BCEBase):
@@ -229,8 +194,3 @@ class BCE(_BCEBase):
     def predict(self, labels):
         """Hard consensus labels of (new) rows: ``argmax`` of :meth:`transform`."""
         return np.argmax(self.transform(labels), axis=1).astype(np.int32)
-
-
-# GBCE and MM live in their own modules; importable from here as before the split.
-from .gbce import GBCE  # noqa: E402
-from .mm import MM  # noqa: E402

@@ -3,26 +3,26 @@
 :func:`seed_partition` gives the partition (the best by KCC's objective of k-means++ seedings with Lloyd
 steps, and of HBGF's spectral partition with the same Lloyd steps); :func:`seeded_beta`,
 :func:`seeded_alpha`, :func:`soft_gamma` and :func:`hard_gamma` turn it into a start of the EM of
-:mod:`._bce_common`. :func:`spectral_partition` is shared with KCC's sampled starts.
+:mod:`._em`. The spectral partition is :func:`~ensemble_dask.consensus.starts.spectral_partition`, shared
+with KCC's sampled starts.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 
-from .._threads import thread_map
-from .._validation import InputError, shown
-from . import _bce_kernels as kern
-from ._base import dense_codes
-from ._bce_common import _TINY, _int_rows, normalise_counts
+from ..._threads import thread_map
+from ..._validation import InputError, shown
+from .._common.base import dense_codes
+from .._common.encoding import _int_rows
+from ..starts import spectral_partition
+from . import _kernels as kern
+from ._em import _TINY, normalise_counts
 
 __all__ = [
     "seed_partition",
-    "spectral_partition",
-    "two_label_columns",
     "seeded_alpha",
     "seeded_beta",
     "soft_gamma",
@@ -218,30 +218,6 @@ def _spectral_lloyd(gidx, w, k, R, col_of_cat, to_col, seed, max_lloyd):
     centroid = np.zeros((k, R))
     _set_centroids(centroid, counts, nobs, col_of_cat)
     return _lloyd(gidx, w, centroid, col_of_cat, to_col, max_lloyd)
-
-
-def spectral_partition(gidx, w, k, seed):
-    """HBGF's partition (int64 labels) of the rows ``gidx`` weighted by ``w``, from the clusterings that
-    hold two labels among them (HBGF refuses the others, which separate nothing); None when there is no
-    such clustering or fewer rows than ``k``. A start: HBGF's own convergence warnings are silenced."""
-    from .baselines_labels import HBGF
-
-    cols = two_label_columns(gidx)
-    if cols.size == 0 or k < 2 or gidx.shape[0] < k:
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fit = HBGF(k, random_state=seed).fit(np.ascontiguousarray(gidx[:, cols]), sample_weight=w)
-    return fit.labels_.astype(np.int64)
-
-
-def two_label_columns(labels):
-    """Indices of the columns of ``labels`` (``-1`` = missing) that hold at least two distinct labels."""
-    labels = np.asarray(labels)
-    present = labels >= 0
-    lo = np.where(present, labels, np.iinfo(labels.dtype).max).min(axis=0, initial=np.iinfo(labels.dtype).max)
-    hi = np.where(present, labels, -1).max(axis=0, initial=-1)
-    return np.flatnonzero(hi > lo)
 
 
 def _kcc_objective(counts, nobs, col_of_cat):

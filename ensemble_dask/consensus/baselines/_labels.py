@@ -14,12 +14,11 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
-from .._validation import InputError, check_labels_matrix, check_random_state
-from . import _baseline_kernels as kern
-from ._base import SoftConsensusMixin
-from ._bce_common import compress_rows
-from ._kcc_encoding import check_encoding, encode
-from .baselines_pairs import check_k, metis_parts, one_hot, relabel
+from ..._validation import InputError, check_labels_matrix, check_random_state
+from .._common.base import SoftConsensusMixin
+from .._common.encoding import check_encoding, compress_rows, encode
+from . import _kernels as kern
+from ._pairs import check_k, metis_parts, one_hot, relabel
 
 __all__ = ["HGPA", "MCLA", "HBGF", "KAHYPAR_CONFIG"]
 

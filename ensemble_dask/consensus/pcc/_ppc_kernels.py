@@ -1,5 +1,5 @@
 """Numba kernel of the sparse Baum-Eagon sweep of PPC (papers/002 eq. 5); the row descent of PPC is
-:func:`~ensemble_dask.consensus._pcc_kernels.pcc_rows` with a diagonal term."""
+:func:`~ensemble_dask.consensus.pcc._kernels.pcc_rows` with a diagonal term."""
 
 from __future__ import annotations
 

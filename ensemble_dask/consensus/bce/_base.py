@@ -7,10 +7,10 @@ import warnings
 
 import numpy as np
 
-from .._validation import InputError, check_int, check_labels_matrix, check_random_state
-from . import _bce_kernels as kern
-from ._base import normalized_entropy
-from ._bce_common import (
+from ..._validation import InputError, check_int, check_labels_matrix, check_random_state
+from .._common.base import normalized_entropy
+from . import _kernels as kern
+from ._em import (
     ConvergenceWarning,
     EmptyRowsWarning,
     Params,
@@ -23,7 +23,7 @@ from ._bce_common import (
     label_categories,
     run_em,
 )
-from ._bce_seeding import (
+from ._seeding import (
     SEEDED_INITS,
     check_seeded_init,
     partition_counts,

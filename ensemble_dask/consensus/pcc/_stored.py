@@ -1,9 +1,9 @@
 """PCC and PPC on pairs read a block of rows at a time (out of core).
 
-The row descent of :func:`~ensemble_dask.consensus._pcc_kernels.pcc_rows` needs every point's memberships
+The row descent of :func:`~ensemble_dask.consensus.pcc._kernels.pcc_rows` needs every point's memberships
 (and kept pair gradient: ``n x 2K`` floats) but, per visit, only the visited row's pairs. So with the pairs
 in a store (:class:`~ensemble_dask.coassoc.csr.StoredPairs`) the work list is visited one block of rows at
-a time (:func:`~ensemble_dask.consensus._pcc_kernels.descend_rows`): each block whose rows are listed is
+a time (:func:`~ensemble_dask.consensus.pcc._kernels.descend_rows`): each block whose rows are listed is
 read, its listed rows are descended until none is, a move flags the neighbours in other blocks whose gap
 then fails the test, and the sweeps over the blocks go on until no row is flagged. Every step is the same
 exact line search, so f never increases, and the run ends on the same KKT test as in memory. Memory: the
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import InputError
-from . import _pair_kernels as _pairk
-from . import _pcc_kernels as _k
+from ..._validation import InputError
+from .._common import pair_kernels as _pairk
+from . import _kernels as _k
 
 _KL_EPS = 1e-10
 _STEP_RTOL = 1e-4
@@ -65,7 +65,7 @@ def descend(
     """The row descent from ``Y`` (``n x 2K``: memberships, then the kept gradients, written here) over the
     blocks of ``source``, at most ``max_iter`` sweeps; ``f`` is f(Y) on entry. With ``gap_tol_start`` above
     ``gap_tol`` the test starts there and is tightened tenfold each time every row passes it, as in memory
-    (:func:`~ensemble_dask.consensus._pcc_kernels.pcc_rows`).
+    (:func:`~ensemble_dask.consensus.pcc._kernels.pcc_rows`).
 
     Returns ``(sweeps, f, gap, converged, trace)``: the sweeps run, f after them, the KKT gap (from the kept
     gradients when no row is left listed, else recomputed from scratch), whether every row passed the test,

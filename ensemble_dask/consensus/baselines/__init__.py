@@ -6,12 +6,12 @@
   (:mod:`.baselines_pairs`);
 * on the labels matrix (``fit(labels)``): ``hgpa`` :class:`HGPA`, ``mcla`` :class:`MCLA`,
   ``hbgf`` :class:`HBGF` (:mod:`.baselines_labels`), and ``kcc`` / ``gkcc``
-  (:class:`~ensemble_dask.consensus.kcc.KCC`, :class:`~ensemble_dask.consensus.gkcc.GKCC`).
+  (:class:`~ensemble_dask.consensus.KCC`, :class:`~ensemble_dask.consensus.GKCC`).
 """
 
 from __future__ import annotations
 
-from .baselines_labels import HBGF, HGPA, MCLA
-from .baselines_pairs import CSPA, EACAverageLink, EACSingleLink
+from ._labels import HBGF, HGPA, MCLA
+from ._pairs import CSPA, EACAverageLink, EACSingleLink
 
 __all__ = ["EACSingleLink", "EACAverageLink", "CSPA", "HGPA", "MCLA", "HBGF"]

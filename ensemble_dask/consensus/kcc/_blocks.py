@@ -1,7 +1,7 @@
 """KCC's row blocks: what one block of label rows contributes to a Lloyd step, and the in-memory backend.
 
 Each function takes plain arrays (a block's ``gidx`` rows, their weights, the centroids ``MT``) and returns
-sums over the block's rows, so that :func:`~ensemble_dask.consensus.kcc.lloyd` runs the same on
+sums over the block's rows, so that :func:`~ensemble_dask.consensus.kcc._kcc.lloyd` runs the same on
 :class:`LocalBlocks` here as on Dask's blocks (:mod:`ensemble_dask.federated.dask_blocks`).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _kcc_kernels as kern
+from . import _kernels as kern
 
 # --------------------------------------------------------------------------- block functions
 

@@ -3,7 +3,7 @@
 PCC and PPC fit the co-association pairs, whose objective has many local optima; a start near a good one
 matters more than anything else (issue 10: from a random start PCC stopped at ARI 0.76 where k-means on the
 one-hot labels reached 0.997). :func:`label_starts` gives a fast consensus partition of the labels,
-:class:`~ensemble_dask.consensus.baselines_labels.HBGF`'s (spectral, on the bipartite graph of points and
+:class:`~ensemble_dask.consensus.HBGF`'s (spectral, on the bipartite graph of points and
 clusters), from which the estimator descends (given as ``init``).
 
 Examples
@@ -26,12 +26,11 @@ import warnings
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from .._validation import check_labels_matrix, check_random_state
-from ._bce_common import compress_rows
-from ._bce_seeding import two_label_columns
-from .baselines_labels import HBGF
+from ..._validation import check_labels_matrix, check_random_state
+from .._common.encoding import compress_rows
+from ..baselines import HBGF
 
-__all__ = ["label_starts"]
+__all__ = ["label_starts", "spectral_partition", "two_label_columns"]
 
 #: up to this many distinct label rows HBGF runs on one BLAS/OpenMP thread: the problem is too small to
 #: share, and on a loaded machine the threads' start-up and spinning cost 10x the work (0.16 s against 1.8 s
@@ -42,7 +41,7 @@ ONE_THREAD_ROWS = 50_000
 def label_starts(labels, n_clusters, *, random_state=None):
     """``[HBGF labels]`` of ``labels`` (n x N, -1 = absent): the start of PCC/PPC (a list, as ``init`` takes).
 
-    HBGF (:class:`~ensemble_dask.consensus.baselines_labels.HBGF`, a spectral partition of the bipartite graph
+    HBGF (:class:`~ensemble_dask.consensus.HBGF`, a spectral partition of the bipartite graph
     of points and base clusters) runs on the distinct label rows weighted by their multiplicity (the same fit
     as on every row), which an ensemble of a few dozen clusterings has far fewer of than points. The pair
     methods then descend from it to the nearest KKT point.
@@ -75,3 +74,25 @@ def label_starts(labels, n_clusters, *, random_state=None):
         else:
             hbgf.fit(rows, sample_weight=mult)
     return [hbgf.labels_[inv].astype(np.int64)]
+
+
+def spectral_partition(gidx, w, k, seed):
+    """HBGF's partition (int64 labels) of the rows ``gidx`` weighted by ``w``, from the clusterings that
+    hold two labels among them (HBGF refuses the others, which separate nothing); None when there is no
+    such clustering or fewer rows than ``k``. A start: HBGF's own convergence warnings are silenced."""
+    cols = two_label_columns(gidx)
+    if cols.size == 0 or k < 2 or gidx.shape[0] < k:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = HBGF(k, random_state=seed).fit(np.ascontiguousarray(gidx[:, cols]), sample_weight=w)
+    return fit.labels_.astype(np.int64)
+
+
+def two_label_columns(labels):
+    """Indices of the columns of ``labels`` (``-1`` = missing) that hold at least two distinct labels."""
+    labels = np.asarray(labels)
+    present = labels >= 0
+    lo = np.where(present, labels, np.iinfo(labels.dtype).max).min(axis=0, initial=np.iinfo(labels.dtype).max)
+    hi = np.where(present, labels, -1).max(axis=0, initial=-1)
+    return np.flatnonzero(hi > lo)

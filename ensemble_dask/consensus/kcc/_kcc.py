@@ -25,11 +25,11 @@ import warnings
 
 import numpy as np
 
-from .._validation import InputError, check_choice, check_int, check_labels_matrix, check_random_state
-from ._base import normalized_entropy
-from ._bce_common import compress_rows
-from ._bce_seeding import spectral_partition
-from ._kcc_blocks import (  # noqa: F401 (re-exported: the row-block API of KCC)
+from ..._validation import InputError, check_choice, check_int, check_labels_matrix, check_random_state
+from .._common.base import normalized_entropy
+from .._common.encoding import Encoding, check_encoding, column_categories, compress_rows, encode  # noqa: F401 (re-exported)
+from ..starts import spectral_partition
+from ._blocks import (  # noqa: F401 (re-exported: the row-block API of KCC)
     LocalBlocks,
     _proportions,
     _row_center,
@@ -46,7 +46,6 @@ from ._kcc_blocks import (  # noqa: F401 (re-exported: the row-block API of KCC)
     centers_from_stats,
     combine_stats,
 )
-from ._kcc_encoding import Encoding, check_encoding, column_categories, encode  # noqa: F401 (re-exported)
 
 __all__ = [
     "KCC",

@@ -45,11 +45,12 @@ from functools import partial
 
 import numpy as np
 
-from .._validation import InputError, check_int, check_labels_matrix, check_random_state
-from . import _kcc_kernels as kern
-from ._base import normalized_entropy
-from ._bce_common import compress_rows
-from .kcc import (
+from ..._validation import InputError, check_int, check_labels_matrix, check_random_state
+from .._common import _kernels as common_kern
+from .._common.base import normalized_entropy
+from .._common.encoding import compress_rows
+from . import _kernels as kern
+from ._kcc import (
     KCC,
     Encoding,
     KCCConvergenceWarning,
@@ -107,7 +108,7 @@ def run_candidate(gidx, weight, enc, prior, MT_prev, row, max_iter, tol):
     """One candidate of a GKCC step: k-means from the previous centres plus the point ``row``.
 
     All inputs are plain arrays (``gidx`` rows of the current augmented data, their weights, the
-    :class:`~ensemble_dask.consensus.kcc.Encoding`, the per-clustering proportions ``prior``, the
+    :class:`~ensemble_dask.consensus.kcc._kcc.Encoding`, the per-clustering proportions ``prior``, the
     previous centres ``MT_prev`` as ``G x (k - 1)``, the candidate's ``gidx`` row) and ``tol`` is
     absolute. Returns ``(labels, sse, converged)``. ``fit`` runs :func:`run_candidates` instead,
     which gives the same for each candidate; this is its reference.
@@ -122,9 +123,9 @@ def run_candidates(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol, out=N
     """The candidates of a GKCC step at ``rows`` (``J x N``), as :func:`run_candidate` each, in one pass per
     iteration.
 
-    Each candidate's Lloyd run is :func:`~ensemble_dask.consensus.kcc.lloyd`'s, step for step (the
+    Each candidate's Lloyd run is :func:`~ensemble_dask.consensus.kcc._kcc.lloyd`'s, step for step (the
     same stopping rules, the same floating-point values: see
-    :func:`~ensemble_dask.consensus._kcc_kernels.assign_many`), but the passes over the rows are
+    :func:`~ensemble_dask.consensus.kcc._kernels.assign_many`), but the passes over the rows are
     shared: a pass reads each row once and assigns it for every candidate still running (a
     candidate that has converged drops out; one that stopped on the centroid shift takes a last
     pass for its labels and squared error, as ``lloyd`` does). The counts of a candidate are kept
@@ -232,7 +233,7 @@ def _run_chunk(gidx, weight, enc, prior, MT_prev, rows, max_iter, tol, labels, p
 
 
 def _first_share(arrs, sl):
-    """:func:`~ensemble_dask.consensus._kcc_kernels.assign_first` for the candidates ``sl`` (a slice)."""
+    """:func:`~ensemble_dask.consensus.kcc._kernels.assign_first` for the candidates ``sl`` (a slice)."""
     gidx, weight, MTs, sqs, labels, cext, sizes, far_d, far_row, sse, lhash = arrs
     K, GN = cext.shape[1], cext.shape[2]
     base, moved = np.zeros((K - 1, GN)), np.zeros((K - 1, GN, sl.stop - sl.start))
@@ -246,7 +247,7 @@ def _first_share(arrs, sl):
 
 
 def _many_share(arrs, sl):
-    """:func:`~ensemble_dask.consensus._kcc_kernels.assign_many` for the runs at positions ``sl``."""
+    """:func:`~ensemble_dask.consensus.kcc._kernels.assign_many` for the runs at positions ``sl``."""
     gidx, weight, MTs, sqs, reps, labels, cext, sizes, far_d, far_row, sse, changed, lhash = arrs
     kern.assign_many(
         gidx, weight, MTs[sl], sqs[sl], reps[sl], labels, cext, sizes[sl], far_d[sl], far_row[sl],
@@ -288,19 +289,19 @@ def _index_dtype(bound):
 
 
 def _encode_into(parts, out, shift=0):
-    """Global indices (``shift`` + :func:`~ensemble_dask.consensus.kcc.encode`'s) of the labels
+    """Global indices (``shift`` + :func:`~ensemble_dask.consensus.kcc._kcc.encode`'s) of the labels
     ``parts`` (``u x m``, all present, small; may be a view) written into ``out`` (``u x m``, may be
     a view); returns their categories."""
     top = np.maximum(parts.max(axis=0).astype(np.int64) + 1, 0)
     seen = np.zeros((parts.shape[1], int(top.max())), dtype=np.bool_)
-    kern.column_presence(parts, top, seen)
+    common_kern.column_presence(parts, top, seen)
     cats = [np.flatnonzero(row).astype(np.int64) for row in seen]
     offsets = Encoding.from_categories(cats).offsets
     lut_off = np.concatenate([[0], np.cumsum(top)]).astype(np.int64)
     lut = np.full(lut_off[-1], -1, dtype=np.int32)
     for i, c in enumerate(cats):
         lut[lut_off[i] + c] = shift + offsets[i] + np.arange(c.size)
-    kern.encode_lut(parts, lut, lut_off, out)
+    common_kern.encode_lut(parts, lut, lut_off, out)
     return cats
 
 
@@ -340,12 +341,12 @@ class GKCC:
         distinct label rows than that (they run on the distinct rows), else on all (None: always on all).
         ``"auto"``: all when their distinct label rows fit :data:`WORK_BUDGET`, else as many as fit (at
         least 10 per cluster). With a sample, its final partition's centroids in the input labels'
-        space start KCC's Lloyd steps on every row; :class:`~ensemble_dask.consensus.kcc.KCC` with its
+        space start KCC's Lloyd steps on every row; :class:`~ensemble_dask.consensus.KCC` with its
         default starts runs on every row too, and the lower objective gives ``labels_`` (``start_``).
     max_iter : int, default=300
         Lloyd iterations per k-means.
     tol : float, default=1e-4
-        Relative tolerance of every k-means (see :class:`~ensemble_dask.consensus.kcc.KCC`).
+        Relative tolerance of every k-means (see :class:`~ensemble_dask.consensus.KCC`).
     random_state : int, Generator or None, default=None
         Seeds the candidate draws; the result is deterministic for a seed.
     n_jobs : int or None, default=None
@@ -356,7 +357,7 @@ class GKCC:
     ----------
     labels_, memberships_, uncertainty_, effective_k_, cluster_centers_, objective_, inertia_,
     n_iter_, converged_
-        As :class:`~ensemble_dask.consensus.kcc.KCC`'s, for the final KCC on ``partitions_`` (with a
+        As :class:`~ensemble_dask.consensus.KCC`'s, for the final KCC on ``partitions_`` (with a
         sample: for the Lloyd steps on every row, in the input labels' space).
     partitions_ : ndarray of int32, shape (n or rows, n_candidates_ * (K - 1))
         The generated basic partitions (step ``k`` = 2 .. K, ``n_candidates_`` columns each), of the

@@ -500,20 +500,6 @@ def kcc_assign(gidx, centroid, sqnorm, assign):
 
 
 @numba.njit(cache=True, nogil=True)
-def row_hashes(gidx):
-    """A 64-bit hash of each row (FNV-1a over the entries); equal rows have equal hashes."""
-    n, N = gidx.shape
-    out = np.empty(n, dtype=np.uint64)
-    prime = np.uint64(1099511628211)
-    for i in range(n):
-        h = np.uint64(14695981039346656037)
-        for j in range(N):
-            h = (h ^ np.uint64(gidx[i, j] + 1)) * prime
-        out[i] = h
-    return out
-
-
-@numba.njit(cache=True, nogil=True)
 def polya_objective(counts, w, a):
     """``sum_i w_i [lgamma(k a) - k lgamma(a) + sum_h lgamma(a + n_ih) - lgamma(k a + m_i)]``.
 

@@ -22,13 +22,13 @@ import warnings
 
 import numpy as np
 
-from .._validation import InputError, check_choice, check_int, check_random_state
-from ..coassoc.csr import StoredPairs
-from . import _pair_kernels as _pairk
-from . import _pcc_kernels as _k
-from . import _pcc_stored
+from ..._validation import InputError, check_choice, check_int, check_random_state
+from ...coassoc.csr import StoredPairs
+from .._common import pair_kernels as _pairk
+from .._common.base import SoftConsensusMixin, as_pair_data, check_n_clusters, check_tol, dense_codes
+from . import _kernels as _k
 from . import _ppc_kernels as _ppck
-from ._base import SoftConsensusMixin, as_pair_data, check_n_clusters, check_tol, dense_codes
+from . import _stored as _pcc_stored
 
 __all__ = ["PCC", "PPC", "DIVERGENCES"]
 
@@ -291,7 +291,7 @@ class PCC(SoftConsensusMixin):
         ----------
         pairs : PairCounts, tuple (co, both) or PairData
             Stored pairs with their ``c_ij`` and ``N_ij``, or dense ``n x n`` count matrices, or
-            :func:`~ensemble_dask.consensus._base.as_pair_data` of either (converted once).
+            :func:`~ensemble_dask.consensus._common.base.as_pair_data` of either (converted once).
             Pairs with ``N_ij = 0`` (never both present) carry no evidence and are skipped.
         y : ignored
         sample_weight : array-like or None, default=None

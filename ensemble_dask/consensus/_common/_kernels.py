@@ -1,0 +1,50 @@
+"""Numba kernels on the encoded labels shared by the families (plain arrays only): row hashes for
+:func:`~ensemble_dask.consensus._common.encoding.compress_rows`, the label lookup and the presence table of
+:func:`~ensemble_dask.consensus._common.encoding.encode`."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["row_hashes", "encode_lut", "column_presence"]
+
+
+@numba.njit(cache=True, nogil=True)
+def row_hashes(gidx):
+    """A 64-bit hash of each row (FNV-1a over the entries); equal rows have equal hashes."""
+    n, N = gidx.shape
+    out = np.empty(n, dtype=np.uint64)
+    prime = np.uint64(1099511628211)
+    for i in range(n):
+        h = np.uint64(14695981039346656037)
+        for j in range(N):
+            h = (h ^ np.uint64(gidx[i, j] + 1)) * prime
+        out[i] = h
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def encode_lut(labels, lut, lut_offsets, out):
+    """``out[x, i] = lut[lut_offsets[i] + labels[x, i]]`` (``-1`` for missing or out-of-table labels)."""
+    n, N = labels.shape
+    for x in range(n):
+        for i in range(N):
+            v = labels[x, i]
+            a = lut_offsets[i]
+            if v < 0 or a + v >= lut_offsets[i + 1]:
+                out[x, i] = -1
+            else:
+                out[x, i] = lut[a + v]
+
+
+@numba.njit(cache=True, nogil=True)
+def column_presence(labels, top, out):
+    """``out[i, v] = True`` where label ``v`` (``0 <= v < top[i]``) occurs in column ``i``; one pass over the
+    rows."""
+    n, N = labels.shape
+    for x in range(n):
+        for i in range(N):
+            v = labels[x, i]
+            if v >= 0 and v < top[i]:
+                out[i, v] = True
