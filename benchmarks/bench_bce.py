@@ -195,7 +195,7 @@ GOALS = {3: 1.15, 5: 1.30}
 def demo_labels(tmp):
     """The federated demo's labels: synthetic KDD-schema table, 20,000 rows, 30 k-means clusterings."""
     from ensemble_dask.io.store import RunStore
-    from ensemble_dask.parallel import dask_client
+    from ensemble_dask.runtime.clients import dask_client
     from ensemble_dask.stages.generate import generate
     from ensemble_dask.stages.ingest import ingest
 
@@ -227,13 +227,13 @@ def synthetic_labels(n, n_clusterings=20, seed=0):
 
 def site_configs(root, names, certs, *, min_sites=None, allow_plain=False, checkpoint=True):
     """Each site's own directory and ``site.yaml`` under ``ROOT/sites/NAME``, as the federated demo writes
-    them (:func:`~ensemble_dask.stages.federated.write_demo_configs`; keys from ``certs``, made there by
+    them (:func:`~ensemble_dask.stages.sites.write_demo_configs`; keys from ``certs``, made there by
     ``make_certs``); ``allow_plain`` lets the site answer plain mode, ``checkpoint=False`` drops the
     site's E-step checkpoint (written after every E-step). Returns ``(local, configs)``: the sites'
     declarations (``url``: where its labels go, ``output``: its memberships) and the config paths."""
     import yaml
 
-    from ensemble_dask.stages.federated import _demo_layout, write_demo_configs
+    from ensemble_dask.stages.sites import _demo_layout, write_demo_configs
 
     local = _demo_layout([{"name": n} for n in names], root)
     configs = write_demo_configs(local, certs, min_sites)
@@ -353,7 +353,7 @@ def federated_config(labels, root, certs, n_sites, *, min_sites, k, iters, repea
     from ensemble_dask.federated.coordinator import client_context
     from ensemble_dask.federated.rows import run_federated_bce
     from ensemble_dask.federated.secagg import threshold
-    from ensemble_dask.stages.federated import LocalSiteAgents, _write_array
+    from ensemble_dask.stages.sites import LocalSiteAgents, _write_array
 
     names = [f"site-{i + 1}" for i in range(n_sites)]
     local, configs = site_configs(
@@ -562,9 +562,9 @@ def main():
         federated_only(args)
         return
 
-    from ensemble_dask.federated.dask import DaskBlockEStep, fit_bce_dask
     from ensemble_dask.io.store import RunStore
-    from ensemble_dask.parallel import dask_client
+    from ensemble_dask.rowblocks.bce import DaskBlockEStep, fit_bce_dask
+    from ensemble_dask.runtime.clients import dask_client
     from ensemble_dask.stages.generate import generate
     from ensemble_dask.stages.ingest import ingest
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ensemble_dask.clusterers import plan_ensemble, run_clustering, subsample_of
 from ensemble_dask.io.store import RunStore
-from ensemble_dask.parallel import dask_client
+from ensemble_dask.partitions.clusterers import plan_ensemble, run_clustering, subsample_of
+from ensemble_dask.runtime.clients import dask_client
 from ensemble_dask.stages.generate import generate
 from ensemble_dask.stages.ingest import ingest
 

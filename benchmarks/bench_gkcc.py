@@ -106,7 +106,7 @@ def kdd_labels(store_url, tmp):
     if store_url:
         store = RunStore(store_url)
         return store["labels"][:], store["y_true"][:], f"labels of {store_url}"
-    from ensemble_dask.parallel import dask_client
+    from ensemble_dask.runtime.clients import dask_client
     from ensemble_dask.stages.generate import generate
     from ensemble_dask.stages.ingest import ingest
 

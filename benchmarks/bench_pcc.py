@@ -33,7 +33,7 @@ from ensemble_dask.coassoc.counting import PairCounts  # noqa: E402
 from ensemble_dask.consensus.pcc import PCC
 from ensemble_dask.io.store import RunStore  # noqa: E402
 from ensemble_dask.metrics import h_criterion  # noqa: E402
-from ensemble_dask.parallel import dask_client  # noqa: E402
+from ensemble_dask.runtime.clients import dask_client  # noqa: E402
 from ensemble_dask.stages.coassoc import coassoc_stage  # noqa: E402
 from ensemble_dask.stages.generate import base_partition_scores, generate  # noqa: E402
 from ensemble_dask.stages.ingest import ingest  # noqa: E402

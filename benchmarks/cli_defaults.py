@@ -35,7 +35,7 @@ import pandas as pd
 from sklearn.datasets import load_digits, make_blobs
 
 from ensemble_dask.cli import main as cli_main
-from ensemble_dask.datasets import load_uci
+from ensemble_dask.io.datasets import load_uci
 
 METHODS = "pcc-kl,pcc-l2,ppc,bce,mm,kcc,gkcc,hbgf,cspa,eac-al,mcla,hgpa,eac-sl"
 UCI = ("iris", "wine", "glass", "ionosphere", "wdbc")

@@ -16,12 +16,12 @@ import warnings
 
 import numpy as np
 
-from ensemble_dask.clusterers import plan_ensemble, run_clustering, subsample_of
 from ensemble_dask.coassoc import coassociation
 from ensemble_dask.consensus import PCC
 from ensemble_dask.consensus.starts import label_starts
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.metrics import h_criterion
+from ensemble_dask.partitions.clusterers import plan_ensemble, run_clustering, subsample_of
 from ensemble_dask.stages.ingest import ingest
 
 KDD = "../shared/data/kddcup99/kddcup.data_10_percent.gz"

@@ -4,8 +4,8 @@ PCC part: papers/003 Sect. 7.2, Tables 4-7 (H and adjusted Rand of PCC-KL and PC
 type 1 and type 2) for iris (r-1), wine (r-2) and ionosphere (r-4); PPC (papers/002) is run on the
 same ensembles (the tables have no PPC row). One function per table; ``main()`` picks sections.
 
-Everything runs through the package: ``ensemble_dask.datasets.load_uci`` reads the data, the base
-clusterings are specifications run by ``ensemble_dask.clusterers.run_clustering`` (its registry of
+Everything runs through the package: ``ensemble_dask.io.datasets.load_uci`` reads the data, the base
+clusterings are specifications run by ``ensemble_dask.partitions.clusterers.run_clustering`` (its registry of
 algorithms, each clustering seeded by its own spec), and the co-association counts come from
 ``ensemble_dask.coassoc.coassociation`` (strategy ``full``: every pair).
 
@@ -38,11 +38,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from ensemble_dask.clusterers import plan_ensemble, run_clustering, subsample_of  # noqa: E402
 from ensemble_dask.coassoc import coassociation  # noqa: E402
 from ensemble_dask.consensus.pcc import PCC, PPC
-from ensemble_dask.datasets import load_uci as _load_uci  # noqa: E402
+from ensemble_dask.io.datasets import load_uci as _load_uci  # noqa: E402
 from ensemble_dask.metrics import ari, h_criterion  # noqa: E402
+from ensemble_dask.partitions.clusterers import plan_ensemble, run_clustering, subsample_of  # noqa: E402
 
 UCI = Path(__file__).resolve().parents[2] / "shared" / "data" / "uci"
 

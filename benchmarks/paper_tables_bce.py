@@ -2,10 +2,10 @@
 
 Protocol (papers/001 Sect. 7.1, Table 3): per data set, ``20 * n_subsets`` k-means clusterings
 with different initialisations (k = number of classes, raw features, all rows) are made by the
-package's own base clusterers: a ``type1`` plan of :func:`ensemble_dask.clusterers.plan_ensemble`
+package's own base clusterers: a ``type1`` plan of :func:`ensemble_dask.partitions.clusterers.plan_ensemble`
 with ``k_min = k_max`` = the number of classes and ``rate=1.0`` (each clustering has its own seed),
-each run by :func:`~ensemble_dask.clusterers.run_clustering` on the rows of
-:func:`~ensemble_dask.clusterers.subsample_of` (all of them). The package's k-means starts from
+each run by :func:`~ensemble_dask.partitions.clusterers.run_clustering` on the rows of
+:func:`~ensemble_dask.partitions.clusterers.subsample_of` (all of them). The package's k-means starts from
 k-means++ with one run (``n_init=1``); the paper does not say which initialisation it used. The
 clusterings are cut into subsets of 20 and BCE and MM (k = number of classes) are fitted on each
 subset. Reported: the maximum and the average micro-precision over the subsets, beside the
@@ -76,7 +76,7 @@ def base_clusterings(X, k, n_clusterings, seed):
     Made by the package's base clusterers: a type-1 ensemble plan with k fixed, each clustering
     run on its (here: full) subsample. Returns the ``n x n_clusterings`` labels matrix.
     """
-    from ensemble_dask.clusterers import plan_ensemble, run_clustering, subsample_of
+    from ensemble_dask.partitions.clusterers import plan_ensemble, run_clustering, subsample_of
 
     n = X.shape[0]
     plans = plan_ensemble(n, n_clusterings, ensemble="type1", k_min=k, k_max=k, rate=1.0, seed=seed)
@@ -150,7 +150,7 @@ def fig5(pools, runs, tmp, max_iter):
     from ensemble_dask.federated.certs import make_certs
     from ensemble_dask.federated.coordinator import client_context
     from ensemble_dask.federated.rows import run_federated_bce
-    from ensemble_dask.stages.federated import LocalSiteAgents, _write_array
+    from ensemble_dask.stages.sites import LocalSiteAgents, _write_array
 
     print(
         f"\n== Fig. 5: average MP, row-distributed over P sites, secure aggregation (mean over {runs} "

@@ -66,7 +66,7 @@ KDD_CATEGORY = {
 def load_set(name):
     from sklearn.preprocessing import StandardScaler
 
-    from ensemble_dask.datasets import load_uci
+    from ensemble_dask.io.datasets import load_uci
 
     data = _shared()
     if name == "kdd-subset":

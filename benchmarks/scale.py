@@ -244,7 +244,7 @@ def write_table(n_rows, out_dir, seed):
     import pyarrow.parquet as pq
 
     sys.path.insert(0, str(HERE.parent))
-    from ensemble_dask.datasets import iter_synthetic_chunks
+    from ensemble_dask.io.datasets import iter_synthetic_chunks
 
     csv_path, pq_path = out_dir / "kdd.csv.gz", out_dir / "kdd.parquet"
     writer = None

@@ -32,11 +32,11 @@ import numpy as np
 from sklearn.datasets import load_digits, make_blobs
 from sklearn.metrics import adjusted_rand_score
 
-from ensemble_dask.clusterers import plan_ensemble, run_clustering, subsample_of
 from ensemble_dask.coassoc import coassociation
 from ensemble_dask.consensus import BCE, KCC, MM, PCC
 from ensemble_dask.consensus.starts import label_starts
-from ensemble_dask.datasets import load_uci
+from ensemble_dask.io.datasets import load_uci
+from ensemble_dask.partitions.clusterers import plan_ensemble, run_clustering, subsample_of
 from ensemble_dask.stages.generate import default_k_range
 
 METHODS = ("pcc-l2", "pcc-kl", "bce", "mm", "kcc")

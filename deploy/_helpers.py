@@ -63,7 +63,7 @@ def put(local, url):
 
 
 def synthetic_kdd(n, out):
-    from ensemble_dask.datasets import iter_synthetic_chunks
+    from ensemble_dask.io.datasets import iter_synthetic_chunks
 
     with open(out, "wb") as f:
         for _start, frame in iter_synthetic_chunks("kdd99", n=int(n)):

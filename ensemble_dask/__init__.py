@@ -4,7 +4,7 @@ Base clusterings of subsamples generated as a Dask graph, a sparse co-associatio
 zarr, and the consensus methods PCC (KL, squared L2), PPC, BCE/GBCE/MM on top.
 """
 
-from . import _numba_cache
+from .runtime import numba_cache as _numba_cache
 
 _numba_cache.register()  # before any kernel module is imported: caches go to the user's cache folder
 

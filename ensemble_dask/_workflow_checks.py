@@ -18,8 +18,8 @@ import math
 import numbers
 
 from ._validation import InputError, check_choice, check_int, check_rate
-from .clusterers import plan_ensemble
 from .coassoc.sampling import _STRATEGY_PARAMS, STRATEGIES, _make_sampler
+from .partitions.clusterers import plan_ensemble
 from .stages.coassoc import coassoc_stage
 from .stages.consensus import check_consensus_params
 from .stages.generate import generate_params

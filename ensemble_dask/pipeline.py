@@ -34,7 +34,7 @@ import yaml
 from ._validation import InputError
 from ._workflow_checks import STRATEGY_PARAMS, check_against_data, validate_workflow
 from .io.store import RunStore
-from .parallel import LazyClient, dask_client
+from .runtime.clients import LazyClient, dask_client
 
 __all__ = [
     "load_workflow",
@@ -222,7 +222,7 @@ PERFORMANCE_REPORT = "report/dask-performance.html"
 def client_for_store(store, scheduler=None, dask_options=None):
     """A client context fit for ``store``: worker processes unless the store lives in memory.
 
-    It yields a :class:`~ensemble_dask.parallel.LazyClient`: the cluster (embedded or remote)
+    It yields a :class:`~ensemble_dask.runtime.clients.LazyClient`: the cluster (embedded or remote)
     is started only when a stage has work to do, so a re-run of a finished workflow starts none.
     When it was started, a Dask performance report of the work is written to
     ``report/dask-performance.html`` in the store.

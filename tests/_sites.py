@@ -9,7 +9,7 @@ import yaml
 
 from ensemble_dask.federated.certs import make_certs
 from ensemble_dask.federated.coordinator import client_context
-from ensemble_dask.stages.federated import LocalSiteAgents, _demo_layout, _write_array, write_demo_configs
+from ensemble_dask.stages.sites import LocalSiteAgents, _demo_layout, _write_array, write_demo_configs
 
 
 def start_sites(root, labels, *, references=None, min_sites=None, allow_plain=False, extra=("mallory",)):

@@ -795,8 +795,8 @@ def test_row_estep_linear_factors_and_log_domain_fallback_agree_with_the_log_dom
 def test_estep_blocks_on_threads_give_one_result_on_any_number_of_cores(monkeypatch):
     """Rows in fixed E-step blocks, run side by side and summed in block order: the same fit on 1 or 4
     threads, and the fit of one block up to rounding."""
-    from ensemble_dask import _threads
     from ensemble_dask.consensus.bce import _em as _bce_common
+    from ensemble_dask.runtime import threads as _threads
 
     labels, _ = random_labels(np.random.default_rng(5), 400, 8)
     assert np.unique(labels, axis=0).shape[0] > 4 * 37

@@ -368,7 +368,7 @@ def test_another_data_set_into_a_store_stops(tmp_path, capsys):
 
 
 def test_demo_asks_for_the_classes_it_has():
-    from ensemble_dask.datasets import iter_synthetic_chunks
+    from ensemble_dask.io.datasets import iter_synthetic_chunks
     from ensemble_dask.pipeline import load_workflow
 
     spec = load_workflow(REPO / "workflows" / "demo.yaml")

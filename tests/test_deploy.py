@@ -203,8 +203,8 @@ def test_local_federation_keeps_each_partys_files_apart(local_demo, tmp_path):
     from cryptography import x509
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    from ensemble_dask.federated.agent import load_config
     from ensemble_dask.federated.certs import load_mask_public
+    from ensemble_dask.federated.site_config import load_config
 
     assert local_demo.r.returncode == 0, local_demo.out[-4000:]
     fed = local_demo.fed
@@ -298,7 +298,7 @@ def test_failed_start_stops_what_started(tmp_path):
 @pytest.mark.slow
 def test_tls_scheduler_without_client_credentials_is_a_clear_error(tmp_path):
     from ensemble_dask import InputError
-    from ensemble_dask.parallel import dask_client
+    from ensemble_dask.runtime.clients import dask_client
 
     run_dir = tmp_path / "run"
     env = _env(RUN_DIR=run_dir, S3=0, N_WORKERS=0)
@@ -583,7 +583,7 @@ def test_compose_coordinator_knows_only_names_and_addresses():
 def test_compose_site_configs_load_with_their_mounted_secrets(tmp_path):
     """Each site's config, read by the agent's own loader over the files Compose would mount: the
     secrets (as they are on disk: mode 0600) in /run/secrets, the config itself, /site."""
-    from ensemble_dask.federated.agent import _CONFIG_KEYS, load_config
+    from ensemble_dask.federated.site_config import _CONFIG_KEYS, load_config
 
     doc = _compose()
     _party_files(tmp_path / "federation")
@@ -840,7 +840,7 @@ def test_kubernetes_site_secret_is_made_from_the_sites_own_files_and_loads(tmp_p
     """make-secrets.sh (against a stand-in kubectl) makes each site's secret from that site's own
     directory; the Deployment's init container, run for real on those files, gives the agent keys it
     accepts (0600, its own), and the site.yaml of the ConfigMap loads with them."""
-    from ensemble_dask.federated.agent import _CONFIG_KEYS, load_config
+    from ensemble_dask.federated.site_config import _CONFIG_KEYS, load_config
 
     fed = _party_files(tmp_path / "federation")
     log = tmp_path / "kubectl.log"

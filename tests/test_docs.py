@@ -17,7 +17,7 @@ PUBLIC = [
     "ensemble_dask.coassoc",
     "ensemble_dask.pipeline",
     "ensemble_dask.federated",
-    "ensemble_dask.parallel",
+    "ensemble_dask.runtime.clients",
     "ensemble_dask.metrics",
     "ensemble_dask.io.lease",
 ]

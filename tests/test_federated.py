@@ -276,7 +276,8 @@ def test_idle_sessions_expire_at_the_site(three):
     """A session not called for longer than the site's ``idle_timeout`` is dropped."""
     import time
 
-    from ensemble_dask.federated.agent import Session, SiteAgent, load_config
+    from ensemble_dask.federated.agent import Session, SiteAgent
+    from ensemble_dask.federated.site_config import load_config
 
     agent = SiteAgent(load_config(three.configs["site-a"]))
     agent.config.idle_timeout = 30.0

@@ -9,7 +9,7 @@ from sklearn.cluster import KMeans
 
 from ensemble_dask.consensus.bce import BCE, ConvergenceWarning
 from ensemble_dask.federated import run_column_distributed_bce
-from ensemble_dask.federated.dask import fit_bce_dask
+from ensemble_dask.rowblocks.bce import fit_bce_dask
 
 DATA = Path(__file__).resolve().parent / "data"  # tests/data/README.md: provenance, licence
 ITERS = 25

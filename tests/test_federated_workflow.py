@@ -114,7 +114,7 @@ def test_split_sites_writes_each_site_below_out_once(tmp_path):
     """Plain, distinct names (issue 29: `--names a,a` overwrote half the rows, `--names ../x,b` wrote
     outside --out); each site gets the data section of its own site.yaml."""
     from ensemble_dask import InputError
-    from ensemble_dask.stages.federated import split_sites
+    from ensemble_dask.stages.sites import split_sites
 
     store = RunStore(tmp_path / "s.zarr")
     store.group.create_array("labels", data=np.arange(20, dtype=np.int32).reshape(10, 2))

@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 
 from ensemble_dask import InputError
-from ensemble_dask.clusterers import ALGORITHMS, plan_ensemble, run_clustering, subsample_of
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.metrics import h_criterion
+from ensemble_dask.partitions.clusterers import ALGORITHMS, plan_ensemble, run_clustering, subsample_of
 from ensemble_dask.stages.generate import base_partition_scores, generate, import_labels
 from ensemble_dask.stages.ingest import ingest
 

@@ -6,7 +6,7 @@ import pytest
 import zarr
 
 from ensemble_dask import InputError
-from ensemble_dask.datasets import KDD99_COLUMNS
+from ensemble_dask.io.datasets import KDD99_COLUMNS
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.stages.ingest import ingest
 

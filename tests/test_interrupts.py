@@ -130,7 +130,7 @@ def test_ctrl_c_in_any_stage_is_one_line_and_the_rerun_resumes(clean, tmp_path):
 def test_what_started_processes_say_is_relayed_until_an_interrupt(interrupted, capfd):
     import sys
 
-    from ensemble_dask import parallel
+    from ensemble_dask.runtime import clients as parallel
 
     relay = parallel._StderrRelay()
     with relay.as_stderr():

@@ -10,7 +10,7 @@ from sklearn.datasets import make_blobs
 from ensemble_dask import InputError
 from ensemble_dask.consensus._common.encoding import encode
 from ensemble_dask.consensus.kcc import GKCC, KCC, KCCConvergenceWarning
-from ensemble_dask.federated.dask_kcc import fit_kcc_dask
+from ensemble_dask.rowblocks.kcc import fit_kcc_dask
 
 
 def _ensemble(n=240, seed=0, ks=(3, 4, 5, 6, 4, 3)):
@@ -189,7 +189,7 @@ def test_row_distributed_bad_input(client):
 def _uci_ensemble(uci_dir, name, n_labelings=20):
     from sklearn.preprocessing import StandardScaler
 
-    from ensemble_dask.datasets import load_uci
+    from ensemble_dask.io.datasets import load_uci
 
     X, y = load_uci(name, uci_dir)
     X = StandardScaler().fit_transform(X)
@@ -251,7 +251,7 @@ def test_gkcc_bad_input(params, match):
 
 
 def test_gkcc_candidates_as_dask_tasks(client):
-    from ensemble_dask.federated.dask_kcc import fit_gkcc_dask
+    from ensemble_dask.rowblocks.kcc import fit_gkcc_dask
 
     labels, _ = _ensemble(n=150, seed=2)
     ref = GKCC(3, n_candidates=8, random_state=1).fit(labels)
@@ -270,7 +270,7 @@ def test_gkcc_candidates_as_dask_tasks(client):
 
 def test_equal_blocks_get_their_own_keys(client):
     """Equal blocks scattered twice must not share a key: releasing one would lose the other."""
-    from ensemble_dask.federated.dask import load_label_blocks
+    from ensemble_dask.rowblocks.bce import load_label_blocks
 
     labels = np.zeros((8, 2), dtype=np.int64)
     _, data = load_label_blocks(client, labels, 4, None, "kcc")
@@ -282,8 +282,8 @@ def test_equal_blocks_get_their_own_keys(client):
 
 def test_default_starts_find_the_lowest_objective_on_hard_data(uci_dir):
     """wdbc, K = 2: one k-means++ start often stops in a poor local optimum; five rarely do."""
-    from ensemble_dask.clusterers import plan_ensemble, run_clustering, subsample_of
-    from ensemble_dask.datasets import load_uci
+    from ensemble_dask.io.datasets import load_uci
+    from ensemble_dask.partitions.clusterers import plan_ensemble, run_clustering, subsample_of
 
     X, _ = load_uci("wdbc", uci_dir)
     specs = plan_ensemble(len(X), 100, k_min=2, k_max=10, seed=0)

@@ -1,11 +1,13 @@
 """The package tree shows the data flow: imports point one way, no cycles, no overlong module.
 
-Layers, lowest first (a module may import its own layer and the layers below it, never above):
-leaf helpers (``_validation``, ``metrics``, ``datasets``, ``clusterers``, ``parallel``, ``plots``, ...)
-< ``io`` < ``coassoc`` < ``consensus`` < ``federated`` < ``stages`` < ``pipeline`` (with
-``_workflow_checks``, its validation of a whole workflow) < ``cli`` (with ``__main__``,
-``python -m ensemble_dask``). The package's own ``__init__`` is the public facade and may import from any
-layer.
+Layers, lowest first, in the order of the data flow (a module may import its own layer and the layers
+below it, never above): the leaf helpers ``_validation`` and ``metrics`` < ``io`` (URLs, readers,
+datasets, the run store) < ``runtime`` (clients, clusters, threads) < ``partitions`` (base clusterers)
+< ``coassoc`` < ``consensus`` < ``rowblocks`` (BCE and KCC on one cluster's row blocks) < ``federated``
+< ``report`` (figures and HTML) < ``stages`` < ``pipeline`` (with ``_workflow_checks``, its validation
+of a whole workflow) < ``cli`` (with ``__main__``, ``python -m ensemble_dask``). The package's own
+``__init__`` is the public facade and may import from any layer. Inside ``consensus`` the families
+stand on floors of their own (:data:`CONSENSUS_FLOORS`).
 """
 
 from __future__ import annotations
@@ -21,14 +23,22 @@ ROOT = Path(ensemble_dask.__file__).resolve().parent
 # above the leaf helpers; modules in one tuple share a layer
 LAYERS = [
     "io",
+    "runtime",
+    "partitions",
     "coassoc",
     "consensus",
+    "rowblocks",
     "federated",
+    "report",
     "stages",
     ("pipeline", "_workflow_checks"),
     ("cli", "__main__"),
 ]
 MAX_LINES = 600
+
+
+#: the only modules at the top of the package: everything else is in a layer's folder
+LEAVES = {"ensemble_dask._validation", "ensemble_dask.metrics", "ensemble_dask.__main__", "ensemble_dask"}
 
 
 def _module_name(path):
@@ -71,6 +81,11 @@ def _imports(module, path, *, top_level_only=False):
         elif isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name.startswith("ensemble_dask"))
     return out
+
+
+def test_no_loose_top_level_modules():
+    loose = sorted(m for m in MODULES if _layer(m) in (0, None) and m.count(".") <= 1 and m not in LEAVES)
+    assert not loose, f"modules at the package's top outside any layer: {loose}"
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from ensemble_dask.io.store import RunStore
-from ensemble_dask.parallel import LazyClient, dask_client
 from ensemble_dask.pipeline import PERFORMANCE_REPORT, client_for_store, run_workflow
+from ensemble_dask.runtime.clients import LazyClient, dask_client
 
 from .test_content_stages import _small_csv
 
@@ -85,7 +85,7 @@ def test_lazy_client_starts_on_first_use_only(tmp_path):
 def test_a_failing_close_does_not_replace_the_error(caplog):
     """Issue 29: with the scheduler dead mid-stage, the performance report's cleanup raised an
     AttributeError that replaced the real error (the lost connection)."""
-    from ensemble_dask.parallel import LazyClient
+    from ensemble_dask.runtime.clients import LazyClient
 
     class Stack:
         def close(self):

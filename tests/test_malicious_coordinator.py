@@ -372,7 +372,7 @@ def test_a_federation_with_all_sites_sums_and_reveals_nothing_else(agents):
 def test_a_config_that_weakens_the_site_is_refused(agents, tmp_path):
     import yaml
 
-    from ensemble_dask.federated.agent import load_config
+    from ensemble_dask.federated.site_config import load_config
 
     cfg = agents.configs["site-a"]
     spec = yaml.safe_load(cfg.read_text())

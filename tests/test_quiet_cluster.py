@@ -12,7 +12,7 @@ import logging
 
 import pytest
 
-from ensemble_dask.parallel import _HEARTBEAT_FAILURE, _NoiseWhileClosing, dask_client
+from ensemble_dask.runtime.clients import _HEARTBEAT_FAILURE, _NoiseWhileClosing, dask_client
 
 
 def _records_of(logger_name, action):

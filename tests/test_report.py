@@ -263,7 +263,7 @@ def test_bad_input(tmp_path):
 @pytest.fixture
 def drawn(monkeypatch):
     """Names of the method figures drawn (for real) by report_page while the test runs."""
-    from ensemble_dask import plots
+    from ensemble_dask.report import plots
 
     calls = []
     real = plots.method_figure

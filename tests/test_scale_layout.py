@@ -5,7 +5,7 @@ import pytest
 
 from ensemble_dask.io.readers import iter_table_chunks
 from ensemble_dask.io.store import RunStore
-from ensemble_dask.parallel import dask_client
+from ensemble_dask.runtime.clients import dask_client
 from ensemble_dask.stages.generate import _column_groups, generate, label_chunks
 from ensemble_dask.stages.ingest import ingest
 

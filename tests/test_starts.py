@@ -159,7 +159,7 @@ def test_kcc_spectral_start_on_a_sample_of_many_distinct_rows(unequal, monkeypat
     fit = KCC(4, random_state=0).fit(missing)
     assert seen == [200.0]
     assert adjusted_rand_score(y, fit.labels_) > 0.95
-    from ensemble_dask.federated.dask_kcc import fit_kcc_dask
+    from ensemble_dask.rowblocks.kcc import fit_kcc_dask
 
     on_blocks = fit_kcc_dask(missing, 4, client=client, block_rows=300, random_state=0)
     assert seen == [200.0, 200.0]

@@ -215,7 +215,7 @@ def test_a_library_callers_ctrl_c_changes_nothing_global(caplog):
 
     import dask
 
-    from ensemble_dask import parallel
+    from ensemble_dask.runtime import clients as parallel
 
     class Stack:
         closed = False

@@ -19,7 +19,7 @@ import sys
 import threading
 
 from .._validation import EnsembleDaskError
-from ..parallel import INTERRUPTED, interrupt, interrupt_handled, workers_ignore_ctrl_c
+from ..runtime.clients import INTERRUPTED, interrupt, interrupt_handled, workers_ignore_ctrl_c
 from ._args import _parser, _storage_options
 from .federation import _certs, _federated, _site
 from .stages import _print_summary, _stage, _verify

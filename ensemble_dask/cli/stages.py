@@ -19,7 +19,7 @@ def _stage(args, pipeline, store, labels=None):
     if args.command == "split-sites":
         import yaml
 
-        from ..stages.federated import split_sites
+        from ..stages.sites import split_sites
 
         sites = split_sites(store, args.out, args.names)
         print("# each site's data section, for its own site.yaml (ensemble-dask site serve)")

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from .._validation import InputError, check_choice, check_int
-from ..parallel import resolve_client
+from ..runtime.clients import resolve_client
 from ._tasks import (
     _assemble_range,
     _check_label_block,

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._threads import even_splits, thread_map, usable_cores
 from .._validation import InputError, check_labels_matrix
+from ..runtime.threads import even_splits, thread_map, usable_cores
 from . import _kernels as _k
 from .sampling import DEFAULT_BLOCK_SIZE, THREADED_ROWS, _make_sampler, _sample_upper
 

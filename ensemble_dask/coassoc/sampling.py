@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._threads import thread_map, usable_cores
 from .._validation import InputError, check_choice, check_int, check_labels_matrix, check_rate
+from ..runtime.threads import thread_map, usable_cores
 from . import _kernels as _k
 
 __all__ = ["STRATEGIES", "sample_pairs"]

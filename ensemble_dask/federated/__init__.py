@@ -1,4 +1,4 @@
-"""Consensus across sites that never share their rows and do not trust the coordinator, and BCE on row blocks.
+"""Consensus across sites that never share their rows and do not trust the coordinator.
 
 * :mod:`.secure` - two-word fixed point, ChaCha20 keystreams (no network);
 * :mod:`.secagg` - the SecAgg+ round: round keys, Shamir shares of mask seeds, masking and unmasking;
@@ -8,8 +8,9 @@
 * :mod:`.rows` - row-distributed BCE (papers/001 Sect. 5.2.1) over the agents;
 * :mod:`.rows_kcc` - row-distributed KCC (papers/004) over the agents (``federated: method: kcc``);
 * :mod:`.columns` - column-distributed BCE (Sect. 5.2.2);
-* :mod:`.dask` - BCE's E-step on row blocks of ``labels`` on one Dask cluster (not federated);
 * :mod:`.certs` - the CA, TLS certificates and masking keys (``ensemble-dask site init``, ``certs``).
+
+BCE and KCC on one Dask cluster's row blocks (not federated) are :mod:`ensemble_dask.rowblocks`.
 """
 
 import importlib

@@ -19,7 +19,7 @@ from .._validation import InputError, check_random_state
 from ..consensus.bce import BCE
 from ..consensus.bce import _kernels as kern
 from ..consensus.bce._em import _offsets, normalise_counts, update_alpha
-from .dask import (
+from ..rowblocks.bce import (
     block_meta,
     encode_block,
     fresh_gamma,

@@ -45,8 +45,8 @@ from .._validation import InputError, check_int, check_labels_matrix, check_rand
 from ..consensus.bce import BCE, ConvergenceWarning
 from ..consensus.bce._em import Params, StatsLayout, _offsets, m_step
 from ..metrics import partition_scores
+from ..rowblocks.bce import read_labels
 from .coordinator import Federation, SitesDropped, SitesDroppedWarning
-from .dask import read_labels
 
 __all__ = ["FederatedBCEResult", "run_federated_bce", "scores_from_contingency"]
 
@@ -116,7 +116,7 @@ def bce_label_counts(st, sizes):
 
 def write_memberships(output, memb, storage_options):
     """Write a site's memberships (float32) to its own ``output`` (``.npy`` path or zarr URL)."""
-    from .dask import _local_path
+    from ..rowblocks.bce import _local_path
 
     memb32 = memb.astype(np.float32)
     if output.endswith(".npy"):

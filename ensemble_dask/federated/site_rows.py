@@ -20,8 +20,8 @@ import numpy as np
 
 from .._validation import InputError
 from ..consensus._common.encoding import Encoding
-from .dask import DaskBlockEStep, expand_gamma, prepare_block
-from .dask_blocks import DaskBlocks
+from ..rowblocks.bce import DaskBlockEStep, expand_gamma, prepare_block
+from ..rowblocks.blocks import DaskBlocks
 from .rows import write_memberships
 
 __all__ = [

@@ -4,7 +4,7 @@ Every reader yields ``(first_row, DataFrame)`` pairs, so a caller can process an
 does not fit in memory one block at a time (CSV blocks, Parquet row groups, zarr/npy row
 slices). Formats: CSV (plain or compressed, inferred from the suffix), Parquet, a zarr array
 (or a group holding ``X`` and optionally ``y``), ``.npy``, and the built-in synthetic sources
-``synthetic:NAME`` of :mod:`ensemble_dask.datasets`.
+``synthetic:NAME`` of :mod:`ensemble_dask.io.datasets`.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def iter_table_chunks(
     if fmt not in FORMATS:
         raise InputError(f"The 'format' parameter must be one of {list(FORMATS)}; got {fmt!r}")
     if fmt == "synthetic":
-        from ..datasets import iter_synthetic_chunks
+        from .datasets import iter_synthetic_chunks
 
         name, _, query = url[len("synthetic:") :].partition("?")
         yield from iter_synthetic_chunks(name, chunk_rows=chunk_rows, **dict(parse_qsl(query)))

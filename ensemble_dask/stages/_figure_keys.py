@@ -19,7 +19,7 @@ FIGURE_KEYS = "report/figures.json"
 FIGURE_VERSION = 1
 #: the modules a method figure's pixels come from: an edit to any of them redraws every figure
 FIGURE_MODULES = (
-    "ensemble_dask.plots",
+    "ensemble_dask.report.plots",
     "ensemble_dask.stages.report_page",
     "ensemble_dask.metrics",
     "ensemble_dask.coassoc.counting",

@@ -8,7 +8,7 @@ from .._validation import InputError, stage_seed
 from ..coassoc import build_coassociation, update_coassociation
 from ..coassoc.csr import DEFAULT_NNZ_CHUNK
 from ..coassoc.sampling import DEFAULT_BLOCK_SIZE, _make_sampler
-from ..parallel import LazyClient
+from ..runtime.clients import LazyClient
 
 # A build this small runs on threads in this process when no cluster is up yet: starting one
 # (and loading the numba kernels in each worker) costs more than the build itself.

@@ -374,13 +374,13 @@ def _fit_on_cluster(store, method, kwargs, client):
     store: nothing of ``n x N`` size comes to this process (only the ``n``-row results)."""
     url, options = f"{store.url}/labels", store.storage_options or None
     if method == "kcc":
-        from ..federated.dask_kcc import fit_kcc_dask
+        from ..rowblocks.kcc import fit_kcc_dask
 
         logger.info(
             "kcc: labels of %d bytes, Lloyd assignment on the cluster's row blocks", _labels_bytes(store)
         )
         return fit_kcc_dask(url, client=client, storage_options=options, **kwargs)
-    from ..federated.dask import fit_bce_dask
+    from ..rowblocks.bce import fit_bce_dask
 
     kw = dict(kwargs)
     if kw.setdefault("init", "spectral") == "random":  # random starts are a lottery: at least 5 of them
@@ -434,9 +434,9 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
     """Run consensus method ``name`` on ``store`` unless its record is up to date.
 
     With a ``client`` and labels larger than :data:`DASK_LABELS_BYTES`, BCE's E-step
-    (:func:`~ensemble_dask.federated.dask.fit_bce_dask`: the seeded start is a KCC partition computed
+    (:func:`~ensemble_dask.rowblocks.bce.fit_bce_dask`: the seeded start is a KCC partition computed
     on the blocks; ``init: random`` takes at least 5 random starts) and KCC's Lloyd assignment
-    (:func:`~ensemble_dask.federated.dask_kcc.fit_kcc_dask`, the in-memory fit's starts) run on the cluster's
+    (:func:`~ensemble_dask.rowblocks.kcc.fit_kcc_dask`, the in-memory fit's starts) run on the cluster's
     workers on row blocks of ``labels``; everything else runs in this process.
 
     Returns

@@ -2,7 +2,7 @@
 
 One task per column chunk of ``labels`` (a few clusterings). A task receives only small arguments
 (the store URL, its specs); it reads each clustering's subsample rows of ``X`` from the store,
-clusters them with the in-memory function of :mod:`ensemble_dask.clusterers`, and writes its
+clusters them with the in-memory function of :mod:`ensemble_dask.partitions.clusterers`, and writes its
 columns of ``labels`` itself. ``labels`` is chunked ``(rows, columns)`` along the task's columns
 (:func:`label_chunks`), so no two tasks ever write the same chunk, and readers by rows read a
 handful of chunks per row block. Only the per-clustering metadata (with each column's hash)
@@ -18,9 +18,9 @@ import time
 import numpy as np
 
 from .._validation import InputError, check_int, check_labels_matrix
-from ..clusterers import plan_ensemble, run_clustering, subsample_of
 from ..io.readers import iter_table_chunks
 from ..io.store import RunStore
+from ..partitions.clusterers import plan_ensemble, run_clustering, subsample_of
 
 __all__ = [
     "generate",
@@ -115,7 +115,8 @@ def generate_params(
     seed=0,
     n_clusters=None,
 ):
-    """The ``generate`` stage's parameters, validated (see :func:`~ensemble_dask.clusterers.plan_ensemble`).
+    """The ``generate`` stage's parameters, validated (see
+    :func:`~ensemble_dask.partitions.clusterers.plan_ensemble`).
 
     ``n_clusters`` (the largest K the consensus will be asked for) only sets the defaults of
     ``k_min`` and ``k_max`` (:func:`default_k_range`); it is not itself a parameter of the stage.
@@ -231,7 +232,7 @@ def generate(store, client, *, progress=False, **params):
             client.submit(_cluster_task, store.url, store.storage_options, inputs[0], group, pure=False)
             for group in _column_groups(todo, int(labels.chunks[1]))
         ]
-        from ..parallel import gather_with_progress
+        from ..runtime.clients import gather_with_progress
 
         for part in gather_with_progress(client, futures, desc="generate", progress=progress):
             meta += part

@@ -39,8 +39,8 @@ import os
 import numpy as np
 import pandas as pd
 
-from .. import datasets
 from .._validation import InputError, check_int, stage_seed
+from ..io import datasets
 from ..io.readers import WHITESPACE, csv_has_header, detect_separator, iter_table_chunks, zarr_has_labels
 from ..io.store import RECORDS_DIR
 from ..io.urls import infer_format, source_fingerprint

@@ -28,11 +28,11 @@ import time
 import fsspec
 import numpy as np
 
-from .. import plots
-from .._report_html import accuracy_html, facts_html, federated_html, figure_html, method_caption, page, slug
 from .._validation import InputError
 from ..coassoc.counting import dense_coassociation
 from ..metrics import cluster_overlap, contingency_counts, soft_centroids, table_scores
+from ..report import plots
+from ..report.html import accuracy_html, facts_html, federated_html, figure_html, method_caption, page, slug
 from ._figure_keys import (
     FIGURE_KEYS,
     code_identity,
@@ -239,7 +239,7 @@ def _figure_inputs(store, sample, image_pos, lab_sample):
 
 
 def _method_figure_data(store, name, attrs, sample, image_pos, X_sample, feature_names, pairs):
-    """The arguments of :func:`~ensemble_dask.plots.method_figure` of method ``name`` (all but the
+    """The arguments of :func:`~ensemble_dask.report.plots.method_figure` of method ``name`` (all but the
     co-association)."""
     g = store[f"consensus/{name}"]
     labels_arr = g["labels"] if "labels" in g else None

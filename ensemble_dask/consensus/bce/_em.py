@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import digamma, gammaln, polygamma
 
-from ..._threads import thread_map
 from ..._validation import InputError
+from ...runtime.threads import thread_map
 from .._common.encoding import Encoding, column_categories, compress_rows
 from . import _kernels as kern
 

@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from ..._threads import thread_map
 from ..._validation import InputError, shown
+from ...runtime.threads import thread_map
 from .._common.base import dense_codes
 from .._common.encoding import _int_rows
 from ..starts import spectral_partition

@@ -2,7 +2,7 @@
 
 Each function takes plain arrays (a block's ``gidx`` rows, their weights, the centroids ``MT``) and returns
 sums over the block's rows, so that :func:`~ensemble_dask.consensus.kcc._kcc.lloyd` runs the same on
-:class:`LocalBlocks` here as on Dask's blocks (:mod:`ensemble_dask.federated.dask_blocks`).
+:class:`LocalBlocks` here as on Dask's blocks (:mod:`ensemble_dask.rowblocks.blocks`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ with ``U_c`` (eq. 2) computed on the ``n_i`` points present in clustering ``i`` 
 their share ``p_i = n_i / n``: minimising it maximises that normalised utility.
 
 The fit is written against a *backend* of row blocks (:class:`LocalBlocks` here, a Dask one in
-:mod:`ensemble_dask.federated.dask_kcc`): per Lloyd iteration each block returns its sufficient statistics
+:mod:`ensemble_dask.rowblocks.kcc`): per Lloyd iteration each block returns its sufficient statistics
 (:func:`block_step`), they are combined (:func:`combine_stats`) and the centroids are derived from
 the total (:func:`centers_from_stats`), so a row-distributed fit is the same code.
 """

@@ -21,7 +21,7 @@ from numba.misc.appdirs import AppDirs
 
 __all__ = ["PACKAGE_DIR", "cache_dir", "register"]
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the package, ensemble_dask/
 
 
 def cache_dir() -> Path:

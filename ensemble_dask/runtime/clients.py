@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 
-from ._validation import InputError
+from .._validation import InputError
 
 __all__ = [
     "dask_client",

@@ -29,7 +29,7 @@ from ..consensus.bce._seeding import seeded_alpha, seeded_beta, soft_gamma
 from ..consensus.kcc import KCC
 from ..consensus.kcc._blocks import block_norms
 from ..consensus.kcc._kcc import kcc_starts
-from .dask_blocks import DaskBlocks, sampled_kcc_start
+from .blocks import DaskBlocks, sampled_kcc_start
 
 __all__ = [
     "fit_bce_dask",

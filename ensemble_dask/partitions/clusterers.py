@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import InputError, check_choice, check_int, check_rate, stage_seed
+from .._validation import InputError, check_choice, check_int, check_rate, stage_seed
 
 __all__ = [
     "ALGORITHMS",

@@ -26,8 +26,8 @@ from .._validation import InputError, check_labels_matrix, check_random_state
 from ..consensus._common.encoding import Encoding, check_encoding, column_categories
 from ..consensus.kcc import KCC
 from ..consensus.kcc._kcc import fit_kcc
-from .dask import LabelBlocks
-from .dask_blocks import DaskBlocks, sampled_kcc_start, tree_reduce  # noqa: F401 (re-exported)
+from .bce import LabelBlocks
+from .blocks import DaskBlocks, sampled_kcc_start, tree_reduce  # noqa: F401 (re-exported)
 
 __all__ = ["fit_kcc_dask", "fit_gkcc_dask", "DaskBlocks"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._validation import InputError
+from .._validation import InputError
 
 __all__ = [
     "KDD99_COLUMNS",
