@@ -124,7 +124,7 @@ def test_cspa_deterministic(blobs):
 @pytest.mark.parametrize(
     ("labels", "k", "match"),
     [
-        (SMALL, 1, "'n_clusters' parameter must be >= 2; got 1"),
+        (SMALL, 1, r"'n_clusters' parameter of \w+ must be an integer >= 2; got 1"),
         (SMALL, 7, "n_samples=6; got 7"),
         (np.full((4, 2), -1), 2, "all missing"),
         (np.array([[0, 1], [0, 0], [0, 1]]), 2, "column 0 has a single label 0"),
@@ -138,7 +138,7 @@ def test_label_methods_bad_input(name, labels, k, match):
 @pytest.mark.parametrize("name", PAIR_METHODS)
 def test_pair_methods_bad_input(name):
     pairs = dense_coassociation(SMALL)
-    with pytest.raises(InputError, match="'n_clusters' parameter must be >= 2; got 1"):
+    with pytest.raises(InputError, match=r"'n_clusters' parameter of \w+ must be an integer >= 2; got 1"):
         _make(name, 1).fit(pairs)
     with pytest.raises(InputError, match="n_samples=6; got 9"):
         _make(name, 9).fit(pairs)

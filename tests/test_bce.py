@@ -12,17 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import digamma, gammaln, polygamma
 from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
 
 from ensemble_dask import InputError
 from ensemble_dask.consensus._common.encoding import compress_rows
-from ensemble_dask.consensus.bce import (
-    BCE,
-    GBCE,
-    MM,
-    ConvergenceWarning,
-    EmptyRowsWarning,
-    UnseenLabelsWarning,
-)
+from ensemble_dask.consensus.bce import BCE, GBCE, MM, EmptyRowsWarning, UnseenLabelsWarning
 from ensemble_dask.consensus.bce import _kernels as kern
 from ensemble_dask.consensus.bce._em import encode_labels, label_categories, update_alpha
 from ensemble_dask.consensus.bce._seeding import seed_partition, seeded_alpha, seeded_beta
@@ -321,7 +315,11 @@ def test_empty_rows_get_the_prior_memberships():
     "labels, kwargs, match",
     [
         (np.zeros((5, 0), int), {}, "at least one point and one clustering"),
-        (np.zeros((5, 2), int), {"n_clusters": 0}, "'n_clusters' parameter must be >= 1; got 0"),
+        (
+            np.zeros((5, 2), int),
+            {"n_clusters": 0},
+            r"'n_clusters' parameter of BCE must be an integer >= 1; got 0",
+        ),
         (np.array([[0, 1.5], [1, 0]]), {}, r"got 1.5 at row 0, column 1"),
         (np.array([[0, 1], [1, -3]]), {}, r"got -3 at row 1, column 1"),
         (np.array([["a", "b"]]), {}, "integer cluster ids"),
@@ -580,8 +578,8 @@ def test_bad_init_names_the_parameter(Est):
     with pytest.raises(
         InputError,
         match=(
-            "'init' parameter must be 'spectral', 'k-means\\+\\+', 'random' or a partition of the rows; "
-            "got 'kmeans'"
+            rf"'init' parameter of {Est.__name__} must be one of 'spectral', 'k-means\+\+', 'random' or an "
+            "array; got 'kmeans'"
         ),
     ):
         Est(2, init="kmeans").fit(np.array([[0, 1], [1, 0], [0, 0]]))

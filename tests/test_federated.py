@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 from sklearn.cluster import KMeans
 from sklearn.datasets import load_iris
+from sklearn.exceptions import ConvergenceWarning
 
 from ensemble_dask import InputError
-from ensemble_dask.consensus.bce import BCE, ConvergenceWarning
+from ensemble_dask.consensus.bce import BCE
 from ensemble_dask.consensus.kcc import KCC
 from ensemble_dask.federated import (
     SiteLostError,

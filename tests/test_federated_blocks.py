@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import zarr
 from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
 
-from ensemble_dask.consensus.bce import BCE, ConvergenceWarning
+from ensemble_dask.consensus.bce import BCE
 from ensemble_dask.federated import run_column_distributed_bce
 from ensemble_dask.rowblocks.bce import fit_bce_dask
 

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 from sklearn.cluster import KMeans
 from sklearn.datasets import make_blobs
+from sklearn.exceptions import ConvergenceWarning
 
 from ensemble_dask import InputError
 from ensemble_dask.consensus._common.encoding import encode
-from ensemble_dask.consensus.kcc import GKCC, KCC, KCCConvergenceWarning
+from ensemble_dask.consensus.kcc import GKCC, KCC
 from ensemble_dask.rowblocks.kcc import fit_kcc_dask
 
 
@@ -137,7 +138,7 @@ def test_rows_all_missing_get_uniform_memberships():
 
 def test_convergence_warning():
     labels, _ = _ensemble(n=300)
-    with pytest.warns(KCCConvergenceWarning, match="max_iter=1"):
+    with pytest.warns(ConvergenceWarning, match="max_iter=1"):
         kc = KCC(4, init="random", max_iter=1, tol=0, random_state=3).fit(labels)
     assert not kc.converged_ and kc.n_iter_ == 1
 
@@ -145,7 +146,11 @@ def test_convergence_warning():
 @pytest.mark.parametrize(
     ("labels", "params", "match"),
     [
-        (np.array([[0, 1], [1, 0], [0, 1]]), {"n_clusters": 1}, "'n_clusters' parameter must be >= 2; got 1"),
+        (
+            np.array([[0, 1], [1, 0], [0, 1]]),
+            {"n_clusters": 1},
+            "'n_clusters' parameter of KCC must be an integer >= 2; got 1",
+        ),
         (np.array([[0, 1], [1, 0], [0, 1]]), {"n_clusters": 4}, "n_samples=3; got 4"),
         (np.full((4, 2), -1), {"n_clusters": 2}, "all missing"),
         (np.array([[0, 1], [0, 0], [0, 1]]), {"n_clusters": 2}, "column 0 has a single label 0"),

@@ -473,7 +473,7 @@ def test_subsampled_pairs_find_the_blocks():
 
 
 _BAD_INPUT = [
-    ({"n_clusters": 0}, None, "'n_clusters' parameter must be >= 1; got 0"),
+    ({"n_clusters": 0}, None, r"'n_clusters' parameter of P[CP]C must be an integer >= 1; got 0"),
     ({"n_clusters": 31}, None, "n_samples=30; got 31"),
     ({"divergence": "hellinger"}, None, "'divergence'.*'hellinger'"),
     ({"algorithm": "em"}, None, "'algorithm'.*'em'"),

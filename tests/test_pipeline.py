@@ -110,7 +110,7 @@ def test_bayesian_methods_end_to_end():
     # the blobs as drawn: on the ensemble of their z-scores GBCE's single start (n_init=1) ends at
     # H 0.595 where BCE and MM reach 0.995
     spec["data"]["standardize"] = False
-    from ensemble_dask.consensus.bce import ConvergenceWarning
+    from sklearn.exceptions import ConvergenceWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # recorded as 'converged' with the result
@@ -140,7 +140,9 @@ def test_bayesian_methods_end_to_end():
 def test_large_labels_run_bce_on_the_cluster(monkeypatch):
     """Above DASK_LABELS_BYTES the E-step runs on the workers' row blocks: with init: random, the same fit
     as in memory from the same random starts (at least 5 of them)."""
-    from ensemble_dask.consensus.bce import BCE, ConvergenceWarning
+    from sklearn.exceptions import ConvergenceWarning
+
+    from ensemble_dask.consensus.bce import BCE
     from ensemble_dask.stages import consensus as stage
 
     monkeypatch.setattr(stage, "DASK_LABELS_BYTES", 0)
@@ -213,10 +215,18 @@ def test_strategy_override_replaces_the_strategy_parameters(caplog):
         (
             "consensus",
             {"ppc": {"tol": -1}},
-            r"consensus method 'ppc': The 'tol' parameter must be a positive",
+            r"consensus method 'ppc': The 'tol' parameter of PPC must be 'auto' or a number > 0",
         ),
-        ("consensus", {"mm": {"n_init": 0}}, r"consensus method 'mm': The 'n_init' parameter must be >= 1"),
-        ("consensus", {"bce": {"e_step_max_iter": 0}}, r"'e_step_max_iter' parameter must be >= 1"),
+        (
+            "consensus",
+            {"mm": {"n_init": 0}},
+            r"consensus method 'mm': The 'n_init' parameter of MM must be an integer >= 1",
+        ),
+        (
+            "consensus",
+            {"bce": {"e_step_max_iter": 0}},
+            r"'e_step_max_iter' parameter of BCE must be an integer >= 1",
+        ),
         ("consensus", {"pcc": "n_clusters=3"}, r"consensus method 'pcc': its parameters must be a mapping"),
         ("consensus", ["pcc-kl"], r"'consensus' must map method names to parameters"),
         ("dask", {"n_workers": 0}, r"'dask.n_workers' parameter must be >= 1"),
@@ -269,9 +279,9 @@ def test_kcc_and_the_baselines_as_workflow_entries():
         ("ppc", 1e-3, None),
         ("bce", 0.0, None),  # 0: run to max_iter, as BCE(tol=0.0) does; refused before
         ("kcc", 0.0, None),
-        ("pcc-l2", 0.0, "must be a positive number or 'auto'; got 0.0"),
-        ("mm", "auto", "must be a number >= 0; got 'auto'"),  # before: accepted, failed in the stage
-        ("gkcc", -1.0, "must be a number >= 0; got -1.0"),  # the same
+        ("pcc-l2", 0.0, "of PCC must be 'auto' or a number > 0; got 0.0"),
+        ("mm", "auto", "of MM must be a number >= 0; got 'auto'"),  # before: accepted, failed in the stage
+        ("gkcc", -1.0, "of GKCC must be a number >= 0; got -1.0"),  # the same
     ],
 )
 def test_tol_is_checked_as_each_estimator_takes_it(method, tol, message, tmp_path):

@@ -3,16 +3,21 @@ help, passes the workflow checks, runs in a workflow and is on the report (issue
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import fsspec
 import numpy as np
 import pytest
 
 from ensemble_dask.consensus import registry
+from ensemble_dask.consensus._common.params import Interval, ParamsMixin
 from ensemble_dask.consensus.registry import Method
 
 
-class Toy:
+class Toy(ParamsMixin):
     """Cluster ``first base label mod K`` (a point missing from it: cluster 0)."""
+
+    _parameter_constraints = {"n_clusters": [Interval(Integral, 1, None)]}
 
     def __init__(self, n_clusters=2):
         self.n_clusters = n_clusters
@@ -54,6 +59,10 @@ def test_a_registered_method_is_in_the_help_the_checks_a_workflow_and_the_report
     validate_workflow(spec)
     with pytest.raises(Exception, match=r"toy.*unknown parameter\(s\) \['tol'\]; Toy takes \['n_clusters'\]"):
         validate_workflow({**spec, "consensus": {"toy": {"n_clusters": 3, "tol": 1.0}}})
+    with pytest.raises(
+        Exception, match=r"'toy': The 'n_clusters' parameter of Toy must be an integer >= 1; got 0"
+    ):
+        validate_workflow({**spec, "consensus": {"toy": {"n_clusters": 0}}})
     report = pipeline.run_workflow(spec)
     assert set(report["methods"]) == {"toy", "other"}
     store = RunStore(spec["store"], mode="r")

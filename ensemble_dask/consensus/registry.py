@@ -8,7 +8,10 @@ An estimator of the registry follows scikit-learn's conventions: parameters in `
 ``n_clusters``, and ``random_state`` when it draws anything), ``fit(labels)``, ``fit(pairs)`` or
 ``fit(labels, X)`` as :attr:`Method.fits_on` says, and after ``fit`` the attributes ``memberships_``
 (n x K soft memberships), ``labels_``, ``uncertainty_`` and ``effective_k_``; optionally ``converged_``,
-``objective_`` or ``lower_bound_``, ``objective_trace_`` and ``n_iter_``.
+``objective_`` or ``lower_bound_``, ``objective_trace_`` and ``n_iter_``. Its parameters are declared in
+``_parameter_constraints`` and checked by ``_validate_params()`` (from
+:class:`~ensemble_dask.consensus._common.params.ParamsMixin`), which the workflow checks call before any
+stage runs.
 """
 
 from __future__ import annotations
@@ -48,8 +51,6 @@ class Method:
     hbgf_start : bool, default=False
         Its default start is HBGF's partition (its stage record carries the starts' tag, so a store
         finished with an older default is not up to date).
-    tol_auto : bool, default=False
-        Its ``tol`` may be ``"auto"`` and must be positive; otherwise a number >= 0.
     trace : str, default="objective"
         What its trace is, for the report's figure: ``"objective"`` or ``"lower bound"``.
     """
@@ -61,7 +62,6 @@ class Method:
     row_blocks: bool = False
     starts: tuple = ()
     hbgf_start: bool = False
-    tol_auto: bool = False
     trace: str = "objective"
 
     def estimator_class(self):
@@ -113,7 +113,7 @@ def names():
     return sorted(_REGISTRY)
 
 
-_PAIR_START = {"starts": ("auto", "random"), "hbgf_start": True, "tol_auto": True}
+_PAIR_START = {"starts": ("auto", "random"), "hbgf_start": True}
 for _method in (
     Method("pcc", ".pcc:PCC", "pairs", "probabilistic consensus clustering (pcc-kl, pcc-l2: its divergence)",
            **_PAIR_START),

@@ -185,7 +185,7 @@ def run_column_distributed_bce(
         alpha_init=alpha_init,
         random_state=random_state,
     )
-    est._check_params()
+    est._validate_params()
     k = est._k
     data, cats, ncols = [], [], []
     for h, name in zip(holders, names, strict=True):

@@ -40,9 +40,10 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from .._validation import InputError, check_int, check_labels_matrix, check_random_state
-from ..consensus.bce import BCE, ConvergenceWarning
+from ..consensus.bce import BCE
 from ..consensus.bce._em import Params, StatsLayout, _offsets, m_step
 from ..metrics import partition_scores
 from ..rowblocks.bce import read_labels
@@ -313,7 +314,7 @@ def run_federated_bce(
         alpha_init=alpha_init,
         random_state=random_state,
     )
-    est._check_params()
+    est._validate_params()
     if n_labels is not None:
         n_labels = check_int(n_labels, "n_labels", min_value=1)
 

@@ -38,10 +38,11 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from .._validation import InputError, check_int, check_random_state
 from ..consensus._common.encoding import Encoding, check_encoding
-from ..consensus.kcc import KCC, KCCConvergenceWarning
+from ..consensus.kcc import KCC
 from ..consensus.kcc._kcc import kcc_starts
 from .rows import (
     _category_space,
@@ -186,7 +187,7 @@ def run_federated_kcc(
         )
     sites = _check_sites(sites)
     est = KCC(n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol, random_state=random_state)
-    est._check_params()
+    est._validate_params()
     if n_labels is not None:
         n_labels = check_int(n_labels, "n_labels", min_value=1)
 
@@ -196,7 +197,7 @@ def run_federated_kcc(
         categories = _category_space(agg, n_labels, N)
         enc = Encoding.from_categories(categories)
         check_encoding(enc, (n, N))
-        est._check_params(n, enc.n_categories)
+        est._check_data(n, enc.n_categories)
         agg.call("prepare", (categories, est._k), what="preparing the sites' rows")
         backend = SiteSums(agg, n, N, progress)
         (MT, sse, n_iter, converged), n_weight = kcc_starts(
@@ -214,7 +215,7 @@ def run_federated_kcc(
         warnings.warn(
             f"federated KCC did not converge in max_iter={est.max_iter} Lloyd iterations "
             "(centroid shift above tol)",
-            KCCConvergenceWarning,
+            ConvergenceWarning,
             stacklevel=2,
         )
     offsets = enc.offsets

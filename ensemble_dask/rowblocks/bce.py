@@ -24,6 +24,7 @@ import numpy as np
 from .._validation import InputError, check_labels_matrix, check_random_state, shown
 from ..consensus._common.encoding import Encoding, compress_rows
 from ..consensus.bce import BCE
+from ..consensus.bce._base import fit_em
 from ..consensus.bce._em import Params, StatsLayout, _offsets, encode_labels, estep_stats
 from ..consensus.bce._seeding import seeded_alpha, seeded_beta, soft_gamma
 from ..consensus.kcc import KCC
@@ -327,7 +328,7 @@ def seeded_start(client, est, prepared, categories, rng):
     n_rows = client.gather([client.submit(_n_rows, p, pure=False) for p in prepared])
     backend = DaskBlocks(client, gidx, n_rows, weight)
     kcc = KCC(est._k, max_iter=SEED_LLOYD, init="spectral" if est.init == "spectral" else "k-means++")
-    kcc._check_params(sum(n_rows), enc.n_categories)
+    kcc._check_data(sum(n_rows), enc.n_categories)
     (MT, *_), _ = kcc_starts(kcc, backend, enc, rng, sampled_kcc_start(kcc, backend, enc, rng))
     counts = backend.step(MT, block_norms(MT, enc.offsets), 0)["counts"]  # the partition nearest MT
     beta = seeded_beta(counts, enc.offsets)
@@ -394,7 +395,7 @@ def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
             f"partition (init='k-means++' or 'spectral'); got init={shown(bce_params['init'])}"
         )
     est = BCE(n_clusters, **bce_params)
-    est._check_params()
+    est._validate_params()
     source = LabelBlocks(client, labels, block_rows, storage_options, "bce")
     blocks = source.blocks
     metas = client.gather(source.map(block_meta))
@@ -415,7 +416,8 @@ def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
         starts = [est._random_params(rng, categories) for _ in range(est.n_init)]
     layout = StatsLayout(est._k, int(_offsets(categories)[-1]), 0)
     estep = DaskBlockEStep(client, gidx, est._k, float(est.e_step_tol), int(est.e_step_max_iter))
-    est._fit_backend(
+    fit_em(
+        est,
         estep,
         categories,
         layout,

@@ -76,7 +76,7 @@ def fit_kcc_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
 
         client = get_client()
     est = KCC(n_clusters, **kcc_params)
-    est._check_params()
+    est._validate_params()
     source = LabelBlocks(client, labels, block_rows, storage_options, "kcc")
     blocks = source.blocks
     metas = client.gather(source.map(_block_categories))
@@ -88,7 +88,7 @@ def fit_kcc_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
     enc = Encoding.from_categories(cats)
     n, N = blocks[-1][1], metas[0][0]
     check_encoding(enc, (n, N))
-    est._check_params(n, enc.n_categories)
+    est._check_data(n, enc.n_categories)
     gidx = source.map(_encode_block, enc)
     source.release()
     backend = DaskBlocks(client, gidx, [b - a for a, b in blocks])

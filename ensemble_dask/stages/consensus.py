@@ -22,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from .._validation import InputError, check_choice, check_int, check_random_state, stage_seed
+from .._validation import InputError, stage_seed
 from ..consensus import registry
 from ..io.store import RunStore, stage_hash
 
@@ -87,72 +87,6 @@ def _estimator(method, params, name=None):
     return cls(**params)
 
 
-def _positive(name):
-    def check(value):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, numbers.Real)
-            or not np.isfinite(value)
-            or value <= 0
-        ):
-            raise InputError(f"The {name!r} parameter must be a positive number; got {value!r}")
-
-    return check
-
-
-def _check_tol(method, value):
-    """``tol`` as the method's estimator takes it (> 0 or 'auto' for a method whose registry entry says
-    ``tol_auto``: PCC and PPC; the others: >= 0)."""
-    auto = registry.get(method).tol_auto
-    if auto and isinstance(value, str) and value == "auto":
-        return
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not np.isfinite(value)
-        or (value <= 0 if auto else value < 0)
-    ):
-        want = "a positive number or 'auto'" if auto else "a number >= 0"
-        raise InputError(f"The 'tol' parameter must be {want}; got {value!r}")
-
-
-def _integer(name, min_value, none_ok=False):
-    def check(value):
-        if not (none_ok and value is None):
-            check_int(value, name, min_value=min_value)
-
-    return check
-
-
-def _choice(name, choices):
-    def check(value):
-        check_choice(value, name, choices() if callable(choices) else choices)
-
-    return check
-
-
-def _pcc_divergences():
-    from ..consensus.pcc import DIVERGENCES
-
-    return DIVERGENCES
-
-
-#: data-independent checks of parameters that several estimators share; each estimator checks
-#: them again (with the data-dependent ones, e.g. n_clusters <= n) when it is fitted
-_PARAM_CHECKS = {
-    "n_clusters": _integer("n_clusters", 1),
-    "n_init": _integer("n_init", 1),
-    "max_iter": _integer("max_iter", 0, none_ok=True),
-    "e_step_max_iter": _integer("e_step_max_iter", 1),
-    "e_step_tol": _positive("e_step_tol"),
-    "reg_covar": _positive("reg_covar"),
-    "alpha_init": _positive("alpha_init"),
-    "solver": _choice("solver", {"auto", "dense", "sparse"}),
-    "divergence": _choice("divergence", _pcc_divergences),
-    "random_state": check_random_state,
-}
-
-
 def check_consensus_params(name, params, *, seed=0):
     """Validate the workflow entry ``name: params`` without fitting; return ``(method, kwargs)``.
 
@@ -176,18 +110,10 @@ def check_consensus_params(name, params, *, seed=0):
                 f"got {kwargs['init']!r}"
             )
     est = _estimator(method, _estimator_params(method, kwargs), name)
-    for key, value in kwargs.items():
-        if key in _PARAM_CHECKS or key == "tol":
-            try:
-                _check_tol(method, value) if key == "tol" else _PARAM_CHECKS[key](value)
-            except InputError as exc:
-                raise InputError(f"consensus method {name!r}: {exc}") from None
-    validate = getattr(est, "_check_params", None) or getattr(est, "_validate_params", None)
-    if callable(validate):
-        try:
-            validate()
-        except InputError as exc:
-            raise InputError(f"consensus method {name!r}: {exc}") from None
+    try:  # the estimator's own checks, those that need no data
+        est._validate_params()
+    except InputError as exc:
+        raise InputError(f"consensus method {name!r}: {exc}") from None
     return method, kwargs
 
 

@@ -262,7 +262,7 @@ def _check_kcc_params(n_clusters, fed):
         raise InputError(
             f"federated.method 'kcc' takes no {other} (BCE parameters); its parameters: {list(_KCC_KEYS)}"
         )
-    KCC(n_clusters, init="clusters", **{k: fed[k] for k in _KCC_KEYS if k in fed})._check_params()
+    KCC(n_clusters, init="clusters", **{k: fed[k] for k in _KCC_KEYS if k in fed})._validate_params()
 
 
 def _write_kcc_results(store, result, n_clusters, tls):
@@ -291,7 +291,7 @@ def _check_bce_params(n_clusters, fed):
     if fed.get("mode", "secure") not in ("secure", "plain"):
         raise InputError(f"The 'federated.mode' parameter must be 'secure' or 'plain'; got {fed['mode']!r}")
     keys = ("n_init", "max_iter", "tol", "e_step_tol", "e_step_max_iter", "random_state")
-    BCE(n_clusters, **{k: fed[k] for k in keys if k in fed})._check_params()
+    BCE(n_clusters, **{k: fed[k] for k in keys if k in fed})._validate_params()
 
 
 def _progress_bar(progress, total, desc="federated EM"):

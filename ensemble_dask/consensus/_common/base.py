@@ -9,20 +9,19 @@
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..._validation import InputError, check_int
+from ..._validation import InputError
 from ...coassoc.counting import PairCounts, index_dtype
 from . import pair_kernels as _pk
+from .params import ParamsMixin
 
 __all__ = [
     "PairData",
     "as_pair_data",
     "pair_data_from_fractions",
-    "check_tol",
     "normalized_entropy",
     "SoftConsensusMixin",
 ]
@@ -74,13 +73,6 @@ class PairData:
         X[rows, self.indices] = self.x
         W[rows, self.indices] = self.w
         return X, W
-
-
-def check_tol(tol, name="tol"):
-    """``tol`` as a positive finite float."""
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not np.isfinite(tol) or tol <= 0:
-        raise InputError(f"The {name!r} parameter must be a positive number; got {tol!r}")
-    return float(tol)
 
 
 def _check_counts(co, both, where):
@@ -228,14 +220,6 @@ def _check_pair_weights(sample_weight, pairs):
     return sw
 
 
-def check_n_clusters(n_clusters, n):
-    """``n_clusters`` as int in [1, n]."""
-    k = check_int(n_clusters, "n_clusters", min_value=1)
-    if k > n:
-        raise InputError(f"The 'n_clusters' parameter must be <= n_samples={n}; got {k}")
-    return k
-
-
 def normalized_entropy(Y):
     """Entropy of each row of ``Y`` divided by ``log K`` (in [0, 1]; 0 when K = 1)."""
     Y = np.asarray(Y, dtype=np.float64)
@@ -247,7 +231,7 @@ def normalized_entropy(Y):
     return np.clip(h, 0.0, 1.0)
 
 
-class SoftConsensusMixin:
+class SoftConsensusMixin(ParamsMixin):
     """Outputs shared by soft consensus estimators, derived from ``memberships_`` (n x K).
 
     ``labels_`` is the row-wise argmax (the maximum-likelihood hard partition of papers/003

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
@@ -17,8 +18,9 @@ from threadpoolctl import threadpool_limits
 from ..._validation import InputError, check_labels_matrix, check_random_state
 from .._common.base import SoftConsensusMixin
 from .._common.encoding import check_encoding, compress_rows, encode
+from .._common.params import Interval, check_n_clusters
 from . import _kernels as kern
-from ._pairs import check_k, metis_parts, one_hot, relabel
+from ._pairs import metis_parts, one_hot, relabel
 
 __all__ = ["HGPA", "MCLA", "HBGF", "KAHYPAR_CONFIG"]
 
@@ -46,6 +48,8 @@ def _incidence(labels):
 
 
 class _LabelBaseline(SoftConsensusMixin):
+    _parameter_constraints = {"n_clusters": [Interval(Integral, 2, None)], "random_state": ["random_state"]}
+
     def _finish(self, labels_u, inv):
         labels = relabel(labels_u[inv])
         self._set_memberships(one_hot(labels, max(self._k, int(labels.max()) + 1)))
@@ -137,6 +141,11 @@ class HGPA(_LabelBaseline):
     labels_, memberships_ (one-hot), uncertainty_, effective_k_
     """
 
+    _parameter_constraints = {
+        **_LabelBaseline._parameter_constraints,
+        "epsilon": [Interval(Real, 0, None)],
+    }
+
     def __init__(self, n_clusters=2, *, epsilon=0.05, random_state=None):
         self.n_clusters = n_clusters
         self.epsilon = epsilon
@@ -146,7 +155,8 @@ class HGPA(_LabelBaseline):
         import kahypar
 
         B, w, inv, n, g, enc = _incidence(labels)
-        self._k = check_k(self.n_clusters, n)
+        self._validate_params()
+        self._k = check_n_clusters(self, n)
         seed = int(check_random_state(self.random_state).integers(2**31 - 1))
         H = B.T.tocsr()  # hyperedges x nodes
         H.sort_indices()
@@ -205,7 +215,8 @@ class MCLA(_LabelBaseline):
 
     def fit(self, labels, y=None):
         B, w, inv, n, g, enc = _incidence(labels)
-        self._k = check_k(self.n_clusters, n)
+        self._validate_params()
+        self._k = check_n_clusters(self, n)
         G = B.shape[1]
         if self._k > G:
             raise InputError(f"MCLA needs n_clusters <= the number of base clusters {G}; got {self._k}")
@@ -270,6 +281,11 @@ class HBGF(_LabelBaseline):
     embedding_ : ndarray, shape (n, K)
     """
 
+    _parameter_constraints = {
+        **_LabelBaseline._parameter_constraints,
+        "n_init": [Interval(Integral, 1, None)],
+    }
+
     def __init__(self, n_clusters=2, *, n_init=10, random_state=None):
         self.n_clusters = n_clusters
         self.n_init = n_init
@@ -283,7 +299,8 @@ class HBGF(_LabelBaseline):
 
         B, w, inv, n, g, enc = _incidence(labels)
         del g, labels
-        self._k = check_k(self.n_clusters, n)
+        self._validate_params()
+        self._k = check_n_clusters(self, n)
         if sample_weight is not None:
             sw = np.asarray(sample_weight, dtype=np.float64)
             if sw.shape != (n,) or not np.all(np.isfinite(sw)) or np.any(sw <= 0):

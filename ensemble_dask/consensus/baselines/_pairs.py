@@ -13,12 +13,15 @@ The soft membership of these hard methods is the one-hot matrix of their labels 
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
-from ..._validation import InputError, check_int, check_random_state
+from ..._validation import check_random_state
 from .._common.base import PairData, SoftConsensusMixin, as_pair_data
+from .._common.params import Interval, check_n_clusters
 from . import _kernels as kern
 
 __all__ = ["EACSingleLink", "EACAverageLink", "CSPA", "one_hot", "merge_components"]
@@ -29,14 +32,6 @@ def one_hot(labels, k):
     Y = np.zeros((labels.shape[0], k))
     Y[np.arange(labels.shape[0]), labels] = 1.0
     return Y
-
-
-def check_k(n_clusters, n):
-    """``n_clusters`` as an int in ``[2, n]``."""
-    k = check_int(n_clusters, "n_clusters", min_value=2)
-    if k > n:
-        raise InputError(f"The 'n_clusters' parameter must be <= n_samples={n}; got {k}")
-    return k
 
 
 def relabel(labels):
@@ -69,9 +64,12 @@ def _similarity_graph(pd: PairData):
 
 
 class _PairBaseline(SoftConsensusMixin):
+    _parameter_constraints = {"n_clusters": [Interval(Integral, 2, None)]}
+
     def _prepare(self, pairs):
+        self._validate_params()
         pd = as_pair_data(pairs)
-        self._k = check_k(self.n_clusters, pd.n)
+        self._k = check_n_clusters(self, pd.n)
         return pd
 
     def _finish(self, labels):
@@ -276,6 +274,8 @@ class CSPA(_PairBaseline):
     >>> CSPA(2, random_state=0).fit(dense_coassociation(labels)).labels_.tolist()
     [0, 0, 1, 1]
     """
+
+    _parameter_constraints = {**_PairBaseline._parameter_constraints, "random_state": ["random_state"]}
 
     def __init__(self, n_clusters=2, *, random_state=None):
         self.n_clusters = n_clusters

@@ -9,8 +9,8 @@ on a cluster's row blocks by :mod:`ensemble_dask.rowblocks` and across sites by
 """
 
 from ._bce import BCE
-from ._em import BCEWarning, ConvergenceWarning, EmptyRowsWarning, UnseenLabelsWarning
+from ._em import BCEWarning, EmptyRowsWarning, UnseenLabelsWarning
 from ._gbce import GBCE
 from ._mm import MM
 
-__all__ = ["BCE", "GBCE", "MM", "BCEWarning", "ConvergenceWarning", "EmptyRowsWarning", "UnseenLabelsWarning"]
+__all__ = ["BCE", "GBCE", "MM", "BCEWarning", "EmptyRowsWarning", "UnseenLabelsWarning"]

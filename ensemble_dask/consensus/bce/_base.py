@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import numbers
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
-from ..._validation import InputError, check_int, check_labels_matrix, check_random_state
+from ..._validation import InputError, check_labels_matrix, check_random_state
 from .._common.base import normalized_entropy
+from .._common.params import Interval, Options, ParamsMixin
 from . import _kernels as kern
 from ._em import (
-    ConvergenceWarning,
     EmptyRowsWarning,
     Params,
     StatsLayout,
     UnseenLabelsWarning,
-    _check_tol,
     _InMemoryEStep,
     _offsets,
     encode_labels,
@@ -25,7 +25,6 @@ from ._em import (
 )
 from ._seeding import (
     SEEDED_INITS,
-    check_seeded_init,
     partition_counts,
     partition_start,
     seed_partition,
@@ -34,29 +33,36 @@ from ._seeding import (
     soft_gamma,
 )
 
-__all__ = ["_BCEBase"]
+__all__ = ["_BCEBase", "fit_em", "EM_CONSTRAINTS", "INIT_CONSTRAINT"]
+
+#: the parameters of the EM that BCE, GBCE and MM share
+EM_CONSTRAINTS = {
+    "n_clusters": [Interval(Integral, 1, None)],
+    "n_init": [Interval(Integral, 1, None)],
+    "max_iter": [Interval(Integral, 1, None)],
+    "tol": [Interval(Real, 0, None)],
+    "random_state": ["random_state"],
+}
+#: a named start, or a partition of the rows (checked in ``fit``, where the rows are known); to start from
+#: fitted parameters, ``fit(labels, init=estimator or dict)``
+INIT_CONSTRAINT = [Options(*SEEDED_INITS, "random"), "array-like"]
 
 
-class _BCEBase:
+class _BCEBase(ParamsMixin):
     """Shared machinery of BCE and GBCE (the E-step kernel handles both)."""
 
     _n_features = 0
+    _parameter_constraints = {
+        **EM_CONSTRAINTS,
+        "e_step_tol": [Interval(Real, 0, None)],
+        "e_step_max_iter": [Interval(Integral, 1, None)],
+        "alpha_init": [Interval(Real, 0, None, closed="neither")],
+        "warm_start": ["boolean"],
+    }
 
-    def _check_params(self):
-        self._k = check_int(self.n_clusters, "n_clusters", min_value=1)
-        check_int(self.n_init, "n_init", min_value=1)
-        check_int(self.max_iter, "max_iter", min_value=1)
-        check_int(self.e_step_max_iter, "e_step_max_iter", min_value=1)
-        _check_tol(self.tol, "tol")
-        _check_tol(self.e_step_tol, "e_step_tol")
-        if isinstance(self.alpha_init, bool) or not isinstance(self.alpha_init, numbers.Real):
-            raise InputError(f"The 'alpha_init' parameter must be a positive number; got {self.alpha_init!r}")
-        if not self.alpha_init > 0:
-            raise InputError(f"The 'alpha_init' parameter must be > 0; got {self.alpha_init!r}")
-        check_seeded_init(
-            getattr(self, "init", "random"),
-            " (to start from fitted parameters: fit(labels, init=estimator or dict))",
-        )
+    def _validate_params(self):
+        super()._validate_params()
+        self._k = int(self.n_clusters)
 
     def _random_params(self, rng, categories, X=None):
         k = self._k
@@ -160,35 +166,6 @@ class _BCEBase:
         if mu.shape != (k, D):
             mu, var = np.zeros((k, D)), np.ones((k, D))
         return Params(init.alpha_.copy(), beta, np.array(mu, dtype=float), np.array(var, dtype=float))
-
-    def _fit_backend(
-        self, estep, categories, layout, *, init_params_list, gammas, empty_rows, init_gammas=None
-    ):
-        """Run EM from each start in ``init_params_list`` and keep the highest final bound.
-
-        ``init_gammas`` (in memory only): per start, the rows' warm-start ``gamma``.
-        """
-        offsets = _offsets(categories)
-        best = None
-        for start, params0 in enumerate(init_params_list):
-            if init_gammas is not None:
-                estep.gamma[:] = init_gammas[start]
-            elif start:
-                estep.reset()
-            params, trace, n_iter, converged, _ = run_em(
-                estep,
-                params0,
-                layout,
-                offsets,
-                max_iter=self.max_iter,
-                tol=self.tol,
-                reg_covar=getattr(self, "reg_covar", 1e-6),
-            )
-            if best is None or trace[-1] > best[1][-1]:
-                best = (params, trace, n_iter, converged, np.array(gammas(), dtype=np.float64))
-        params, trace, n_iter, converged, gamma = best
-        self._set_results(params, categories, trace, n_iter, converged, gamma, empty_rows)
-        return self
 
     def _set_results(self, params, categories, trace, n_iter, converged, gamma, empty_rows):
         offsets = _offsets(categories)
@@ -298,7 +275,8 @@ class _BCEBase:
                 self._random_params(rng, categories, Xf if Xf.shape[1] else None) for _ in range(self.n_init)
             ]
         layout = StatsLayout(self._k, int(_offsets(categories)[-1]), Xf.shape[1])
-        return self._fit_backend(
+        return fit_em(
+            self,
             estep,
             categories,
             layout,
@@ -307,3 +285,34 @@ class _BCEBase:
             empty_rows=empty_rows,
             init_gammas=gammas0,
         )
+
+
+def fit_em(est, estep, categories, layout, *, init_params_list, gammas, empty_rows, init_gammas=None):
+    """Fit ``est`` (a BCE or GBCE) by EM over any E-step: run EM from each start in ``init_params_list``,
+    keep the highest final bound and set the estimator's attributes; returns ``est``.
+
+    ``estep`` computes the packed statistics of every row (in memory, :class:`~._em._InMemoryEStep`; on a
+    cluster's row blocks, :mod:`ensemble_dask.rowblocks.bce`); ``gammas()`` gives the rows' variational
+    parameters after a run; ``init_gammas`` (in memory only): per start, the rows' warm-start ``gamma``.
+    """
+    offsets = _offsets(categories)
+    best = None
+    for start, params0 in enumerate(init_params_list):
+        if init_gammas is not None:
+            estep.gamma[:] = init_gammas[start]
+        elif start:
+            estep.reset()
+        params, trace, n_iter, converged, _ = run_em(
+            estep,
+            params0,
+            layout,
+            offsets,
+            max_iter=est.max_iter,
+            tol=est.tol,
+            reg_covar=getattr(est, "reg_covar", 1e-6),
+        )
+        if best is None or trace[-1] > best[1][-1]:
+            best = (params, trace, n_iter, converged, np.array(gammas(), dtype=np.float64))
+    params, trace, n_iter, converged, gamma = best
+    est._set_results(params, categories, trace, n_iter, converged, gamma, empty_rows)
+    return est

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._validation import check_labels_matrix
-from ._base import _BCEBase
+from ._base import INIT_CONSTRAINT, _BCEBase
 
 __all__ = ["BCE"]
 
@@ -128,6 +128,8 @@ class BCE(_BCEBase):
     ((6, 2), 3, (2, 2))
     """
 
+    _parameter_constraints = {**_BCEBase._parameter_constraints, "init": INIT_CONSTRAINT}
+
     def __init__(
         self,
         n_clusters=2,
@@ -176,7 +178,7 @@ class BCE(_BCEBase):
         -------
         self
         """
-        self._check_params()
+        self._validate_params()
         labels = check_labels_matrix(labels)
         if init is None and self.warm_start and hasattr(self, "alpha_"):
             init = self

@@ -19,7 +19,6 @@ shared estimator base class in :mod:`._bce_base`.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +32,6 @@ from . import _kernels as kern
 __all__ = [
     "BCEWarning",
     "EmptyRowsWarning",
-    "ConvergenceWarning",
     "UnseenLabelsWarning",
     "StatsLayout",
     "Params",
@@ -57,10 +55,6 @@ class BCEWarning(UserWarning):
 
 class EmptyRowsWarning(BCEWarning):
     """Some rows have no observed base label (nor feature): they get the prior's memberships."""
-
-
-class ConvergenceWarning(BCEWarning):
-    """EM stopped at ``max_iter`` before the lower bound converged."""
 
 
 class UnseenLabelsWarning(BCEWarning):
@@ -290,12 +284,6 @@ def run_em(estep, params, layout, offsets, *, max_iter, tol, reg_covar=1e-6, fit
 
 
 # --------------------------------------------------------------------------- seeding
-
-
-def _check_tol(value, name):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
-        raise InputError(f"The {name!r} parameter must be a non-negative number; got {value!r}")
-    return float(value)
 
 
 class _InMemoryEStep:

@@ -6,11 +6,13 @@ GBCE adds the original features to BCE with a Gaussian per (cluster, feature) an
 
 from __future__ import annotations
 
+from numbers import Real
+
 import numpy as np
 
 from ..._validation import InputError, check_labels_matrix
+from .._common.params import Interval
 from ._base import _BCEBase
-from ._em import _check_tol
 
 __all__ = ["GBCE"]
 
@@ -55,6 +57,13 @@ class GBCE(_BCEBase):
     >>> g.means_.shape
     (2, 2)
     """
+
+    _parameter_constraints = {
+        **_BCEBase._parameter_constraints,
+        "label_weight": [None, Interval(Real, 0, None), "array-like"],
+        "feature_weight": [Interval(Real, 0, None), "array-like"],
+        "reg_covar": [Interval(Real, 0, None)],
+    }
 
     def __init__(
         self,
@@ -101,8 +110,7 @@ class GBCE(_BCEBase):
 
     def fit(self, labels, X, *, init=None):
         """Fit on base labels ``(n, N)`` and features ``X`` ``(n, D)``; returns ``self``."""
-        self._check_params()
-        _check_tol(self.reg_covar, "reg_covar")
+        self._validate_params()
         labels = check_labels_matrix(labels)
         if init is None and self.warm_start and hasattr(self, "alpha_"):
             init = self

@@ -9,17 +9,18 @@ import warnings
 
 import numpy as np
 from scipy.special import logsumexp
+from sklearn.exceptions import ConvergenceWarning
 
-from ..._validation import InputError, check_int, check_labels_matrix, check_random_state
+from ..._validation import InputError, check_labels_matrix, check_random_state
 from .._common.base import normalized_entropy
 from .._common.encoding import compress_rows
+from .._common.params import ParamsMixin
 from . import _kernels as kern
+from ._base import EM_CONSTRAINTS, INIT_CONSTRAINT
 from ._em import (
     _TINY,
-    ConvergenceWarning,
     EmptyRowsWarning,
     UnseenLabelsWarning,
-    _check_tol,
     _offsets,
     encode_labels,
     label_categories,
@@ -27,7 +28,6 @@ from ._em import (
 )
 from ._seeding import (
     SEEDED_INITS,
-    check_seeded_init,
     partition_counts,
     partition_start,
     seed_partition,
@@ -37,7 +37,7 @@ from ._seeding import (
 __all__ = ["MM"]
 
 
-class MM:
+class MM(ParamsMixin):
     """Mixture-model consensus (Topchy, Jain and Punch 2004): a finite mixture of multinomials.
 
     ``p(x_i) = sum_h pi_h prod_{j observed} beta_hj(x_ij)``, fitted by EM; missing labels are
@@ -87,6 +87,8 @@ class MM:
     True
     """
 
+    _parameter_constraints = {**EM_CONSTRAINTS, "init": INIT_CONSTRAINT}
+
     def __init__(self, n_clusters=2, *, n_init=1, max_iter=200, tol=1e-6, init="spectral", random_state=None):
         self.n_clusters = n_clusters
         self.n_init = n_init
@@ -105,11 +107,8 @@ class MM:
 
     def fit(self, labels, y=None):
         """Fit on an ``n x N`` labels matrix (``-1`` = missing); returns ``self``."""
-        k = check_int(self.n_clusters, "n_clusters", min_value=1)
-        check_int(self.n_init, "n_init", min_value=1)
-        check_int(self.max_iter, "max_iter", min_value=1)
-        _check_tol(self.tol, "tol")
-        check_seeded_init(self.init)
+        self._validate_params()
+        k = int(self.n_clusters)
         labels = check_labels_matrix(labels)
         rng = check_random_state(self.random_state)
         categories = label_categories(labels)

@@ -48,16 +48,6 @@ SPECTRAL_SAMPLE = 20_000
 SEEDED_INITS = ("spectral", "k-means++")
 
 
-def check_seeded_init(init, hint=""):
-    """Check BCE's or MM's ``init`` when it is a name (a partition is checked by :func:`partition_start`
-    once the number of rows is known; ``hint`` says where fitted parameters go)."""
-    if isinstance(init, str) and init not in SEEDED_INITS + ("random",):
-        raise InputError(
-            f"The 'init' parameter must be 'spectral', 'k-means++', 'random' or a partition of the rows; "
-            f"got {init!r}{hint}"
-        )
-
-
 def partition_start(init, n, k):
     """Each row's cluster in ``[0, k)`` (``-1``: none) of a partition given as ``init``: ``n`` integer
     labels, any ``k`` or fewer distinct values (e.g. another method's ``labels_``), ``-1`` for a row

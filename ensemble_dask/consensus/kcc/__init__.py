@@ -7,6 +7,6 @@ Lloyd steps.
 """
 
 from ._gkcc import GKCC
-from ._kcc import KCC, KCCConvergenceWarning
+from ._kcc import KCC
 
-__all__ = ["KCC", "GKCC", "KCCConvergenceWarning"]
+__all__ = ["KCC", "GKCC"]

@@ -42,18 +42,20 @@ import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from numbers import Integral, Real
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from ..._validation import InputError, check_int, check_labels_matrix, check_random_state
 from .._common import _kernels as common_kern
 from .._common.base import normalized_entropy
 from .._common.encoding import compress_rows
+from .._common.params import Interval, Options, ParamsMixin, check_n_clusters
 from . import _kernels as kern
 from ._kcc import (
     KCC,
     Encoding,
-    KCCConvergenceWarning,
     LocalBlocks,
     _proportions,
     _row_center,
@@ -313,19 +315,11 @@ def _append(aug, gidx, enc, parts):
     return aug[:, : N + m], Encoding.from_categories(list(enc.categories) + cats)
 
 
-def _check_n_jobs(n_jobs):
-    if n_jobs is None:
-        return 1
-    if n_jobs == -1:
-        return os.cpu_count() or 1
-    return check_int(n_jobs, "n_jobs", min_value=1)
-
-
 def _serial_map(func, args):
     return [func(*a) for a in args]
 
 
-class GKCC:
+class GKCC(ParamsMixin):
     """Greedy K-means-based consensus clustering (papers/004 Algorithm 1).
 
     Parameters
@@ -382,6 +376,16 @@ class GKCC:
     (6, 4)
     """
 
+    _parameter_constraints = {
+        "n_clusters": [Interval(Integral, 2, None)],
+        "n_candidates": [Options("auto"), Interval(Integral, 1, None)],
+        "max_rows": [None, Options("auto"), Interval(Integral, 1, None)],
+        "max_iter": [Interval(Integral, 1, None)],
+        "tol": [Interval(Real, 0, None)],
+        "random_state": ["random_state"],
+        "n_jobs": [None, Options(-1), Interval(Integral, 1, None)],
+    }
+
     def __init__(
         self,
         n_clusters=2,
@@ -411,19 +415,20 @@ class GKCC:
         """
         labels = check_labels_matrix(labels)
         n = labels.shape[0]
-        K = check_int(self.n_clusters, "n_clusters", min_value=2)
-        if K > n:
-            raise InputError(f"The 'n_clusters' parameter must be <= n_samples={n}; got {K}")
-        n_cand = self.n_candidates
-        if not (isinstance(n_cand, str) and n_cand == "auto"):
-            n_cand = check_int(n_cand, "n_candidates", min_value=1)
+        self._validate_params()
+        K = check_n_clusters(self, n)
+        n_cand = self.n_candidates if isinstance(self.n_candidates, str) else int(self.n_candidates)
         max_rows = self.max_rows
-        if max_rows is not None and not (isinstance(max_rows, str) and max_rows == "auto"):
-            max_rows = check_int(max_rows, "max_rows", min_value=K)
-        max_iter = check_int(self.max_iter, "max_iter", min_value=1)
-        if isinstance(self.tol, bool) or not isinstance(self.tol, int | float) or not (self.tol >= 0):
-            raise InputError(f"The 'tol' parameter must be a number >= 0; got {self.tol!r}")
-        n_jobs = _check_n_jobs(self.n_jobs)
+        if max_rows is not None and not isinstance(max_rows, str):
+            max_rows = int(max_rows)
+            if max_rows < K:
+                raise InputError(
+                    f"The 'max_rows' parameter of GKCC must be >= n_clusters={K}; got {max_rows}"
+                )
+        max_iter = int(self.max_iter)
+        n_jobs = (
+            1 if self.n_jobs is None else (os.cpu_count() or 1) if self.n_jobs == -1 else int(self.n_jobs)
+        )
         if n_tasks is None:
             n_tasks = 1 if mapper is None else None  # with a mapper: one task per candidate (below)
         if n_tasks is not None:
@@ -471,7 +476,7 @@ class GKCC:
             K, init="k-means++", max_iter=max_iter, tol=self.tol, random_state=int(rng.integers(2**31 - 1))
         )
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", KCCConvergenceWarning)  # reported below if it is kept
+            warnings.simplefilter("ignore", ConvergenceWarning)  # reported below if it is kept
             kcc.fit(labels)
         if kcc.inertia_ < sse - 1e-9 * abs(sse):
             self.start_ = "kcc"
@@ -564,7 +569,7 @@ class GKCC:
         if not converged:
             warnings.warn(
                 f"GKCC's final KCC did not converge in max_iter={self.max_iter} Lloyd iterations",
-                KCCConvergenceWarning,
+                ConvergenceWarning,
                 stacklevel=3,
             )
         return self

@@ -22,12 +22,15 @@ the total (:func:`centers_from_stats`), so a row-distributed fit is the same cod
 from __future__ import annotations
 
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
-from ..._validation import InputError, check_choice, check_int, check_labels_matrix, check_random_state
+from ..._validation import InputError, check_labels_matrix, check_random_state
 from .._common.base import normalized_entropy
 from .._common.encoding import Encoding, check_encoding, column_categories, compress_rows, encode  # noqa: F401 (re-exported)
+from .._common.params import Interval, Options, ParamsMixin, check_n_clusters
 from ..starts import spectral_partition
 from ._blocks import (  # noqa: F401 (re-exported: the row-block API of KCC)
     LocalBlocks,
@@ -49,7 +52,6 @@ from ._blocks import (  # noqa: F401 (re-exported: the row-block API of KCC)
 
 __all__ = [
     "KCC",
-    "KCCConvergenceWarning",
     "Encoding",
     "encode",
     "block_step",
@@ -62,10 +64,6 @@ __all__ = [
     "fit_kcc",
     "kcc_starts",
 ]
-
-
-class KCCConvergenceWarning(UserWarning):
-    """Lloyd's iterations stopped at ``max_iter`` before the centroids settled."""
 
 
 #: without weights, fit on the distinct label rows when they are at most this share of the rows
@@ -269,13 +267,13 @@ def fit_kcc(est, backend, enc, rng, start=None):
     if not converged:
         warnings.warn(
             f"KCC did not converge in max_iter={est.max_iter} Lloyd iterations (centroid shift above tol)",
-            KCCConvergenceWarning,
+            ConvergenceWarning,
             stacklevel=3,
         )
     return est
 
 
-class KCC:
+class KCC(ParamsMixin):
     """K-means-based consensus clustering (KCC, KCC++) on a labels matrix with missing entries.
 
     Parameters
@@ -321,7 +319,7 @@ class KCC:
         The same sum, not divided by ``n^2``.
     n_iter_ : int
     converged_ : bool
-        False when the best start stopped at ``max_iter`` (a :class:`KCCConvergenceWarning` is issued).
+        False when the best start stopped at ``max_iter`` (a :class:`ConvergenceWarning` is issued).
     memberships_ : ndarray, shape (n, K)
         Soft memberships ``exp(-d(x, k) / 2)`` normalised over ``k``, with ``d`` the squared distance
         to centroid ``k``: a point gains a factor ``e`` toward a pure centroid per clustering on
@@ -339,6 +337,15 @@ class KCC:
     True
     """
 
+    _parameter_constraints = {
+        "n_clusters": [Interval(Integral, 2, None)],
+        "init": [Options("spectral", "k-means++", "random", "clusters"), "array-like"],
+        "n_init": [Interval(Integral, 1, None)],
+        "max_iter": [Interval(Integral, 1, None)],
+        "tol": [Interval(Real, 0, None)],
+        "random_state": ["random_state"],
+    }
+
     def __init__(self, n_clusters=2, *, init="spectral", n_init=5, max_iter=300, tol=1e-4, random_state=None):
         self.n_clusters = n_clusters
         self.init = init
@@ -347,23 +354,20 @@ class KCC:
         self.tol = tol
         self.random_state = random_state
 
-    def _check_params(self, n=None, n_categories=None):
-        self._k = check_int(self.n_clusters, "n_clusters", min_value=2)
-        if n is not None and self._k > n:
-            raise InputError(f"The 'n_clusters' parameter must be <= n_samples={n}; got {self._k}")
-        check_int(self.n_init, "n_init", min_value=1)
-        check_int(self.max_iter, "max_iter", min_value=1)
-        if isinstance(self.tol, bool) or not isinstance(self.tol, int | float) or not (self.tol >= 0):
-            raise InputError(f"The 'tol' parameter must be a number >= 0; got {self.tol!r}")
-        if isinstance(self.init, str):
-            check_choice(self.init, "init", {"k-means++", "random", "clusters", "spectral"})
-        elif n_categories is not None:
+    def _validate_params(self):
+        super()._validate_params()
+        self._k = int(self.n_clusters)
+
+    def _check_data(self, n, n_categories):
+        """What depends on the data: ``n_clusters`` at most the ``n`` rows, an ``init`` array of shape
+        ``(n_clusters, n_categories)``."""
+        self._k = check_n_clusters(self, n)
+        if not isinstance(self.init, str):
             a = np.asarray(self.init, dtype=np.float64)
             if a.shape != (self._k, n_categories):
                 raise InputError(
-                    "The 'init' array must have shape "
-                    f"(n_clusters, n_categories)=({self._k}, {n_categories}); "
-                    f"got {a.shape}"
+                    "The 'init' array of KCC must have shape "
+                    f"(n_clusters, n_categories)=({self._k}, {n_categories}); got {a.shape}"
                 )
 
     def fit(self, labels, y=None, sample_weight=None):
@@ -381,7 +385,8 @@ class KCC:
         labels = check_labels_matrix(labels)
         gidx, enc = encode(labels)
         check_encoding(enc, labels.shape)
-        self._check_params(labels.shape[0], enc.n_categories)
+        self._validate_params()
+        self._check_data(labels.shape[0], enc.n_categories)
         rng = check_random_state(self.random_state)
         if sample_weight is None:
             if not self._sampled_starts(gidx.shape[0]):  # row by row, as the row-distributed fit

@@ -19,13 +19,15 @@ PPC minimises ``||C - Y Y^T||_F^2`` restricted to the stored pairs (plus the dia
 from __future__ import annotations
 
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 
-from ..._validation import InputError, check_choice, check_int, check_random_state
+from ..._validation import InputError, check_choice, check_random_state
 from ...coassoc.csr import StoredPairs
 from .._common import pair_kernels as _pairk
-from .._common.base import SoftConsensusMixin, as_pair_data, check_n_clusters, check_tol, dense_codes
+from .._common.base import SoftConsensusMixin, as_pair_data, dense_codes
+from .._common.params import Interval, Options, check_n_clusters
 from . import _kernels as _k
 from . import _ppc_kernels as _ppck
 from . import _stored as _pcc_stored
@@ -56,10 +58,20 @@ _TOL_START_RANDOM = 0.1
 
 
 def _resolve_tol(tol, start):
-    if isinstance(tol, str):
-        check_choice(tol, "tol", {"auto"})
+    if isinstance(tol, str):  # "auto"
         return _TOL_RANDOM if start is None else _TOL_GIVEN
-    return check_tol(tol)
+    return float(tol)
+
+
+#: the parameters PCC and PPC share
+_CONSTRAINTS = {
+    "n_clusters": [Interval(Integral, 1, None)],
+    "init": [Options("random"), "array-like"],
+    "tol": [Options("auto"), Interval(Real, 0, None, closed="neither")],
+    "max_iter": [Interval(Integral, 0, None)],
+    "n_init": [Interval(Integral, 1, None)],
+    "random_state": ["random_state"],
+}
 
 
 def check_init(init, n, k, smoothing=0.0, *, vertex_labels=False):
@@ -265,6 +277,8 @@ class PCC(SoftConsensusMixin):
     True
     """
 
+    _parameter_constraints = {**_CONSTRAINTS, "divergence": [Options(*DIVERGENCES)]}
+
     def __init__(
         self,
         n_clusters=8,
@@ -305,7 +319,8 @@ class PCC(SoftConsensusMixin):
         -------
         self
         """
-        code, closed = DIVERGENCES[check_choice(self.divergence, "divergence", DIVERGENCES)]
+        self._validate_params()
+        code, closed = DIVERGENCES[self.divergence]
         if isinstance(pairs, StoredPairs):
             return _fit_stored(self, "PCC", pairs, sample_weight, code, closed, 0.0, _INIT_SMOOTHING)
         data = as_pair_data(pairs, sample_weight)
@@ -424,6 +439,8 @@ class PPC(SoftConsensusMixin):
     True
     """
 
+    _parameter_constraints = {**_CONSTRAINTS, "algorithm": [Options("rows", "baum-eagon")]}
+
     def __init__(
         self,
         n_clusters=8,
@@ -448,7 +465,8 @@ class PPC(SoftConsensusMixin):
 
         ``sample_weight`` gives ``s_ij`` (1 when None); the counts N_ij only form ``x_ij``.
         """
-        algorithm = check_choice(self.algorithm, "algorithm", {"rows", "baum-eagon"})
+        self._validate_params()
+        algorithm = self.algorithm
         if isinstance(pairs, StoredPairs):
             if algorithm != "rows":
                 raise InputError("PPC on pairs read from a store (StoredPairs) runs algorithm='rows' only")
@@ -522,9 +540,8 @@ def _baum_eagon(indptr, indices, x, w, Y, gap_tol, max_iter):
 def _checked(est, n, smoothing):
     """``(k, max_iter, n_init, rng, start, tol)``: PCC's or PPC's parameters validated for ``n`` points, the
     start from :func:`check_init` and ``tol`` resolved for it."""
-    k = check_n_clusters(est.n_clusters, n)
-    max_iter = check_int(est.max_iter, "max_iter", min_value=0)
-    n_init = check_int(est.n_init, "n_init", min_value=1)
+    k = check_n_clusters(est, n)
+    max_iter, n_init = int(est.max_iter), int(est.n_init)
     rng = check_random_state(est.random_state)
     start = check_init(est.init, n, k, smoothing, vertex_labels=True)
     return k, max_iter, n_init, rng, start, _resolve_tol(est.tol, start)

@@ -1,0 +1,140 @@
+"""The consensus estimators' parameter checks, declared once per class as in scikit-learn.
+
+An estimator lists what each of its parameters accepts in ``_parameter_constraints``; ``fit`` (and the
+workflow checks, before any data is read) call :meth:`ParamsMixin._validate_params`, whose message names the
+estimator, the parameter, what it accepts and the value given. What depends on the data (``n_clusters``
+against the number of points, the shape of an ``init`` array) is checked in ``fit``
+(:func:`check_n_clusters`).
+
+>>> from ensemble_dask.consensus import KCC
+>>> KCC(n_clusters=1)._validate_params()
+Traceback (most recent call last):
+...
+ensemble_dask._validation.InputError: The 'n_clusters' parameter of KCC must be an integer >= 2; got 1
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..._validation import InputError
+
+__all__ = ["Interval", "Options", "ParamsMixin", "validate_params", "check_n_clusters"]
+
+
+class Interval:
+    """Numbers of one kind (:class:`numbers.Integral` or :class:`numbers.Real`) between two bounds.
+
+    ``closed`` is ``"both"``, ``"left"``, ``"right"`` or ``"neither"``; a bound of None is unbounded. A
+    ``bool`` is never a number here, and a real must be finite.
+    """
+
+    def __init__(self, kind, left, right, *, closed="both"):
+        self.kind, self.left, self.right, self.closed = kind, left, right, closed
+
+    def __contains__(self, value):
+        if isinstance(value, bool | np.bool_) or not isinstance(value, self.kind):
+            return False
+        if self.kind is numbers.Real and not np.isfinite(value):
+            return False
+        lo_ok = self.left is None or (
+            value >= self.left if self.closed in ("both", "left") else value > self.left
+        )
+        hi_ok = self.right is None or (
+            value <= self.right if self.closed in ("both", "right") else value < self.right
+        )
+        return bool(lo_ok and hi_ok)
+
+    def __str__(self):
+        what = "an integer" if self.kind is numbers.Integral else "a number"
+        lo = "[" if self.closed in ("both", "left") else "("
+        hi = "]" if self.closed in ("both", "right") else ")"
+        if self.right is None:
+            return f"{what} {'>=' if lo == '[' else '>'} {self.left}" if self.left is not None else what
+        if self.left is None:
+            return f"{what} {'<=' if hi == ']' else '<'} {self.right}"
+        return f"{what} in {lo}{self.left}, {self.right}{hi}"
+
+
+class Options:
+    """One of a fixed set of values (a string, or a special number such as ``n_jobs=-1``), of their type."""
+
+    def __init__(self, *values):
+        self.values = values
+
+    def __contains__(self, value):
+        return any(type(value) is type(v) and value == v for v in self.values)
+
+    def __str__(self):
+        shown = ", ".join(repr(v) for v in self.values)
+        return shown if len(self.values) == 1 else f"one of {shown}"
+
+
+def _accepts(constraint, value):
+    if constraint is None:
+        return value is None
+    if constraint == "boolean":
+        return isinstance(value, bool | np.bool_)
+    if constraint == "random_state":
+        return (
+            value is None
+            or isinstance(value, np.random.Generator | np.random.SeedSequence)
+            or (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0)
+        )
+    if constraint == "array-like":
+        return isinstance(value, list | tuple | np.ndarray)
+    if isinstance(constraint, type):
+        return isinstance(value, constraint)
+    return value in constraint
+
+
+_NAMES = {
+    None: "None",
+    "boolean": "true or false",
+    "random_state": "None, a non-negative integer or a numpy Generator",
+    "array-like": "an array",
+}
+
+
+def _describe(constraint):
+    if isinstance(constraint, str) or constraint is None:
+        return _NAMES[constraint]
+    if isinstance(constraint, type):
+        return f"a {constraint.__name__}"
+    return str(constraint)
+
+
+def validate_params(constraints, params, owner):
+    """Check ``params`` (a mapping) against ``constraints``; the message names ``owner``, the parameter,
+    what it accepts and the value given."""
+    for name, accepted in constraints.items():
+        value = params[name]
+        if not any(_accepts(c, value) for c in accepted):
+            want = " or ".join(_describe(c) for c in accepted)
+            raise InputError(f"The {name!r} parameter of {owner} must be {want}; got {value!r:.80}")
+
+
+class ParamsMixin:
+    """Gives an estimator :meth:`_validate_params` from its class's ``_parameter_constraints``."""
+
+    _parameter_constraints: dict = {}
+
+    def _validate_params(self):
+        """Check every parameter of ``__init__`` against the class's constraints (no data needed)."""
+        validate_params(
+            self._parameter_constraints,
+            {name: getattr(self, name) for name in self._parameter_constraints},
+            type(self).__name__,
+        )
+
+
+def check_n_clusters(est, n):
+    """``est.n_clusters`` (validated already) as an int, at most the ``n`` points ``est`` is fitted on."""
+    k = int(est.n_clusters)
+    if k > n:
+        raise InputError(
+            f"The 'n_clusters' parameter of {type(est).__name__} must be <= n_samples={n}; got {k}"
+        )
+    return k
