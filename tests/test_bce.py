@@ -357,10 +357,12 @@ def test_transform_and_predict_on_new_rows(iris_labels):
     np.testing.assert_allclose(est.transform(L[::2]), est.memberships_, atol=1e-4)
     bad = L[1::2].copy()
     bad[0, 0] = 77
-    with pytest.warns(UnseenLabelsWarning, match="1 base labels"):
-        est.transform(bad)
-    with pytest.raises(InputError, match="20 clusterings"):
-        est.transform(L[:, :5])
+    for model in (est, MM(3, random_state=0).fit(L[::2])):  # one check of new rows for both
+        with pytest.warns(UnseenLabelsWarning, match="1 base labels") as rec:
+            model.transform(bad)
+        assert rec[0].filename == __file__  # points at the caller's line
+        with pytest.raises(InputError, match="20 clusterings"):
+            model.transform(L[:, :5])
     with pytest.raises(InputError, match="not fitted"):
         BCE(3).transform(L)
 

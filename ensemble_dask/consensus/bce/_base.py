@@ -8,7 +8,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from ..._validation import InputError, check_labels_matrix, check_random_state
+from ..._validation import InputError, check_random_state
 from .._common.base import normalized_entropy
 from .._common.params import Interval, Options, ParamsMixin
 from . import _kernels as kern
@@ -16,10 +16,10 @@ from ._em import (
     EmptyRowsWarning,
     Params,
     StatsLayout,
-    UnseenLabelsWarning,
     _InMemoryEStep,
     _offsets,
     encode_labels,
+    encode_new_labels,
     label_categories,
     run_em,
 )
@@ -212,18 +212,7 @@ class _BCEBase(ParamsMixin):
 
     def _transform(self, labels, X=None):
         self._check_fitted()
-        labels = check_labels_matrix(labels)
-        if labels.shape[1] != self.n_clusterings_:
-            raise InputError(
-                f"labels must have the {self.n_clusterings_} clusterings of the fit; got {labels.shape[1]}"
-            )
-        gidx, n_unseen = encode_labels(labels, self.categories_)
-        if n_unseen:
-            warnings.warn(
-                f"{n_unseen} base labels were not seen in the fit; they are treated as missing",
-                UnseenLabelsWarning,
-                stacklevel=3,
-            )
+        labels, gidx = encode_new_labels(labels, self.categories_, stacklevel=4)
         ucol, Xf, ufeat = self._weights_for(labels.shape[1], X, labels.shape[0])
         gamma = np.full((labels.shape[0], self._k), -1.0)
         kern.estep_block(

@@ -19,12 +19,13 @@ shared estimator base class in :mod:`._bce_base`.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import digamma, gammaln, polygamma
 
-from ..._validation import InputError
+from ..._validation import InputError, check_labels_matrix
 from ...runtime.threads import thread_map
 from .._common.encoding import Encoding, column_categories, compress_rows
 from . import _kernels as kern
@@ -36,6 +37,7 @@ __all__ = [
     "StatsLayout",
     "Params",
     "encode_labels",
+    "encode_new_labels",
     "label_categories",
     "estep_stats",
     "m_step",
@@ -92,6 +94,25 @@ def encode_labels(labels, categories):
 
 
 # --------------------------------------------------------------------------- statistics
+
+
+def encode_new_labels(labels, categories, *, stacklevel):
+    """``(labels, gidx)``: new rows' labels checked and coded with the ``categories`` of a fit; another number
+    of clusterings is refused, and labels the fit never saw are missing (an :class:`UnseenLabelsWarning`,
+    ``stacklevel`` frames up, says how many)."""
+    labels = check_labels_matrix(labels)
+    if labels.shape[1] != len(categories):
+        raise InputError(
+            f"labels must have the {len(categories)} clusterings of the fit; got {labels.shape[1]}"
+        )
+    gidx, n_unseen = encode_labels(labels, categories)
+    if n_unseen:
+        warnings.warn(
+            f"{n_unseen} base labels were not seen in the fit; they are treated as missing",
+            UnseenLabelsWarning,
+            stacklevel=stacklevel,
+        )
+    return labels, gidx
 
 
 @dataclass(frozen=True)

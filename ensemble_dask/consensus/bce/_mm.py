@@ -20,9 +20,9 @@ from ._base import EM_CONSTRAINTS, INIT_CONSTRAINT
 from ._em import (
     _TINY,
     EmptyRowsWarning,
-    UnseenLabelsWarning,
     _offsets,
     encode_labels,
+    encode_new_labels,
     label_categories,
     normalise_counts,
 )
@@ -192,18 +192,7 @@ class MM(ParamsMixin):
         """Posterior responsibilities of (new) rows under the fitted mixture."""
         if not hasattr(self, "weights_"):
             raise InputError("This MM is not fitted yet; call fit first")
-        labels = check_labels_matrix(labels)
-        if labels.shape[1] != self.n_clusterings_:
-            raise InputError(
-                f"labels must have the {self.n_clusterings_} clusterings of the fit; got {labels.shape[1]}"
-            )
-        gidx, n_unseen = encode_labels(labels, self.categories_)
-        if n_unseen:
-            warnings.warn(
-                f"{n_unseen} base labels were not seen in the fit; they are treated as missing",
-                UnseenLabelsWarning,
-                stacklevel=2,
-            )
+        _, gidx = encode_new_labels(labels, self.categories_, stacklevel=3)
         ll = self._loglik(
             gidx, np.log(np.maximum(self.weights_, _TINY)), np.log(np.maximum(self._beta, _TINY))
         )
