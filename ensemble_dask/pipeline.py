@@ -33,7 +33,7 @@ import yaml
 
 from ._validation import InputError
 from ._workflow_checks import STRATEGY_PARAMS, check_against_data, validate_workflow
-from .io.store import RunStore
+from .io.store import RunStore, workflow_store_url
 from .runtime.clients import LazyClient, dask_client
 
 __all__ = [
@@ -360,9 +360,7 @@ def run_workflow(spec, *, progress=False, take_over=False):
     from before its first write to the end (``take_over``: replace a stale one).
     """
     check_workflow(spec)
-    default = "federated" if "federated" in spec else "run"
-    store_url = spec.get("store") or f"runs/{spec.get('name', default)}.zarr"
-    with store_lease(store_url, spec.get("storage_options"), take_over=take_over):
+    with store_lease(workflow_store_url(spec), spec.get("storage_options"), take_over=take_over):
         return _run_workflow(spec, progress)
 
 
@@ -377,14 +375,11 @@ def _run_workflow(spec, progress):
         from .stages.report_page import report_page
 
         summary = run_federated_workflow(spec, progress=progress)
-        fed_store = open_store(
-            spec.get("store") or f"runs/{spec.get('name', 'federated')}.zarr", spec.get("storage_options")
-        )
+        fed_store = open_store(workflow_store_url(spec), spec.get("storage_options"))
         return {"federated": summary, "html": report_page(fed_store)}
     validate_workflow(spec)
     seed = int(spec.get("seed", 0))
-    store_url = spec.get("store") or f"runs/{spec.get('name', 'run')}.zarr"
-    store = open_store(store_url, spec.get("storage_options"))
+    store = open_store(workflow_store_url(spec), spec.get("storage_options"))
     store.check_report_folder()  # the report is written last: stop before the first stage instead
     data = dict(spec["data"])
     url = data.pop("url")

@@ -434,7 +434,7 @@ def test_cli_report_formats(run, tmp_path, capsys):
     doc = json.loads(r.stdout)
     assert set(doc["methods"]) == set(METHODS) and doc["html"] == str(store / "report" / "index.html")
     # the other formats print the same report differently (in-process: the page is not drawn again)
-    from ensemble_dask.cli.stages import _report
+    from ensemble_dask.cli.report import show as _report
 
     assert _report(report, "html") == 0
     assert capsys.readouterr().out.strip() == report["html"]

@@ -97,7 +97,7 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_run", interrupted)
+    monkeypatch.setattr(cli.report, "run", interrupted)  # the command's own function
     assert cli.main(["report", "--store", "x.zarr"]) == 130
     assert capsys.readouterr().err == "ensemble-dask: interrupted; run the same command to resume\n"
 
@@ -118,7 +118,7 @@ def test_an_error_that_ctrl_c_caused_is_the_interrupt(monkeypatch, capsys):
                 "CPUDispatcher(<function estep_block>) returned a result with an exception set"
             ) from exc
 
-    monkeypatch.setattr(cli, "_run", kernel_interrupted)
+    monkeypatch.setattr(cli.report, "run", kernel_interrupted)
     assert cli.main(["report", "--store", "x.zarr"]) == 130
     assert capsys.readouterr().err == "ensemble-dask: interrupted; run the same command to resume\n"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back

@@ -1,6 +1,8 @@
 """``ensemble-dask``: a thin command-line shell over :mod:`ensemble_dask.pipeline`.
 
-Subcommands: ``run WORKFLOW`` (every stage of a workflow), and one per stage: ``ingest``,
+One module per command, each adding its subcommands to the parser (:mod:`._parser`) and running them;
+``main`` sets up logging and Ctrl-C and maps the outcome to one line and an exit status. Subcommands:
+``run WORKFLOW`` (every stage of a workflow), and one per stage: ``ingest``,
 ``generate``, ``import-labels``, ``coassoc``, ``report``; ``verify`` (each stage's output against its
 record); ``federated``, ``certs`` (a federation's CA,
 signed site requests, or all keys at once for a demo) and ``site`` (``site init``: a site's own keys;
@@ -20,72 +22,9 @@ import threading
 
 from .._validation import EnsembleDaskError
 from ..runtime.clients import INTERRUPTED, interrupt, interrupt_handled, workers_ignore_ctrl_c
-from ._args import _parser, _storage_options
-from .federation import _certs, _federated, _site
-from .stages import _print_summary, _stage, _verify
+from ._parser import parser
 
 __all__ = ["main"]
-
-
-def _run(args):
-    from .. import pipeline
-
-    progress = not getattr(args, "no_progress", True)
-    if args.command == "run":
-        spec = pipeline.load_workflow(args.workflow)
-        spec = pipeline.apply_overrides(
-            spec, args.set, data=args.data, store=args.store, scheduler=args.scheduler
-        )
-        if args.storage_options is not None:
-            spec["storage_options"] = _storage_options(args.storage_options)
-        if args.n_workers:
-            spec.setdefault("dask", {})["n_workers"] = args.n_workers
-        store_url = spec.get("store") or f"runs/{spec.get('name', 'run')}.zarr"
-        with pipeline.removed_if_left_empty(store_url, spec.get("storage_options")):
-            report = pipeline.run_workflow(spec, progress=progress, take_over=args.take_over)
-        _print_summary(report)
-        if report.get("html"):
-            print(f"report: {report['html']}")
-        return 0
-
-    if args.command == "federated":
-        spec = pipeline.load_workflow(args.workflow)
-        spec = pipeline.apply_overrides(spec, args.set, store=args.store)
-        if "federated" not in spec:
-            raise EnsembleDaskError(f"workflow {args.workflow!r} has no 'federated' section")
-        if args.storage_options is not None:
-            spec["storage_options"] = _storage_options(args.storage_options)
-        return _federated(spec, args, progress)
-
-    if args.command == "certs":
-        return _certs(args)
-
-    if args.command == "site":
-        return _site(args)
-
-    labels = None
-    if args.command == "import-labels":  # checked before a store is opened (or created)
-        from ..stages.generate import read_labels_table
-
-        labels = read_labels_table(args.labels)
-    # only ingest and import-labels create a store; the other stages need one that exists
-    mode = "a" if args.command in ("ingest", "import-labels") else "r+"
-    options = _storage_options(args.storage_options)
-    if args.command == "ingest":  # a failed ingest leaves no new, empty store behind
-        with (
-            pipeline.removed_if_left_empty(args.store, options),
-            pipeline.store_lease(args.store, options, take_over=args.take_over),
-        ):
-            return _stage(args, pipeline, pipeline.open_store(args.store, options))
-    store = pipeline.open_store(args.store, options, mode=mode)
-    if args.command == "split-sites":  # it only reads the store
-        return _stage(args, pipeline, store, labels)
-    if args.command == "verify" and not args.repair:
-        return _verify(store, repair=False)
-    with pipeline.store_lease(args.store, options, take_over=args.take_over):
-        if args.command in ("generate", "coassoc", "consensus", "report"):
-            store.check_report_folder()  # they write under report/: stop before the stage, not after it
-        return _stage(args, pipeline, store, labels)
 
 
 def _on_sigint(signum, frame):
@@ -110,7 +49,7 @@ _INTERRUPTED_LINE = "interrupted; run the same command to resume"
 
 def main(argv=None):
     """Entry point of the ``ensemble-dask`` command; returns the exit status."""
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     if args.verbose < 2:
         # read by dask's config when distributed is first imported (its own loggers say INFO)
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
@@ -122,7 +61,7 @@ def main(argv=None):
         previous = signal.signal(signal.SIGINT, _on_sigint)
     try:
         with workers_ignore_ctrl_c():  # the command owns its process: it handles Ctrl-C, closes its workers
-            status = _run(args)
+            status = args.run(args)  # the command's module, which set it as its parser's default
         sys.stdout.flush()  # here, not at exit: a reader that has gone is then caught below
         if INTERRUPTED.is_set():  # an interrupt swallowed on the way (by a library)
             raise KeyboardInterrupt

@@ -25,7 +25,15 @@ import zarr.errors
 from .._validation import EnsembleDaskError, InputError
 from .urls import make_zarr_store, strip_file_scheme
 
-__all__ = ["RunStore", "StageContentError", "make_zarr_store", "stage_hash", "RECORDS_DIR", "REPORT_DIR"]
+__all__ = [
+    "RunStore",
+    "StageContentError",
+    "make_zarr_store",
+    "stage_hash",
+    "workflow_store_url",
+    "RECORDS_DIR",
+    "REPORT_DIR",
+]
 
 RECORDS_DIR = "_stages"
 #: the stages in the order a workflow runs them (consensus/<name> under "consensus"): it orders
@@ -37,6 +45,12 @@ REPORT_DIR = "report"
 WRITTEN_BY = "_written_by"
 
 logger = logging.getLogger(__name__)
+
+
+def workflow_store_url(spec):
+    """The run store of a workflow ``spec``: its ``store``, else ``runs/NAME.zarr`` with NAME the workflow's
+    ``name`` (default ``run``, or ``federated`` for a workflow with a ``federated`` section)."""
+    return spec.get("store") or f"runs/{spec.get('name', 'federated' if 'federated' in spec else 'run')}.zarr"
 
 
 class StageContentError(InputError):

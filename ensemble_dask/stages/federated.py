@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from .._validation import InputError, check_int, stage_seed
-from ..io.store import RunStore
+from ..io.store import RunStore, workflow_store_url
 from .sites import LocalSiteAgents, _demo_layout, _exists, make_demo_sites, write_demo_configs
 
 __all__ = ["run_federated_workflow", "FEDERATED_KEYS"]
@@ -179,8 +179,7 @@ def run_federated_workflow(spec, *, progress=False):
         _check_bce_params(n_clusters, fed)
     seed = int(spec.get("seed", 0))
     fed.setdefault("random_state", int(stage_seed(seed, "federated").generate_state(1)[0]))
-    store_url = spec.get("store") or f"runs/{spec.get('name', 'federated')}.zarr"
-    store = RunStore(store_url, spec.get("storage_options"))
+    store = RunStore(workflow_store_url(spec), spec.get("storage_options"))
     store.check_report_folder()  # report/metrics.json is written at the end of the run
     if not certs:
         raise InputError(

@@ -187,13 +187,13 @@ def generate(store, client, *, progress=False, **params):
     Returns
     -------
     dict
-        ``{"n_clusterings", "computed", "skipped"}``.
+        ``{"n_clusterings", "k_min", "k_max", "computed", "skipped"}``.
     """
     p = generate_params(**params)
     inputs = [store.stage_hash("ingest")]
     if store.is_complete("generate", p, inputs):
         logger.info("generate: up to date, skipped")
-        return {"n_clusterings": p["n_clusterings"], "computed": 0, "skipped": True}
+        return {**_summary(p), "computed": 0, "skipped": True}
     n = store["X"].shape[0]
     plans = plan_ensemble(
         n, **{k: v for k, v in p.items() if k != "n_clusterings"}, n_clusterings=p["n_clusterings"]
@@ -242,7 +242,11 @@ def generate(store, client, *, progress=False, **params):
         client.run(_drop_x_cache)
         labels.attrs["partitions"] = meta
         record["output"] = labels_identity(n, [m["sha256"] for m in meta])
-    return {"n_clusterings": p["n_clusterings"], "computed": len(todo), "skipped": False}
+    return {**_summary(p), "computed": len(todo), "skipped": False}
+
+
+def _summary(p):
+    return {"n_clusterings": p["n_clusterings"], "k_min": p["k_min"], "k_max": p["k_max"]}
 
 
 def read_labels_table(url, *, storage_options=None, fmt=None):

@@ -1,0 +1,50 @@
+"""``ensemble-dask consensus NAME``: one consensus method on the store; its help lists the registry."""
+
+from __future__ import annotations
+
+import argparse
+
+from ._options import print_summary, seed, set_args, stage_store, store_args
+
+
+def add_parser(sub, common):
+    p = sub.add_parser(
+        "consensus",
+        parents=[common],
+        help="run a consensus method on the store",
+        epilog=methods_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "name",
+        help="result name: a method (below), pcc-kl or pcc-l2 (PCC with that divergence), or any plain name "
+        "with --set method=METHOD",
+    )
+    store_args(p)
+    set_args(p, help="a method parameter")
+    p.add_argument("--seed", type=seed, default=0)
+    p.set_defaults(run=run)
+
+
+def methods_help():
+    """The consensus methods of the registry, a line each, for ``consensus --help``."""
+    from ..consensus import registry
+
+    lines = ["methods (fitted on):"]
+    for name in registry.names():
+        m = registry.get(name)
+        lines.append(f"  {name:8s} {m.summary} ({m.fits_on})")
+    return "\n".join(lines)
+
+
+def run(args):
+    from .. import pipeline
+    from ..stages.consensus import consensus_stage
+
+    with stage_store(args, writes_report=True) as store:
+        metrics = consensus_stage(
+            store, args.name, seed=args.seed, **dict(map(pipeline.parse_assignment, args.set))
+        )
+        report = pipeline.write_report(store)
+    print_summary({"dataset": report["dataset"], "methods": {args.name: metrics}})
+    return 0

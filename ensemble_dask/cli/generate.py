@@ -1,0 +1,75 @@
+"""``ensemble-dask generate``: base clusterings as a Dask graph; ``import-labels``: precomputed ones."""
+
+from __future__ import annotations
+
+from ._options import cluster_args, csv_list, dask_options, progress, seed, stage_store, store_args
+
+
+def add_parser(sub, common):
+    p = sub.add_parser("generate", parents=[common], help="generate base clusterings as a Dask graph")
+    store_args(p)
+    cluster_args(p)
+    p.add_argument("-N", "--n-clusterings", type=int, default=100)
+    p.add_argument("--ensemble", default="type1", help="type1 (k-means) or type2 (mixed algorithms)")
+    p.add_argument("--k-min", type=int, help="fewest clusters of a base clustering (default 2, or K // 2)")
+    p.add_argument("--k-max", type=int, help="most clusters of a base clustering (default 10, or 2K)")
+    p.add_argument(
+        "--n-clusters",
+        type=int,
+        help="the largest K you will ask of the consensus (sets the k range's default)",
+    )
+    p.add_argument("--rate", type=float, default=1.0)
+    p.add_argument("--algorithms", type=csv_list)
+    p.add_argument("--seed", type=seed, default=0)
+    p.set_defaults(run=run)
+
+    p = sub.add_parser(
+        "import-labels", parents=[common], help="bring precomputed partitions (n x N table, -1 = absent)"
+    )
+    p.add_argument("labels", help="URL of the labels table")
+    store_args(p)
+    p.set_defaults(run=run_import)
+
+
+def run(args):
+    from .. import pipeline
+    from ..stages.generate import generate
+
+    with (
+        stage_store(args, writes_report=True) as store,
+        pipeline.client_for_store(store, args.scheduler, dask_options(args)) as client,
+    ):
+        info = generate(
+            store,
+            client,
+            progress=progress(args),
+            n_clusterings=args.n_clusterings,
+            ensemble=args.ensemble,
+            k_min=args.k_min,
+            k_max=args.k_max,
+            n_clusters=args.n_clusters,
+            rate=args.rate,
+            algorithms=args.algorithms,
+            seed=args.seed,
+        )
+    print(
+        f"generate: {info['n_clusterings']} clusterings (k in [{info['k_min']}, {info['k_max']}]), "
+        f"{info['computed']} computed"
+    )
+    if args.n_clusters is None and args.k_min is None and args.k_max is None:
+        print(
+            "generate: a range for consensus of up to 5 clusters; for K clusters, "
+            "generate --n-clusters K draws k in [K/2, 2K] "
+            "(a consensus splits only what base partitions split)"
+        )
+    return 0
+
+
+def run_import(args):
+    from ..stages.generate import import_labels, read_labels_table
+
+    labels = read_labels_table(args.labels)  # checked before a store is opened (or created)
+    with stage_store(args, mode="a") as store:
+        info = import_labels(store, args.labels, labels=labels)
+    print(f"import-labels: {info['n_clusterings']} clusterings")
+    return 0
