@@ -18,6 +18,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_DATA = REPO / "tests" / "data"  # small real data, shipped with its provenance (tests/data/README.md)
+#: the installed command (the tests of a command run it as a user does)
+EXE = shutil.which("ensemble-dask", path=str(Path(sys.executable).parent)) or "ensemble-dask"
 BIN = Path(sys.executable).parent
 
 

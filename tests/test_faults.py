@@ -15,9 +15,7 @@ import time
 import pytest
 
 from ensemble_dask.io.store import RunStore
-
-from .conftest import _exe, _free_port, _stop, _wait_port
-from .test_cli import EXE
+from tests.conftest import EXE, _exe, _free_port, _stop, _wait_port
 
 WORKFLOW = """\
 seed: 3

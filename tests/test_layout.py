@@ -189,3 +189,13 @@ def test_the_checks_can_fail(tmp_path):
     assert not _family_violations(
         kcc, {"ensemble_dask.consensus.starts", "ensemble_dask.consensus.kcc._blocks"}
     )
+
+
+def test_tests_mirror_the_package():
+    """Each folder of tests/ is a folder of the package (tests/consensus for ensemble_dask/consensus, ...);
+    the tests of the whole project (layout, docs, install, deploy, pipeline) stay at the top."""
+    tests = Path(__file__).resolve().parent
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name not in ("data", "__pycache__")}
+    packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
+    stray = sorted(folders - packages)
+    assert folders and not stray, f"test folders that are no package folder: {stray}"

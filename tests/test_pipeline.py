@@ -245,11 +245,15 @@ def test_valid_workflows_pass_validation():
 
     from ensemble_dask.pipeline import load_workflow
 
-    for path in sorted((Path(__file__).resolve().parents[1] / "workflows").glob("*.yaml")):
-        spec = load_workflow(path)
-        if "federated" not in spec:
-            validate_workflow(spec)
-    validate_workflow(_spec("memory://x", **{"pcc-k8": {"method": "pcc", "n_clusters": 8, "n_init": 3}}))
+    paths = sorted((Path(__file__).resolve().parents[1] / "workflows").glob("*.yaml"))
+    checked = [p.name for p in paths if "federated" not in load_workflow(p)]
+    assert "demo.yaml" in checked and len(checked) >= 3, checked
+    for name in checked:
+        assert validate_workflow(load_workflow(Path(paths[0]).parent / name)) is None  # raises when invalid
+    entry = {"pcc-k8": {"method": "pcc", "n_clusters": 8, "n_init": 3}}
+    assert validate_workflow(_spec("memory://x", **entry)) is None
+    with pytest.raises(InputError, match="'n_init' parameter of PCC"):  # the same entry, one value wrong
+        validate_workflow(_spec("memory://x", **{"pcc-k8": {**entry["pcc-k8"], "n_init": 0}}))
 
 
 @pytest.mark.slow

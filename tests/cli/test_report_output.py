@@ -15,7 +15,7 @@ import zarr
 from ensemble_dask.cli import main as cli_main
 from ensemble_dask.io.store import RunStore
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def main(capsys, *args):

@@ -1,9 +1,7 @@
 """The ``ensemble-dask`` command, run as a subprocess, as a user would."""
 
 import json
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +9,7 @@ import pytest
 import zarr
 
 from ensemble_dask.io.store import RunStore
-
-REPO = Path(__file__).resolve().parents[1]
-EXE = shutil.which("ensemble-dask", path=str(Path(sys.executable).parent)) or "ensemble-dask"
+from tests.conftest import EXE, REPO
 
 
 def cli(*args, cwd=None):

@@ -21,8 +21,7 @@ import numpy as np
 import pytest
 
 from ensemble_dask.io.store import RunStore
-
-from .test_cli import EXE
+from tests.conftest import EXE
 
 WORKFLOW = """\
 seed: 3

@@ -24,8 +24,7 @@ from ensemble_dask.federated.coordinator import (
     SiteRefusedError,
     client_context,
 )
-
-from ._sites import start_sites
+from tests._sites import start_sites
 
 pytestmark = pytest.mark.slow
 

@@ -33,8 +33,7 @@ from ensemble_dask.federated.secure import decode_fixed
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.metrics import partition_scores
 from ensemble_dask.stages.federated import StoreCheckpoint
-
-from ._sites import split_rows, start_sites
+from tests._sites import split_rows, start_sites
 
 pytestmark = pytest.mark.slow
 

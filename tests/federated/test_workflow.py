@@ -13,8 +13,7 @@ import zarr
 from ensemble_dask.consensus.bce import BCE, EmptyRowsWarning
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.metrics import partition_scores
-
-from .conftest import REPO
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
 

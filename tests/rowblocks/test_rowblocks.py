@@ -12,7 +12,7 @@ from ensemble_dask.consensus.bce import BCE
 from ensemble_dask.federated import run_column_distributed_bce
 from ensemble_dask.rowblocks.bce import fit_bce_dask
 
-DATA = Path(__file__).resolve().parent / "data"  # tests/data/README.md: provenance, licence
+DATA = Path(__file__).resolve().parents[1] / "data"  # tests/data/README.md: provenance, licence
 ITERS = 25
 
 

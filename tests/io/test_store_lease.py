@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 from ensemble_dask.io.lease import LEASE_SUFFIX, StoreBusyError, StoreLease
-
-from .conftest import REPO
+from tests.conftest import REPO
 
 EXE = [sys.executable, "-m", "ensemble_dask.cli"]
 

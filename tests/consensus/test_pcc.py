@@ -17,7 +17,7 @@ from ensemble_dask.consensus.pcc import _line_search as LS
 from ensemble_dask.consensus.pcc import _ppc_kernels as PK
 from ensemble_dask.metrics import h_criterion, js_criterion
 
-UCI = Path(__file__).resolve().parent / "data" / "uci"  # tests/data/README.md: provenance, licence
+UCI = Path(__file__).resolve().parents[1] / "data" / "uci"  # tests/data/README.md: provenance, licence
 
 
 # --------------------------------------------------------------------------- helpers

@@ -21,7 +21,7 @@ from ensemble_dask.coassoc import (
     write_pairs,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PARAMS = {"full": {}, "uniform": {"p": 0.05}, "per-point": {"l": 4}, "cocluster": {"l": 6, "fraction": 0.5}}
 
 

@@ -11,8 +11,7 @@ from ensemble_dask import InputError
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.stages.generate import generate
 from ensemble_dask.stages.ingest import ingest
-
-from .test_cli import EXE, REPO
+from tests.conftest import EXE, REPO
 
 
 def test_ingest_and_store_on_s3(kdd_sample, s3_bucket, process_client, tmp_path):

@@ -22,7 +22,7 @@ from ensemble_dask.consensus.bce._em import encode_labels, label_categories, upd
 from ensemble_dask.consensus.bce._seeding import seed_partition, seeded_alpha, seeded_beta
 from ensemble_dask.metrics import micro_precision
 
-UCI = Path(__file__).resolve().parent / "data" / "uci"  # tests/data/README.md: provenance, licence
+UCI = Path(__file__).resolve().parents[1] / "data" / "uci"  # tests/data/README.md: provenance, licence
 
 
 def load_uci(name):

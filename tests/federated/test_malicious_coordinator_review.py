@@ -24,8 +24,7 @@ from ensemble_dask.federated.coordinator import (
     SiteRefusedError,
 )
 from ensemble_dask.federated.secure import add_words, decode_fixed, neg_words
-
-from ._sites import start_sites
+from tests._sites import start_sites
 
 pytestmark = pytest.mark.slow
 
