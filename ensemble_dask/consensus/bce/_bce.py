@@ -43,14 +43,10 @@ class BCE(_BCEBase):
         ``effective_k_``).
     n_init : int, default=1
         Number of starts; the fit with the highest final lower bound is kept. With the default
-        ``init="spectral"`` one start is enough: on 20 k-means labelings of 8 Gaussian blobs it
-        reaches the best ARI found (0.997) at 50,000 and 500,000 points in 5-6 EM iterations,
-        with complete labels and with each clustering seeing a random half of the points; at
-        K = 30 (500,000 points, half of them in each clustering) one start reaches 0.992 in 5 EM
-        iterations (k-means++ and Lloyd alone stopped at 0.951 after 45). Every spectral start is
-        HBGF's partition (with another seed of its k-means), so more of them add little: the lower
-        bound, like KCC's objective, would then prefer the partitions that split large clusters. Use
-        3-10 starts with ``init="random"``.
+        ``init="spectral"`` one start is enough: every spectral start is HBGF's partition again (with
+        another seed of its k-means), and among several the lower bound, like KCC's objective, prefers
+        those that split large clusters. Use 3-10 starts with ``init="random"``. Measured: the benchmarks
+        page, "Starts".
     init : {"spectral", "k-means++", "random"} or array-like of shape (n_samples,), default="spectral"
         How a start is drawn (when ``fit`` gets no ``init``). A partition of the rows (integer labels,
         at most ``n_clusters`` distinct values, ``-1`` for a row it leaves out; e.g. another method's
@@ -63,11 +59,9 @@ class BCE(_BCEBase):
         from that partition's label counts and a symmetric ``alpha`` in ``[1e-3, alpha_init]`` fitted
         to the memberships it implies (:func:`~._bce_seeding.seeded_alpha`). ``"random"``: ``beta``
         drawn from flat Dirichlets and ``alpha = alpha_init`` (the starts of :mod:`ensemble_dask.federated`).
-        Why ``"spectral"`` is the default: KCC's objective, like the likelihood, prefers splitting a large
-        cluster to keeping small ones apart. On 12 data sets x 2 ensembles (``benchmarks/starts_suite.py``)
-        BCE from ``"spectral"`` reached a mean ARI of 0.665 against 0.609 for ``"k-means++"`` and fell below
-        the mean base partition in 3 cases against 7 (blobs of 600/200/80/40 points: 0.994 against 0.528);
-        it lost 0.10 on digits (0.52 against 0.62) and 0.04 on iris.
+        ``"spectral"`` is the default because KCC's objective, like the likelihood, prefers splitting a
+        large cluster to keeping small ones apart, and HBGF's partition keeps them apart (the benchmarks
+        page, "Starts").
     max_iter : int, default=300
         Maximum number of EM iterations (E-steps).
     tol : float, default=1e-5

@@ -48,10 +48,9 @@ class MM(ParamsMixin):
     n_clusters : int, default=2
         Number of mixture components.
     n_init : int, default=1
-        Starts; the highest log-likelihood is kept. With the default ``init="spectral"`` one
-        start is enough (see :class:`~ensemble_dask.consensus.BCE`: ARI 0.997 in 3-6 EM
-        iterations on the 8-blob ensembles at 50,000 and 500,000 points); more starts rerun HBGF with other
-        seeds (k-means++ seedings only where HBGF gives no partition). Use 3-10 with ``init="random"``.
+        Starts; the highest log-likelihood is kept. With the default ``init="spectral"`` one start is
+        enough, as for :class:`~ensemble_dask.consensus.BCE`; more starts rerun HBGF with other seeds
+        (k-means++ seedings only where HBGF gives no partition). Use 3-10 with ``init="random"``.
     max_iter : int, default=200
         Maximum EM iterations.
     tol : float, default=1e-6

@@ -237,8 +237,7 @@ def kcc_starts(est, backend, enc, rng, start=None):
 def best_sample_start(est, part, enc, rng):
     """Centroids (``K x G``) of the best start on the sample backend ``part``: ``est``'s random starts, then
     HBGF's partition of the sample as one more start, kept when its Lloyd run ends lower (at many clusters
-    the random starts share a local optimum that it avoids: 500,000 rows, K = 30, half the labels
-    missing, ARI 0.950 from the random starts alone, 0.992 with it)."""
+    the random starts share a local optimum that it avoids; the benchmarks page, "Starts")."""
     (MT, sse, *_), _ = kcc_starts(est, part, enc, rng)
     spectral = _spectral_centroids(part.gidx[0], part.weight[0], est._k, enc, int(rng.integers(2**31 - 1)))
     if spectral is not None:
@@ -283,24 +282,19 @@ class KCC(ParamsMixin):
     init : {'spectral', 'k-means++', 'random', 'clusters'} or array of shape (K, G), default='spectral'
         Start: the centroids of HBGF's spectral partition of the rows (the default; of a uniform sample of
         ``max(20,000, 50 K)`` rows on more: the lowest objective is not the best consensus where clusters
-        differ much in size, see :func:`~ensemble_dask.consensus.starts.label_starts`; on 12 data sets x 2
-        ensembles, ``benchmarks/starts_suite.py``, mean ARI 0.657 against 0.603 from five k-means++ starts,
-        below the mean base partition in 3 of 24 fits against 8, but 0.52 against 0.62 on digits), greedy
-        k-means++ on ``B`` (KCC++ of papers/004), ``K`` distinct random points (KCC), the centroids of ``K``
-        random clusters of the basic partitions (drawn in proportion to their sizes; needs only per-cluster
-        counts: the start of the federated KCC), or explicit centroids over the ``G = sum_i K_i`` categories
-        (the sorted distinct labels of each clustering, clustering by clustering, as :func:`encode`
-        orders them).
+        differ much in size, see :func:`~ensemble_dask.consensus.starts.label_starts` and the benchmarks
+        page, "Starts"), greedy k-means++ on ``B`` (KCC++ of papers/004), ``K`` distinct random points
+        (KCC), the centroids of ``K`` random clusters of the basic partitions (drawn in proportion to their
+        sizes; needs only per-cluster counts: the start of the federated KCC), or explicit centroids over
+        the ``G = sum_i K_i`` categories (the sorted distinct labels of each clustering, clustering by
+        clustering, as :func:`encode` orders them).
     n_init : int, default=5
         Number of random starts (``'k-means++'``, ``'random'``, ``'clusters'``); the lowest objective is
         kept (ignored for ``'spectral'`` and an explicit ``init``: one start). One random start is a lottery
-        on hard data: on 100 k-means labelings of wdbc, K = 2, the lowest
-        objective was found from 3 of 16 seeds with one start, 8 with three, 14 with five (ARI
-        -0.01 to 0.55 with one start). Each start costs one Lloyd run over the labels; with random starts on
-        more than ``max(20,000, 50 K)`` rows the starts are compared on a sample of that many rows
-        (distinct label rows weighted by multiplicity when at most half the rows are distinct), with
-        HBGF's partition of the sample as one more start, and only the best is run on all of them
-        (500,000 points, K = 30, half the labels missing: ARI 0.950 from the random starts alone, 0.992).
+        on hard data (the benchmarks page, "Starts"). Each start costs one Lloyd run over the labels; with
+        random starts on more than ``max(20,000, 50 K)`` rows the starts are compared on a sample of that
+        many rows (distinct label rows weighted by multiplicity when at most half the rows are distinct),
+        with HBGF's partition of the sample as one more start, and only the best is run on all of them.
     max_iter : int, default=300
     tol : float, default=1e-4
         Relative tolerance on the squared centroid shift, scaled by the mean variance of the

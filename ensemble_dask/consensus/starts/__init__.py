@@ -1,8 +1,8 @@
 """Starts for the pair methods (PCC, PPC) computed from the labels matrix.
 
 PCC and PPC fit the co-association pairs, whose objective has many local optima; a start near a good one
-matters more than anything else (issue 10: from a random start PCC stopped at ARI 0.76 where k-means on the
-one-hot labels reached 0.997). :func:`label_starts` gives a fast consensus partition of the labels,
+matters more than anything else (from a random start PCC can stop far from the consensus that k-means on the
+one-hot labels finds). :func:`label_starts` gives a fast consensus partition of the labels,
 :class:`~ensemble_dask.consensus.HBGF`'s (spectral, on the bipartite graph of points and
 clusters), from which the estimator descends (given as ``init``).
 
@@ -49,12 +49,8 @@ def label_starts(labels, n_clusters, *, random_state=None):
     Why HBGF's partition and not KCC's (k-means on the one-hot labels), nor the one of the two with the lower
     PCC objective (the rule before): the pair objective counts pairs, so a large cluster that the base
     partitions often split weighs more than small clusters kept whole, and from KCC's partition (k-means'
-    own preference for equal sizes) the descent keeps that split. Measured on 12 data sets x 2 ensembles
-    (UCI iris, wine, glass, ionosphere, wdbc, digits and blobs of equal, unequal, geometric, varied and
-    anisotropic shapes; ``benchmarks/starts_suite.py``): PCC-L2 from HBGF's partition reached a mean ARI of
-    0.662 against 0.599, fell below the mean base partition in 3 cases against 7, and gained up to 0.46 on
-    unequal cluster sizes (blobs of 600/200/80/40 points: 0.991 against 0.528; 8 blobs of 2000 .. 15
-    points: 0.927 against 0.476); it lost 0.07 once (anisotropic blobs, 0.775 against 0.846).
+    own preference for equal sizes) the descent keeps that split. The benchmarks page ("Starts") has the
+    measurements, on 12 data sets x 2 ensembles, and the one case where it lost.
     """
     labels = check_labels_matrix(labels)
     cols = two_label_columns(labels)  # a clustering of one label separates nothing (and HBGF refuses it)
