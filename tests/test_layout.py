@@ -199,3 +199,29 @@ def test_tests_mirror_the_package():
     packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
     stray = sorted(folders - packages)
     assert folders and not stray, f"test folders that are no package folder: {stray}"
+
+
+def _makes_dask_clusters(tree):
+    """Calls in ``tree`` that make a Dask client, cluster or TLS security object."""
+    names = {"Client", "LocalCluster", "SpecCluster", "Security"}
+    return sorted(
+        node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "id", None) in names or getattr(node.func, "attr", None) in names)
+    )
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith("ensemble_dask.runtime")))
+def test_only_runtime_makes_clients_and_clusters(module):
+    made = _makes_dask_clusters(ast.parse(MODULES[module].read_text()))
+    assert not made, f"{module} makes {made}: clients, clusters and their security come from runtime/"
+
+
+def test_the_cluster_check_can_fail():
+    assert _makes_dask_clusters(ast.parse("from distributed import Client\nc = Client('tcp://x:1')")) == [
+        "Client"
+    ]
+    assert _makes_dask_clusters(ast.parse("import distributed\ndistributed.LocalCluster()")) == [
+        "LocalCluster"
+    ]

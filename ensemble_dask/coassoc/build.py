@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from .._validation import InputError, check_choice, check_int
-from ..runtime.clients import resolve_client
+from ..runtime.clients import scheduler_for_compute
 from ._tasks import (
     _assemble_range,
     _check_label_block,
@@ -74,16 +74,6 @@ _AUTO_SPILL_BYTES = (
 _TRANSIT_BYTES_PER_PAIR = 16
 _ASSEMBLE_BYTES = 64 << 20  # at most about this many output bytes per assembling task
 _CHECK_BYTES = 64 << 20  # label bytes per validation task of update_coassociation
-
-
-def _resolve_scheduler(client_or_scheduler):
-    """A value for ``dask.compute(scheduler=...)``; a ``tcp://`` address connects a Client."""
-    client_or_scheduler = resolve_client(client_or_scheduler)
-    if isinstance(client_or_scheduler, str) and "://" in client_or_scheduler:
-        from distributed import Client
-
-        return Client(client_or_scheduler), True
-    return client_or_scheduler, False
 
 
 def _partition_bounds(n, block_size, row_block):
@@ -179,7 +169,7 @@ def build_coassociation(
     bounds, per = _partition_bounds(n, sampler.block_size, row_block)
     n_parts = len(bounds) - 1
     locator = _locator(group_or_url, storage_options)
-    scheduler, owned = _resolve_scheduler(client_or_scheduler)
+    scheduler, owned = scheduler_for_compute(client_or_scheduler)
     local_tmp = _local_transit_dir(locator, scheduler) if spill else None
     transit = _Transit((locator if local_tmp is None else _Locator(local_tmp, "", None)) if spill else None)
     attrs = {
@@ -475,7 +465,7 @@ def update_coassociation(group_or_url, *, client_or_scheduler=None, storage_opti
     if new == old:
         return dict(pg.attrs)
     locator = _locator(group_or_url, storage_options)
-    scheduler, owned = _resolve_scheduler(client_or_scheduler)
+    scheduler, owned = scheduler_for_compute(client_or_scheduler)
     try:
         # Every row of the new columns is validated first (also rows no stored pair touches):
         # bad labels leave the stored pairs complete and untouched.

@@ -115,7 +115,7 @@ class SiteAgent:
     def client(self):
         """A client of the site's own Dask cluster, started on first use (in the agent's worker thread)."""
         if self._client is None:
-            from .site_rows import site_cluster
+            from ..runtime.site import site_cluster
 
             self._cluster = contextlib.ExitStack()
             self._client = self._cluster.enter_context(site_cluster(self.config.compute))

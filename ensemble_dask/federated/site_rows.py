@@ -1,8 +1,9 @@
 """A site's rows as row blocks on the site's own Dask cluster: BCE's E-step and KCC's Lloyd step there.
 
-The site agent (:mod:`.agent`) opens its own cluster (:func:`site_cluster`: an embedded ``LocalCluster``
-of threads by default, reached in-process only; worker processes with TLS credentials made in the
-agent's process; or a scheduler the site names, with the site's own certificate), scatters its rows in
+The site agent (:mod:`.agent`) opens its own cluster (:func:`~ensemble_dask.runtime.site.site_cluster`: an
+embedded ``LocalCluster`` of threads by default, reached in-process only; worker processes with TLS
+credentials made in the agent's process; or a scheduler the site names, with the site's own certificate),
+scatters its rows in
 blocks of fixed size, and runs the row-level work where the blocks are: per round only the blocks'
 summed statistics come back to the agent, which masks them. Nothing here is reachable from the
 coordinator: the agent calls these functions with arguments it has checked (:mod:`.site_ops`).
@@ -12,7 +13,6 @@ Functions take the session ``st`` (``st.name``, ``st.data``, ``st.client``).
 
 from __future__ import annotations
 
-import contextlib
 import operator
 from pathlib import Path
 
@@ -25,7 +25,6 @@ from ..rowblocks.blocks import DaskBlocks
 from .rows import write_memberships
 
 __all__ = [
-    "site_cluster",
     "scatter_rows",
     "bce_prepare",
     "bce_reset",
@@ -41,66 +40,6 @@ __all__ = [
 ]
 
 DEFAULT_BLOCK_ROWS = 65536
-
-
-def _quiet_worker_class():
-    from distributed import Worker
-
-    class QuietWorker(Worker):
-        """A worker without its status pages (its HTTP server then serves no route at all)."""
-
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **{**kwargs, "dashboard": False})
-
-    return QuietWorker
-
-
-@contextlib.contextmanager
-def site_cluster(compute):
-    """A client of the site's own cluster, from the ``compute`` section of its config.
-
-    ``scheduler``: an address of the site's own scheduler (``tls://`` with ``tls: {ca, cert, key}``, the
-    site's credentials). Otherwise an embedded ``LocalCluster`` whose HTTP servers (distributed starts one
-    per scheduler and worker) listen on loopback and serve no route: ``processes: false`` (default) keeps
-    the workers as threads of the agent, reached in-process only (``inproc://``, no comm port);
-    ``processes: true`` starts worker processes on 127.0.0.1 over TLS with credentials made in the
-    agent's process (``Security.temporary()``), so no other process can connect as a client.
-    """
-    import dask
-    from distributed import Client, LocalCluster, Security
-
-    compute = dict(compute or {})
-    if compute.get("scheduler"):
-        tls = compute.get("tls")
-        security = None
-        if tls:
-            security = Security(
-                tls_ca_file=tls["ca"], tls_client_cert=tls["cert"], tls_client_key=tls["key"],
-                require_encryption=True,
-            )  # fmt: skip
-        with Client(compute["scheduler"], security=security, timeout="30s") as client:
-            yield client
-        return
-    processes = bool(compute.get("processes", False))
-    opts = {
-        "n_workers": int(compute.get("n_workers", 1)),
-        "threads_per_worker": int(compute.get("threads_per_worker", 1)),
-        "processes": processes,
-        # distributed always starts an HTTP server per scheduler and worker: on loopback, with no route
-        "dashboard_address": "127.0.0.1:0",
-        "worker_dashboard_address": "127.0.0.1:0",
-        "scheduler_kwargs": {"dashboard": False},
-    }
-    if processes:  # (their workers' own status pages stay on, on loopback)
-        opts.update(host="127.0.0.1", protocol="tls://", security=Security.temporary())
-    else:  # the scheduler and its workers talk within the agent's process
-        opts.update(protocol="inproc://", worker_class=_quiet_worker_class())
-    with (
-        dask.config.set({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}),
-        LocalCluster(**opts) as cluster,
-        Client(cluster) as client,
-    ):
-        yield client
 
 
 def scatter_rows(st, labels, block_rows=None):

@@ -22,6 +22,7 @@ __all__ = [
     "interrupt_handled",
     "LazyClient",
     "resolve_client",
+    "scheduler_for_compute",
     "INTERRUPTED",
 ]
 
@@ -527,6 +528,18 @@ class LazyClient:
 def resolve_client(client):
     """``client`` itself, or the real Client behind a :class:`LazyClient`."""
     return client.resolve() if isinstance(client, LazyClient) else client
+
+
+def scheduler_for_compute(client_or_scheduler):
+    """``(value for dask.compute(scheduler=...), owned)``: a client as it is (a :class:`LazyClient` resolved),
+    a ``tcp://`` (any ``://``) address connected as a new Client that the caller closes (``owned``), any other
+    value (a scheduler name, None) as it is."""
+    client_or_scheduler = resolve_client(client_or_scheduler)
+    if isinstance(client_or_scheduler, str) and "://" in client_or_scheduler:
+        from distributed import Client
+
+        return Client(client_or_scheduler), True
+    return client_or_scheduler, False
 
 
 def _has_bokeh():
