@@ -1,6 +1,7 @@
 """Numba kernels around the PCC/PPC descent: the pair arrays of a fit and the objective of hard-label starts.
 
-Plain arrays and scalars in, plain arrays out, as in :mod:`._pcc_kernels` (whose divergences they use).
+Plain arrays and scalars in, plain arrays out, as in :mod:`ensemble_dask.consensus.pcc._kernels` (whose
+divergences they use).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 
 * on the co-association pairs (``fit(pairs)``, a :class:`~ensemble_dask.pairs.PairCounts`):
   ``eac-sl`` :class:`EACSingleLink`, ``eac-al`` :class:`EACAverageLink`, ``cspa`` :class:`CSPA`
-  (:mod:`.baselines_pairs`);
+  (:mod:`._pairs`);
 * on the labels matrix (``fit(labels)``): ``hgpa`` :class:`HGPA`, ``mcla`` :class:`MCLA`,
-  ``hbgf`` :class:`HBGF` (:mod:`.baselines_labels`), and ``kcc`` / ``gkcc``
+  ``hbgf`` :class:`HBGF` (:mod:`._labels`), and ``kcc`` / ``gkcc``
   (:class:`~ensemble_dask.consensus.KCC`, :class:`~ensemble_dask.consensus.GKCC`).
 """
 

@@ -1,26 +1,14 @@
 """Bayesian cluster ensembles (BCE): mixed-membership consensus by variational EM.
 
-BCE (papers/001 Sect. 4-5) treats the row ``x_i`` of the ``n x N`` base-labels matrix as a
-bag of discrete features drawn from a mixed-membership model: ``theta_i ~ Dirichlet(alpha)``,
-then for each observed base clustering ``j`` a consensus cluster ``z_ij ~ theta_i`` and the
-label ``x_ij ~ discrete(beta_hj)``. It is fitted by variational EM: the E-step runs eqs. 5-6
-per row (numba, :mod:`._bce_kernels`), the M-step is eq. 7 for ``beta`` and the Newton
-iteration of eq. 8 for ``alpha``. GBCE (Sect. 6) adds the original features with a Gaussian per
-(cluster, feature) and weights ``u`` (eqs. 12-17). MM is the finite mixture of multinomials of
-Topchy et al., fitted by plain EM.
+BCE (papers/001 Sect. 4-5) treats the row ``x_i`` of the ``n x N`` base-labels matrix as a bag of discrete
+features drawn from a mixed-membership model: ``theta_i ~ Dirichlet(alpha)``, then for each observed base
+clustering ``j`` a consensus cluster ``z_ij ~ theta_i`` and the label ``x_ij ~ discrete(beta_hj)``. The EM
+that fits it (the E-step's packed statistics, the M-step, the driver that runs in memory, on a cluster's row
+blocks and across sites) is :mod:`._em`'s.
 
-The E-step of a block of rows returns only its sufficient statistics, packed in one float
-vector (:class:`StatsLayout`): the beta counts, the Gaussian moments, the alpha digamma sums
-``sum_i Psi(gamma_ih) - Psi(sum_h gamma_ih)``, the block's lower bound and its number of rows.
-The EM driver (:func:`run_em`) only ever sees the total of those vectors, so the same driver
-runs in memory, on Dask row blocks (:mod:`ensemble_dask.dask_bce`) and across sites with
-secure aggregation (:mod:`ensemble_dask.federated`); one aggregation per EM iteration suffices
-because alpha's Newton iteration needs only the vector ``ss`` (DESIGN.md).
-
-Missing labels (``-1``) and missing features (``nan``) are skipped. Rows without any observed
-entry carry no information: they are left out of the fit, get the prior's memberships
-``alpha / sum(alpha)``, are listed in ``empty_rows_`` and reported by an
-:class:`EmptyRowsWarning`.
+Missing labels (``-1``) are skipped. Rows without any observed entry carry no information: they are left out
+of the fit, get the prior's memberships ``alpha / sum(alpha)``, are listed in ``empty_rows_`` and reported by
+an :class:`~ensemble_dask.consensus.bce.EmptyRowsWarning`.
 """
 
 from __future__ import annotations
@@ -57,7 +45,7 @@ class BCE(_BCEBase):
         seedings on the label rows (distance: the share of jointly observed labels that differ) and
         the same Lloyd steps, or HBGF's partition where its KCC objective is lower. Then ``beta``
         from that partition's label counts and a symmetric ``alpha`` in ``[1e-3, alpha_init]`` fitted
-        to the memberships it implies (:func:`~._bce_seeding.seeded_alpha`). ``"random"``: ``beta``
+        to the memberships it implies (:func:`~._seeding.seeded_alpha`). ``"random"``: ``beta``
         drawn from flat Dirichlets and ``alpha = alpha_init`` (the starts of :mod:`ensemble_dask.federated`).
         ``"spectral"`` is the default because KCC's objective, like the likelihood, prefers splitting a
         large cluster to keeping small ones apart, and HBGF's partition keeps them apart (the benchmarks

@@ -2,19 +2,19 @@
 
 BCE (papers/001 Sect. 4-5) treats the row ``x_i`` of the ``n x N`` base-labels matrix as a
 bag of discrete features drawn from a mixed-membership model; it is fitted by variational EM:
-the E-step runs eqs. 5-6 per row (numba, :mod:`._bce_kernels`), the M-step is eq. 7 for
+the E-step runs eqs. 5-6 per row (numba, :mod:`._kernels`), the M-step is eq. 7 for
 ``beta`` and the Newton iteration of eq. 8 for ``alpha``.
 
 The E-step of a block of rows returns only its sufficient statistics, packed in one float
 vector (:class:`StatsLayout`): the beta counts, the Gaussian moments, the alpha digamma sums
 ``sum_i Psi(gamma_ih) - Psi(sum_h gamma_ih)``, the block's lower bound and its number of rows.
 The EM driver (:func:`run_em`) only ever sees the total of those vectors, so the same driver
-runs in memory, on Dask row blocks (:mod:`ensemble_dask.dask_bce`) and across sites with
+runs in memory, on Dask row blocks (:mod:`ensemble_dask.rowblocks.bce`) and across sites with
 secure aggregation (:mod:`ensemble_dask.federated`); one aggregation per EM iteration suffices
 because alpha's Newton iteration needs only the vector ``ss`` (DESIGN.md).
 
-The estimators live in :mod:`.bce` (BCE), :mod:`.gbce` (GBCE) and :mod:`.mm` (MM); the
-shared estimator base class in :mod:`._bce_base`.
+The estimators live in :mod:`._bce` (BCE), :mod:`._gbce` (GBCE) and :mod:`._mm` (MM); the
+shared estimator base class in :mod:`._base`.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ class UnseenLabelsWarning(BCEWarning):
 
 def label_categories(labels):
     """Per column, the sorted distinct non-missing labels (``np.unique`` of the values >= 0), read in one pass
-    over the rows when the labels are small (:func:`~._kcc_encoding.column_categories`, shared with KCC)."""
+    over the rows when the labels are small
+    (:func:`~ensemble_dask.consensus._common.encoding.column_categories`, shared with KCC)."""
     return column_categories(labels)
 
 
@@ -82,7 +83,8 @@ def encode_labels(labels, categories):
 
     Missing labels and labels not in ``categories[j]`` give ``-1``. Returns ``(gidx, n_unseen)``;
     ``gidx`` is int32 (half the memory of int64: 0.2 GB on all of KDD 10%), the encoding of KCC
-    (:class:`~._kcc_encoding.Encoding`, a table lookup per row when the labels are small).
+    (:class:`~ensemble_dask.consensus._common.encoding.Encoding`, a table lookup per row when the labels are
+    small).
     """
     labels = np.asarray(labels)
     enc = Encoding.from_categories(categories)

@@ -1,7 +1,7 @@
 """Generalized Bayesian cluster ensembles (GBCE, papers/001 Sect. 6): base labels plus features.
 
 GBCE adds the original features to BCE with a Gaussian per (cluster, feature) and weights ``u``
-(eqs. 12-17); the E-step kernel and the EM driver are BCE's (:mod:`._bce_common`).
+(eqs. 12-17); the E-step kernel and the EM driver are BCE's (:mod:`._em`).
 """
 
 from __future__ import annotations

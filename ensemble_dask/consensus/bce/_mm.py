@@ -61,7 +61,7 @@ class MM(ParamsMixin):
         start. ``"spectral"``: ``beta`` and ``pi`` from HBGF's spectral partition of the label rows and KCC
         Lloyd steps (see :class:`~ensemble_dask.consensus.BCE` for why); ``"k-means++"``: from the
         partition of k-means++ seeding and KCC Lloyd steps, or HBGF's where its KCC objective is lower
-        (:func:`~._bce_seeding.seed_partition`); ``"random"``: ``beta`` drawn from flat Dirichlets,
+        (:func:`~._seeding.seed_partition`); ``"random"``: ``beta`` drawn from flat Dirichlets,
         uniform ``pi``.
     random_state : int, Generator or None, default=None
         Seed of every random draw of the starts.

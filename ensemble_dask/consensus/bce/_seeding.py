@@ -75,14 +75,14 @@ def seed_partition(
 ):
     """A hard start for EM: the best of ``n_seedings`` greedy k-means++ seedings on the label rows,
     each followed by Lloyd steps of KCC, and of HBGF's spectral partition of the rows
-    (:class:`~.baselines_labels.HBGF`, on a sample of them above :data:`SPECTRAL_SAMPLE` rows) followed
+    (:class:`~ensemble_dask.consensus.HBGF`, on a sample of them above :data:`SPECTRAL_SAMPLE` rows) followed
     by Lloyd steps likewise, by KCC's objective (the weighted squared distance of the
     rows to their cluster's centroid, over the observed entries). ``n_seedings`` defaults to
     :data:`N_SEEDINGS` up to :data:`SEEDINGS_FEW_ROWS` rows, else 1.
 
     KCC is k-means on the one-hot coded labels (``-1`` entries skipped); the k-means++ distance
     between two rows is the share of their jointly observed entries that differ
-    (:func:`._bce_kernels.row_distance`). ``w`` weighs each row (its multiplicity when identical
+    (:func:`._kernels.row_distance`). ``w`` weighs each row (its multiplicity when identical
     rows were merged). Lloyd steps stop when fewer than 0.1 % of the rows move, or after
     ``max_lloyd``. Every random draw comes from ``rng``. ``spectral=False`` leaves HBGF out;
     ``n_seedings=0`` leaves only it. ``spectral_first=True`` takes HBGF's partition (and its Lloyd steps)
@@ -243,9 +243,9 @@ def seeded_alpha(gidx, w, beta, rng, *, assign=None, lower=1e-3, upper=1.0, max_
     """A symmetric Dirichlet parameter ``a`` in ``[lower, upper]`` for a seeded start with ``beta``.
 
     With ``phi`` fixed, every row's optimal ``gamma_i`` is ``a + n_i`` (``n_ih = sum_j phi_ijh``)
-    and the bound depends on ``a`` through :func:`._bce_kernels.polya_objective`, maximised by
+    and the bound depends on ``a`` through :func:`._kernels.polya_objective`, maximised by
     golden-section search on ``log a``. Rounds alternate that fit with the E-step of the rows
-    under ``(a, beta)`` (:func:`._bce_kernels.estep_block`, warm-started from the previous
+    under ``(a, beta)`` (:func:`._kernels.estep_block`, warm-started from the previous
     ``gamma``); the first round takes ``n_i`` from the hard partition ``assign`` when given (else
     from an E-step at ``a = upper``). Rounds stop when ``a`` moves by less than 5 %. On an
     ensemble whose rows agree with one cluster the optimum lies at the lower end: started there,

@@ -3,7 +3,7 @@
 K-means on the binary matrix ``B`` of eq. 3 maximises the category-utility consensus function
 (Wu et al., *K-means-based consensus clustering: a unified view*, TKDE 2015). ``B`` is never built:
 a point's squared distance to a centroid is a sum, over its clusterings, of a lookup in that
-clustering's centroid block (see :mod:`._kcc_kernels`), so memory is ``O(n N)`` for the labels and
+clustering's centroid block (see :mod:`._kernels`), so memory is ``O(n N)`` for the labels and
 ``O(K sum_i K_i)`` for the centroids.
 
 Missing labels (``-1``) follow KCC for incomplete basic partitions (Wu et al., Sect. 5): the

@@ -2,13 +2,13 @@
 
 Both estimators take the co-association counts of an ensemble (``c_ij`` times co-clustered,
 ``N_ij`` times co-present, for a set of stored pairs) and return soft memberships ``Y`` (n x K,
-rows on the simplex). They run on NumPy alone; the numba kernels are in ``_pcc_kernels``.
+rows on the simplex). They run on NumPy alone; the numba kernels are in ``_kernels``.
 
 PCC minimises ``f(Y) = sum_{pairs} N_ij d(c_ij / N_ij, y_i.y_j)`` for a double-convex Bregman
 divergence ``d`` (KL: the Binomial likelihood of eq. 1; squared L2: eq. 4) by the two-entry
 descent of Sect. 5: a step moves mass in one row J between the entries (U, V) of eq. (6) with the
 exact step of eq. (9) (closed form for L2, safeguarded Newton otherwise). Rows are visited from a
-work list, many steps per visit (``_pcc_kernels.pcc_rows``), so an iteration reads J's l
+work list, many steps per visit (``_kernels.pcc_rows``), so an iteration reads J's l
 neighbours once and the stopping test is the exact KKT test of Sect. 5.3.
 
 PPC minimises ``||C - Y Y^T||_F^2`` restricted to the stored pairs (plus the diagonal, where
@@ -34,7 +34,7 @@ from . import _stored as _pcc_stored
 
 __all__ = ["PCC", "PPC", "DIVERGENCES"]
 
-#: name -> (kernel code, has a closed-form line search). See ``_pcc_kernels`` to add one.
+#: name -> (kernel code, has a closed-form line search). See ``_kernels`` to add one.
 DIVERGENCES = {"kl": (_k.KL, False), "l2": (_k.L2, True)}
 
 _KL_EPS = 1e-10  # KL's second argument is clamped into [eps, 1 - eps]
@@ -51,7 +51,7 @@ _MAX_INNER = 20  # ... or after this many steps, plus 2 K
 _TOL_RANDOM = 1e-3
 _TOL_GIVEN = 3e-2
 #: from a random start the KKT test begins at this tolerance and tightens tenfold each time it holds, down to
-#: ``tol`` (``_pcc_kernels.pcc_rows``, ``gap_tol_start``): on the paper's KDD configuration (120,000 points,
+#: ``tol`` (``_kernels.pcc_rows``, ``gap_tol_start``): on the paper's KDD configuration (120,000 points,
 #: K = 3, three seeds) PCC-L2 0.85-1.04 -> 0.57-0.69 s and PCC-KL 1.73-1.98 -> 0.96-1.08 s on one core, the
 #: same H and objective within 0.1%. From a given start it gains nothing (the start is near its optimum)
 _TOL_START_RANDOM = 0.1
@@ -549,7 +549,7 @@ def _checked(est, n, smoothing):
 
 def _fit_stored(est, name, pairs, sample_weight, code, closed, diag, smoothing):
     """:meth:`PCC.fit` / :meth:`PPC.fit` on :class:`~ensemble_dask.coassoc.csr.StoredPairs`: the same descent,
-    the pairs read a block of rows at a time (:mod:`._pcc_stored`); sets the estimator's attributes."""
+    the pairs read a block of rows at a time (:mod:`._stored`); sets the estimator's attributes."""
     if sample_weight is not None:
         raise InputError(f"{name}: sample_weight is not supported with pairs read from a store (StoredPairs)")
     n = pairs.n
