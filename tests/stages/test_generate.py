@@ -66,7 +66,7 @@ def test_bad_parameters(kwargs, match):
 
 def test_generate_writes_labels(kdd_store, client):
     info = generate(kdd_store, client, n_clusterings=12, rate=0.5, k_min=2, k_max=6, seed=3)
-    assert info == {"n_clusterings": 12, "computed": 12, "skipped": False}
+    assert info == {"n_clusterings": 12, "k_min": 2, "k_max": 6, "computed": 12, "skipped": False}
     labels = kdd_store["labels"]
     assert labels.shape == (2000, 12) and labels.chunks == (2000, 1)
     lab = labels[:]
