@@ -11,7 +11,6 @@ from sklearn.exceptions import ConvergenceWarning
 from ..._validation import InputError, check_random_state
 from .._common.base import normalized_entropy
 from .._common.params import Interval, Options, ParamsMixin
-from ..starts._lloyd import counts_of_partition
 from . import _kernels as kern
 from ._em import (
     EmptyRowsWarning,
@@ -26,6 +25,7 @@ from ._em import (
 )
 from ._seeding import (
     SEEDED_INITS,
+    partition_counts,
     partition_start,
     seed_partition,
     seeded_alpha,
@@ -253,7 +253,7 @@ class _BCEBase(ParamsMixin):
             starts = [self._params_from_init(init, categories, labels, Xf)]
         elif not isinstance(start, str):  # a partition: one start (more would repeat it)
             assign = partition_start(start, labels.shape[0], self._k)
-            counts = counts_of_partition(gidx, assign, int(_offsets(categories)[-1]), self._k)
+            counts = partition_counts(gidx, assign, int(_offsets(categories)[-1]), self._k)
             params, gamma0 = self._seeded_params(rng, categories, estep, counts)
             starts, gammas0 = [params], [gamma0]
         elif start in SEEDED_INITS:

@@ -450,6 +450,56 @@ def kmeanspp_rows(gidx, w, first, u):
 
 
 @numba.njit(cache=True, nogil=True)
+def kcc_counts(gidx, w, assign, k, R):
+    """Per cluster, the weighted count of each global category and of observed entries per column.
+
+    Returns ``counts (k, R)`` and ``nobs (k, N)``.
+    """
+    n, N = gidx.shape
+    counts = np.zeros((k, R))
+    nobs = np.zeros((k, N))
+    for i in range(n):
+        h = assign[i]
+        wi = w[i]
+        for j in range(N):
+            g = gidx[i, j]
+            wp = wi if g >= 0 else 0.0  # a select, not a branch: a missing entry adds 0
+            counts[h, max(g, 0)] += wp
+            nobs[h, j] += wp
+    return counts, nobs
+
+
+@numba.njit(cache=True, nogil=True)
+def kcc_assign(gidx, centroid, sqnorm, assign):
+    """One Lloyd assignment of k-means on the one-hot labels (KCC), missing entries skipped.
+
+    ``centroid (k, R)`` holds per cluster and column the share of each label among the
+    members observed there, ``sqnorm (k, N)`` its squared norm per column. Row ``i`` goes to
+    ``argmin_h sum_{j observed} (1 - 2 centroid[h, x_ij] + sqnorm[h, j])``. Updates
+    ``assign`` in place and returns the number of rows that moved.
+    """
+    n, N = gidx.shape
+    k = centroid.shape[0]
+    moved = 0
+    for i in range(n):
+        best = np.inf
+        arg = 0
+        for h in range(k):
+            d = 0.0
+            for j in range(N):
+                g = gidx[i, j]
+                present = 1.0 if g >= 0 else 0.0  # a select, not a branch: a missing entry adds 0
+                d += present * (sqnorm[h, j] - 2.0 * centroid[h, max(g, 0)])
+            if d < best:
+                best = d
+                arg = h
+        if arg != assign[i]:
+            moved += 1
+            assign[i] = arg
+    return moved
+
+
+@numba.njit(cache=True, nogil=True)
 def polya_objective(counts, w, a):
     """``sum_i w_i [lgamma(k a) - k lgamma(a) + sum_h lgamma(a + n_ih) - lgamma(k a + m_i)]``.
 

@@ -15,7 +15,6 @@ from ..._validation import InputError, check_labels_matrix, check_random_state
 from .._common.base import normalized_entropy
 from .._common.encoding import compress_rows
 from .._common.params import ParamsMixin
-from ..starts._lloyd import counts_of_partition
 from . import _kernels as kern
 from ._base import EM_CONSTRAINTS, INIT_CONSTRAINT
 from ._em import (
@@ -29,6 +28,7 @@ from ._em import (
 )
 from ._seeding import (
     SEEDED_INITS,
+    partition_counts,
     partition_start,
     seed_partition,
     seeded_beta,
@@ -127,7 +127,7 @@ class MM(ParamsMixin):
         wfit = np.where(empty, 0.0, weight)
         given = None
         if not isinstance(self.init, str):  # a partition: one start (more would repeat it)
-            given = counts_of_partition(gidx, partition_start(self.init, labels.shape[0], k), offsets[-1], k)
+            given = partition_counts(gidx, partition_start(self.init, labels.shape[0], k), offsets[-1], k)
         best = None
         for _ in range(1 if given is not None else self.n_init):
             if given is not None or self.init in SEEDED_INITS:

@@ -17,7 +17,6 @@ from ..._validation import InputError, shown
 from ...runtime.threads import thread_map
 from .._common.base import dense_codes
 from .._common.encoding import _int_rows
-from ..starts import _lloyd as lloyd
 from ..starts import spectral_partition
 from . import _kernels as kern
 from ._em import _TINY, normalise_counts
@@ -68,6 +67,16 @@ def partition_start(init, n, k):
     out = np.full(n, -1, dtype=np.int64)
     out[known] = inv
     return out
+
+
+def partition_counts(gidx, assign, n_categories, k):
+    """``(k, R)`` label counts of a hard partition: per cluster, its rows holding each global category
+    (``gidx``: the rows' global category indices, ``-1`` missing; ``assign``: each row's cluster or -1)."""
+    gidx = np.asarray(gidx)
+    obs = (gidx >= 0) & (np.asarray(assign)[:, None] >= 0)
+    cluster = np.broadcast_to(np.asarray(assign)[:, None], gidx.shape)[obs]
+    flat = cluster * n_categories + gidx[obs].astype(np.int64)
+    return np.bincount(flat, minlength=k * n_categories).reshape(k, n_categories).astype(np.float64)
 
 
 def seed_partition(
@@ -157,20 +166,13 @@ def _seeded_lloyd(gidx, w, k, R, col_of_cat, to_col, rng, max_lloyd):
 
 
 def _lloyd(gidx, w, centroid, col_of_cat, to_col, max_lloyd):
-    """Lloyd steps of KCC (the shared step, :func:`~ensemble_dask.consensus.starts._lloyd.assign_stats`) from
-    ``centroid`` (k, R), updated in place: ``(KCC objective, counts, assign)``."""
+    """Lloyd steps of KCC from ``centroid`` (k, R), updated in place: ``(KCC objective, counts, assign)``."""
     k, R = centroid.shape
-    n = gidx.shape[0]
-    assign = np.full(n, -1, dtype=np.int64)
-    no_far = np.empty(0), np.empty(0, dtype=np.int64)
+    assign = np.full(gidx.shape[0], -1, dtype=np.int64)
     for _ in range(max_lloyd):
-        before = assign.copy()
-        counts, sizes = np.zeros((k, R)), np.zeros(k)
-        lloyd.assign_stats(
-            gidx, w, np.ascontiguousarray(centroid.T), centroid**2 @ to_col, assign, counts, sizes, *no_far
-        )
-        nobs = counts @ to_col  # per cluster and clustering, its rows observed there
-        if np.count_nonzero(assign != before) <= 1e-3 * n:
+        moved = kern.kcc_assign(gidx, centroid, centroid**2 @ to_col, assign)
+        counts, nobs = kern.kcc_counts(gidx, w, assign, k, R)
+        if moved <= 1e-3 * gidx.shape[0]:
             break
         _set_centroids(centroid, counts, nobs, col_of_cat)
     return _kcc_objective(counts, nobs, col_of_cat), counts, assign
@@ -202,8 +204,7 @@ def _spectral_lloyd(gidx, w, k, R, col_of_cat, to_col, seed, max_lloyd):
     lab = spectral_partition(gidx[rows], sw, k, int(rng.integers(2**31 - 1)))
     if lab is None:
         return None
-    counts = lloyd.counts_of_partition(gidx[rows], lab, R, k, sw)
-    nobs = counts @ to_col
+    counts, nobs = kern.kcc_counts(gidx[rows], sw, lab, k, R)
     centroid = np.zeros((k, R))
     _set_centroids(centroid, counts, nobs, col_of_cat)
     return _lloyd(gidx, w, centroid, col_of_cat, to_col, max_lloyd)

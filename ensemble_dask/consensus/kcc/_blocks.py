@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..starts import _lloyd as lloyd
 from . import _kernels as kern
 
 # --------------------------------------------------------------------------- block functions
@@ -35,7 +34,7 @@ def block_step(gidx, weight, labels, MT, sq, n_far):
     sizes = np.zeros(K)
     far_d = np.empty(n_far)
     far_i = np.empty(n_far, dtype=np.int64)
-    sse, changed = lloyd.assign_stats(gidx, weight, MT, sq, labels, counts, sizes, far_d, far_i)
+    sse, changed = kern.assign_stats(gidx, weight, MT, sq, labels, counts, sizes, far_d, far_i)
     keep = far_i >= 0
     stats = {
         "counts": counts,
@@ -113,7 +112,10 @@ def centers_from_stats(stats, enc, prior):
 
 def centers_from_partition(gidx, weight, part, K, enc, prior):
     """Centroids ``MT`` of a given partition ``part`` (int, ``0..K-1``) of the rows."""
-    counts = lloyd.counts_of_partition(gidx, part, enc.n_categories, K, np.asarray(weight, dtype=np.float64))
+    counts = np.zeros((K, enc.n_categories))
+    kern.partition_counts(
+        gidx, np.asarray(weight, dtype=np.float64), np.asarray(part, dtype=np.int64), counts
+    )
     sizes = np.bincount(part, weights=weight, minlength=K)
     st = {"counts": counts, "sizes": sizes, "far_rows": np.zeros((0, gidx.shape[1]), dtype=np.int32)}
     return centers_from_stats(st, enc, prior)
