@@ -157,7 +157,7 @@ def child_in_memory(store_url, n_iter, repeats, converge):
     uniq, weight, _ = compress_rows(gidx)
     out["merge_s"] = time.perf_counter() - t0
     est = BCE(K, random_state=0)
-    est._check_params()
+    est._validate_params()
     params = est._random_params(np.random.default_rng(0), cats)
     n, N = gidx.shape
     for name, g, w in (("merged", uniq, weight), ("unmerged", gidx, np.ones(n))):

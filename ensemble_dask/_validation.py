@@ -101,6 +101,14 @@ def check_choice(value, name, choices):
     return value
 
 
+def convergence_warning():
+    """scikit-learn's ``ConvergenceWarning``, the one warning of a fit stopped by its cap: imported when a fit
+    warns, not with the package (scikit-learn takes about a second to import, and ``--help`` needs none)."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    return ConvergenceWarning
+
+
 def shown(value):
     """``repr`` of a parameter's value for an error message, an array by its shape and dtype."""
     if hasattr(value, "shape") and hasattr(value, "dtype"):

@@ -42,11 +42,11 @@ import numpy as np
 
 from .._validation import InputError
 from . import secagg, wire
-from .site_config import _short, load_config
+from .site_config import SiteConfig, _short, load_config
 from .site_ops import CALLS, SUMS, Refused
 from .wire import peer_name
 
-__all__ = ["SiteAgent", "Refused", "serve", "serve_main", "OPERATIONS"]
+__all__ = ["SiteAgent", "SiteConfig", "Refused", "load_config", "serve", "serve_main", "OPERATIONS"]
 
 logger = logging.getLogger(__name__)
 

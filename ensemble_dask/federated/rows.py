@@ -40,9 +40,8 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
-from .._validation import InputError, check_int, check_labels_matrix, check_random_state
+from .._validation import InputError, check_int, check_labels_matrix, check_random_state, convergence_warning
 from ..consensus.bce import BCE
 from ..consensus.bce._em import Params, StatsLayout, _offsets, m_step
 from ..metrics import partition_scores
@@ -328,7 +327,7 @@ def run_federated_bce(
         warnings.warn(
             f"federated BCE did not converge in max_iter={est.max_iter} EM iterations "
             f"(last relative bound change above tol={est.tol})",
-            ConvergenceWarning,
+            convergence_warning(),
             stacklevel=2,
         )
     return FederatedBCEResult(

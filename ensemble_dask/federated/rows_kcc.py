@@ -38,9 +38,8 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
-from .._validation import InputError, check_int, check_random_state
+from .._validation import InputError, check_int, check_random_state, convergence_warning
 from ..consensus._common.encoding import Encoding, check_encoding
 from ..consensus.kcc import KCC
 from ..consensus.kcc._kcc import kcc_starts
@@ -215,7 +214,7 @@ def run_federated_kcc(
         warnings.warn(
             f"federated KCC did not converge in max_iter={est.max_iter} Lloyd iterations "
             "(centroid shift above tol)",
-            ConvergenceWarning,
+            convergence_warning(),
             stacklevel=2,
         )
     offsets = enc.offsets

@@ -4,7 +4,7 @@ Each row block of the ``n x N`` labels array (a zarr array at a URL, or an in-me
 is read by a task on a worker and stays there encoded (:class:`LabelBlocks`), with the block's
 variational ``gamma``. Per EM iteration the coordinator submits one E-step task per block with the
 current parameters; only the packed sufficient statistics (a vector of ``k * sum_j k_j +
-k + 2`` floats, see :class:`~ensemble_dask.consensus.bce._bce.StatsLayout`) leave the worker, are
+k + 2`` floats, see :class:`~ensemble_dask.consensus.bce._em.StatsLayout`) leave the worker, are
 summed in a tree on the cluster, and one total reaches the coordinator. The EM driver, the
 M-step and the random starts are those of :class:`~ensemble_dask.consensus.BCE`, so the
 fit from random starts equals the in-memory one up to floating-point summation order; the seeded
@@ -316,7 +316,7 @@ def seeded_start(client, est, prepared, categories, rng):
     The counterpart of the in-memory seeded starts (a hard partition of the label rows,
     ``beta`` from its label counts, a fitted symmetric ``alpha``, a soft warm start of ``gamma``), with the
     hard partition from KCC on the blocks' distinct rows weighted by their multiplicity
-    (:class:`~.dask_blocks.DaskBlocks`: ``init="spectral"``, HBGF's partition of a sample of rows fetched
+    (:class:`~.blocks.DaskBlocks`: ``init="spectral"``, HBGF's partition of a sample of rows fetched
     here, or ``"k-means++"``, k-means++ starts compared on a sample of rows; then at most :data:`SEED_LLOYD`
     Lloyd steps on all rows) instead of the in-memory ones: the same kind of start, other draws. ``alpha`` is
     fitted on :data:`SEED_ALPHA_ROWS` rows fetched to this process; only sums and that sample leave the

@@ -3,7 +3,7 @@
 :class:`DaskBlocks` runs :mod:`ensemble_dask.consensus.kcc._kcc`'s block functions where the blocks live
 and combines their statistics in a tree on the cluster (:func:`tree_reduce`); only sums, a few rows
 and the final ``n``-row results reach the coordinator. Used by the row-distributed KCC
-(:mod:`.dask_kcc`) and by the seeded start of the row-distributed BCE (:mod:`.dask`).
+(:mod:`.kcc`) and by the seeded start of the row-distributed BCE (:mod:`.bce`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each row block of the ``n x N`` labels matrix (a zarr array or ``.npy`` file at a URL, or an
 in-memory array) is read by a task on a worker and stays there encoded, with the block's current
 assignment (a URL is read twice, once for its labels' categories and once to encode it, so that the
-raw labels are never held next to their encoding: :class:`~.dask.LabelBlocks`). Per Lloyd iteration the
+raw labels are never held next to their encoding: :class:`~.bce.LabelBlocks`). Per Lloyd iteration the
 coordinator submits one task per block with the current centroids (``sum_i K_i x K`` floats); only the block's
 sufficient statistics leave the worker (per cluster, per clustering and label counts, cluster sizes, squared
 error, the number of points that changed cluster, and the few rows farthest from their centroid that reseed an

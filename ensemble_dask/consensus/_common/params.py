@@ -15,11 +15,12 @@ ensemble_dask._validation.InputError: The 'n_clusters' parameter of KCC must be 
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
 
-from ..._validation import InputError
+from ..._validation import InputError, shown
 
 __all__ = ["Interval", "Options", "ParamsMixin", "validate_params", "check_n_clusters"]
 
@@ -28,17 +29,19 @@ class Interval:
     """Numbers of one kind (:class:`numbers.Integral` or :class:`numbers.Real`) between two bounds.
 
     ``closed`` is ``"both"``, ``"left"``, ``"right"`` or ``"neither"``; a bound of None is unbounded. A
-    ``bool`` is never a number here, and a real must be finite.
+    ``bool`` is never a number here; NaN never is in an interval, and infinity only with ``inf_ok`` (a
+    tolerance of ``inf``: stop after one iteration).
     """
 
-    def __init__(self, kind, left, right, *, closed="both"):
-        self.kind, self.left, self.right, self.closed = kind, left, right, closed
+    def __init__(self, kind, left, right, *, closed="both", inf_ok=False):
+        self.kind, self.left, self.right, self.closed, self.inf_ok = kind, left, right, closed, inf_ok
 
     def __contains__(self, value):
         if isinstance(value, bool | np.bool_) or not isinstance(value, self.kind):
             return False
-        if self.kind is numbers.Real and not np.isfinite(value):
-            return False
+        if not isinstance(value, numbers.Integral):  # an integer is finite, however large
+            if math.isnan(value) or (math.isinf(value) and not self.inf_ok):
+                return False
         lo_ok = self.left is None or (
             value >= self.left if self.closed in ("both", "left") else value > self.left
         )
@@ -59,13 +62,24 @@ class Interval:
 
 
 class Options:
-    """One of a fixed set of values (a string, or a special number such as ``n_jobs=-1``), of their type."""
+    """One of a fixed set of strings, or of special integers such as ``n_jobs=-1`` (NumPy's scalars
+    included)."""
 
     def __init__(self, *values):
         self.values = values
 
     def __contains__(self, value):
-        return any(type(value) is type(v) and value == v for v in self.values)
+        for v in self.values:
+            if isinstance(v, str) and isinstance(value, str) and value == v:
+                return True
+            if (
+                isinstance(v, numbers.Integral)
+                and isinstance(value, numbers.Integral)
+                and not isinstance(value, bool | np.bool_)
+                and value == v
+            ):
+                return True
+        return False
 
     def __str__(self):
         shown = ", ".join(repr(v) for v in self.values)
@@ -83,8 +97,8 @@ def _accepts(constraint, value):
             or isinstance(value, np.random.Generator | np.random.SeedSequence)
             or (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0)
         )
-    if constraint == "array-like":
-        return isinstance(value, list | tuple | np.ndarray)
+    if constraint == "array-like":  # a list, tuple, NumPy array, pandas Series or DataFrame, ...
+        return isinstance(value, list | tuple) or hasattr(value, "__array__")
     if isinstance(constraint, type):
         return isinstance(value, constraint)
     return value in constraint
@@ -113,7 +127,8 @@ def validate_params(constraints, params, owner):
         value = params[name]
         if not any(_accepts(c, value) for c in accepted):
             want = " or ".join(_describe(c) for c in accepted)
-            raise InputError(f"The {name!r} parameter of {owner} must be {want}; got {value!r:.80}")
+            got = shown(value)
+            raise InputError(f"The {name!r} parameter of {owner} must be {want}; got {got[:80]}")
 
 
 class ParamsMixin:

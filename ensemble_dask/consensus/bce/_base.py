@@ -6,9 +6,8 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
-from ..._validation import InputError, check_random_state
+from ..._validation import InputError, check_random_state, convergence_warning
 from .._common.base import normalized_entropy
 from .._common.params import Interval, Options, ParamsMixin
 from . import _kernels as kern
@@ -25,7 +24,7 @@ from ._em import (
 )
 from ._seeding import (
     SEEDED_INITS,
-    partition_counts,
+    hard_label_counts,
     partition_start,
     seed_partition,
     seeded_alpha,
@@ -40,7 +39,7 @@ EM_CONSTRAINTS = {
     "n_clusters": [Interval(Integral, 1, None)],
     "n_init": [Interval(Integral, 1, None)],
     "max_iter": [Interval(Integral, 1, None)],
-    "tol": [Interval(Real, 0, None)],
+    "tol": [Interval(Real, 0, None, inf_ok=True)],
     "random_state": ["random_state"],
 }
 #: a named start, or a partition of the rows (checked in ``fit``, where the rows are known); to start from
@@ -54,10 +53,9 @@ class _BCEBase(ParamsMixin):
     _n_features = 0
     _parameter_constraints = {
         **EM_CONSTRAINTS,
-        "e_step_tol": [Interval(Real, 0, None)],
+        "e_step_tol": [Interval(Real, 0, None, inf_ok=True)],
         "e_step_max_iter": [Interval(Integral, 1, None)],
-        "alpha_init": [Interval(Real, 0, None, closed="neither")],
-        "warm_start": ["boolean"],
+        "alpha_init": [Interval(Real, 0, None, closed="neither", inf_ok=True)],
     }
 
     def _validate_params(self):
@@ -84,7 +82,7 @@ class _BCEBase(ParamsMixin):
 
     def _seeded_params(self, rng, categories, estep, counts=None):
         """Start from a hard partition: :func:`seed_partition`'s (HBGF, or k-means++, and KCC on the labels),
-        or the one whose label ``counts`` are given (``init`` a partition, :func:`partition_counts`).
+        or the one whose label ``counts`` are given (``init`` a partition, :func:`hard_label_counts`).
 
         ``beta`` from the partition's label counts (:func:`seeded_beta`), a symmetric ``alpha`` fitted to
         the memberships it implies, in ``[1e-3, alpha_init]`` (:func:`seeded_alpha`).
@@ -202,7 +200,7 @@ class _BCEBase(ParamsMixin):
             warnings.warn(
                 f"{type(self).__name__} did not converge in max_iter={self.max_iter} EM iterations "
                 f"(last relative bound change above tol={self.tol})",
-                ConvergenceWarning,
+                convergence_warning(),
                 stacklevel=stacklevel,
             )
 
@@ -253,7 +251,7 @@ class _BCEBase(ParamsMixin):
             starts = [self._params_from_init(init, categories, labels, Xf)]
         elif not isinstance(start, str):  # a partition: one start (more would repeat it)
             assign = partition_start(start, labels.shape[0], self._k)
-            counts = partition_counts(gidx, assign, int(_offsets(categories)[-1]), self._k)
+            counts = hard_label_counts(gidx, assign, int(_offsets(categories)[-1]), self._k)
             params, gamma0 = self._seeded_params(rng, categories, estep, counts)
             starts, gammas0 = [params], [gamma0]
         elif start in SEEDED_INITS:

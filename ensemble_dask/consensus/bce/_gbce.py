@@ -62,7 +62,7 @@ class GBCE(_BCEBase):
         **_BCEBase._parameter_constraints,
         "label_weight": [None, Interval(Real, 0, None), "array-like"],
         "feature_weight": [Interval(Real, 0, None), "array-like"],
-        "reg_covar": [Interval(Real, 0, None)],
+        "reg_covar": [Interval(Real, 0, None, inf_ok=True)],
     }
 
     def __init__(

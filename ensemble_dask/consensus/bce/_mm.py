@@ -9,9 +9,8 @@ import warnings
 
 import numpy as np
 from scipy.special import logsumexp
-from sklearn.exceptions import ConvergenceWarning
 
-from ..._validation import InputError, check_labels_matrix, check_random_state
+from ..._validation import InputError, check_labels_matrix, check_random_state, convergence_warning
 from .._common.base import normalized_entropy
 from .._common.encoding import compress_rows
 from .._common.params import ParamsMixin
@@ -28,7 +27,7 @@ from ._em import (
 )
 from ._seeding import (
     SEEDED_INITS,
-    partition_counts,
+    hard_label_counts,
     partition_start,
     seed_partition,
     seeded_beta,
@@ -127,7 +126,7 @@ class MM(ParamsMixin):
         wfit = np.where(empty, 0.0, weight)
         given = None
         if not isinstance(self.init, str):  # a partition: one start (more would repeat it)
-            given = partition_counts(gidx, partition_start(self.init, labels.shape[0], k), offsets[-1], k)
+            given = hard_label_counts(gidx, partition_start(self.init, labels.shape[0], k), offsets[-1], k)
         best = None
         for _ in range(1 if given is not None else self.n_init):
             if given is not None or self.init in SEEDED_INITS:
@@ -182,7 +181,7 @@ class MM(ParamsMixin):
         if not converged:
             warnings.warn(
                 f"MM did not converge in max_iter={self.max_iter} EM iterations",
-                ConvergenceWarning,
+                convergence_warning(),
                 stacklevel=2,
             )
         return self

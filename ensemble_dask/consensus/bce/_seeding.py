@@ -69,7 +69,7 @@ def partition_start(init, n, k):
     return out
 
 
-def partition_counts(gidx, assign, n_categories, k):
+def hard_label_counts(gidx, assign, n_categories, k):
     """``(k, R)`` label counts of a hard partition: per cluster, its rows holding each global category
     (``gidx``: the rows' global category indices, ``-1`` missing; ``assign``: each row's cluster or -1)."""
     gidx = np.asarray(gidx)

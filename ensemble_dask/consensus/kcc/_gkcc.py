@@ -45,9 +45,8 @@ from functools import partial
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
-from ..._validation import InputError, check_int, check_labels_matrix, check_random_state
+from ..._validation import InputError, check_int, check_labels_matrix, check_random_state, convergence_warning
 from .._common import _kernels as common_kern
 from .._common.base import normalized_entropy
 from .._common.encoding import compress_rows
@@ -285,7 +284,7 @@ def _same_state(act, MT, labels, lhash):
     return np.array(reps, dtype=np.int64), pos
 
 
-def _index_dtype(bound):
+def _category_dtype(bound):
     """The smallest of int16 and int32 holding global indices below ``bound``."""
     return np.int16 if bound < np.iinfo(np.int16).max else np.int32
 
@@ -381,7 +380,7 @@ class GKCC(ParamsMixin):
         "n_candidates": [Options("auto"), Interval(Integral, 1, None)],
         "max_rows": [None, Options("auto"), Interval(Integral, 1, None)],
         "max_iter": [Interval(Integral, 1, None)],
-        "tol": [Interval(Real, 0, None)],
+        "tol": [Interval(Real, 0, None, inf_ok=True)],
         "random_state": ["random_state"],
         "n_jobs": [None, Options(-1), Interval(Integral, 1, None)],
     }
@@ -476,7 +475,7 @@ class GKCC(ParamsMixin):
             K, init="k-means++", max_iter=max_iter, tol=self.tol, random_state=int(rng.integers(2**31 - 1))
         )
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)  # reported below if it is kept
+            warnings.simplefilter("ignore", convergence_warning())  # reported below if it is kept
             kcc.fit(labels)
         if kcc.inertia_ < sse - 1e-9 * abs(sse):
             self.start_ = "kcc"
@@ -496,7 +495,7 @@ class GKCC(ParamsMixin):
         bound = enc.n_categories + enc.n_clusterings + n_cand * ((K - 2) + sum(range(2, K)))
         u, N0 = gidx.shape
         # room for the partitions appended at steps 2 .. K - 1 (written in place, never copied)
-        aug = np.empty((u, N0 + n_cand * (K - 2)), dtype=_index_dtype(bound))
+        aug = np.empty((u, N0 + n_cand * (K - 2)), dtype=_category_dtype(bound))
         aug[:, :N0] = gidx
         gidx = aug[:, :N0]
         identity = u == n and bool(np.all(inverse == np.arange(n)))
@@ -536,7 +535,7 @@ class GKCC(ParamsMixin):
         # the augmented data (args hold it too): the final KCC needs only the generated partitions
         del gidx, aug, args
         # final KCC on the generated partitions, from the last winner's partition
-        gP = np.empty(P.shape, dtype=_index_dtype(n_cand * sum(range(2, K + 1))))
+        gP = np.empty(P.shape, dtype=_category_dtype(n_cand * sum(range(2, K + 1))))
         encP = Encoding.from_categories(_encode_into(P, gP))
         priorP, tolP = _prior_tol(gP, weight, encP, self.tol)
         MT0 = centers_from_partition(gP, weight, winner, K, encP, priorP)
@@ -569,7 +568,7 @@ class GKCC(ParamsMixin):
         if not converged:
             warnings.warn(
                 f"GKCC's final KCC did not converge in max_iter={self.max_iter} Lloyd iterations",
-                ConvergenceWarning,
+                convergence_warning(),
                 stacklevel=3,
             )
         return self

@@ -25,9 +25,8 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
-from ..._validation import InputError, check_labels_matrix, check_random_state
+from ..._validation import InputError, check_labels_matrix, check_random_state, convergence_warning
 from .._common.base import normalized_entropy
 from .._common.encoding import Encoding, check_encoding, column_categories, compress_rows, encode  # noqa: F401 (re-exported)
 from .._common.params import Interval, Options, ParamsMixin, check_n_clusters
@@ -266,7 +265,7 @@ def fit_kcc(est, backend, enc, rng, start=None):
     if not converged:
         warnings.warn(
             f"KCC did not converge in max_iter={est.max_iter} Lloyd iterations (centroid shift above tol)",
-            ConvergenceWarning,
+            convergence_warning(),
             stacklevel=3,
         )
     return est
@@ -336,7 +335,7 @@ class KCC(ParamsMixin):
         "init": [Options("spectral", "k-means++", "random", "clusters"), "array-like"],
         "n_init": [Interval(Integral, 1, None)],
         "max_iter": [Interval(Integral, 1, None)],
-        "tol": [Interval(Real, 0, None)],
+        "tol": [Interval(Real, 0, None, inf_ok=True)],
         "random_state": ["random_state"],
     }
 

@@ -23,7 +23,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from ..._validation import InputError, check_choice, check_random_state
+from ..._validation import InputError, check_choice, check_random_state, convergence_warning
 from ...coassoc.csr import StoredPairs
 from .._common import pair_kernels as _pairk
 from .._common.base import SoftConsensusMixin, as_pair_data, dense_codes
@@ -577,11 +577,9 @@ def _fit_stored(est, name, pairs, sample_weight, code, closed, diag, smoothing):
 
 
 def _warn_cap(name, max_iter, gap, tol):
-    from sklearn.exceptions import ConvergenceWarning  # scikit-learn: imported only when warning
-
     warnings.warn(
         f"{name} stopped at max_iter={max_iter} with KKT gap {gap:.3g} > tol={tol:g}; "
         "raise max_iter or tol, or start from a better init",
-        ConvergenceWarning,
+        convergence_warning(),
         stacklevel=3,
     )
