@@ -13,4 +13,19 @@ from .coassoc.counting import PairCounts, dense_coassociation  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["EnsembleDaskError", "InputError", "PairCounts", "dense_coassociation", "__version__"]
+__all__ = [
+    "ConsensusClustering",
+    "EnsembleDaskError",
+    "InputError",
+    "PairCounts",
+    "dense_coassociation",
+    "__version__",
+]
+
+
+def __getattr__(name):  # imported on first use: the estimator brings scikit-learn and the pipeline
+    if name == "ConsensusClustering":
+        from .estimator import ConsensusClustering
+
+        return ConsensusClustering
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,7 +31,7 @@ LAYERS = [
     "federated",
     "report",
     "stages",
-    ("pipeline", "_workflow_checks"),
+    ("pipeline", "_workflow_checks", "estimator"),
     ("cli", "__main__"),
 ]
 MAX_LINES = 600

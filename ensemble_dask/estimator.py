@@ -1,0 +1,205 @@
+"""Consensus clustering as one scikit-learn estimator: :class:`ConsensusClustering`.
+
+``fit(X)`` runs what ``ensemble-dask run`` runs (ingest, base clusterings of subsamples as a Dask graph, the
+co-association pairs where the method fits on them, the consensus) on a run store of its own, so the same
+seed gives the same labels as the command line on the same data.
+"""
+
+from __future__ import annotations
+
+import numbers
+import uuid
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin
+
+from ._validation import InputError, check_int, check_rate, check_seed, shown
+from .consensus import registry
+
+__all__ = ["ConsensusClustering"]
+
+
+def _data_url(X, folder):
+    """A URL that ``ingest`` reads ``X`` from: ``X`` itself when it is a URL or path; an array or a data
+    frame written once under ``folder`` (``.npy``, zarr, Parquet)."""
+    if isinstance(X, str):
+        return X
+    if hasattr(X, "to_parquet") and hasattr(X, "columns"):  # a pandas or Dask DataFrame
+        url = f"{folder}/X.parquet"
+        X.to_parquet(url)
+        return url
+    if hasattr(X, "dask") and hasattr(X, "to_zarr"):  # a Dask array, written block by block
+        url = f"{folder}/X.zarr"
+        X.to_zarr(url)
+        return url
+    import fsspec
+
+    arr = np.asarray(X)
+    if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.number):
+        raise InputError(f"X must be a 2-d numeric array, a data frame or a URL; got {shown(X)}")
+    url = f"{folder}/X.npy"
+    with fsspec.open(url, "wb") as fh:
+        np.save(fh, np.ascontiguousarray(arr))
+    return url
+
+
+class ConsensusClustering(ClusterMixin, BaseEstimator):
+    """Consensus clustering of a table: base clusterings of subsamples, then a consensus of them.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number ``K`` of consensus clusters (a maximum: clusters may stay empty).
+    method : str, default="pcc-kl"
+        A consensus method of :mod:`ensemble_dask.consensus.registry`, or ``pcc-kl`` / ``pcc-l2`` (PCC with
+        that divergence).
+    n_clusterings : int, default=30
+        Number of base clusterings.
+    rate : float, default=0.5
+        Share of the points each base clustering sees (its subsample).
+    ensemble : {"type1", "type2"}, default="type1"
+        ``type1``: k-means with k drawn in the range for ``n_clusters``; ``type2``: mixed algorithms.
+    pairs : str, default="auto"
+        The co-association pairs' strategy, for a method that fits on pairs (``auto``: the ``coassoc``
+        stage's default).
+    standardize : bool, default=True
+        Z-score each column before clustering, as ``ingest`` does.
+    random_state : int, numpy Generator or None, default=None
+        The one seed of every random choice; None draws one.
+    store : str or None, default=None
+        URL of the run store (a path, ``s3://...``); None: one in this process's memory, kept by the
+        estimator, so that a refit with another ``method`` or ``n_clusters`` reuses its base clusterings and
+        pairs. A store in memory needs no cluster of processes: its stages run on threads.
+    storage_options : dict or None, default=None
+        fsspec options of ``store`` (and of ``X`` when it is a URL).
+    client : distributed.Client or None, default=None
+        The cluster to run on (its scheduler's address); None: an embedded one, started when needed. A
+        remote cluster cannot see a store in memory: give ``store`` too.
+    progress : bool, default=False
+        Progress bars on the long stages.
+
+    Attributes
+    ----------
+    labels_ : ndarray of int, shape (n_samples,)
+    memberships_ : ndarray of float, shape (n_samples, n_clusters)
+        Soft memberships (rows on the simplex).
+    uncertainty_ : ndarray of float, shape (n_samples,)
+        Normalised entropy of each row's memberships, in [0, 1].
+    metrics_ : dict
+        The result's record: converged, iterations, seconds, warnings, and the scores against reference
+        labels when ``X`` is a table with a label column.
+    store_ : str
+        The run store's URL.
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> X, _ = make_blobs(300, centers=3, random_state=0)
+    >>> model = ConsensusClustering(3, method="kcc", n_clusterings=8, random_state=0).fit(X)  # doctest: +SKIP
+    >>> model.labels_.shape, model.memberships_.shape  # doctest: +SKIP
+    ((300,), (300, 3))
+    """
+
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        method="pcc-kl",
+        n_clusterings=30,
+        rate=0.5,
+        ensemble="type1",
+        pairs="auto",
+        standardize=True,
+        random_state=None,
+        store=None,
+        storage_options=None,
+        client=None,
+        progress=False,
+    ):
+        self.n_clusters = n_clusters
+        self.method = method
+        self.n_clusterings = n_clusterings
+        self.rate = rate
+        self.ensemble = ensemble
+        self.pairs = pairs
+        self.standardize = standardize
+        self.random_state = random_state
+        self.store = store
+        self.storage_options = storage_options
+        self.client = client
+        self.progress = progress
+
+    def _seed(self):
+        rs = self.random_state
+        if rs is None or isinstance(rs, np.random.Generator):
+            return int(np.random.default_rng(rs).integers(2**31 - 1))
+        if isinstance(rs, numbers.Integral) and not isinstance(rs, bool):
+            return check_seed(rs, "random_state")
+        raise InputError(f"The 'random_state' parameter must be None, an int or a Generator; got {rs!r}")
+
+    def _store_url(self):
+        """``store``, else the store in memory this estimator made at its first fit (or makes now)."""
+        if self.store is not None:
+            return self.store
+        return getattr(self, "store_", None) or f"memory://ensemble_dask/{uuid.uuid4().hex}.zarr"
+
+    def workflow(self, data_url, seed):
+        """The workflow :meth:`fit` runs (a dict, as :func:`ensemble_dask.pipeline.run_workflow` takes it)."""
+        name = self.method
+        if name not in registry.names() and name not in ("pcc-kl", "pcc-l2"):
+            raise InputError(
+                f"The 'method' parameter must be one of {registry.names()} or pcc-kl, pcc-l2; got {name!r}"
+            )
+        spec = {
+            "name": "consensus-clustering",
+            "seed": seed,
+            "store": self._store_url(),
+            # the estimator's data replaces the store's (a new X: the results computed from the old go)
+            "data": {"url": data_url, "standardize": bool(self.standardize), "overwrite": True},
+            "generate": {
+                "n_clusterings": check_int(self.n_clusterings, "n_clusterings", min_value=1),
+                "rate": check_rate(self.rate, "rate"),
+                "ensemble": self.ensemble,
+            },
+            "consensus": {name: {"n_clusters": self.n_clusters}},
+        }
+        if self.pairs != "auto":
+            spec["coassoc"] = {"strategy": self.pairs}
+        if self.storage_options is not None:
+            spec["storage_options"] = dict(self.storage_options)
+        if self.client is not None:
+            spec["scheduler"] = self.client.scheduler.address
+        return spec
+
+    def fit(self, X, y=None):
+        """Cluster ``X``: an array (NumPy or Dask), a data frame (pandas or Dask) or the URL of a table
+        (CSV, Parquet, zarr, npy); returns ``self``.
+
+        An array or a data frame is written once to this process's memory for ``ingest`` to read, and
+        removed after the fit. Data other than the store's replaces it (and the results computed from it);
+        the same data again reuses the store's base clusterings and pairs.
+        """
+        import fsspec
+
+        from . import pipeline
+        from .io.store import RunStore
+
+        self.store_ = self._store_url()
+        seed = self._seed()
+        folder = f"memory://ensemble_dask/input-{uuid.uuid4().hex}"
+        try:
+            spec = self.workflow(_data_url(X, folder), seed)
+            report = pipeline.run_workflow(spec, progress=self.progress)
+        finally:
+            fs = fsspec.filesystem("memory")
+            if fs.exists(folder):
+                fs.rm(folder, recursive=True)
+        store = RunStore(self.store_, self.storage_options, mode="r")
+        group = f"consensus/{self.method}"
+        self.memberships_ = np.asarray(store[f"{group}/Y"][:], dtype=np.float64)
+        self.labels_ = np.asarray(store[f"{group}/labels"][:], dtype=np.int64)
+        self.uncertainty_ = np.asarray(store[f"{group}/uncertainty"][:], dtype=np.float64)
+        self.metrics_ = report["methods"][self.method]
+        self.n_features_in_ = int(store["X"].shape[1])
+        return self

@@ -1,0 +1,66 @@
+"""ConsensusClustering: the whole pipeline as one scikit-learn estimator (issue 27)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import make_blobs
+
+from ensemble_dask import ConsensusClustering
+from ensemble_dask._validation import InputError
+
+pytestmark = pytest.mark.slow  # each fit starts a (threads) cluster
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    X, _ = make_blobs(400, centers=3, cluster_std=1.0, random_state=1)
+    return X
+
+
+def test_an_array_a_dask_array_and_a_frame_give_the_workflow_s_labels(blobs, tmp_path):
+    import dask.array as da
+    import pandas as pd
+    import yaml
+
+    from ensemble_dask.cli import main
+    from ensemble_dask.io.store import RunStore
+
+    params = dict(n_clusters=3, method="kcc", n_clusterings=8, random_state=7)
+    model = ConsensusClustering(**params).fit(blobs)
+    assert model.labels_.shape == (400,) and model.memberships_.shape == (400, 3)
+    np.testing.assert_allclose(model.memberships_.sum(axis=1), 1.0)
+    assert model.n_features_in_ == 2 and 0.0 <= model.uncertainty_.min() <= model.uncertainty_.max() <= 1.0
+    for other in (da.from_array(blobs, chunks=150), pd.DataFrame(blobs, columns=["a", "b"])):
+        np.testing.assert_array_equal(ConsensusClustering(**params).fit_predict(other), model.labels_)
+    # the command line's workflow on the same data, seed and parameters, with a store on disk
+    np.save(tmp_path / "X.npy", blobs)
+    wf = ConsensusClustering(**params, store=str(tmp_path / "run.zarr")).workflow(str(tmp_path / "X.npy"), 7)
+    (tmp_path / "wf.yaml").write_text(yaml.safe_dump(wf))
+    assert main(["run", str(tmp_path / "wf.yaml"), "--no-progress"]) == 0
+    np.testing.assert_array_equal(RunStore(wf["store"], mode="r")["consensus/kcc/labels"][:], model.labels_)
+
+
+def test_a_refit_with_another_method_reuses_the_base_clusterings(blobs, monkeypatch):
+    import ensemble_dask.stages.generate as generate
+
+    planned = []
+    real = generate.plan_ensemble
+    monkeypatch.setattr(generate, "plan_ensemble", lambda *a, **k: planned.append(a) or real(*a, **k))
+    model = ConsensusClustering(3, method="pcc-kl", n_clusterings=8, random_state=0).fit(blobs)
+    first = model.labels_
+    model.set_params(method="bce").fit(blobs)
+    assert len(planned) == 1  # generated once
+    assert clone(model).get_params() == model.get_params() and not hasattr(clone(model), "store_")
+    model.set_params(method="pcc-kl").fit(blobs)
+    np.testing.assert_array_equal(model.labels_, first)  # the same seed, the same result
+
+
+def test_bad_input_is_a_clear_error(blobs):
+    with pytest.raises(InputError, match="X must be a 2-d numeric array"):
+        ConsensusClustering(3).fit(blobs[:, 0])
+    with pytest.raises(InputError, match="'method' parameter must be one of .*got 'kmeans'"):
+        ConsensusClustering(3, method="kmeans").fit(blobs)
+    with pytest.raises(InputError, match="'n_clusters' parameter of KCC"):
+        ConsensusClustering(1, method="kcc", n_clusterings=4).fit(blobs)
