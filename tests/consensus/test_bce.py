@@ -810,3 +810,15 @@ def test_estep_blocks_on_threads_give_one_result_on_any_number_of_cores(monkeypa
     np.testing.assert_array_equal(fits[0].lower_bound_trace_, fits[1].lower_bound_trace_)
     np.testing.assert_allclose(fits[0].memberships_, whole.memberships_, rtol=1e-8, atol=1e-12)
     np.testing.assert_array_equal(fits[0].labels_, whole.labels_)
+
+
+def test_a_bce_rebuilt_from_its_parameters_labels_new_rows_as_the_fit(iris_labels):
+    """Issue 27: the run store keeps BCE's alpha and beta; the model they rebuild (from_parameters) gives
+    the fitted model's memberships of any rows."""
+    L, _ = iris_labels
+    est = BCE(3, random_state=0).fit(L[::2])
+    rebuilt = BCE.from_parameters(est.alpha_, est.beta_, est.categories_)
+    np.testing.assert_array_equal(rebuilt.transform(L[1::2]), est.transform(L[1::2]))
+    np.testing.assert_array_equal(rebuilt.predict(L), est.predict(L))
+    with pytest.raises(InputError, match="one \\(3, k_j\\) matrix per clustering"):
+        BCE.from_parameters(est.alpha_, est.beta_[:-1], est.categories_)

@@ -362,3 +362,24 @@ def test_sampled_starts_offer_the_spectral_partition(monkeypatch, client):
     without = KCC(30, init="k-means++", n_init=2, random_state=0).fit(L)
     assert with_spectral.objective_ < without.objective_
     assert adjusted_rand_score(y, with_spectral.labels_) > adjusted_rand_score(y, without.labels_) + 0.02
+
+
+def test_transform_and_predict_label_new_rows_as_the_fit_labels_its_own():
+    """Issue 27: a fitted KCC labels new rows from their base labels (the nearest centroid over the labels
+    each row has): on the rows of the fit it gives the fit's memberships and labels."""
+    rng = np.random.default_rng(4)
+    truth = rng.integers(0, 3, 300)
+    labels = np.column_stack([(truth + (rng.random(300) < 0.1)) % 3 for _ in range(8)]).astype(np.int32)
+    labels[rng.random(labels.shape) < 0.3] = -1
+    model = KCC(3, random_state=0).fit(labels)
+    np.testing.assert_allclose(model.transform(labels), model.memberships_)
+    np.testing.assert_array_equal(model.predict(labels), model.labels_)
+    new = np.column_stack([truth[:5]] * 8).astype(np.int32)  # every base clustering says the truth
+    new[0, :4] = 99  # labels the fit never saw are missing: the row's other four decide
+    majority = [np.bincount(model.labels_[truth == t]).argmax() for t in range(3)]
+    np.testing.assert_array_equal(model.predict(new), np.take(majority, truth[:5]))
+    assert model.transform(new).shape == (5, 3)
+    with pytest.raises(InputError, match="8 clusterings of the fit; got 3"):
+        model.predict(labels[:, :3])
+    with pytest.raises(InputError, match="not fitted"):
+        KCC(3).predict(labels)

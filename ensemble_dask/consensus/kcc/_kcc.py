@@ -61,6 +61,7 @@ __all__ = [
     "block_cooccurrence",
     "LocalBlocks",
     "fit_kcc",
+    "assign_new_rows",
     "kcc_starts",
 ]
 
@@ -271,6 +272,23 @@ def fit_kcc(est, backend, enc, rng, start=None):
     return est
 
 
+def assign_new_rows(est, labels):
+    """``(labels, memberships)`` of (new) rows for a fitted KCC or GKCC ``est``: the nearest fitted centroid
+    over each row's observed base labels (``-1``, and labels the fit never saw, are missing)."""
+    name = type(est).__name__
+    if not hasattr(est, "cluster_centers_"):
+        raise InputError(f"This {name} is not fitted yet; call fit first")
+    labels = check_labels_matrix(labels)
+    enc = est.encoding_
+    if labels.shape[1] != enc.n_clusterings:
+        raise InputError(
+            f"labels must have the {enc.n_clusterings} clusterings of the fit; got {labels.shape[1]}"
+        )
+    MT = np.ascontiguousarray(np.concatenate(est.cluster_centers_, axis=1).T)
+    gidx = np.ascontiguousarray(enc.transform(labels), dtype=np.int64)
+    return block_memberships(gidx, MT, block_norms(MT, enc.offsets))
+
+
 class KCC(ParamsMixin):
     """K-means-based consensus clustering (KCC, KCC++) on a labels matrix with missing entries.
 
@@ -431,6 +449,15 @@ class KCC(ParamsMixin):
             else LocalBlocks([gidx[sample]], [w[sample]], weighted_picks=True)
         )
         return fit_kcc(self, backend, enc, rng, start=best_sample_start(self, part, enc, rng))
+
+    def transform(self, labels):
+        """Memberships of (new) rows from their base labels, as the fit gives its own rows' (``-1``, and
+        labels the fit never saw, are missing)."""
+        return assign_new_rows(self, labels)[1]
+
+    def predict(self, labels):
+        """The consensus cluster of (new) rows: the nearest fitted centroid over their observed labels."""
+        return assign_new_rows(self, labels)[0]
 
     def fit_predict(self, labels, y=None):
         return self.fit(labels).labels_
