@@ -203,3 +203,31 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
         self.metrics_ = report["methods"][self.method]
         self.n_features_in_ = int(store["X"].shape[1])
         return self
+
+    def transform(self, X):
+        """Memberships of new rows (an array, a data frame or a URL of the fitted table's columns): each base
+        clustering labels them by its nearest cluster centre, then the consensus (``bce`` and ``kcc`` so far,
+        :data:`ensemble_dask.stages.predict.PREDICTS`) labels their base labels."""
+        return self._predict(X)[1]
+
+    def predict(self, X):
+        """The consensus cluster of new rows (see :meth:`transform`)."""
+        return self._predict(X)[0]
+
+    def _predict(self, X):
+        import fsspec
+
+        from .io.store import RunStore
+        from .stages.predict import predict_rows
+
+        if not hasattr(self, "store_"):
+            raise InputError("This ConsensusClustering is not fitted yet; call fit first")
+        folder = f"memory://ensemble_dask/input-{uuid.uuid4().hex}"
+        try:
+            store = RunStore(self.store_, self.storage_options, mode="r+")
+            parts = list(predict_rows(store, self.method, _data_url(X, folder)))
+        finally:
+            fs = fsspec.filesystem("memory")
+            if fs.exists(folder):
+                fs.rm(folder, recursive=True)
+        return np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])

@@ -64,3 +64,14 @@ def test_bad_input_is_a_clear_error(blobs):
         ConsensusClustering(3, method="kmeans").fit(blobs)
     with pytest.raises(InputError, match="'n_clusters' parameter of KCC"):
         ConsensusClustering(1, method="kcc", n_clusterings=4).fit(blobs)
+
+
+def test_predict_labels_new_rows(blobs):
+    model = ConsensusClustering(3, method="kcc", n_clusterings=8, random_state=0).fit(blobs)
+    # the fitted rows, as new ones: labelled by every base clustering (the fit saw half of them each)
+    assert np.mean(model.predict(blobs) == model.labels_) >= 0.98
+    assert model.transform(blobs[:7]).shape == (7, 3)
+    with pytest.raises(InputError, match=r"the results of \['bce', 'kcc'\] only"):
+        model.set_params(method="pcc-kl").fit(blobs).predict(blobs[:5])
+    with pytest.raises(InputError, match="not fitted yet"):
+        ConsensusClustering(3).predict(blobs)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 
 from .. import __version__
-from . import certs, coassoc, consensus, federated, generate, ingest, report, run, site
+from . import certs, coassoc, consensus, federated, generate, ingest, predict, report, run, site
 
 #: in the order of ``ensemble-dask --help``
-COMMANDS = (run, federated, certs, site, ingest, generate, coassoc, consensus, report)
+COMMANDS = (run, federated, certs, site, ingest, generate, coassoc, consensus, report, predict)
 
 
 def parser():

@@ -132,6 +132,10 @@ def _estimator_params(method, kwargs):
     return kwargs
 
 
+#: the methods whose result keeps what labels new rows (``ensemble-dask predict``), and since which version of
+#: it: BCE its ``alpha`` and ``beta`` (already), KCC its centroids (``centers``)
+MODEL_KEPT = {"kcc": 1}
+
 #: where the label starts are kept, one ``(candidates, n)`` int32 array per key (see :func:`_label_starts`)
 STARTS_CACHE = "_cache/starts"
 _STARTS_VERSION = 2  # bump when label_starts changes its result (2: HBGF only)
@@ -382,6 +386,8 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
     record = {"method": method, **kwargs}
     if registry.get(method).hbgf_start and kwargs.get("init") in (None, "auto"):
         record["starts"] = STARTS_TAG  # a record of the former default starts is then stale
+    if method in MODEL_KEPT:
+        record["model"] = MODEL_KEPT[method]  # a result from before its model was kept is then stale
     if store.is_complete(stage, record, inputs):
         logger.info("%s: up to date, skipped", stage)
         return store[stage].attrs["metrics"]
@@ -414,6 +420,9 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
             beta = [np.asarray(b, dtype=np.float64) for b in est.beta_]
             out.create_array("beta", data=np.concatenate(beta, axis=1))
             out["beta"].attrs["offsets"] = np.cumsum([0] + [b.shape[1] for b in beta]).tolist()
+        if method == "kcc":  # its centroids over the fit's labels, for predict
+            out.create_array("centers", data=np.concatenate(est.cluster_centers_, axis=1))
+            out["centers"].attrs["offsets"] = np.asarray(est.encoding_.offsets).tolist()
         objective = getattr(est, "objective_", getattr(est, "lower_bound_", None))
         converged = getattr(est, "converged_", None)  # None: a method that does not iterate
         converged = None if converged is None else bool(converged)

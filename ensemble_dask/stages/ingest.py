@@ -271,10 +271,15 @@ class _Reader:
             self.classes, self.y = None, None
 
     # -- passes 2 and 3 -------------------------------------------------------------------------
-    def features(self, offset, frame):
-        """Numeric float64 block of the kept rows of ``frame`` (categoricals coded)."""
+    def features(self, offset, frame, unseen=None):
+        """Numeric float64 block of the kept rows of ``frame`` (categoricals coded; ``keep`` None: every row).
+
+        ``unseen="error"``: a categorical value outside the vocabulary is an error naming it (new rows coded
+        with the vocabulary of a fitted data set)."""
         p = self.p
-        sel = self.keep[offset : offset + len(frame)]
+        sel = (
+            np.ones(len(frame), dtype=bool) if self.keep is None else self.keep[offset : offset + len(frame)]
+        )
         frame = frame.loc[sel]
         rows = np.flatnonzero(sel)
         drop = set(p["drop"]) | ({p["label_column"]} if p["label_column"] is not None else set())
@@ -284,7 +289,18 @@ class _Reader:
         for j, c in enumerate(cols):
             s = frame[c]
             if c in self.vocab:
-                out[:, j] = np.searchsorted(self.vocab[c], s.astype(str).str.strip().to_numpy())
+                values = s.astype(str).str.strip().to_numpy()
+                codes = np.searchsorted(self.vocab[c], values)
+                if unseen == "error":
+                    vocab = np.asarray(self.vocab[c], dtype=object)
+                    bad = (codes >= len(vocab)) | (vocab[np.minimum(codes, len(vocab) - 1)] != values)
+                    if bad.any():
+                        i = int(np.flatnonzero(bad)[0])
+                        raise InputError(
+                            f"{self.where(offset, rows[i])}: value {values[i]!r} of categorical column {c!r} "
+                            f"is none of the {len(vocab)} the store's data set holds"
+                        )
+                out[:, j] = codes
                 continue
             if pd.api.types.is_numeric_dtype(s.dtype):
                 v = s.to_numpy(dtype=np.float64, na_value=np.nan)

@@ -450,6 +450,26 @@ class KCC(ParamsMixin):
         )
         return fit_kcc(self, backend, enc, rng, start=best_sample_start(self, part, enc, rng))
 
+    @classmethod
+    def from_parameters(cls, cluster_centers, categories, **params):
+        """A fitted KCC from its centroids, as a run store keeps them: ``cluster_centers`` (one ``K x K_i``
+        block per clustering) over ``categories`` (each clustering's sorted labels, those of the fit);
+        :meth:`transform` and :meth:`predict` then label new rows."""
+        enc = Encoding.from_categories(categories)
+        blocks = [np.asarray(b, dtype=np.float64) for b in cluster_centers]
+        if len(blocks) != enc.n_clusterings or any(
+            b.shape[1] != c.size or b.shape[0] != blocks[0].shape[0]
+            for b, c in zip(blocks, enc.categories, strict=True)
+        ):
+            raise InputError(
+                "KCC.from_parameters: one (K, K_i) block of centroids per clustering of categories; got "
+                f"{[b.shape for b in blocks]} for {[c.size for c in enc.categories]} labels"
+            )
+        est = cls(blocks[0].shape[0], **params)
+        est._validate_params()
+        est.encoding_, est.cluster_centers_ = enc, blocks
+        return est
+
     def transform(self, labels):
         """Memberships of (new) rows from their base labels, as the fit gives its own rows' (``-1``, and
         labels the fit never saw, are missing)."""

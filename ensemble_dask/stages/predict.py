@@ -1,0 +1,156 @@
+"""Label new rows with a run store's fitted ensemble (``ensemble-dask predict``).
+
+A new row goes through the steps ``ingest`` applied to the store's data (the same columns, categorical codes,
+centring and scaling: :func:`new_rows`), then every base clustering labels it by its nearest cluster centre
+(:mod:`ensemble_dask.partitions.models`; the centres are computed once from ``X`` and ``labels`` and kept in
+the store, :func:`base_centers`), and the consensus result labels its base labels: BCE by its E-step with the
+fitted ``alpha`` and ``beta``, KCC by the nearest consensus centroid. A new row has a label in every base
+clustering (the base clusterings of subsamples left about half the fitted rows out of each).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from .._validation import InputError
+from ..io.store import stage_hash
+from ..partitions.models import ClusterCenters, nearest_centers
+
+__all__ = ["PREDICTS", "base_centers", "new_rows", "predict_rows", "write_predictions"]
+
+logger = logging.getLogger(__name__)
+
+#: where the base clusterings' centres are kept (``_cache/base_centers/<key of X and labels>``)
+CENTERS_CACHE = "_cache/base_centers"
+#: the consensus methods whose results label new rows
+PREDICTS = ("bce", "kcc")
+
+
+def base_centers(store, block_rows=65536):
+    """``(N, k_max, d)`` centres of every base clustering's clusters (NaN: no such cluster), from the store's
+    ``X`` and ``labels``; computed once and kept in the store, keyed on both."""
+    try:
+        key = stage_hash({"version": 1}, [store.stage_hash("ingest"), store.stage_hash("generate")])
+    except InputError as exc:
+        raise InputError(
+            f"predict needs a store with X and base labels (ingest, then generate): {exc}"
+        ) from None
+    path = f"{CENTERS_CACHE}/{key}"
+    if path in store and store[path].attrs.get("complete"):
+        return np.asarray(store[path][:])
+    X, labels = store["X"], store["labels"]
+    n, N = labels.shape
+    k_max = 0
+    for start in range(0, n, block_rows):
+        k_max = max(k_max, int(np.asarray(labels[start : start + block_rows]).max(initial=-1)) + 1)
+    acc = ClusterCenters(N, max(k_max, 1), X.shape[1])
+    for start in range(0, n, block_rows):
+        acc.add(X[start : start + block_rows], labels[start : start + block_rows])
+    centers = acc.centers
+    if store.mode != "r":
+        arr = store.group.create_array(path, data=centers, overwrite=True)
+        arr.attrs["complete"] = True  # set last: a half-written array is never read back
+    return centers
+
+
+def new_rows(store, url, *, storage_options=None, chunk_rows=50_000):
+    """The rows of the table at ``url`` in the store's ``X`` space, block by block (float64 arrays): the
+    ingest's columns by name, its categorical codes, its imputation, centring and scaling."""
+    from .ingest import _Reader, ingest_params
+
+    rec = store.record("ingest") or {}
+    if not rec.get("complete"):
+        raise InputError(f"run store {store.url!r} holds no ingested data set to label new rows like")
+    fitted = rec["params"]
+    attrs = store["X"].attrs.asdict()
+    names = list(attrs["feature_names"])
+    center, scale = np.asarray(attrs["center"]), np.asarray(attrs["scale"])
+    opts = {k: fitted.get(k) for k in ("columns", "label_column", "categorical", "drop", "impute")}
+    p = ingest_params(url, **opts, chunk_rows=chunk_rows)
+    if p["format"] == fitted.get("format") == "csv":  # the same kind of file: its header and separator
+        p["header"], p["sep"] = fitted.get("header"), fitted.get("sep")
+    reader = _Reader(p, storage_options)
+    reader.keep, reader.vocab = None, {c: list(v) for c, v in (attrs.get("vocabularies") or {}).items()}
+    if fitted.get("impute") == "mean" and not fitted.get("standardize", True):
+        raise InputError("the store's data was imputed but not standardised: its column means were not kept")
+    for offset, frame in reader.chunks():
+        block = reader.features(offset, frame, unseen="error")
+        have = {nm: j for j, nm in enumerate(reader.feature_names)}
+        missing = [nm for nm in names if nm not in have]
+        if missing:
+            raise InputError(
+                f"{url}: no column(s) {missing[:5]} of the store's data set; columns: {list(have)[:20]}"
+            )
+        block = block[:, [have[nm] for nm in names]]
+        if fitted.get("impute") == "mean":
+            block = np.where(np.isnan(block), center, block)
+        yield offset, (block - center) / scale
+
+
+def _consensus_model(store, name, labels):
+    """The fitted consensus of result ``name``, rebuilt from what the store keeps."""
+    from ..consensus import BCE, KCC
+    from ..consensus._common.encoding import column_categories
+
+    path = f"consensus/{name}"
+    if path not in store:
+        raise InputError(f"run store {store.url!r} holds no consensus result {name!r}")
+    method = store[path].attrs.get("method")
+    if method not in PREDICTS:
+        raise InputError(
+            f"consensus result {name!r} ({method}): predict labels new rows with the results of "
+            f"{list(PREDICTS)} only, so far"
+        )
+    cats = column_categories(labels)
+    if method == "bce":
+        offsets = store[f"{path}/beta"].attrs["offsets"]
+        beta = np.asarray(store[f"{path}/beta"][:])
+        blocks = [beta[:, a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+        return BCE.from_parameters(np.asarray(store[f"{path}/alpha"][:]), blocks, cats)
+    if f"{path}/centers" not in store:
+        raise InputError(
+            f"consensus result {name!r} was computed before its centroids were kept: run its consensus again "
+            f"(ensemble-dask consensus {name} --store {store.url}, or the workflow)"
+        )
+    centers = np.asarray(store[f"{path}/centers"][:])
+    offsets = store[f"{path}/centers"].attrs["offsets"]
+    blocks = [centers[:, a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+    return KCC.from_parameters(blocks, cats)
+
+
+def predict_rows(store, name, url, *, storage_options=None, chunk_rows=50_000):
+    """``(labels, memberships, uncertainty)`` of the rows of the table at ``url`` by the store's consensus
+    result ``name``, block by block (a generator of ``(offset, labels, memberships, uncertainty)``)."""
+    from ..consensus._common.base import normalized_entropy
+
+    labels = np.asarray(store["labels"][:])
+    model = _consensus_model(store, name, labels)
+    centers = base_centers(store)
+    del labels
+    for offset, block in new_rows(store, url, storage_options=storage_options, chunk_rows=chunk_rows):
+        Y = model.transform(nearest_centers(block, centers))
+        yield offset, np.argmax(Y, axis=1).astype(np.int32), Y, normalized_entropy(Y)
+
+
+def write_predictions(url, labels, memberships, uncertainty, storage_options=None):
+    """Write predictions to ``url``: a Parquet file (columns ``label``, ``uncertainty``, ``m0`` ...
+    ``m{K-1}``) or a zarr group (arrays ``labels``, ``memberships``, ``uncertainty``)."""
+    import fsspec
+
+    if url.rstrip("/").endswith(".zarr"):
+        import zarr
+
+        group = zarr.open_group(url, mode="w", storage_options=storage_options)
+        group.create_array("labels", data=np.asarray(labels, dtype=np.int32))
+        group.create_array("memberships", data=np.asarray(memberships, dtype=np.float32))
+        group.create_array("uncertainty", data=np.asarray(uncertainty, dtype=np.float32))
+        return
+    import pandas as pd
+
+    frame = pd.DataFrame({"label": np.asarray(labels, dtype=np.int32), "uncertainty": uncertainty})
+    for k in range(memberships.shape[1]):
+        frame[f"m{k}"] = memberships[:, k]
+    with fsspec.open(url, "wb", **(storage_options or {})) as fh:
+        frame.to_parquet(fh, index=False)

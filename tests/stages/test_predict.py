@@ -1,0 +1,111 @@
+"""New rows labelled by a fitted ensemble: the store's base clusterings' centres, then the consensus result
+(issue 27)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ensemble_dask._validation import InputError
+from ensemble_dask.io.readers import iter_table_chunks
+from ensemble_dask.io.store import RunStore
+
+pytestmark = pytest.mark.slow  # a workflow on an embedded cluster
+
+
+def _purity(y, labels):
+    return sum(np.bincount(y[labels == c]).max() for c in np.unique(labels)) / y.size
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    """A KDD-schema table cut into the rows a workflow fits (90%) and new rows (10%)."""
+    from ensemble_dask import pipeline
+
+    d = tmp_path_factory.mktemp("predict")
+    df = pd.concat([f for _, f in iter_table_chunks("synthetic:kdd99?n=4000&seed=2")], ignore_index=True)
+    new = np.random.default_rng(0).random(len(df)) < 0.1
+    df[~new].to_csv(d / "fit.csv", index=False, header=False)
+    df[new].to_csv(d / "new.csv", index=False, header=False)
+    spec = {
+        "seed": 0,
+        "store": str(d / "run.zarr"),
+        "data": {"url": str(d / "fit.csv"), "schema": "kdd99"},
+        "generate": {"n_clusterings": 16, "rate": 0.5},
+        "consensus": {"bce": {"n_clusters": 4}, "kcc": {"n_clusters": 4}, "pcc-kl": {"n_clusters": 4}},
+    }
+    pipeline.run_workflow(spec)
+    return d, df, new
+
+
+@pytest.mark.parametrize("method", ["bce", "kcc"])
+def test_new_rows_are_labelled_as_the_fit_labels_its_own(fitted, method, capsys):
+    from ensemble_dask.cli import main
+
+    d, df, new = fitted
+    store = str(d / "run.zarr")
+    out = d / f"{method}.parquet"
+    assert main(["predict", str(d / "new.csv"), "--store", store, "--method", method, "--out", str(out)]) == 0
+    assert f"predict: {new.sum()} rows by {method}" in capsys.readouterr().out
+    pred = pd.read_parquet(out)
+    assert list(pred.columns) == ["label", "uncertainty", "m0", "m1", "m2", "m3"] and len(pred) == new.sum()
+    np.testing.assert_allclose(pred[["m0", "m1", "m2", "m3"]].sum(axis=1), 1.0, rtol=1e-5)
+    s = RunStore(store, mode="r")
+    classes = s["y_true"].attrs["classes"]
+    y_new = np.searchsorted(classes, df[new]["label"].astype(str).str.rstrip(".").to_numpy())
+    fit_h = _purity(s["y_true"][:], s[f"consensus/{method}/labels"][:])
+    assert _purity(y_new, pred["label"].to_numpy()) >= fit_h - 0.05  # as accurate as in the fit
+    # the fitted rows, labelled again as new rows, get the fit's labels
+    again = d / f"{method}-again.zarr"
+    assert (
+        main(["predict", str(d / "fit.csv"), "--store", store, "--method", method, "--out", str(again)]) == 0
+    )
+    import zarr
+
+    same = np.mean(zarr.open_group(str(again), mode="r")["labels"][:] == s[f"consensus/{method}/labels"][:])
+    assert same >= 0.99, same
+
+
+def test_what_predict_refuses(fitted, tmp_path):
+    from ensemble_dask.stages.predict import predict_rows
+
+    d, df, new = fitted
+    store = RunStore(str(d / "run.zarr"), mode="r+")
+    with pytest.raises(
+        InputError, match=r"predict labels new rows with the results of \['bce', 'kcc'\] only"
+    ):
+        next(predict_rows(store, "pcc-kl", str(d / "new.csv")))
+    with pytest.raises(InputError, match="no consensus result 'mm'"):
+        next(predict_rows(store, "mm", str(d / "new.csv")))
+    odd = df[new].copy()
+    odd.iloc[3, 2] = "no_such_service"  # a category the fitted data never held
+    odd.to_csv(tmp_path / "odd.csv", index=False, header=False)
+    with pytest.raises(
+        InputError, match="odd.csv, line 4: value 'no_such_service' of categorical column 'service'"
+    ):
+        list(predict_rows(store, "kcc", str(tmp_path / "odd.csv")))
+    import shutil
+
+    shutil.copytree(d / "run.zarr", tmp_path / "old.zarr")  # a KCC result from before its centroids were kept
+    old = RunStore(str(tmp_path / "old.zarr"), mode="r+")
+    del old.group["consensus/kcc/centers"]
+    with pytest.raises(InputError, match="computed before its centroids were kept: run its consensus again"):
+        next(predict_rows(old, "kcc", str(d / "new.csv")))
+    df[new].iloc[:, :10].to_csv(tmp_path / "narrow.csv", index=False, header=False)
+    with pytest.raises(InputError, match="narrow.csv"):
+        list(predict_rows(store, "kcc", str(tmp_path / "narrow.csv")))
+
+
+def test_base_centres_are_computed_once_and_kept(fitted, monkeypatch):
+    from ensemble_dask.partitions import models
+    from ensemble_dask.stages.predict import base_centers
+
+    d, _, _ = fitted
+    store = RunStore(str(d / "run.zarr"), mode="r+")
+    first = base_centers(store)
+    added = []
+    monkeypatch.setattr(models.ClusterCenters, "add", lambda self, X, lab: added.append(X.shape))
+    np.testing.assert_array_equal(base_centers(store), first)
+    assert added == []  # read from the store
+    assert first.shape[0] == 16 and np.isnan(first).any()  # k varies: the smaller clusterings are padded
