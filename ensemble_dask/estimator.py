@@ -20,27 +20,28 @@ __all__ = ["ConsensusClustering"]
 
 
 def _data_url(X, folder):
-    """A URL that ``ingest`` reads ``X`` from: ``X`` itself when it is a URL or path; an array or a data
-    frame written once under ``folder`` (``.npy``, zarr, Parquet)."""
+    """``(url, n_columns)``: a URL that ``ingest`` reads ``X`` from, and its number of columns (None for a
+    URL): ``X`` itself when it is a URL or path; an array or a numeric data frame, written once under
+    ``folder`` (``.npy``, or zarr block by block for Dask), its columns by position whatever their names."""
     if isinstance(X, str):
-        return X
-    if hasattr(X, "to_parquet") and hasattr(X, "columns"):  # a pandas or Dask DataFrame
-        url = f"{folder}/X.parquet"
-        X.to_parquet(url)
-        return url
-    if hasattr(X, "dask") and hasattr(X, "to_zarr"):  # a Dask array, written block by block
+        return X, None
+    if hasattr(X, "to_dask_array"):  # a Dask DataFrame: its numeric values, block by block
+        X = X.to_dask_array(lengths=True)
+    if hasattr(X, "dask") and hasattr(X, "to_zarr"):  # a Dask array
+        if X.ndim != 2:
+            raise InputError(f"X must be a 2-d numeric array, a data frame or a URL; got {shown(X)}")
         url = f"{folder}/X.zarr"
         X.to_zarr(url)
-        return url
+        return url, int(X.shape[1])
     import fsspec
 
-    arr = np.asarray(X)
+    arr = np.asarray(X)  # a pandas DataFrame too: its values
     if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.number):
         raise InputError(f"X must be a 2-d numeric array, a data frame or a URL; got {shown(X)}")
     url = f"{folder}/X.npy"
     with fsspec.open(url, "wb") as fh:
         np.save(fh, np.ascontiguousarray(arr))
-    return url
+    return url, int(arr.shape[1])
 
 
 class ConsensusClustering(ClusterMixin, BaseEstimator):
@@ -64,17 +65,19 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
         stage's default).
     standardize : bool, default=True
         Z-score each column before clustering, as ``ingest`` does.
-    random_state : int, numpy Generator or None, default=None
-        The one seed of every random choice; None draws one.
+    random_state : int, numpy Generator, RandomState or None, default=None
+        The one seed of every random choice; None (or a generator) draws one at each fit.
     store : str or None, default=None
         URL of the run store (a path, ``s3://...``); None: one in this process's memory, kept by the
-        estimator, so that a refit with another ``method`` or ``n_clusters`` reuses its base clusterings and
-        pairs. A store in memory needs no cluster of processes: its stages run on threads.
+        estimator (a copy gets its own at its first fit). With an int ``random_state``, a refit on the same
+        data with another ``method`` or ``n_clusters`` reuses its base clusterings and pairs. A store in
+        memory needs no cluster of processes: its stages run on threads.
     storage_options : dict or None, default=None
         fsspec options of ``store`` (and of ``X`` when it is a URL).
-    client : distributed.Client or None, default=None
-        The cluster to run on (its scheduler's address); None: an embedded one, started when needed. A
-        remote cluster cannot see a store in memory: give ``store`` too.
+    client : distributed.Client, str or None, default=None
+        The cluster to run on, or its scheduler's address (which ``sklearn.base.clone`` can copy, a Client
+        it cannot); None: an embedded one, started when needed. A remote cluster cannot see a store in
+        memory: give ``store`` too.
     progress : bool, default=False
         Progress bars on the long stages.
 
@@ -134,17 +137,23 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
         rs = self.random_state
         if rs is None or isinstance(rs, np.random.Generator):
             return int(np.random.default_rng(rs).integers(2**31 - 1))
+        if isinstance(rs, np.random.RandomState):
+            return int(rs.randint(2**31 - 1))
         if isinstance(rs, numbers.Integral) and not isinstance(rs, bool):
             return check_seed(rs, "random_state")
         raise InputError(f"The 'random_state' parameter must be None, an int or a Generator; got {rs!r}")
 
     def _store_url(self):
-        """``store``, else the store in memory this estimator made at its first fit (or makes now)."""
+        """``store``, else a store in this process's memory of this very estimator: a copy of it
+        (``copy.deepcopy``, pickling) gets its own at its first fit, and never writes into the original's."""
         if self.store is not None:
             return self.store
-        return getattr(self, "store_", None) or f"memory://ensemble_dask/{uuid.uuid4().hex}.zarr"
+        owner, url = getattr(self, "_memory_store", (None, None))
+        if owner != id(self):
+            url = f"memory://ensemble_dask/{uuid.uuid4().hex}.zarr"
+        return url
 
-    def workflow(self, data_url, seed):
+    def workflow(self, data_url, seed, store=None):
         """The workflow :meth:`fit` runs (a dict, as :func:`ensemble_dask.pipeline.run_workflow` takes it)."""
         name = self.method
         if name not in registry.names() and name not in ("pcc-kl", "pcc-l2"):
@@ -154,7 +163,7 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
         spec = {
             "name": "consensus-clustering",
             "seed": seed,
-            "store": self._store_url(),
+            "store": store or self._store_url(),
             # the estimator's data replaces the store's (a new X: the results computed from the old go)
             "data": {"url": data_url, "standardize": bool(self.standardize), "overwrite": True},
             "generate": {
@@ -168,8 +177,8 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
             spec["coassoc"] = {"strategy": self.pairs}
         if self.storage_options is not None:
             spec["storage_options"] = dict(self.storage_options)
-        if self.client is not None:
-            spec["scheduler"] = self.client.scheduler.address
+        if self.client is not None:  # a Client, or its scheduler's address (which clone() can copy)
+            spec["scheduler"] = self.client if isinstance(self.client, str) else self.client.scheduler.address
         return spec
 
     def fit(self, X, y=None):
@@ -180,28 +189,31 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
         removed after the fit. Data other than the store's replaces it (and the results computed from it);
         the same data again reuses the store's base clusterings and pairs.
         """
-        import fsspec
 
         from . import pipeline
         from .io.store import RunStore
 
-        self.store_ = self._store_url()
+        store_url = self._store_url()
         seed = self._seed()
         folder = f"memory://ensemble_dask/input-{uuid.uuid4().hex}"
         try:
-            spec = self.workflow(_data_url(X, folder), seed)
-            report = pipeline.run_workflow(spec, progress=self.progress)
+            url, n_columns = _data_url(X, folder)
+            report = pipeline.run_workflow(self.workflow(url, seed, store_url), progress=self.progress)
         finally:
-            fs = fsspec.filesystem("memory")
-            if fs.exists(folder):
-                fs.rm(folder, recursive=True)
-        store = RunStore(self.store_, self.storage_options, mode="r")
+            _remove(folder)
+        if store_url.startswith("memory://ensemble_dask/"):
+            owned = getattr(self, "_memory_store", (None, None))
+            if owned[0] == id(self) and owned[1] != store_url:
+                _remove(owned[1])
+            self._memory_store = (id(self), store_url)
+        store = RunStore(store_url, self.storage_options, mode="r")
         group = f"consensus/{self.method}"
         self.memberships_ = np.asarray(store[f"{group}/Y"][:], dtype=np.float64)
         self.labels_ = np.asarray(store[f"{group}/labels"][:], dtype=np.int64)
         self.uncertainty_ = np.asarray(store[f"{group}/uncertainty"][:], dtype=np.float64)
         self.metrics_ = report["methods"][self.method]
-        self.n_features_in_ = int(store["X"].shape[1])
+        self.n_features_in_ = int(store["X"].shape[1]) if n_columns is None else n_columns
+        self.store_ = store_url  # last: a failed fit leaves no fitted look behind
         return self
 
     def transform(self, X):
@@ -215,8 +227,6 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
         return self._predict(X)[0]
 
     def _predict(self, X):
-        import fsspec
-
         from .io.store import RunStore
         from .stages.predict import predict_rows
 
@@ -224,10 +234,27 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
             raise InputError("This ConsensusClustering is not fitted yet; call fit first")
         folder = f"memory://ensemble_dask/input-{uuid.uuid4().hex}"
         try:
-            store = RunStore(self.store_, self.storage_options, mode="r+")
-            parts = list(predict_rows(store, self.method, _data_url(X, folder)))
+            url, n_columns = _data_url(X, folder)
+            if n_columns is not None and n_columns != self.n_features_in_:
+                raise InputError(
+                    f"X has {n_columns} features, but ConsensusClustering is expecting {self.n_features_in_} "
+                    "features as input"
+                )
+            in_memory = self.store_.startswith(
+                "memory://"
+            )  # its base centres kept there; a given store's not
+            store = RunStore(self.store_, self.storage_options, mode="r+" if in_memory else "r")
+            parts = list(predict_rows(store, self.method, url, storage_options=self.storage_options))
         finally:
-            fs = fsspec.filesystem("memory")
-            if fs.exists(folder):
-                fs.rm(folder, recursive=True)
-        return np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
+            _remove(folder)
+        labels = np.concatenate([p[1] for p in parts]).astype(np.int64)
+        return labels, np.concatenate([p[2] for p in parts])
+
+
+def _remove(url):
+    """Remove a folder of this process's memory file system, if it is there."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    if fs.exists(url):
+        fs.rm(url, recursive=True)

@@ -75,3 +75,32 @@ def test_predict_labels_new_rows(blobs):
         model.set_params(method="pcc-kl").fit(blobs).predict(blobs[:5])
     with pytest.raises(InputError, match="not fitted yet"):
         ConsensusClustering(3).predict(blobs)
+
+
+def test_copies_and_other_stores_keep_apart(blobs, tmp_path):
+    """A copy of a fitted estimator fits into a store of its own; a failed fit leaves nothing fitted;
+    predict refuses another number of columns, as scikit-learn does."""
+    import copy
+
+    import dask.dataframe as dd
+    import pandas as pd
+
+    model = ConsensusClustering(3, method="kcc", n_clusterings=6, random_state=0).fit(blobs)
+    before = model.predict(blobs[:50])
+    twin = copy.deepcopy(model).set_params(n_clusters=4).fit(blobs[::-1])
+    assert twin.store_ != model.store_ and twin.memberships_.shape[1] == 4
+    np.testing.assert_array_equal(model.predict(blobs[:50]), before)  # the original's store is untouched
+    assert model.predict(blobs[:5]).dtype == model.labels_.dtype
+    with pytest.raises(InputError, match="X has 3 features, but ConsensusClustering is expecting 2"):
+        model.predict(np.hstack([blobs[:5], blobs[:5, :1]]))
+    frame = pd.DataFrame(blobs, columns=["u", "v"])  # fitted on an array, labels a frame, and a Dask one
+    np.testing.assert_array_equal(model.predict(frame), model.predict(blobs))
+    np.testing.assert_array_equal(model.predict(dd.from_pandas(frame, npartitions=3)), model.predict(blobs))
+    fresh = ConsensusClustering(3, method="nope")
+    with pytest.raises(InputError, match="'method' parameter"):
+        fresh.fit(blobs)
+    assert not hasattr(fresh, "store_")
+    model.set_params(store=str(tmp_path / "given.zarr")).fit(blobs)
+    assert model.store_ == str(tmp_path / "given.zarr")
+    model.set_params(store=None).fit(blobs)
+    assert model.store_.startswith("memory://")  # not the given store again

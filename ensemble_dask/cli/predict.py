@@ -18,22 +18,40 @@ def add_parser(sub, common):
     p.add_argument("--out", required=True, help="where the predictions go: NAME.parquet or NAME.zarr")
     p.add_argument("--data-storage-options", help="fsspec options of the new rows, as JSON")
     p.add_argument("--out-storage-options", help="fsspec options of --out, as JSON")
+    p.add_argument("--overwrite", action="store_true", help="replace an --out that exists")
     p.set_defaults(run=run)
+
+
+def _check_out(args):
+    """``--out``: a .parquet file or a .zarr folder, neither the store nor inside it, new unless
+    ``--overwrite``."""
+    import fsspec
+
+    out = args.out.rstrip("/")
+    if not out.endswith((".parquet", ".zarr")):
+        raise EnsembleDaskError(f"--out must name a .parquet file or a .zarr folder; got {args.out!r}")
+    store = args.store.rstrip("/")
+    if out == store or out.startswith(store + "/"):
+        raise EnsembleDaskError(f"--out {args.out!r} is the run store or inside it: name another place")
+    fs, path = fsspec.core.url_to_fs(out, **(storage_options(args.out_storage_options) or {}))
+    if fs.exists(path) and not args.overwrite:
+        raise EnsembleDaskError(f"--out {args.out!r} exists: remove it, or give --overwrite")
 
 
 def run(args):
     import numpy as np
 
-    from ..stages.predict import predict_rows, write_predictions
+    from .. import pipeline
+    from ..stages.predict import base_centers, predict_rows, write_predictions
 
-    if not args.out.rstrip("/").endswith((".parquet", ".zarr")):
-        raise EnsembleDaskError(f"--out must name a .parquet file or a .zarr folder; got {args.out!r}")
-    with stage_store(args) as store:  # the base clusterings' centres are kept in the store
-        parts = list(
-            predict_rows(
-                store, args.method, args.data, storage_options=storage_options(args.data_storage_options)
-            )
-        )
+    _check_out(args)
+    with stage_store(
+        args
+    ) as store:  # the base clusterings' centres are kept in the store: its lease, briefly
+        base_centers(store)
+    store = pipeline.open_store(args.store, storage_options(args.storage_options), mode="r")
+    options = storage_options(args.data_storage_options)
+    parts = list(predict_rows(store, args.method, args.data, storage_options=options))
     labels = np.concatenate([p[1] for p in parts])
     memberships = np.concatenate([p[2] for p in parts])
     uncertainty = np.concatenate([p[3] for p in parts])

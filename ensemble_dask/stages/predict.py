@@ -57,7 +57,9 @@ def base_centers(store, block_rows=65536):
 
 def new_rows(store, url, *, storage_options=None, chunk_rows=50_000):
     """The rows of the table at ``url`` in the store's ``X`` space, block by block (float64 arrays): the
-    ingest's columns by name, its categorical codes, its imputation, centring and scaling."""
+    ingest's columns by name (only those are read), its categorical codes, its imputation, centring and
+    scaling. A CSV's header and separator are guessed as ``ingest`` guesses them."""
+    from ..io.readers import csv_has_header, detect_separator
     from .ingest import _Reader, ingest_params
 
     rec = store.record("ingest") or {}
@@ -67,24 +69,34 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000):
     attrs = store["X"].attrs.asdict()
     names = list(attrs["feature_names"])
     center, scale = np.asarray(attrs["center"]), np.asarray(attrs["scale"])
-    opts = {k: fitted.get(k) for k in ("columns", "label_column", "categorical", "drop", "impute")}
+    opts = {k: fitted.get(k) for k in ("columns", "categorical", "drop", "impute")}
     p = ingest_params(url, **opts, chunk_rows=chunk_rows)
-    if p["format"] == fitted.get("format") == "csv":  # the same kind of file: its header and separator
-        p["header"], p["sep"] = fitted.get("header"), fitted.get("sep")
+    if p["format"] == "csv":
+        p["sep"] = detect_separator(p["url"], storage_options)
+        p["header"] = p["columns"] is None and csv_has_header(p["url"], storage_options, p["sep"])
+    positional = p["format"] == "csv" and not p["header"] and p["columns"] is None
+
+    def column(name):  # a headerless CSV's columns are 0, 1, ...: the store keeps their names as text
+        return int(name) if positional and str(name).isdigit() else name
+
     reader = _Reader(p, storage_options)
-    reader.keep, reader.vocab = None, {c: list(v) for c, v in (attrs.get("vocabularies") or {}).items()}
-    if fitted.get("impute") == "mean" and not fitted.get("standardize", True):
-        raise InputError("the store's data was imputed but not standardised: its column means were not kept")
-    for offset, frame in reader.chunks():
-        block = reader.features(offset, frame, unseen="error")
-        have = {nm: j for j, nm in enumerate(reader.feature_names)}
-        missing = [nm for nm in names if nm not in have]
+    reader.keep = None
+    reader.vocab = {column(c): list(v) for c, v in (attrs.get("vocabularies") or {}).items()}
+    for offset, frame in reader.chunks(usecols=[column(nm) for nm in names]):
+        missing = [nm for nm in names if column(nm) not in frame.columns]
         if missing:
             raise InputError(
-                f"{url}: no column(s) {missing[:5]} of the store's data set; columns: {list(have)[:20]}"
+                f"{url}: no column(s) {missing[:5]} of the store's data set; its columns: "
+                f"{list(frame.columns)[:20]}"
             )
-        block = block[:, [have[nm] for nm in names]]
-        if fitted.get("impute") == "mean":
+        frame = frame[[column(nm) for nm in names]]
+        block = reader.features(offset, frame, unseen="error")
+        if fitted.get("impute") == "mean" and np.isnan(block).any():
+            if not fitted.get("standardize", True):
+                raise InputError(
+                    f"{url}: missing values, and the store's data was imputed without being standardised: "
+                    "its column means were not kept"
+                )
             block = np.where(np.isnan(block), center, block)
         yield offset, (block - center) / scale
 
@@ -93,10 +105,16 @@ def _consensus_model(store, name, labels):
     """The fitted consensus of result ``name``, rebuilt from what the store keeps."""
     from ..consensus import BCE, KCC
     from ..consensus._common.encoding import column_categories
+    from .consensus import current_results
 
     path = f"consensus/{name}"
     if path not in store:
         raise InputError(f"run store {store.url!r} holds no consensus result {name!r}")
+    if name not in current_results(store):
+        raise InputError(
+            f"consensus result {name!r} is not up to date with the store's base clusterings (or is not "
+            f"complete): run its consensus again (ensemble-dask consensus {name} --store {store.url})"
+        )
     method = store[path].attrs.get("method")
     if method not in PREDICTS:
         raise InputError(
@@ -127,7 +145,7 @@ def predict_rows(store, name, url, *, storage_options=None, chunk_rows=50_000):
 
     labels = np.asarray(store["labels"][:])
     model = _consensus_model(store, name, labels)
-    centers = base_centers(store)
+    centers = base_centers(store)  # kept in the store when it may be written
     del labels
     for offset, block in new_rows(store, url, storage_options=storage_options, chunk_rows=chunk_rows):
         Y = model.transform(nearest_centers(block, centers))
@@ -139,6 +157,15 @@ def write_predictions(url, labels, memberships, uncertainty, storage_options=Non
     ``m{K-1}``) or a zarr group (arrays ``labels``, ``memberships``, ``uncertainty``)."""
     import fsspec
 
+    try:
+        _write(url, labels, memberships, uncertainty, storage_options, fsspec)
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a store's client errors are no OSError: one line naming --out
+        raise InputError(f"cannot write the predictions to {url!r}: {exc}") from exc
+
+
+def _write(url, labels, memberships, uncertainty, storage_options, fsspec):
     if url.rstrip("/").endswith(".zarr"):
         import zarr
 

@@ -109,3 +109,64 @@ def test_base_centres_are_computed_once_and_kept(fitted, monkeypatch):
     np.testing.assert_array_equal(base_centers(store), first)
     assert added == []  # read from the store
     assert first.shape[0] == 16 and np.isnan(first).any()  # k varies: the smaller clusterings are padded
+
+
+def test_the_cli_refuses_an_out_that_exists_or_is_the_store(fitted, tmp_path, capsys):
+    from ensemble_dask.cli import main
+
+    d, _, _ = fitted
+    store, new = str(d / "run.zarr"), str(d / "new.csv")
+    assert main(["predict", new, "--store", store, "--method", "kcc", "--out", store]) == 2
+    assert "is the run store or inside it" in capsys.readouterr().err
+    assert main(["predict", new, "--store", store, "--method", "kcc", "--out", f"{store}/p.zarr"]) == 2
+    out = tmp_path / "p.parquet"
+    out.write_text("mine")
+    assert main(["predict", new, "--store", store, "--method", "kcc", "--out", str(out)]) == 2
+    assert "exists: remove it, or give --overwrite" in capsys.readouterr().err and out.read_text() == "mine"
+    assert main(["predict", new, "--store", store, "--method", "kcc", "--out", str(out), "--overwrite"]) == 0
+    assert len(pd.read_parquet(out)) > 0
+    assert (d / "run.zarr" / "consensus").exists()  # the store is whole
+
+
+def test_a_headerless_table_with_categorical_columns_by_position(fitted, tmp_path):
+    """A CSV without header names its columns 0, 1, ...; the store keeps them as text: new rows are coded
+    with the same vocabularies, and an extra column of other content is never read."""
+    from ensemble_dask import pipeline
+    from ensemble_dask.stages.predict import predict_rows
+
+    d, df, new = fitted
+    spec = {
+        "seed": 0,
+        "store": str(tmp_path / "pos.zarr"),
+        "data": {"url": str(d / "fit.csv"), "label_column": 41, "categorical": [1, 2, 3]},
+        "generate": {"n_clusterings": 6, "rate": 0.5},
+        "consensus": {"kcc": {"n_clusters": 4}},
+    }
+    pipeline.run_workflow(spec)
+    store = RunStore(spec["store"], mode="r+")
+    extra = df[new].copy()
+    extra[42] = "an id"  # a column the fitted table did not have
+    extra.to_csv(tmp_path / "extra.csv", index=False, header=False)
+    labels = np.concatenate([p[1] for p in predict_rows(store, "kcc", str(tmp_path / "extra.csv"))])
+    same = np.concatenate([p[1] for p in predict_rows(store, "kcc", str(d / "new.csv"))])
+    np.testing.assert_array_equal(labels, same)
+    assert labels.size == new.sum()
+
+
+def test_a_result_older_than_the_base_clusterings_is_refused(fitted, tmp_path):
+    """A store whose base clusterings changed after its consensus: the result is stale, and predict says
+    to run it again rather than label with it."""
+    import shutil
+
+    from ensemble_dask.stages.generate import generate
+    from ensemble_dask.stages.predict import predict_rows
+
+    d, _, _ = fitted
+    shutil.copytree(d / "run.zarr", tmp_path / "run.zarr")
+    store = RunStore(str(tmp_path / "run.zarr"), mode="r+")
+    from ensemble_dask.runtime.clients import dask_client
+
+    with dask_client(processes=False, n_workers=1) as client:
+        generate(store, client, n_clusterings=16, rate=0.8, k_min=2, k_max=10, seed=0)
+    with pytest.raises(InputError, match="'kcc' is not up to date with the store's base clusterings"):
+        next(predict_rows(store, "kcc", str(d / "new.csv")))
