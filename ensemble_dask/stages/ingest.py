@@ -97,11 +97,9 @@ def ingest_params(
     standardize : bool, default=None
         Centre each feature column and divide it by its standard deviation over the kept rows
         (z-scores). None means True: k-means and the pair methods compare distances, which a
-        column in large units would otherwise dominate. With ``benchmarks/cli_defaults.py
-        --standardize both`` the consensus ARI (mean of 13 methods) rises from 0.37 to 0.84 on wine,
-        0.48 to 0.57 on wdbc and 0.14 to 0.16 on ionosphere, and falls from 0.76 to 0.59 on iris
-        and 0.23 to 0.17 on glass, whose columns share one unit. False keeps the values as read
-        (``ingest --no-standardize``): for features in one unit, whose spread carries meaning.
+        column in large units would otherwise dominate. False keeps the values as read
+        (``ingest --no-standardize``): for features in one unit, whose spread carries meaning. The
+        benchmarks page ("The CLI's defaults") measures both on the UCI sets.
     drop_constant : bool, default=None
         Drop the columns constant over the kept rows (True for the ``kdd99`` schema); otherwise
         they are kept, as zeros when standardised, and named in the summary's ``constant_columns``.
