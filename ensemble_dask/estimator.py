@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numbers
 import uuid
+import weakref
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
@@ -69,9 +70,10 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
         The one seed of every random choice; None (or a generator) draws one at each fit.
     store : str or None, default=None
         URL of the run store (a path, ``s3://...``); None: one in this process's memory, kept by the
-        estimator (a copy gets its own at its first fit). With an int ``random_state``, a refit on the same
-        data with another ``method`` or ``n_clusters`` reuses its base clusterings and pairs. A store in
-        memory needs no cluster of processes: its stages run on threads.
+        estimator and removed with it (a copy reads its original's until its own first fit). With an int
+        ``random_state``, a refit on the same data with another ``method`` or ``n_clusters`` reuses its
+        base clusterings and pairs. A store in memory needs no cluster of processes: its stages run on
+        threads.
     storage_options : dict or None, default=None
         fsspec options of ``store`` (and of ``X`` when it is a URL).
     client : distributed.Client, str or None, default=None
@@ -205,6 +207,8 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
             owned = getattr(self, "_memory_store", (None, None))
             if owned[0] == id(self) and owned[1] != store_url:
                 _remove(owned[1])
+            if owned != (id(self), store_url):  # a store of its own: gone with the estimator
+                weakref.finalize(self, _remove, store_url)
             self._memory_store = (id(self), store_url)
         store = RunStore(store_url, self.storage_options, mode="r")
         group = f"consensus/{self.method}"

@@ -104,3 +104,17 @@ def test_copies_and_other_stores_keep_apart(blobs, tmp_path):
     assert model.store_ == str(tmp_path / "given.zarr")
     model.set_params(store=None).fit(blobs)
     assert model.store_.startswith("memory://")  # not the given store again
+
+
+def test_a_store_in_memory_goes_with_its_estimator(blobs):
+    import gc
+
+    import fsspec
+
+    model = ConsensusClustering(3, method="kcc", n_clusterings=4, random_state=0).fit(blobs)
+    url = model.store_
+    fs = fsspec.filesystem("memory")
+    assert fs.exists(url)
+    del model
+    gc.collect()
+    assert not fs.exists(url)
