@@ -71,8 +71,9 @@ def test_predict_labels_new_rows(blobs):
     # the fitted rows, as new ones: labelled by every base clustering (the fit saw half of them each)
     assert np.mean(model.predict(blobs) == model.labels_) >= 0.98
     assert model.transform(blobs[:7]).shape == (7, 3)
-    with pytest.raises(InputError, match=r"the results of \['bce', 'kcc'\] only"):
-        model.set_params(method="pcc-kl").fit(blobs).predict(blobs[:5])
+    assert model.set_params(method="pcc-kl").fit(blobs).predict(blobs[:5]).shape == (5,)
+    with pytest.raises(InputError, match=r"\(hbgf\): predict labels new rows with the results of"):
+        model.set_params(method="hbgf").fit(blobs).predict(blobs[:5])
     with pytest.raises(InputError, match="not fitted yet"):
         ConsensusClustering(3).predict(blobs)
 

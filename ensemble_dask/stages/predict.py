@@ -4,8 +4,10 @@ A new row goes through the steps ``ingest`` applied to the store's data (the sam
 centring and scaling: :func:`new_rows`), then every base clustering labels it by its nearest cluster centre
 (:mod:`ensemble_dask.partitions.models`; the centres are computed once from ``X`` and ``labels`` and kept in
 the store, :func:`base_centers`), and the consensus result labels its base labels: BCE by its E-step with the
-fitted ``alpha`` and ``beta``, KCC by the nearest consensus centroid. A new row has a label in every base
-clustering (the base clusterings of subsamples left about half the fitted rows out of each).
+fitted ``alpha`` and ``beta``, KCC by the nearest consensus centroid, PCC and PPC by the new row's own problem
+against partners among the fitted rows, their memberships fixed (:mod:`ensemble_dask.consensus.pcc._predict`).
+A new row has a label in every base clustering (the base clusterings of subsamples left about half the fitted
+rows out of each).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ logger = logging.getLogger(__name__)
 #: where the base clusterings' centres are kept (``_cache/base_centers/<key of X and labels>``)
 CENTERS_CACHE = "_cache/base_centers"
 #: the consensus methods whose results label new rows
-PREDICTS = ("bce", "kcc")
+PREDICTS = ("bce", "kcc", "pcc", "ppc")
 
 
 def base_centers(store, block_rows=65536):
@@ -121,6 +123,8 @@ def _consensus_model(store, name, labels):
             f"consensus result {name!r} ({method}): predict labels new rows with the results of "
             f"{list(PREDICTS)} only, so far"
         )
+    if method in ("pcc", "ppc"):
+        return _PairModel(store, path, method, labels)
     cats = column_categories(labels)
     if method == "bce":
         offsets = store[f"{path}/beta"].attrs["offsets"]
@@ -136,6 +140,38 @@ def _consensus_model(store, name, labels):
     offsets = store[f"{path}/centers"].attrs["offsets"]
     blocks = [centers[:, a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
     return KCC.from_parameters(blocks, cats)
+
+
+class _PairModel:
+    """PCC or PPC on new rows: each row's own problem against fitted partners, their memberships fixed."""
+
+    def __init__(self, store, path, method, labels):
+        from ..consensus.pcc import DIVERGENCES
+        from ..consensus.pcc import _kernels as kern
+
+        params = store[path].attrs.get("params") or {}
+        if method == "ppc":
+            self.code, self.closed_form, self.diag = kern.L2, False, 1.0
+        else:
+            (self.code, self.closed_form), self.diag = DIVERGENCES[params.get("divergence", "kl")], 0.0
+        self.Y = np.asarray(store[f"{path}/Y"][:], dtype=np.float64)
+        self.labels = labels
+        self.order = np.argsort(labels, axis=0, kind="stable").astype(
+            np.int32
+        )  # rows by cluster, per clustering
+        self.seed = int(params.get("random_state") or 0)
+        self.blocks = 0
+
+    def transform(self, base):
+        from ..consensus.pcc._predict import new_row_memberships
+
+        self.blocks += (
+            1  # each block its own draws of partners, the same for the same rows in the same blocks
+        )
+        return new_row_memberships(
+            self.Y, self.labels, base, code=self.code, closed_form=self.closed_form, diag=self.diag,
+            seed=(self.seed, self.blocks), order=self.order,
+        )  # fmt: skip
 
 
 def predict_rows(store, name, url, *, storage_options=None, chunk_rows=50_000):

@@ -33,13 +33,18 @@ def fitted(tmp_path_factory):
         "store": str(d / "run.zarr"),
         "data": {"url": str(d / "fit.csv"), "schema": "kdd99"},
         "generate": {"n_clusterings": 16, "rate": 0.5},
-        "consensus": {"bce": {"n_clusters": 4}, "kcc": {"n_clusters": 4}, "pcc-kl": {"n_clusters": 4}},
+        "consensus": {
+            "bce": {"n_clusters": 4},
+            "kcc": {"n_clusters": 4},
+            "pcc-kl": {"n_clusters": 4},
+            "hbgf": {"n_clusters": 4},
+        },
     }
     pipeline.run_workflow(spec)
     return d, df, new
 
 
-@pytest.mark.parametrize("method", ["bce", "kcc"])
+@pytest.mark.parametrize("method", ["bce", "kcc", "pcc-kl"])
 def test_new_rows_are_labelled_as_the_fit_labels_its_own(fitted, method, capsys):
     from ensemble_dask.cli import main
 
@@ -73,9 +78,9 @@ def test_what_predict_refuses(fitted, tmp_path):
     d, df, new = fitted
     store = RunStore(str(d / "run.zarr"), mode="r+")
     with pytest.raises(
-        InputError, match=r"predict labels new rows with the results of \['bce', 'kcc'\] only"
+        InputError, match=r"'hbgf' \(hbgf\): predict labels new rows with the results of \['bce'"
     ):
-        next(predict_rows(store, "pcc-kl", str(d / "new.csv")))
+        next(predict_rows(store, "hbgf", str(d / "new.csv")))
     with pytest.raises(InputError, match="no consensus result 'mm'"):
         next(predict_rows(store, "mm", str(d / "new.csv")))
     odd = df[new].copy()
