@@ -1,6 +1,6 @@
 """Labelling new rows on KDD Cup 99 10%: fit on a seeded 90%, predict the other 10%; prints a table.
 
-For each method (BCE and KCC at K = 3; the pair methods do not label new rows yet), two workflows of
+For each method (by default BCE, KCC and PCC-KL, at K = 3), two workflows of
 the ``kdd99`` schema, 100 k-means clusterings of 50% subsamples, seed 0: one on the 90% (``fit``), one on
 every row (``all``). The held-out 10% are then labelled by the 90% fit (``ensemble-dask predict``'s code)
 and compared with the labels the all-rows fit gives those rows (ARI; beside it, the ARI of the two fits on
@@ -9,7 +9,7 @@ classes) of the prediction with the in-sample H of the 90% fit. Seconds: the pre
 clusterings' centres included.
 
 Usage: python benchmarks/predict_kdd.py [--data ../shared/data/kddcup99/kddcup.data_10_percent.gz]
-       [--methods bce kcc] [--n-clusterings 100] [--work DIR]
+       [--methods bce kcc pcc-kl] [--n-clusterings 100] [--work DIR]
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def main(argv=None):
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(ROOT.parent / "shared/data/kddcup99/kddcup.data_10_percent.gz"))
-    ap.add_argument("--methods", nargs="+", default=["bce", "kcc"])
+    ap.add_argument("--methods", nargs="+", default=["bce", "kcc", "pcc-kl"])
     ap.add_argument("--n-clusterings", type=int, default=100)
     ap.add_argument("--work", type=Path, default=None)
     args = ap.parse_args(argv)

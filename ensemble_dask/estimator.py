@@ -222,7 +222,7 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
 
     def transform(self, X):
         """Memberships of new rows (an array, a data frame or a URL of the fitted table's columns): each base
-        clustering labels them by its nearest cluster centre, then the consensus (``bce`` and ``kcc`` so far,
+        clustering labels them by its nearest cluster centre, then the consensus (the methods of
         :data:`ensemble_dask.stages.predict.PREDICTS`) labels their base labels."""
         return self._predict(X)[1]
 
