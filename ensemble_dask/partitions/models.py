@@ -56,14 +56,19 @@ class ClusterCenters:
     """Accumulates, block by block of rows, the centres of every base clustering's clusters.
 
     ``add(X_block, labels_block)`` with the rows' features and base labels (``-1``: not in that clustering);
-    ``centers`` (N x k_max x d float64, NaN where a clustering has no such cluster) once every row was added.
+    ``centers`` (N x k_max x d float64, NaN where a clustering has no such cluster) once every row was added;
+    ``k_max`` grows with the labels seen, so the rows are read once.
     """
 
-    def __init__(self, n_clusterings, k_max, d):
-        self.sums = np.zeros((n_clusterings, k_max, d))
-        self.counts = np.zeros((n_clusterings, k_max))
+    def __init__(self, n_clusterings, d):
+        self.sums = np.zeros((n_clusterings, 0, d))
+        self.counts = np.zeros((n_clusterings, 0))
 
     def add(self, X, labels):
+        grow = int(np.max(labels, initial=-1)) + 1 - self.counts.shape[1]
+        if grow > 0:
+            self.sums = np.pad(self.sums, ((0, 0), (0, grow), (0, 0)))
+            self.counts = np.pad(self.counts, ((0, 0), (0, grow)))
         _add_cluster_sums(
             np.ascontiguousarray(X, dtype=np.float64), np.ascontiguousarray(labels), self.sums, self.counts
         )

@@ -44,10 +44,7 @@ def base_centers(store, block_rows=65536):
         return np.asarray(store[path][:])
     X, labels = store["X"], store["labels"]
     n, N = labels.shape
-    k_max = 0
-    for start in range(0, n, block_rows):
-        k_max = max(k_max, int(np.asarray(labels[start : start + block_rows]).max(initial=-1)) + 1)
-    acc = ClusterCenters(N, max(k_max, 1), X.shape[1])
+    acc = ClusterCenters(N, X.shape[1])
     for start in range(0, n, block_rows):
         acc.add(X[start : start + block_rows], labels[start : start + block_rows])
     centers = acc.centers

@@ -15,11 +15,9 @@ import numba
 import numpy as np
 
 from . import _kernels as _k
+from ._pcc import _KL_EPS, _STEP_RTOL  # the fit's own clamp and line-search tolerance
 
 __all__ = ["new_row_memberships"]
-
-_KL_EPS = 1e-10
-_STEP_RTOL = 1e-4
 
 
 @numba.njit(cache=True, nogil=True)
