@@ -195,6 +195,7 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
         from . import pipeline
         from .io.store import RunStore
 
+        _remove_abandoned()
         store_url = self._store_url()
         seed = self._seed()
         folder = f"memory://ensemble_dask/input-{uuid.uuid4().hex}"
@@ -207,8 +208,8 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
             owned = getattr(self, "_memory_store", (None, None))
             if owned[0] == id(self) and owned[1] != store_url:
                 _remove(owned[1])
-            if owned != (id(self), store_url):  # a store of its own: gone with the estimator
-                weakref.finalize(self, _remove, store_url)
+            if owned != (id(self), store_url):  # a store of its own: removed after the estimator is gone
+                weakref.finalize(self, _ABANDONED.append, store_url)
             self._memory_store = (id(self), store_url)
         store = RunStore(store_url, self.storage_options, mode="r")
         group = f"consensus/{self.method}"
@@ -253,6 +254,16 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
             _remove(folder)
         labels = np.concatenate([p[1] for p in parts]).astype(np.int64)
         return labels, np.concatenate([p[2] for p in parts])
+
+
+#: stores in memory of estimators that are gone: a finaliser runs in whatever thread collects the estimator,
+#: maybe while a stage lists the memory file system, so it only notes the store; the next fit removes it
+_ABANDONED = []
+
+
+def _remove_abandoned():
+    while _ABANDONED:
+        _remove(_ABANDONED.pop())
 
 
 def _remove(url):
