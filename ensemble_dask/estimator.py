@@ -223,8 +223,8 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
 
     def transform(self, X):
         """Memberships of new rows (an array, a data frame or a URL of the fitted table's columns): each base
-        clustering labels them by its nearest cluster centre, then the consensus (the methods of
-        :data:`ensemble_dask.stages.predict.PREDICTS`) labels their base labels."""
+        clustering labels them by its nearest cluster centre, then the consensus labels their base labels
+        (see :mod:`ensemble_dask.stages.predict`)."""
         return self._predict(X)[1]
 
     def predict(self, X):

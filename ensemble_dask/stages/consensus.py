@@ -132,9 +132,11 @@ def _estimator_params(method, kwargs):
     return kwargs
 
 
-#: the methods whose result keeps what labels new rows (``ensemble-dask predict``), and since which version of
-#: it: BCE its ``alpha`` and ``beta`` (already), KCC its centroids (``centers``)
-MODEL_KEPT = {"kcc": 1}
+#: the methods whose result keeps what labels new rows (``ensemble-dask predict``), and since which version
+#: of it: BCE its ``alpha`` and ``beta`` (already), KCC its centroids (``centers``), MM its mixing ``weights``
+#: (and ``beta``), GBCE its Gaussians (``means``, ``variances``, and ``alpha``, ``beta``); the others label
+#: new rows from their labels alone (``stages.predict``)
+MODEL_KEPT = {"kcc": 1, "mm": 1, "gbce": 1}
 
 #: where the label starts are kept, one ``(candidates, n)`` int32 array per key (see :func:`_label_starts`)
 STARTS_CACHE = "_cache/starts"
@@ -420,6 +422,9 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
             beta = [np.asarray(b, dtype=np.float64) for b in est.beta_]
             out.create_array("beta", data=np.concatenate(beta, axis=1))
             out["beta"].attrs["offsets"] = np.cumsum([0] + [b.shape[1] for b in beta]).tolist()
+        for attr in ("weights_", "means_", "variances_"):  # MM's mixing weights, GBCE's Gaussians
+            if hasattr(est, attr):
+                out.create_array(attr.rstrip("_"), data=np.asarray(getattr(est, attr), dtype=np.float64))
         if method == "kcc":  # its centroids over the fit's labels, for predict
             out.create_array("centers", data=np.concatenate(est.cluster_centers_, axis=1))
             out["centers"].attrs["offsets"] = np.asarray(est.encoding_.offsets).tolist()

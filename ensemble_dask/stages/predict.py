@@ -4,8 +4,11 @@ A new row goes through the steps ``ingest`` applied to the store's data (the sam
 centring and scaling: :func:`new_rows`), then every base clustering labels it by its nearest cluster centre
 (:mod:`ensemble_dask.partitions.models`; the centres are computed once from ``X`` and ``labels`` and kept in
 the store, :func:`base_centers`), and the consensus result labels its base labels: BCE by its E-step with the
-fitted ``alpha`` and ``beta``, KCC by the nearest consensus centroid, PCC and PPC by the new row's own problem
-against partners among the fitted rows, their memberships fixed (:mod:`ensemble_dask.consensus.pcc._predict`).
+fitted ``alpha`` and ``beta`` (GBCE with its Gaussians, on the row's features), MM by its mixture, KCC by the
+nearest consensus centroid, PCC and PPC by the new row's own problem against partners among the fitted rows,
+their memberships fixed (:mod:`ensemble_dask.consensus.pcc._predict`), and GKCC and the baselines, whose
+results are partitions, by KCC's rule on their partition
+(:meth:`~ensemble_dask.consensus.KCC.from_partition`).
 A new row has a label in every base clustering (the base clusterings of subsamples left about half the fitted
 rows out of each).
 """
@@ -20,14 +23,22 @@ from .._validation import InputError
 from ..io.store import stage_hash
 from ..partitions.models import ClusterCenters, nearest_centers
 
-__all__ = ["PREDICTS", "base_centers", "new_rows", "predict_rows", "write_predictions"]
+__all__ = ["MODELS", "base_centers", "new_rows", "predict_rows", "write_predictions"]
 
 logger = logging.getLogger(__name__)
 
 #: where the base clusterings' centres are kept (``_cache/base_centers/<key of X and labels>``)
 CENTERS_CACHE = "_cache/base_centers"
-#: the consensus methods whose results label new rows
-PREDICTS = ("bce", "kcc", "pcc", "ppc")
+#: the consensus methods that label new rows by a model of their own; the others (GKCC and the baselines,
+#: whose results are partitions) by the nearest of their clusters' centroids in the base labels' space
+MODELS = {
+    "bce": ("alpha", "beta"),
+    "gbce": ("alpha", "beta", "means", "variances"),
+    "mm": ("weights", "beta"),
+    "kcc": ("centers",),
+    "pcc": ("Y",),
+    "ppc": ("Y",),
+}  # each with the arrays of its result that it reads
 
 
 def base_centers(store, block_rows=65536):
@@ -101,8 +112,9 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000):
 
 
 def _consensus_model(store, name, labels):
-    """The fitted consensus of result ``name``, rebuilt from what the store keeps."""
-    from ..consensus import BCE, KCC
+    """The fitted consensus of result ``name``, rebuilt from what the store keeps: a function of a block's
+    base labels and its rows in ``X`` space that returns their memberships."""
+    from ..consensus import BCE, GBCE, KCC, MM
     from ..consensus._common.encoding import column_categories
     from .consensus import current_results
 
@@ -115,28 +127,42 @@ def _consensus_model(store, name, labels):
             f"complete): run its consensus again (ensemble-dask consensus {name} --store {store.url})"
         )
     method = store[path].attrs.get("method")
-    if method not in PREDICTS:
+    params = store[path].attrs.get("params") or {}
+    if method not in MODELS:  # the others label a new row by the nearest centroid of their partition
+        model = KCC.from_partition(labels, np.asarray(store[f"{path}/labels"][:]))
+        return lambda base, X: model.transform(base)
+    absent = [key for key in MODELS[method] if f"{path}/{key}" not in store]
+    if absent:
         raise InputError(
-            f"consensus result {name!r} ({method}): predict labels new rows with the results of "
-            f"{list(PREDICTS)} only, so far"
+            f"consensus result {name!r} was computed before its model ({', '.join(absent)}) was kept: run "
+            f"its consensus again (ensemble-dask consensus {name} --store {store.url}, or the workflow)"
         )
     if method in ("pcc", "ppc"):
-        return _PairModel(store, path, method, labels)
+        return _PairModel(store, path, method, labels).transform
     cats = column_categories(labels)
+
+    def read(key):
+        return np.asarray(store[f"{path}/{key}"][:])
+
+    def blocks(key):
+        offsets = store[f"{path}/{key}"].attrs["offsets"]
+        whole = read(key)
+        return [whole[:, a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+
     if method == "bce":
-        offsets = store[f"{path}/beta"].attrs["offsets"]
-        beta = np.asarray(store[f"{path}/beta"][:])
-        blocks = [beta[:, a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
-        return BCE.from_parameters(np.asarray(store[f"{path}/alpha"][:]), blocks, cats)
-    if f"{path}/centers" not in store:
-        raise InputError(
-            f"consensus result {name!r} was computed before its centroids were kept: run its consensus again "
-            f"(ensemble-dask consensus {name} --store {store.url}, or the workflow)"
+        model = BCE.from_parameters(read("alpha"), blocks("beta"), cats)
+        return lambda base, X: model.transform(base)
+    if method == "gbce":
+        weights = {k: params[k] for k in ("label_weight", "feature_weight") if params.get(k) is not None}
+        model = GBCE.from_parameters(
+            read("alpha"), blocks("beta"), cats, means=read("means"), variances=read("variances"), **weights
         )
-    centers = np.asarray(store[f"{path}/centers"][:])
-    offsets = store[f"{path}/centers"].attrs["offsets"]
-    blocks = [centers[:, a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
-    return KCC.from_parameters(blocks, cats)
+        return model.transform
+    if method == "mm":
+        model = MM.from_parameters(read("weights"), blocks("beta"), cats)
+    else:
+        model = KCC.from_parameters(blocks("centers"), cats)
+    return lambda base, X: model.transform(base)
 
 
 class _PairModel:
@@ -159,7 +185,7 @@ class _PairModel:
         self.seed = int(params.get("random_state") or 0)
         self.blocks = 0
 
-    def transform(self, base):
+    def transform(self, base, X=None):
         from ..consensus.pcc._predict import new_row_memberships
 
         self.blocks += (
@@ -181,7 +207,7 @@ def predict_rows(store, name, url, *, storage_options=None, chunk_rows=50_000):
     centers = base_centers(store)  # kept in the store when it may be written
     del labels
     for offset, block in new_rows(store, url, storage_options=storage_options, chunk_rows=chunk_rows):
-        Y = model.transform(nearest_centers(block, centers))
+        Y = model(nearest_centers(block, centers), block)
         yield offset, np.argmax(Y, axis=1).astype(np.int32), Y, normalized_entropy(Y)
 
 

