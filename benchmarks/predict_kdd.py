@@ -76,7 +76,7 @@ def main(argv=None):
     print("|---|---|---|---|---|---|")
     for m in args.methods:
         t0 = time.perf_counter()
-        pred = np.concatenate([p[1] for p in predict_rows(fit, m, str(work / "new.csv"))])
+        pred = predict_rows(fit, m, str(work / "new.csv"))[0]
         seconds = time.perf_counter() - t0
         ref = whole[f"consensus/{m}/labels"][:][held]
         own = fit[f"consensus/{m}/labels"][:]

@@ -7,6 +7,7 @@ seed gives the same labels as the command line on the same data.
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import uuid
 import weakref
@@ -233,6 +234,7 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
 
     def _predict(self, X):
         from .io.store import RunStore
+        from .runtime.clients import dask_client
         from .stages.predict import predict_rows
 
         if not hasattr(self, "store_"):
@@ -249,11 +251,13 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
                 "memory://"
             )  # its base centres kept there; a given store's not
             store = RunStore(self.store_, self.storage_options, mode="r+" if in_memory else "r")
-            parts = list(predict_rows(store, self.method, url, storage_options=self.storage_options))
+            with contextlib.nullcontext() if self.client is None else dask_client(self.client) as client:
+                labels, memberships, _ = predict_rows(
+                    store, self.method, url, client=client, storage_options=self.storage_options
+                )
         finally:
             _remove(folder)
-        labels = np.concatenate([p[1] for p in parts]).astype(np.int64)
-        return labels, np.concatenate([p[2] for p in parts])
+        return labels.astype(np.int64), memberships.astype(np.float64)
 
 
 #: stores in memory of estimators that are gone: a finaliser runs in whatever thread collects the estimator,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._validation import EnsembleDaskError
-from ._options import stage_store, storage_options, store_args
+from ._options import cluster_args, dask_options, progress, stage_store, storage_options, store_args
 
 
 def add_parser(sub, common):
@@ -19,6 +19,7 @@ def add_parser(sub, common):
     p.add_argument("--data-storage-options", help="fsspec options of the new rows, as JSON")
     p.add_argument("--out-storage-options", help="fsspec options of --out, as JSON")
     p.add_argument("--overwrite", action="store_true", help="replace an --out that exists")
+    cluster_args(p)
     p.set_defaults(run=run)
 
 
@@ -39,9 +40,12 @@ def _check_out(args):
 
 
 def run(args):
+    import functools
+
     import numpy as np
 
     from .. import pipeline
+    from ..runtime.clients import LazyClient, dask_client
     from ..stages.predict import base_centers, predict_rows, write_predictions
 
     _check_out(args)
@@ -50,11 +54,16 @@ def run(args):
     ) as store:  # the base clusterings' centres are kept in the store: its lease, briefly
         base_centers(store)
     store = pipeline.open_store(args.store, storage_options(args.storage_options), mode="r")
-    options = storage_options(args.data_storage_options)
-    parts = list(predict_rows(store, args.method, args.data, storage_options=options))
-    labels = np.concatenate([p[1] for p in parts])
-    memberships = np.concatenate([p[2] for p in parts])
-    uncertainty = np.concatenate([p[3] for p in parts])
+    # the cluster starts when the first block is ready: a refused result or table starts none
+    with LazyClient(functools.partial(dask_client, args.scheduler, **(dask_options(args) or {}))) as client:
+        labels, memberships, uncertainty = predict_rows(
+            store,
+            args.method,
+            args.data,
+            client=client,
+            storage_options=storage_options(args.data_storage_options),
+            progress=progress(args),
+        )
     write_predictions(args.out, labels, memberships, uncertainty, storage_options(args.out_storage_options))
     counts = np.bincount(labels, minlength=memberships.shape[1]).tolist()
     print(f"predict: {labels.size} rows by {args.method}, clusters {counts}, written to {args.out}")

@@ -129,8 +129,7 @@ def _consensus_model(store, name, labels):
     method = store[path].attrs.get("method")
     params = store[path].attrs.get("params") or {}
     if method not in MODELS:  # the others label a new row by the nearest centroid of their partition
-        model = KCC.from_partition(labels, np.asarray(store[f"{path}/labels"][:]))
-        return lambda base, X: model.transform(base)
+        return _LabelModel(KCC.from_partition(labels, np.asarray(store[f"{path}/labels"][:])))
     absent = [key for key in MODELS[method] if f"{path}/{key}" not in store]
     if absent:
         raise InputError(
@@ -138,7 +137,7 @@ def _consensus_model(store, name, labels):
             f"its consensus again (ensemble-dask consensus {name} --store {store.url}, or the workflow)"
         )
     if method in ("pcc", "ppc"):
-        return _PairModel(store, path, method, labels).transform
+        return _PairModel(store, path, method, labels)
     cats = column_categories(labels)
 
     def read(key):
@@ -150,19 +149,26 @@ def _consensus_model(store, name, labels):
         return [whole[:, a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
 
     if method == "bce":
-        model = BCE.from_parameters(read("alpha"), blocks("beta"), cats)
-        return lambda base, X: model.transform(base)
+        return _LabelModel(BCE.from_parameters(read("alpha"), blocks("beta"), cats))
     if method == "gbce":
         weights = {k: params[k] for k in ("label_weight", "feature_weight") if params.get(k) is not None}
         model = GBCE.from_parameters(
             read("alpha"), blocks("beta"), cats, means=read("means"), variances=read("variances"), **weights
         )
-        return model.transform
+        return _LabelModel(model, features=True)
     if method == "mm":
-        model = MM.from_parameters(read("weights"), blocks("beta"), cats)
-    else:
-        model = KCC.from_parameters(blocks("centers"), cats)
-    return lambda base, X: model.transform(base)
+        return _LabelModel(MM.from_parameters(read("weights"), blocks("beta"), cats))
+    return _LabelModel(KCC.from_parameters(blocks("centers"), cats))
+
+
+class _LabelModel:
+    """A fitted estimator's ``transform`` of a block's base labels (and its rows, for GBCE)."""
+
+    def __init__(self, estimator, features=False):
+        self.estimator, self.features = estimator, features
+
+    def __call__(self, base, X, offset=0):
+        return self.estimator.transform(base, X) if self.features else self.estimator.transform(base)
 
 
 class _PairModel:
@@ -183,32 +189,83 @@ class _PairModel:
             np.int32
         )  # rows by cluster, per clustering
         self.seed = int(params.get("random_state") or 0)
-        self.blocks = 0
 
-    def transform(self, base, X=None):
+    def __call__(self, base, X, offset=0):
         from ..consensus.pcc._predict import new_row_memberships
 
-        self.blocks += (
-            1  # each block its own draws of partners, the same for the same rows in the same blocks
-        )
         return new_row_memberships(
             self.Y, self.labels, base, code=self.code, closed_form=self.closed_form, diag=self.diag,
-            seed=(self.seed, self.blocks), order=self.order,
-        )  # fmt: skip
+            seed=(self.seed, offset), order=self.order,
+        )  # fmt: skip  # the block's own draws of partners: the same rows in the same blocks, the same draws
 
 
-def predict_rows(store, name, url, *, storage_options=None, chunk_rows=50_000):
-    """``(labels, memberships, uncertainty)`` of the rows of the table at ``url`` by the store's consensus
-    result ``name``, block by block (a generator of ``(offset, labels, memberships, uncertainty)``)."""
+def label_block(model, centers, offset, block):
+    """``(labels, memberships, uncertainty)`` of a block of new rows (in ``X`` space) that starts at row
+    ``offset``: each base clustering's nearest centre, then the consensus ``model``."""
     from ..consensus._common.base import normalized_entropy
 
+    Y = model(nearest_centers(block, centers), block, offset)
+    return (
+        np.argmax(Y, axis=1).astype(np.int32),
+        Y.astype(np.float32),
+        normalized_entropy(Y).astype(np.float32),
+    )
+
+
+def predict_rows(store, name, url, *, client=None, storage_options=None, chunk_rows=50_000, progress=False):
+    """``(labels, memberships, uncertainty)`` of the rows of the table at ``url`` by the store's consensus
+    result ``name``.
+
+    This process reads the table block by block (``chunk_rows`` rows) as ``ingest`` read the store's data, and
+    labels each block (:func:`label_block`) in this process, or, with a ``client``, as a task of its Dask
+    cluster: the model and the base clusterings' centres are sent to every worker once, then a few blocks at a
+    time (the workers never read the table or the store). The result does not depend on where the blocks run.
+    """
     labels = np.asarray(store["labels"][:])
     model = _consensus_model(store, name, labels)
     centers = base_centers(store)  # kept in the store when it may be written
     del labels
-    for offset, block in new_rows(store, url, storage_options=storage_options, chunk_rows=chunk_rows):
-        Y = model(nearest_centers(block, centers), block)
-        yield offset, np.argmax(Y, axis=1).astype(np.int32), Y, normalized_entropy(Y)
+    blocks = new_rows(store, url, storage_options=storage_options, chunk_rows=chunk_rows)
+    if client is None:
+        parts = [label_block(model, centers, offset, block) for offset, block in _counted(blocks, progress)]
+    else:
+        parts = _on_cluster(client, model, centers, _counted(blocks, progress))
+    if not parts:
+        raise InputError(f"{url}: no rows to label")
+    return tuple(np.concatenate(arrays) for arrays in zip(*parts, strict=True))
+
+
+def _counted(blocks, progress):
+    """The blocks, with a bar of the rows read (on stderr; none unless ``progress``)."""
+    from tqdm.auto import tqdm
+
+    with tqdm(desc="predict", unit=" rows", disable=not progress, unit_scale=True) as bar:
+        for offset, block in blocks:
+            yield offset, block
+            bar.update(block.shape[0])
+
+
+def _on_cluster(client, model, centers, blocks):
+    """:func:`label_block` of each block as a task of ``client``'s cluster, at most two per worker waiting."""
+    from collections import deque
+
+    from ..runtime.clients import INTERRUPTED
+
+    workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
+    model_f, centers_f = client.scatter([model, centers], broadcast=True, hash=False)
+    pending, parts = deque(), []
+    try:
+        for offset, block in blocks:
+            pending.append(client.submit(label_block, model_f, centers_f, offset, block, pure=False))
+            while len(pending) > 2 * workers:
+                parts.append(pending.popleft().result())
+        while pending:
+            parts.append(pending.popleft().result())
+    except BaseException:
+        if not INTERRUPTED.is_set():
+            client.cancel(list(pending))
+        raise
+    return parts
 
 
 def write_predictions(url, labels, memberships, uncertainty, storage_options=None):

@@ -46,7 +46,7 @@ def fitted(tmp_path_factory):
 
 
 @pytest.mark.parametrize("method", ["bce", "kcc", "pcc-kl", "mm", "gbce", "gkcc", "hbgf", "eac-al"])
-def test_new_rows_are_labelled_as_the_fit_labels_its_own(fitted, method, capsys):
+def test_new_rows_are_labelled_as_the_fit_labels_its_own(fitted, method, process_client, capsys):
     """Every method's result labels new rows: BCE, GBCE, MM and KCC by their models, PCC by each row's own
     problem, GKCC and the baselines by the nearest centroid of their partition in the base labels' space."""
     from ensemble_dask.cli import main
@@ -54,7 +54,8 @@ def test_new_rows_are_labelled_as_the_fit_labels_its_own(fitted, method, capsys)
     d, df, new = fitted
     store = str(d / "run.zarr")
     out = d / f"{method}.parquet"
-    assert main(["predict", str(d / "new.csv"), "--store", store, "--method", method, "--out", str(out)]) == 0
+    opts = ["--store", store, "--method", method, "--scheduler", process_client.scheduler.address]
+    assert main(["predict", str(d / "new.csv"), *opts, "--out", str(out)]) == 0
     assert f"predict: {new.sum()} rows by {method}" in capsys.readouterr().out
     pred = pd.read_parquet(out)
     assert list(pred.columns) == ["label", "uncertainty", "m0", "m1", "m2", "m3"] and len(pred) == new.sum()
@@ -66,9 +67,7 @@ def test_new_rows_are_labelled_as_the_fit_labels_its_own(fitted, method, capsys)
     assert h_criterion(pred["label"].to_numpy(), y_new) >= fit_h - 0.05  # as accurate as in the fit
     # the fitted rows, labelled again as new rows, get the fit's labels
     again = d / f"{method}-again.zarr"
-    assert (
-        main(["predict", str(d / "fit.csv"), "--store", store, "--method", method, "--out", str(again)]) == 0
-    )
+    assert main(["predict", str(d / "fit.csv"), *opts, "--out", str(again)]) == 0
     import zarr
 
     same = np.mean(zarr.open_group(str(again), mode="r")["labels"][:] == s[f"consensus/{method}/labels"][:])
@@ -95,20 +94,34 @@ def test_the_rebuilt_model_gives_the_fitted_rows_their_labels(fitted, method):
     assert same >= (0.999 if method in ("mm", "kcc") else 0.97), same
 
 
+def test_the_same_labels_in_this_process_and_on_any_number_of_workers(fitted, process_client):
+    """Blocks labelled as tasks of a cluster's worker processes, or here, one by one: the same result (PCC's
+    partners are drawn from the seed and the block's first row, not from the order the blocks run in)."""
+    from ensemble_dask.stages.predict import predict_rows
+
+    d, _, new = fitted
+    store = RunStore(str(d / "run.zarr"), mode="r")
+    here = predict_rows(store, "pcc-kl", str(d / "new.csv"), chunk_rows=100)
+    there = predict_rows(store, "pcc-kl", str(d / "new.csv"), chunk_rows=100, client=process_client)
+    assert here[0].size == new.sum() and len(process_client.scheduler_info()["workers"]) == 2
+    for a, b in zip(here, there, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_what_predict_refuses(fitted, tmp_path):
     from ensemble_dask.stages.predict import predict_rows
 
     d, df, new = fitted
     store = RunStore(str(d / "run.zarr"), mode="r+")
     with pytest.raises(InputError, match="no consensus result 'ppc'"):
-        next(predict_rows(store, "ppc", str(d / "new.csv")))
+        predict_rows(store, "ppc", str(d / "new.csv"))
     odd = df[new].copy()
     odd.iloc[3, 2] = "no_such_service"  # a category the fitted data never held
     odd.to_csv(tmp_path / "odd.csv", index=False, header=False)
     with pytest.raises(
         InputError, match="odd.csv, line 4: value 'no_such_service' of categorical column 'service'"
     ):
-        list(predict_rows(store, "kcc", str(tmp_path / "odd.csv")))
+        predict_rows(store, "kcc", str(tmp_path / "odd.csv"))
     import shutil
 
     shutil.copytree(d / "run.zarr", tmp_path / "old.zarr")  # a KCC result from before its centroids were kept
@@ -116,11 +129,11 @@ def test_what_predict_refuses(fitted, tmp_path):
     for name, key in (("kcc", "centers"), ("mm", "weights"), ("gbce", "variances")):
         del old.group[f"consensus/{name}/{key}"]  # a result from before its model was kept
         with pytest.raises(InputError, match=rf"'{name}' was computed before its model \({key}\) was kept"):
-            next(predict_rows(old, name, str(d / "new.csv")))
+            predict_rows(old, name, str(d / "new.csv"))
 
     df[new].iloc[:, :10].to_csv(tmp_path / "narrow.csv", index=False, header=False)
     with pytest.raises(InputError, match="narrow.csv"):
-        list(predict_rows(store, "kcc", str(tmp_path / "narrow.csv")))
+        predict_rows(store, "kcc", str(tmp_path / "narrow.csv"))
 
 
 def test_base_centres_are_computed_once_and_kept(fitted, monkeypatch):
@@ -173,8 +186,8 @@ def test_a_headerless_table_with_categorical_columns_by_position(fitted, tmp_pat
     extra = df[new].copy()
     extra[42] = "an id"  # a column the fitted table did not have
     extra.to_csv(tmp_path / "extra.csv", index=False, header=False)
-    labels = np.concatenate([p[1] for p in predict_rows(store, "kcc", str(tmp_path / "extra.csv"))])
-    same = np.concatenate([p[1] for p in predict_rows(store, "kcc", str(d / "new.csv"))])
+    labels = predict_rows(store, "kcc", str(tmp_path / "extra.csv"))[0]
+    same = predict_rows(store, "kcc", str(d / "new.csv"))[0]
     np.testing.assert_array_equal(labels, same)
     assert labels.size == new.sum()
 
@@ -195,4 +208,4 @@ def test_a_result_older_than_the_base_clusterings_is_refused(fitted, tmp_path):
     with dask_client(processes=False, n_workers=1) as client:
         generate(store, client, n_clusterings=16, rate=0.8, k_min=2, k_max=10, seed=0)
     with pytest.raises(InputError, match="'kcc' is not up to date with the store's base clusterings"):
-        next(predict_rows(store, "kcc", str(d / "new.csv")))
+        predict_rows(store, "kcc", str(d / "new.csv"))
