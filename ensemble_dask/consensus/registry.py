@@ -123,7 +123,7 @@ for _method in (
     Method("mm", ".bce:MM", "labels", "mixture model of multinomials (EM)", hbgf_start=True,
            trace="lower bound"),
     Method("gbce", ".bce:GBCE", "labels+X", "generalized BCE: the labels and the features (Gaussian)",
-           trace="lower bound"),
+           hbgf_start=True, trace="lower bound"),
     Method("kcc", ".kcc:KCC", "labels", "k-means-based consensus clustering", row_blocks=True,
            hbgf_start=True),
     Method("gkcc", ".kcc:GKCC", "labels", "greedy KCC (generates its own partitions, then KCC)"),

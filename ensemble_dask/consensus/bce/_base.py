@@ -97,9 +97,35 @@ class _BCEBase(ParamsMixin):
         beta = seeded_beta(counts, offsets)
         upper = float(self.alpha_init)
         a = seeded_alpha(estep.gidx, estep.rweight, beta, rng, lower=min(1e-3 / self._k, upper), upper=upper)
-        D = estep.X.shape[1]
-        params = Params(np.full(self._k, a), beta, np.zeros((self._k, D)), np.ones((self._k, D)))
-        return params, soft_gamma(estep.gidx, beta, a)
+        weight = None
+        if np.any(estep.ucol != 1.0):  # GBCE's label weights: each label counts u_j times
+            weight = np.repeat(estep.ucol, np.diff(offsets))
+        gamma0 = soft_gamma(estep.gidx, beta, a, weight)
+        mu, var = self._seeded_gaussians(estep.X, gamma0, a)
+        return Params(np.full(self._k, a), beta, mu, var), gamma0
+
+    def _seeded_gaussians(self, X, gamma0, a):
+        """GBCE's means and variances per cluster and feature (eqs. 16-17) under the memberships of the
+        start's warm-start ``gamma0`` (a row without labels, ``gamma0 < 0``, and a missing feature count for
+        nothing); a cluster without weight on a feature gets that feature's overall mean and variance."""
+        k, D = self._k, X.shape[1]
+        if D == 0:
+            return np.zeros((k, 0)), np.ones((k, 0))
+        r = np.where(gamma0[:, :1] < 0, 0.0, gamma0 - a)
+        tot = r.sum(axis=1, keepdims=True)
+        r = r / np.where(tot > 0, tot, 1.0)
+        obs = ~np.isnan(X)
+        X0 = np.where(obs, X, 0.0)
+        wsum = r.T @ obs.astype(np.float64)
+        safe = np.where(wsum > 0, wsum, 1.0)
+        mu = (r.T @ X0) / safe
+        var = (r.T @ (X0 * X0)) / safe - mu**2
+        mean = np.nanmean(np.where(obs.any(axis=0), X, 0.0), axis=0)
+        allvar = np.nanvar(np.where(obs.any(axis=0), X, 0.0), axis=0)
+        ok = wsum > 1e-12
+        mu = np.where(ok, mu, mean)
+        var = np.maximum(np.where(ok, var, allvar), self.reg_covar)
+        return mu, var
 
     def _params_from_init(self, init, categories, labels, X=None):
         """Start from a fitted estimator (or a dict of parameters); new columns' beta from its memberships."""

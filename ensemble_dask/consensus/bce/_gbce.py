@@ -12,7 +12,7 @@ import numpy as np
 
 from ..._validation import InputError, check_labels_matrix
 from .._common.params import Interval
-from ._base import _BCEBase
+from ._base import INIT_CONSTRAINT, _BCEBase
 
 __all__ = ["GBCE"]
 
@@ -29,14 +29,29 @@ class GBCE(_BCEBase):
     n_clusters : int, default=2
         Number of consensus clusters.
     label_weight : float or array-like (N,) or None, default=None
-        Weight ``u_j`` of each base clustering; None uses the paper's choice (Sect. 7.6): the
-        number of features ``D``.
+        Weight ``u_j`` of each base clustering: its label of a row counts ``u_j`` times in the row's
+        memberships (eq. 14) and in the M-step (eq. 15), against a weight ``feature_weight`` per feature.
+        None uses the paper's choice (Sect. 7.6): the number of features ``D``, so that one base clustering
+        weighs as much as the whole feature vector (with weight 1 per feature, the features would decide
+        the consensus when ``D`` exceeds the number of clusterings).
     feature_weight : float or array-like (D,), default=1.0
-        Weight of each feature.
+        Weight of each feature (0 leaves a feature out; with every feature at 0 the model is BCE's on
+        the labels weighted by ``label_weight``).
     reg_covar : float, default=1e-6
         Lower bound on every variance.
+    init : {"spectral", "k-means++", "random"} or array-like of shape (n_samples,), default="spectral"
+        How a start is drawn, as for :class:`BCE`: ``"spectral"`` is HBGF's partition of the label rows
+        refined by Lloyd steps of KCC; ``beta`` then comes from its label counts and each cluster's
+        Gaussians from the features of its rows (eqs. 16-17 under the start's memberships). ``"random"``
+        draws ``beta`` from flat Dirichlets and the means among the rows (the only start before issue 28);
+        use 5-10 starts with it. The default is ``"spectral"`` because a single random start stops in a
+        poor optimum of the bound, with or without the features: on 30 k-means labelings of 50 %
+        subsamples of nine UCI / scikit-learn sets (three ensembles each, features standardised), mean ARI
+        0.488 from one random start (below the base partitions' mean 0.502 on 7 of 9 sets; 0.489 with
+        ``feature_weight=0``, so the features are not the cause), 0.585 with ten random starts and 0.585
+        from the spectral start, against BCE's 0.580 (at least BCE's on all nine sets).
     n_init, max_iter, tol, e_step_tol, e_step_max_iter, alpha_init, warm_start, random_state
-        As in :class:`BCE`; random starts also draw the initial means among the rows.
+        As in :class:`BCE`.
 
     Attributes
     ----------
@@ -51,7 +66,7 @@ class GBCE(_BCEBase):
     >>> import numpy as np
     >>> X = np.array([[0.0, 1.0], [0.1, 1.2], [0.2, 0.9], [0.9, 3.0], [1.1, 3.1], [1.2, 2.9]])
     >>> labels = np.array([[0, 2], [0, 2], [1, 2], [1, 4], [1, 4], [0, 4]])
-    >>> g = GBCE(n_clusters=2, n_init=3, random_state=0).fit(labels, X)
+    >>> g = GBCE(n_clusters=2, random_state=0).fit(labels, X)
     >>> bool(g.labels_[0] == g.labels_[2] != g.labels_[3] == g.labels_[5])
     True
     >>> g.means_.shape
@@ -63,6 +78,7 @@ class GBCE(_BCEBase):
         "label_weight": [None, Interval(Real, 0, None), "array-like"],
         "feature_weight": [Interval(Real, 0, None), "array-like"],
         "reg_covar": [Interval(Real, 0, None, inf_ok=True)],
+        "init": INIT_CONSTRAINT,
     }
     _gaussian = True  # its features are Gaussian per cluster
 
@@ -79,6 +95,7 @@ class GBCE(_BCEBase):
         e_step_tol=1e-4,
         e_step_max_iter=100,
         alpha_init=1.0,
+        init="spectral",
         warm_start=False,
         random_state=None,
     ):
@@ -92,6 +109,7 @@ class GBCE(_BCEBase):
         self.e_step_tol = e_step_tol
         self.e_step_max_iter = e_step_max_iter
         self.alpha_init = alpha_init
+        self.init = init
         self.warm_start = warm_start
         self.random_state = random_state
 

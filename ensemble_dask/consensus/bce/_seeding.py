@@ -218,12 +218,15 @@ def _kcc_objective(counts, nobs, col_of_cat):
     return float(nobs.sum() - sq.sum())
 
 
-def soft_gamma(gidx, beta, a):
-    """``gamma_i = a + sum_j phi_ij`` with ``phi_ijh`` proportional to ``beta_h(x_ij)`` (a flat prior):
-    a warm start for the E-step that lets every row choose its clusters under ``beta``."""
+def soft_gamma(gidx, beta, a, weight=None):
+    """``gamma_i = a + sum_j u_j phi_ij`` with ``phi_ijh`` proportional to ``beta_h(x_ij)`` (a flat prior):
+    a warm start for the E-step that lets every row choose its clusters under ``beta``. ``weight`` ``(R,)``:
+    each global category's ``u_j``, its clustering's weight (GBCE's ``label_weight``; default 1)."""
     logbeta = np.log(np.maximum(beta, _TINY))
     p = np.exp(logbeta.T - logbeta.max(axis=0)[:, None])  # (R, k): phi of each category, one per label
     p /= p.sum(axis=1, keepdims=True)
+    if weight is not None:
+        p *= np.asarray(weight, dtype=np.float64)[:, None]
     gamma = np.empty((gidx.shape[0], beta.shape[0]))
     kern.soft_gamma_rows(_int_rows(gidx), p, float(a), gamma)
     return gamma
