@@ -37,8 +37,20 @@ are in the ``bench`` extra: ``pip install -e .[bench]`` and ``pip install --no-d
 ensembleclustering`` (its metadata pins pytest; kahypar and pymetis come from the extra); a peer
 that is not installed is reported as such.
 
+Real data (``--real``): scikit-learn's bundled iris, wine, breast_cancer and digits and the UCI sets in
+``--data-dir`` (default ``../shared/data/uci`` beside the checkout: ``NAME.data.gz`` whitespace-separated
+numbers, ``NAME.labels0.gz`` one integer per line; iris, wine, ionosphere, wdbc, glass; a set that is
+absent is skipped). Each set is standardised (a constant feature stays 0), K = its number of classes, and
+the ensemble is 30 k-means labelings (``KMeans(k, n_init=1)``, ``k`` drawn in ``[K, 2 K]``), ``complete``
+or ``sub50`` (each fitted on its own random half, the other half ``-1``), drawn from ``--seed`` and the
+set's position. The sets are small (at most 1,797 points), so every method runs in this process, one after
+the other (no seconds, no memory); prints the ARI of each method on each set and ensemble beside the mean
+ARI of the base partitions and, per method, on how many of them it is at least the best peer (within 0.005
+ARI), at least the base partitions' mean ARI, and both.
+
 Usage: python benchmarks/peers.py [--quick] [--n 50000 500000] [--K 3 8 30] [--labels complete sub50]
        [--centers C] [--methods bce mm ...] [--timeout 600] [--repeat R] [--cache DIR]
+       python benchmarks/peers.py --real [--labels complete sub50] [--methods ...] [--data-dir DIR]
 """
 
 from __future__ import annotations
@@ -311,6 +323,111 @@ def markdown(case, rows):
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- real data (in this process)
+
+N_REAL_CLUSTERINGS = 30
+UCI_SETS = ("iris", "wine", "ionosphere", "wdbc", "glass")
+#: within this much ARI of the best peer a method counts as at least as good
+TIE = 0.005
+
+
+def real_sets(data_dir):
+    """``(name, X, y)`` of scikit-learn's bundled sets, then of the UCI sets found in ``data_dir``."""
+    from sklearn import datasets
+
+    from ensemble_dask.io.datasets import load_uci
+
+    for name in ("iris", "wine", "breast_cancer", "digits"):
+        d = getattr(datasets, f"load_{name}")()
+        yield f"sk-{name}", d.data, d.target
+    for name in UCI_SETS:
+        if (Path(data_dir) / f"{name}.data.gz").exists():
+            yield (f"uci-{name}", *load_uci(name, data_dir))
+
+
+def real_ensemble(X, K, subsample, rng):
+    """30 k-means labelings (k in [K, 2 K]) of the standardised ``X``; with ``subsample < 1`` each is fitted
+    on its own random share of the rows and the others get ``-1``."""
+    from sklearn.cluster import KMeans
+
+    X = np.asarray(X, dtype=np.float64)
+    sd = X.std(axis=0)
+    X = (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+    n = X.shape[0]
+    labels = np.full((n, N_REAL_CLUSTERINGS), -1, dtype=np.int32)
+    for j in range(N_REAL_CLUSTERINGS):
+        k = int(rng.integers(K, 2 * K + 1))
+        rows = np.arange(n) if subsample >= 1 else np.sort(rng.choice(n, int(subsample * n), replace=False))
+        km = KMeans(k, n_init=1, random_state=int(rng.integers(2**31)))
+        labels[rows, j] = km.fit_predict(X[rows])
+    return labels
+
+
+def run_real(args):
+    """Every method on every real set and ensemble, in this process; prints the table and the summary."""
+    import warnings
+
+    from sklearn.metrics import adjusted_rand_score
+
+    methods = args.methods
+    peers = [m for m in methods if METHODS[m][0] == "peer"]
+    cases, table = [], {}  # table[(case, method)] = ARI (None: failed)
+    for i, (name, X, y) in enumerate(real_sets(args.data_dir)):
+        y = np.unique(y, return_inverse=True)[1]
+        K = int(y.max()) + 1
+        for kind in args.labels:
+            rng = np.random.default_rng([args.seed, i, 0 if kind == "complete" else 1])
+            labels = real_ensemble(X, K, 1.0 if kind == "complete" else 0.5, rng)
+            case = f"{name} {kind}"
+            cases.append(case)
+            table[(case, "base partitions (mean)")] = base_scores(labels, y)[0]
+            line = [f"{case} (n = {len(y)}, K = {K}): base {table[(case, 'base partitions (mean)')]:.3f}"]
+            for m in methods:
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        pred = np.asarray(METHODS[m][1](labels, K))
+                    table[(case, m)] = adjusted_rand_score(y, pred)
+                    line.append(f"{m} {table[(case, m)]:.3f}")
+                except ModuleNotFoundError as exc:
+                    table[(case, m)] = None
+                    line.append(f"{m} not installed ({exc.name})")
+                except Exception as exc:  # noqa: BLE001 - reported, the other methods still run
+                    table[(case, m)] = None
+                    line.append(f"{m} crash ({type(exc).__name__}: {str(exc)[:60]})")
+            print("; ".join(line), flush=True)
+    rows = ["base partitions (mean)", *methods]
+    print("\n# ARI per method (rows) and set (columns)\n")
+    print("| method | " + " | ".join(cases) + " |")
+    print("|---|" + "---|" * len(cases))
+    for m in rows:
+        cells = ["" if table[(c, m)] is None else f"{table[(c, m)]:.3f}" for c in cases]
+        print(f"| {m} | " + " | ".join(cells) + " |")
+    print(
+        f"\n# per method: on how many of the {len(cases)} sets and ensembles it is >= the best peer - {TIE} "
+        "(peers: " + ", ".join(peers) + "), >= the base partitions' mean ARI, and both; mean ARI\n"
+    )
+    print("| method | >= best peer | >= base mean | both | mean ARI |")
+    print("|---|---|---|---|---|")
+    results = []
+    for m in methods:
+        ok_peer = ok_base = both = 0
+        for c in cases:
+            a = table[(c, m)]
+            best = max((table[(c, p)] for p in peers if table[(c, p)] is not None), default=None)
+            if a is None:
+                continue
+            p_ok = best is None or a >= best - TIE
+            b_ok = a >= table[(c, "base partitions (mean)")]
+            ok_peer, ok_base, both = ok_peer + p_ok, ok_base + b_ok, both + (p_ok and b_ok)
+            results.append({"set": c, "method": m, "ari": a, "best_peer": best})
+        aris = [table[(c, m)] for c in cases if table[(c, m)] is not None]
+        mean = f"{np.mean(aris):.3f}" if aris else ""
+        print(f"| {m} | {ok_peer} | {ok_base} | {both} | {mean} |")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="n = 50,000 only")
@@ -329,6 +446,10 @@ def main(argv=None):
         default=1,
         help="time each fit this many times, report the fastest (shared machines)",
     )
+    ap.add_argument("--real", action="store_true", help="real data sets instead of blobs, in this process")
+    ap.add_argument(
+        "--data-dir", type=Path, default=ROOT.parent / "shared" / "data" / "uci", help="the UCI sets (--real)"
+    )
     # worker mode (one method in a fresh process)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--labels-file", default=None, help=argparse.SUPPRESS)
@@ -337,6 +458,8 @@ def main(argv=None):
     if args.worker:
         args.K = args.K[0]
         return worker(args)
+    if args.real:
+        return run_real(args)
     if args.quick:
         args.n = [50_000]
     args.cache.mkdir(parents=True, exist_ok=True)
