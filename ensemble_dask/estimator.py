@@ -13,7 +13,7 @@ import uuid
 import weakref
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 
 from ._validation import InputError, check_int, check_rate, check_seed, shown
 from .consensus import registry
@@ -22,8 +22,8 @@ __all__ = ["ConsensusClustering"]
 
 
 def _data_url(X, folder):
-    """``(url, n_columns)``: a URL that ``ingest`` reads ``X`` from, and its number of columns (None for a
-    URL): ``X`` itself when it is a URL or path; an array or a numeric data frame, written once under
+    """``(url, shape)``: a URL that ``ingest`` reads ``X`` from, and its shape (None for a URL): ``X`` itself
+    when it is a URL or path; an array or a numeric data frame, written once under
     ``folder`` (``.npy``, or zarr block by block for Dask), its columns by position whatever their names."""
     if isinstance(X, str):
         return X, None
@@ -34,19 +34,21 @@ def _data_url(X, folder):
             raise InputError(f"X must be a 2-d numeric array, a data frame or a URL; got {shown(X)}")
         url = f"{folder}/X.zarr"
         X.to_zarr(url)
-        return url, int(X.shape[1])
+        return url, tuple(int(d) for d in X.shape)
     import fsspec
+    from sklearn.utils.validation import check_array
 
-    arr = np.asarray(X)  # a pandas DataFrame too: its values
-    if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.number):
-        raise InputError(f"X must be a 2-d numeric array, a data frame or a URL; got {shown(X)}")
+    try:  # a pandas DataFrame too: its values; scikit-learn's checks and messages (sparse, complex, 1 sample)
+        arr = check_array(X, dtype="numeric", ensure_min_samples=2, estimator="ConsensusClustering")
+    except ValueError as exc:  # a TypeError (an object that is no number) stays one, as scikit-learn's
+        raise InputError(f"X must be a 2-d numeric array, a data frame or a URL: {exc}") from exc
     url = f"{folder}/X.npy"
     with fsspec.open(url, "wb") as fh:
         np.save(fh, np.ascontiguousarray(arr))
-    return url, int(arr.shape[1])
+    return url, arr.shape
 
 
-class ConsensusClustering(ClusterMixin, BaseEstimator):
+class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
     """Consensus clustering of a table: base clusterings of subsamples, then a consensus of them.
 
     Parameters
@@ -156,8 +158,11 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
             url = f"memory://ensemble_dask/{uuid.uuid4().hex}.zarr"
         return url
 
-    def workflow(self, data_url, seed, store=None):
-        """The workflow :meth:`fit` runs (a dict, as :func:`ensemble_dask.pipeline.run_workflow` takes it)."""
+    def workflow(self, data_url, seed, store=None, n_rows=None):
+        """The workflow :meth:`fit` runs (a dict, as :func:`ensemble_dask.pipeline.run_workflow` takes it).
+
+        ``n_rows``: the data's rows, when known; on data so small that a subsample has fewer rows than the
+        default largest base k, the base clusterings' k is at most the subsample's rows."""
         name = self.method
         if name not in registry.names() and name not in ("pcc-kl", "pcc-l2"):
             raise InputError(
@@ -176,6 +181,13 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
             },
             "consensus": {name: {"n_clusters": self.n_clusters}},
         }
+        if n_rows is not None:
+            from .stages.generate import default_k_range
+
+            lo, hi = default_k_range(self.n_clusters if _is_int(self.n_clusters, 2) else None)
+            m = max(1, int(round(spec["generate"]["rate"] * n_rows)))  # a subsample's rows, as generate's
+            if hi > m >= 2:
+                spec["generate"].update(k_min=min(lo, m), k_max=m)
         if self.pairs != "auto":
             spec["coassoc"] = {"strategy": self.pairs}
         if self.storage_options is not None:
@@ -201,8 +213,9 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
         seed = self._seed()
         folder = f"memory://ensemble_dask/input-{uuid.uuid4().hex}"
         try:
-            url, n_columns = _data_url(X, folder)
-            report = pipeline.run_workflow(self.workflow(url, seed, store_url), progress=self.progress)
+            url, shape = _data_url(X, folder)
+            spec = self.workflow(url, seed, store_url, n_rows=None if shape is None else shape[0])
+            report = pipeline.run_workflow(spec, progress=self.progress)
         finally:
             _remove(folder)
         if store_url.startswith("memory://ensemble_dask/"):
@@ -218,7 +231,7 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
         self.labels_ = np.asarray(store[f"{group}/labels"][:], dtype=np.int64)
         self.uncertainty_ = np.asarray(store[f"{group}/uncertainty"][:], dtype=np.float64)
         self.metrics_ = report["methods"][self.method]
-        self.n_features_in_ = int(store["X"].shape[1]) if n_columns is None else n_columns
+        self.n_features_in_ = int(store["X"].shape[1]) if shape is None else shape[1]
         self.store_ = store_url  # last: a failed fit leaves no fitted look behind
         return self
 
@@ -233,15 +246,17 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
         return self._predict(X)[0]
 
     def _predict(self, X):
+        from sklearn.utils.validation import check_is_fitted
+
         from .io.store import RunStore
         from .runtime.clients import dask_client
         from .stages.predict import predict_rows
 
-        if not hasattr(self, "store_"):
-            raise InputError("This ConsensusClustering is not fitted yet; call fit first")
+        check_is_fitted(self, "store_")
         folder = f"memory://ensemble_dask/input-{uuid.uuid4().hex}"
         try:
-            url, n_columns = _data_url(X, folder)
+            url, shape = _data_url(X, folder)
+            n_columns = None if shape is None else shape[1]
             if n_columns is not None and n_columns != self.n_features_in_:
                 raise InputError(
                     f"X has {n_columns} features, but ConsensusClustering is expecting {self.n_features_in_} "
@@ -263,6 +278,10 @@ class ConsensusClustering(ClusterMixin, BaseEstimator):
 #: stores in memory of estimators that are gone: a finaliser runs in whatever thread collects the estimator,
 #: maybe while a stage lists the memory file system, so it only notes the store; the next fit removes it
 _ABANDONED = []
+
+
+def _is_int(value, low):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= low
 
 
 def _remove_abandoned():

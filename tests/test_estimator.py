@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.datasets import make_blobs
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from ensemble_dask import ConsensusClustering
 from ensemble_dask._validation import InputError
@@ -74,7 +75,9 @@ def test_predict_labels_new_rows(blobs):
     assert model.set_params(method="pcc-kl").fit(blobs).predict(blobs[:5]).shape == (5,)
     hbgf = model.set_params(method="hbgf").fit(blobs)  # by the nearest centroid of its partition
     assert np.mean(hbgf.predict(blobs) == hbgf.labels_) >= 0.98
-    with pytest.raises(InputError, match="not fitted yet"):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError, match="not fitted yet"):
         ConsensusClustering(3).predict(blobs)
 
 
@@ -123,3 +126,29 @@ def test_a_store_in_memory_goes_with_its_estimator(blobs):
     assert fs.exists(url)  # not from the finaliser's thread
     ConsensusClustering(3, method="kcc", n_clusterings=4, random_state=0).fit(blobs)
     assert not fs.exists(url)
+
+
+#: scikit-learn's checks that do not apply to a consensus clusterer, and why
+NOT_APPLICABLE = {
+    check: "they set n_clusters=1, and a consensus of one cluster is no clustering: every method needs K >= 2"
+    for check in (
+        "check_dont_overwrite_parameters",
+        "check_methods_subset_invariance",
+        "check_fit2d_1feature",
+        "check_fit2d_predict1d",
+    )
+}
+
+
+@parametrize_with_checks(
+    [ConsensusClustering(3, random_state=0)],
+    expected_failed_checks=lambda est: NOT_APPLICABLE,
+)
+def test_scikit_learn_s_estimator_checks(estimator, check):
+    """scikit-learn's own checks (``check_estimator``): the API, input validation and its messages, fitted
+    attributes, predict before fit, sample order and subset invariance of predict, and more."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tiny data sets warn (empty rows, convergence), as they should
+        check(estimator)

@@ -195,8 +195,8 @@ class _PairModel:
 
         return new_row_memberships(
             self.Y, self.labels, base, code=self.code, closed_form=self.closed_form, diag=self.diag,
-            seed=(self.seed, offset), order=self.order,
-        )  # fmt: skip  # the block's own draws of partners: the same rows in the same blocks, the same draws
+            seed=self.seed, order=self.order,
+        )  # fmt: skip  # a row's partners are drawn from the seed and its base labels: any block, any order
 
 
 def label_block(model, centers, offset, block):

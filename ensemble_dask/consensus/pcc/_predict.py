@@ -50,15 +50,33 @@ def _pairs(labels, base, partners, n_fit, indptr, indices, x, w):
 
 
 @numba.njit(cache=True, nogil=True)
-def _draw_own(labels, order, base, u_draw, r_draw, partners):
-    """``partners[i, t]`` for ``t < own``: a uniform member of new row ``i``'s cluster in clustering
-    ``u_draw[i, t]`` (``order[:, u]``: the fitted rows sorted by their cluster in ``u``); left as it is when
-    the row has no label there or the cluster no fitted member."""
-    m, own = u_draw.shape
-    n = order.shape[0]
+def _mix(z):
+    """SplitMix64's finaliser: a well-mixed 64-bit word of ``z``."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(cache=True, nogil=True)
+def _draw_partners(labels, order, base, l, seed, partners):
+    """``partners[i]``: ``l`` fitted rows for new row ``i``, drawn from ``seed`` and the row's base labels
+    alone (a counter-based generator keyed on them), so a row gets the same partners in any block, at any
+    position, on any worker. The first ``l // 2`` are uniform members of the row's cluster in a uniformly
+    drawn clustering (``order[:, u]``: the fitted rows sorted by their cluster in ``u``), or uniform fitted
+    rows where the row has no label there or the cluster no fitted member; the others are uniform fitted
+    rows."""
+    n, N = labels.shape
+    m = base.shape[0]
+    golden = np.uint64(0x9E3779B97F4A7C15)
     for i in range(m):
-        for t in range(own):
-            u = u_draw[i, t]
+        key = _mix(np.uint64(seed) + golden)
+        for u in range(N):
+            key = _mix(key ^ np.uint64(base[i, u] + 1) + golden)
+        for t in range(l):
+            partners[i, t] = _mix(key + np.uint64(3 * t + 1) * golden) % np.uint64(n)
+            if t >= l // 2:
+                continue
+            u = np.int64(_mix(key + np.uint64(3 * t + 2) * golden) % np.uint64(N))
             c = base[i, u]
             if c < 0:
                 continue
@@ -78,17 +96,8 @@ def _draw_own(labels, order, base, u_draw, r_draw, partners):
                 else:
                     hi = mid
             if lo > first:
-                partners[i, t] = order[first + int(r_draw[i, t] * (lo - first)), u]
-
-
-def _partners(labels, order, base, l, rng):
-    """``(m, l)`` fitted rows: half from each new row's base clusters, half uniform (repeats possible)."""
-    n, N = labels.shape
-    m = base.shape[0]
-    partners = rng.integers(0, n, size=(m, l))
-    own = l // 2
-    _draw_own(labels, order, base, rng.integers(0, N, size=(m, own)), rng.random((m, own)), partners)
-    return partners
+                r = np.int64(_mix(key + np.uint64(3 * t + 3) * golden) % np.uint64(lo - first))
+                partners[i, t] = order[first + r, u]
 
 
 def new_row_memberships(
@@ -98,20 +107,22 @@ def new_row_memberships(
     memberships ``Y`` (``n x K``) and base labels ``labels`` (``n x N``).
 
     ``code``, ``closed_form``, ``diag``: the fit's divergence (PCC: KL or L2, ``diag = 0``; PPC: L2 with unit
-    pair weights and ``diag = 1``). ``l`` partners per row; ``tol`` the KKT tolerance, relative to a row's
-    total pair weight. Drawn from ``seed``: the same rows give the same memberships. ``order``: the fitted
-    rows sorted by cluster, per clustering (``np.argsort(labels, axis=0)``), when the caller keeps it for many
+    pair weights and ``diag = 1``). ``l`` partners per row; ``tol`` the KKT tolerance, relative to the total
+    pair weight of a row whose partners share half its labels (``l N / 2``). A row's partners are drawn from
+    ``seed`` and its base labels alone: its memberships do not depend on the other rows, their order or the
     blocks.
+    ``order``: the fitted rows sorted by cluster, per clustering (``np.argsort(labels, axis=0)``), when the
+    caller keeps it for many blocks.
     """
     Y = np.asarray(Y, dtype=np.float64)
     labels = np.ascontiguousarray(labels, dtype=np.int32)
     base = np.ascontiguousarray(base, dtype=np.int32)
     n, k = Y.shape
     m = base.shape[0]
-    rng = np.random.default_rng(seed)
     if order is None:
         order = np.argsort(labels, axis=0, kind="stable")
-    partners = _partners(labels, np.ascontiguousarray(order), base, l, rng)
+    partners = np.empty((m, l), dtype=np.int64)
+    _draw_partners(labels, np.ascontiguousarray(order), base, l, int(seed), partners)
     indptr = np.empty(m + 1, dtype=np.int64)
     indices = np.empty(m * l, dtype=np.int64)
     x, w = np.empty(m * l), np.empty(m * l)
@@ -129,7 +140,7 @@ def new_row_memberships(
     Yall[n:, :k] = start
     queued = np.zeros(n + m, dtype=np.bool_)
     queued[n:] = True
-    gap_tol = tol * (1.0 + float(w.sum()) / max(m, 1))  # relative to a row's mean total pair weight
+    gap_tol = tol * (1.0 + 0.5 * l * labels.shape[1])  # the same for every block: a row's own tolerance
     stats = np.zeros(3, dtype=np.int64)
     _k.descend_rows(
         indptr, indices, x, w, Yall, k, queued, n, n + m, code, closed_form, _KL_EPS, float(diag), _STEP_RTOL,
