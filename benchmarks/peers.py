@@ -138,6 +138,33 @@ def _baseline(name):
     return make
 
 
+#: auto's candidates, each fitted as its own line below fits it
+_CANDIDATES = {
+    "pcc-kl": (_pcc("kl"), True),
+    "pcc-l2": (_pcc("l2"), True),
+    "bce": (_bce, False),
+    "mm": (_mm, False),
+    "kcc": (_baseline("kcc"), False),
+    "hbgf": (_baseline("hbgf"), False),
+}
+
+
+def _auto(labels, K):
+    """``auto``: the candidates' result of highest ANMI with the labels (AutoConsensus, the stage's rule)."""
+    from ensemble_dask.consensus.selection import CANDIDATES, AutoConsensus
+
+    assert set(CANDIDATES) == set(_CANDIDATES), "auto's default candidates changed: update _CANDIDATES"
+    pairs = []
+
+    def fit(name, method, params):
+        make, on_pairs = _CANDIDATES[name]
+        if on_pairs and not pairs:
+            pairs.append(_pairs(labels, K))
+        return make(K, labels).fit(pairs[0] if on_pairs else labels)
+
+    return AutoConsensus(K, random_state=0).fit(labels, fit_candidate=fit).labels_
+
+
 def onehot_kmeans(labels, K):
     from sklearn.cluster import KMeans
     from sklearn.preprocessing import OneHotEncoder
@@ -179,6 +206,7 @@ METHODS = {
     "hgpa": ("ours", _ours(_baseline("hgpa"))),
     "mcla": ("ours", _ours(_baseline("mcla"))),
     "hbgf": ("ours", _ours(_baseline("hbgf"))),
+    "auto": ("ours", _auto),
     "onehot-kmeans": ("peer", onehot_kmeans),
     "cchbgf": ("peer", cchbgf),
     "ec-hgpa": ("peer", _ensembleclustering("hgpa")),

@@ -269,7 +269,8 @@ def _largest_k(consensus, on=None):
     ks = []
     for name, params in (consensus or {}).items():
         method, kw = resolve_method(name, params)
-        if (on is None or registry.get(method).fits_on == on) and isinstance(kw.get("n_clusters"), int):
+        fits_on = registry.get(method).fits_on.split("+")  # "labels+pairs" fits on pairs too
+        if (on is None or on in fits_on) and isinstance(kw.get("n_clusters"), int):
             ks.append(kw["n_clusters"])
     return max(ks) if ks else None
 
@@ -322,7 +323,9 @@ def _default_coassoc(spec, store, consensus):
     from .stages.consensus import resolve_method
 
     co = spec.get("coassoc")
-    pair_methods = (registry.get(resolve_method(n, p)[0]).fits_on == "pairs" for n, p in consensus.items())
+    pair_methods = (
+        "pairs" in registry.get(resolve_method(n, p)[0]).fits_on.split("+") for n, p in consensus.items()
+    )
     if co is not None or not any(pair_methods):
         return co
     if _missing(store, "coassoc") or store.record("coassoc").get("inputs") != [store.stage_hash("generate")]:

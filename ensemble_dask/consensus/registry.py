@@ -23,8 +23,9 @@ from .._validation import InputError
 
 __all__ = ["Method", "register", "get", "names", "FITS_ON"]
 
-#: what a method's ``fit`` takes: the co-association ``pairs``, the ``labels`` matrix, or labels and ``X``
-FITS_ON = ("pairs", "labels", "labels+X")
+#: what a method's ``fit`` takes: the co-association ``pairs``, the ``labels`` matrix, labels and ``X``, or
+#: labels and pairs (``auto``: it fits methods of both kinds)
+FITS_ON = ("pairs", "labels", "labels+X", "labels+pairs")
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Method:
     estimator : str
         ``"module:Class"`` of its estimator, the module relative to :mod:`ensemble_dask.consensus` when it
         starts with a dot.
-    fits_on : {"pairs", "labels", "labels+X"}
+    fits_on : {"pairs", "labels", "labels+X", "labels+pairs"}
         What its ``fit`` takes.
     summary : str
         One line for the command line's help.
@@ -133,5 +134,7 @@ for _method in (
     Method("hgpa", ".baselines:HGPA", "labels", "hypergraph partitioning"),
     Method("mcla", ".baselines:MCLA", "labels", "meta-clustering"),
     Method("hbgf", ".baselines:HBGF", "labels", "bipartite graph of points and clusters (spectral)"),
+    Method("auto", ".selection:AutoConsensus", "labels+pairs",
+           "the result of highest ANMI with the ensemble among pcc-kl, pcc-l2, bce, mm, kcc, hbgf"),
 ):  # fmt: skip
     register(_method)

@@ -136,7 +136,7 @@ def _estimator_params(method, kwargs):
 #: of it: BCE its ``alpha`` and ``beta`` (already), KCC its centroids (``centers``), MM its mixing ``weights``
 #: (and ``beta``), GBCE its Gaussians (``means``, ``variances``, and ``alpha``, ``beta``); the others label
 #: new rows from their labels alone (``stages.predict``)
-MODEL_KEPT = {"kcc": 1, "mm": 1, "gbce": 1}
+MODEL_KEPT = {"kcc": 1, "mm": 1, "gbce": 1, "auto": 1}
 
 #: where the label starts are kept, one ``(candidates, n)`` int32 array per key (see :func:`_label_starts`)
 STARTS_CACHE = "_cache/starts"
@@ -274,13 +274,21 @@ def _check_clusters_used(est):
         )
 
 
-def _inputs(store, method):
+def _inputs(store, method, params=None):
     fits_on = registry.get(method).fits_on
+    if method == "auto":  # it reads the pairs when a candidate fits on them
+        from ..consensus.selection import CANDIDATES, resolve
+
+        names = (params or {}).get("candidates", CANDIDATES)
+        on_pairs = any(registry.get(resolve(nm)[0]).fits_on == "pairs" for nm in names)
+        fits_on = "labels+pairs" if on_pairs else "labels"
     if fits_on == "pairs":
         return [store.stage_hash("coassoc")]
     hashes = [store.stage_hash("generate")]
     if fits_on == "labels+X":
         hashes.append(store.stage_hash("ingest"))
+    if fits_on == "labels+pairs":
+        hashes.append(store.stage_hash("coassoc"))
     return hashes
 
 
@@ -328,6 +336,13 @@ def _fit_on_cluster(store, method, kwargs, client):
 
 def _fit(store, method, kwargs, client):
     """The fitted estimator of ``method`` with parameters ``kwargs`` on the store's data."""
+    if method == "auto":  # each candidate fitted as the stage fits it alone
+
+        def fit_candidate(name, cand, params):
+            logger.info("auto: fitting %s", name)
+            return _fit(store, cand, check_consensus_params(name, params)[1], client)
+
+        return _estimator(method, kwargs).fit(store["labels"], fit_candidate=fit_candidate)
     params = _estimator_params(method, kwargs)
     if params is not kwargs:  # init: auto
         starts = _label_starts(store, kwargs["n_clusters"], kwargs.get("random_state"), client)
@@ -384,7 +399,7 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
         )
     method, kwargs = check_consensus_params(name, params, seed=seed)
     stage = f"consensus/{name}"
-    inputs = _inputs(store, method)
+    inputs = _inputs(store, method, kwargs)
     record = {"method": method, **kwargs}
     if registry.get(method).hbgf_start and kwargs.get("init") in (None, "auto"):
         record["starts"] = STARTS_TAG  # a record of the former default starts is then stale
@@ -416,39 +431,45 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
             np.int32
         )
         out.create_array("uncertainty", shape=(n,), chunks=(rows,), dtype="float32")[:] = est.uncertainty_
-        if hasattr(est, "alpha_"):  # BCE / GBCE: the Dirichlet prior and per-clustering label distributions
-            out.create_array("alpha", data=np.asarray(est.alpha_, dtype=np.float64))
-        if hasattr(est, "beta_"):
-            beta = [np.asarray(b, dtype=np.float64) for b in est.beta_]
+        chosen = getattr(est, "chosen_", None)  # auto: the candidate kept, whose model is kept
+        model, model_method = (est.estimator_, resolve_method(chosen, {})[0]) if chosen else (est, method)
+        if hasattr(model, "alpha_"):  # BCE / GBCE: the Dirichlet prior and per-clustering label distributions
+            out.create_array("alpha", data=np.asarray(model.alpha_, dtype=np.float64))
+        if hasattr(model, "beta_"):
+            beta = [np.asarray(b, dtype=np.float64) for b in model.beta_]
             out.create_array("beta", data=np.concatenate(beta, axis=1))
             out["beta"].attrs["offsets"] = np.cumsum([0] + [b.shape[1] for b in beta]).tolist()
         for attr in ("weights_", "means_", "variances_"):  # MM's mixing weights, GBCE's Gaussians
-            if hasattr(est, attr):
-                out.create_array(attr.rstrip("_"), data=np.asarray(getattr(est, attr), dtype=np.float64))
-        if method == "kcc":  # its centroids over the fit's labels, for predict
-            out.create_array("centers", data=np.concatenate(est.cluster_centers_, axis=1))
-            out["centers"].attrs["offsets"] = np.asarray(est.encoding_.offsets).tolist()
-        objective = getattr(est, "objective_", getattr(est, "lower_bound_", None))
-        converged = getattr(est, "converged_", None)  # None: a method that does not iterate
+            if hasattr(model, attr):
+                out.create_array(attr.rstrip("_"), data=np.asarray(getattr(model, attr), dtype=np.float64))
+        if model_method == "kcc":  # its centroids over the fit's labels, for predict
+            out.create_array("centers", data=np.concatenate(model.cluster_centers_, axis=1))
+            out["centers"].attrs["offsets"] = np.asarray(model.encoding_.offsets).tolist()
+        objective = getattr(model, "objective_", getattr(model, "lower_bound_", None))
+        converged = getattr(model, "converged_", None)  # None: a method that does not iterate
         converged = None if converged is None else bool(converged)
         metrics = {"effective_k": int(est.effective_k_), "seconds": round(seconds, 3), "converged": converged}
         if objective is not None:
             metrics["objective"] = float(objective)
+        if chosen:  # auto: which result it kept, and every candidate's score
+            metrics["chosen"] = chosen
+            metrics["anmi"] = {k: round(v, 6) for k, v in est.scores_.items()}
         if "y_true" in store:
             from ..metrics import partition_scores  # scikit-learn: imported only when a result is scored
 
             metrics = {**partition_scores(est.labels_, store["y_true"][:]), **metrics}
-        trace = getattr(est, "objective_trace_", getattr(est, "lower_bound_trace_", None))
+        trace = getattr(model, "objective_trace_", getattr(model, "lower_bound_trace_", None))
         trace = [] if trace is None else np.asarray(trace).tolist()[-_TRACE_MAX:]
         out.attrs.update(
             {
                 "method": method,
                 "params": kwargs,
-                "n_iter": int(getattr(est, "n_iter_", 0)),
+                "n_iter": int(getattr(model, "n_iter_", 0)),
                 "objective_trace": trace,
                 "metrics": metrics,
                 "converged": converged,
                 "warnings": notes,
+                **({"chosen": chosen} if chosen else {}),
             }
         )
     return metrics
@@ -464,7 +485,7 @@ def current_results(store):
         if not rec.get("complete"):
             continue
         try:
-            current = _inputs(store, rec["params"]["method"])
+            current = _inputs(store, rec["params"]["method"], rec["params"])
         except InputError:
             continue
         if rec.get("inputs") == current:

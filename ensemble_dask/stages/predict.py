@@ -128,6 +128,10 @@ def _consensus_model(store, name, labels):
         )
     method = store[path].attrs.get("method")
     params = store[path].attrs.get("params") or {}
+    if method == "auto":  # the candidate it kept labels the new rows
+        from .consensus import resolve_method
+
+        method, params = resolve_method(store[path].attrs["chosen"], params)
     if method not in MODELS:  # the others label a new row by the nearest centroid of their partition
         return _LabelModel(KCC.from_partition(labels, np.asarray(store[f"{path}/labels"][:])))
     absent = [key for key in MODELS[method] if f"{path}/{key}" not in store]
@@ -137,7 +141,7 @@ def _consensus_model(store, name, labels):
             f"its consensus again (ensemble-dask consensus {name} --store {store.url}, or the workflow)"
         )
     if method in ("pcc", "ppc"):
-        return _PairModel(store, path, method, labels)
+        return _PairModel(store, path, method, labels, params)
     cats = column_categories(labels)
 
     def read(key):
@@ -174,11 +178,10 @@ class _LabelModel:
 class _PairModel:
     """PCC or PPC on new rows: each row's own problem against fitted partners, their memberships fixed."""
 
-    def __init__(self, store, path, method, labels):
+    def __init__(self, store, path, method, labels, params):
         from ..consensus.pcc import DIVERGENCES
         from ..consensus.pcc import _kernels as kern
 
-        params = store[path].attrs.get("params") or {}
         if method == "ppc":
             self.code, self.closed_form, self.diag = kern.L2, False, 1.0
         else:

@@ -74,7 +74,7 @@ def test_a_registered_method_is_in_the_help_the_checks_a_workflow_and_the_report
 
 
 def test_an_unknown_method_lists_the_registry():
-    with pytest.raises(Exception, match=r"unknown consensus method 'nope'; known: \['bce', 'cspa'"):
+    with pytest.raises(Exception, match=r"unknown consensus method 'nope'; known: \['auto', 'bce', 'cspa'"):
         registry.get("nope")
 
 
