@@ -42,15 +42,16 @@ Real data (``--real``): scikit-learn's bundled iris, wine, breast_cancer and dig
 numbers, ``NAME.labels0.gz`` one integer per line; iris, wine, ionosphere, wdbc, glass; a set that is
 absent is skipped). Each set is standardised (a constant feature stays 0), K = its number of classes, and
 the ensemble is 30 k-means labelings (``KMeans(k, n_init=1)``, ``k`` drawn in ``[K, 2 K]``), ``complete``
-or ``sub50`` (each fitted on its own random half, the other half ``-1``), drawn from ``--seed`` and the
-set's position. The sets are small (at most 1,797 points), so every method runs in this process, one after
-the other (no seconds, no memory); prints the ARI of each method on each set and ensemble beside the mean
-ARI of the base partitions and, per method, on how many of them it is at least the best peer (within 0.005
-ARI), at least the base partitions' mean ARI, and both.
+or ``sub50`` (each fitted on its own random half, the other half ``-1``), ``--seeds`` of each kind (seeds
+``--seed`` on, with the set's position). The sets are small (at most 1,797 points), so every method runs in
+this process, one after the other (no seconds, no memory); prints each method's mean ARI on each set and
+kind of ensemble beside the base partitions', and, per method, on how many of them it is at least the best
+peer (within 0.005 ARI), at least the base partitions' mean, at least the best of our methods (for
+``auto``), and, ensemble by ensemble, how often it is better and worse than ccHBGF.
 
 Usage: python benchmarks/peers.py [--quick] [--n 50000 500000] [--K 3 8 30] [--labels complete sub50]
        [--centers C] [--methods bce mm ...] [--timeout 600] [--repeat R] [--cache DIR]
-       python benchmarks/peers.py --real [--labels complete sub50] [--methods ...] [--data-dir DIR]
+       python benchmarks/peers.py --real [--seeds 5] [--labels complete sub50] [--methods ...] [--data-dir DIR]
 """
 
 from __future__ import annotations
@@ -392,66 +393,88 @@ def real_ensemble(X, K, subsample, rng):
 
 
 def run_real(args):
-    """Every method on every real set and ensemble, in this process; prints the table and the summary."""
+    """Every method on every real set and ensemble (``--seeds`` ensembles of each kind), in this process;
+    prints the table of mean ARI per set and the summary."""
     import warnings
 
     from sklearn.metrics import adjusted_rand_score
 
     methods = args.methods
     peers = [m for m in methods if METHODS[m][0] == "peer"]
-    cases, table = [], {}  # table[(case, method)] = ARI (None: failed)
+    ours = [m for m in methods if METHODS[m][0] == "ours" and m != "auto"]
+    cases, table = [], {}  # table[(case, method)] = ARI per ensemble seed (None: failed)
     for i, (name, X, y) in enumerate(real_sets(args.data_dir)):
         y = np.unique(y, return_inverse=True)[1]
         K = int(y.max()) + 1
         for kind in args.labels:
-            rng = np.random.default_rng([args.seed, i, 0 if kind == "complete" else 1])
-            labels = real_ensemble(X, K, 1.0 if kind == "complete" else 0.5, rng)
             case = f"{name} {kind}"
             cases.append(case)
-            table[(case, "base partitions (mean)")] = base_scores(labels, y)[0]
-            line = [f"{case} (n = {len(y)}, K = {K}): base {table[(case, 'base partitions (mean)')]:.3f}"]
-            for m in methods:
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        pred = np.asarray(METHODS[m][1](labels, K))
-                    table[(case, m)] = adjusted_rand_score(y, pred)
-                    line.append(f"{m} {table[(case, m)]:.3f}")
-                except ModuleNotFoundError as exc:
-                    table[(case, m)] = None
-                    line.append(f"{m} not installed ({exc.name})")
-                except Exception as exc:  # noqa: BLE001 - reported, the other methods still run
-                    table[(case, m)] = None
-                    line.append(f"{m} crash ({type(exc).__name__}: {str(exc)[:60]})")
-            print("; ".join(line), flush=True)
+            for seed in range(args.seed, args.seed + args.seeds):
+                rng = np.random.default_rng([seed, i, 0 if kind == "complete" else 1])
+                labels = real_ensemble(X, K, 1.0 if kind == "complete" else 0.5, rng)
+                base = base_scores(labels, y)[0]
+                table.setdefault((case, "base partitions (mean)"), []).append(base)
+                line = [f"{case} seed {seed} (n = {len(y)}, K = {K}): base {base:.3f}"]
+                for m in methods:
+                    try:
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore")
+                            pred = np.asarray(METHODS[m][1](labels, K))
+                        ari = adjusted_rand_score(y, pred)
+                        line.append(f"{m} {ari:.3f}")
+                    except ModuleNotFoundError as exc:
+                        ari = None
+                        line.append(f"{m} not installed ({exc.name})")
+                    except Exception as exc:  # noqa: BLE001 - reported, the other methods still run
+                        ari = None
+                        line.append(f"{m} crash ({type(exc).__name__}: {str(exc)[:60]})")
+                    table.setdefault((case, m), []).append(ari)
+                print("; ".join(line), flush=True)
+
+    def mean(case, m):
+        v = table[(case, m)]
+        return None if any(a is None for a in v) else float(np.mean(v))
+
     rows = ["base partitions (mean)", *methods]
-    print("\n# ARI per method (rows) and set (columns)\n")
+    print(f"\n# ARI per method (rows) and set (columns), mean of {args.seeds} ensemble(s) each\n")
     print("| method | " + " | ".join(cases) + " |")
     print("|---|" + "---|" * len(cases))
     for m in rows:
-        cells = ["" if table[(c, m)] is None else f"{table[(c, m)]:.3f}" for c in cases]
+        cells = ["" if mean(c, m) is None else f"{mean(c, m):.3f}" for c in cases]
         print(f"| {m} | " + " | ".join(cells) + " |")
     print(
-        f"\n# per method: on how many of the {len(cases)} sets and ensembles it is >= the best peer - {TIE} "
-        "(peers: " + ", ".join(peers) + "), >= the base partitions' mean ARI, and both; mean ARI\n"
+        f"\n# per method, over the {len(cases)} sets (each the mean of {args.seeds} ensemble(s)): >= the "
+        f"best peer - {TIE} (peers: "
+        + ", ".join(peers)
+        + f"), >= the base partitions' mean ARI, >= the best of "
+        f"ours ({', '.join(ours)}) - {TIE}; mean ARI; per ensemble, better / worse than ccHBGF by more "
+        f"than {TIE}\n"
     )
-    print("| method | >= best peer | >= base mean | both | mean ARI |")
-    print("|---|---|---|---|---|")
+    print("| method | >= best peer | >= base mean | >= best of ours | mean ARI | vs ccHBGF +/- |")
+    print("|---|---|---|---|---|---|")
     results = []
     for m in methods:
-        ok_peer = ok_base = both = 0
+        ok_peer = ok_base = ok_ours = 0
         for c in cases:
-            a = table[(c, m)]
-            best = max((table[(c, p)] for p in peers if table[(c, p)] is not None), default=None)
+            a = mean(c, m)
             if a is None:
                 continue
-            p_ok = best is None or a >= best - TIE
-            b_ok = a >= table[(c, "base partitions (mean)")]
-            ok_peer, ok_base, both = ok_peer + p_ok, ok_base + b_ok, both + (p_ok and b_ok)
-            results.append({"set": c, "method": m, "ari": a, "best_peer": best})
-        aris = [table[(c, m)] for c in cases if table[(c, m)] is not None]
-        mean = f"{np.mean(aris):.3f}" if aris else ""
-        print(f"| {m} | {ok_peer} | {ok_base} | {both} | {mean} |")
+            best = max((mean(c, p) for p in peers if mean(c, p) is not None), default=None)
+            ok_peer += best is None or a >= best - TIE
+            ok_base += a >= mean(c, "base partitions (mean)")
+            ok_ours += a >= max(mean(c, o) for o in ours if mean(c, o) is not None) - TIE
+            results.append({"set": c, "method": m, "ari": table[(c, m)], "best_peer": best})
+        aris = [mean(c, m) for c in cases if mean(c, m) is not None]
+        paired = [
+            (a, b)
+            for c in cases
+            for a, b in zip(table[(c, m)], table.get((c, "cchbgf"), []), strict=False)
+            if a is not None and b is not None
+        ]
+        better = sum(a > b + TIE for a, b in paired)
+        worse = sum(a < b - TIE for a, b in paired)
+        avg = f"{np.mean(aris):.3f}" if aris else ""
+        print(f"| {m} | {ok_peer} | {ok_base} | {ok_ours} | {avg} | {better} / {worse} |")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 
@@ -475,6 +498,7 @@ def main(argv=None):
         help="time each fit this many times, report the fastest (shared machines)",
     )
     ap.add_argument("--real", action="store_true", help="real data sets instead of blobs, in this process")
+    ap.add_argument("--seeds", type=int, default=1, help="ensembles of each kind per real set (--real)")
     ap.add_argument(
         "--data-dir", type=Path, default=ROOT.parent / "shared" / "data" / "uci", help="the UCI sets (--real)"
     )
