@@ -51,7 +51,8 @@ peer (within 0.005 ARI), at least the base partitions' mean, at least the best o
 
 Usage: python benchmarks/peers.py [--quick] [--n 50000 500000] [--K 3 8 30] [--labels complete sub50]
        [--centers C] [--methods bce mm ...] [--timeout 600] [--repeat R] [--cache DIR]
-       python benchmarks/peers.py --real [--seeds 5] [--labels complete sub50] [--methods ...] [--data-dir DIR]
+       python benchmarks/peers.py --real [--seeds 5] [--labels complete sub50] [--methods ...]
+              [--data-dir DIR]
 """
 
 from __future__ import annotations
