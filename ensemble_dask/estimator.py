@@ -215,7 +215,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         try:
             url, shape = _data_url(X, folder)
             spec = self.workflow(url, seed, store_url, n_rows=None if shape is None else shape[0])
-            report = pipeline.run_workflow(spec, progress=self.progress)
+            report = pipeline.run_workflow(spec, progress=self.progress, report=False)  # no HTML page
         finally:
             _remove(folder)
         if store_url.startswith("memory://ensemble_dask/"):

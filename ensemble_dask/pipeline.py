@@ -219,13 +219,13 @@ PERFORMANCE_REPORT = "report/dask-performance.html"
 
 
 @contextlib.contextmanager
-def client_for_store(store, scheduler=None, dask_options=None):
+def client_for_store(store, scheduler=None, dask_options=None, *, report=True):
     """A client context fit for ``store``: worker processes unless the store lives in memory.
 
     It yields a :class:`~ensemble_dask.runtime.clients.LazyClient`: the cluster (embedded or remote)
     is started only when a stage has work to do, so a re-run of a finished workflow starts none.
     When it was started, a Dask performance report of the work is written to
-    ``report/dask-performance.html`` in the store.
+    ``report/dask-performance.html`` in the store (``report=False``: none, and no cluster facts).
     """
     in_memory = store.url.startswith("memory://")
     if in_memory and scheduler:
@@ -241,14 +241,16 @@ def client_for_store(store, scheduler=None, dask_options=None):
         store.write_json("report/cluster.json", cluster_facts(client))
 
     with tempfile.TemporaryDirectory(prefix="ensemble-dask-") as tmp:
-        report = os.path.join(tmp, "dask-performance.html")
+        path = os.path.join(tmp, "dask-performance.html") if report else None
         lazy = LazyClient(
-            functools.partial(dask_client, scheduler, processes=not in_memory, **opts), report, describe
+            functools.partial(dask_client, scheduler, processes=not in_memory, **opts),
+            path,
+            describe if report else None,
         )
         with lazy:
             yield lazy
-        if lazy.started and os.path.exists(report):
-            store.write_file(PERFORMANCE_REPORT, report)
+        if lazy.started and path and os.path.exists(path):
+            store.write_file(PERFORMANCE_REPORT, path)
 
 
 def _call(func, section, *args, **kwargs):
@@ -355,19 +357,21 @@ def store_lease(url, storage_options=None, *, take_over=False):
         lease.release()
 
 
-def run_workflow(spec, *, progress=False, take_over=False):
+def run_workflow(spec, *, progress=False, take_over=False, report=True):
     """Run every stage of ``spec`` (a dict from :func:`load_workflow`); return the report dict.
 
     A workflow with a ``federated:`` section runs row-distributed BCE (or KCC) over its sites instead
     (:func:`~ensemble_dask.stages.federated.run_federated_workflow`). The run holds the store's lease
-    from before its first write to the end (``take_over``: replace a stale one).
+    from before its first write to the end (``take_over``: replace a stale one). ``report=False``: no report
+    page and no Dask performance report (``ConsensusClustering.fit``); the dict then holds ``methods``, the
+    metrics of the store's current consensus results.
     """
     check_workflow(spec)
     with store_lease(workflow_store_url(spec), spec.get("storage_options"), take_over=take_over):
-        return _run_workflow(spec, progress)
+        return _run_workflow(spec, progress, report)
 
 
-def _run_workflow(spec, progress):
+def _run_workflow(spec, progress, report=True):
     from .stages.coassoc import coassoc_stage
     from .stages.consensus import consensus_stage, uses_cluster
     from .stages.generate import generate
@@ -392,8 +396,8 @@ def _run_workflow(spec, progress):
     consensus = spec.get("consensus") or {}
     gen_spec = _default_generate(spec, store, consensus)
     if gen_spec is None and spec.get("coassoc") is None and not consensus:
-        return write_report(store)
-    with client_for_store(store, spec.get("scheduler"), spec.get("dask")) as client:
+        return write_report(store) if report else {"methods": {}}
+    with client_for_store(store, spec.get("scheduler"), spec.get("dask"), report=report) as client:
         if gen_spec is not None:
             gen = dict(gen_spec)
             gen.setdefault("seed", seed)
@@ -413,4 +417,8 @@ def _run_workflow(spec, progress):
         for name, params in consensus.items():
             metrics = consensus_stage(store, name, seed=seed, client=client, **(params or {}))
             logger.info("consensus %s: %s", name, metrics)
+    if not report:
+        from .stages.consensus import current_results
+
+        return {"methods": current_results(store)}
     return write_report(store)
