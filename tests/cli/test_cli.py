@@ -268,7 +268,7 @@ def test_table_of_constant_columns(tmp_path, capsys):
         ),
         (
             "consensus.mine={method: nosuch}",
-            "consensus method 'mine': unknown method 'nosuch'; known: ['bce', ",
+            "consensus method 'mine': unknown method 'nosuch'; known: ['auto', 'bce', ",
         ),
         (
             "consensus.pcc-kl.n_clusters=0",
