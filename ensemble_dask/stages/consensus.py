@@ -122,7 +122,7 @@ def check_consensus_params(name, params, *, seed=0):
 #: up to date. A method's ``init: auto`` (``starts`` in the registry) is HBGF's partition of the store's
 #: labels (spectral, on the bipartite graph of points and clusters;
 #: :func:`~ensemble_dask.consensus.starts.label_starts`)
-STARTS_TAG = "hbgf-2"
+STARTS_TAG = "hbgf-3"  # 3: HBGF's eigenproblem by Lanczos above 1,000 base clusters
 
 
 def _estimator_params(method, kwargs):
@@ -140,7 +140,7 @@ MODEL_KEPT = {"kcc": 1, "mm": 1, "gbce": 1, "auto": 1}
 
 #: where the label starts are kept, one ``(candidates, n)`` int32 array per key (see :func:`_label_starts`)
 STARTS_CACHE = "_cache/starts"
-_STARTS_VERSION = 2  # bump when label_starts changes its result (2: HBGF only)
+_STARTS_VERSION = 3  # bump when label_starts changes its result (2: HBGF only; 3: HBGF's Lanczos)
 
 
 def _starts_key(store, n_clusters, random_state):

@@ -155,3 +155,120 @@ def test_more_clusters_asked_than_distinct_label_rows(name):
     assert est.memberships_.shape == (30, 5)
     if name != "mcla":
         assert _same_partition(est.labels_, np.repeat([0, 1, 2], 10))
+
+
+def _many_cluster_labels(n, n_clusterings, k_range, seed):
+    """k-means labelings (k in ``k_range``, on random halves: ``-1`` elsewhere) of 12 blobs."""
+    X, _ = make_blobs(n, centers=12, n_features=5, cluster_std=2.0, random_state=seed)
+    rng = np.random.default_rng(seed)
+    labels = np.full((n, n_clusterings), -1, dtype=np.int64)
+    for j in range(n_clusterings):
+        rows = np.sort(rng.choice(n, n // 2, replace=False))
+        k = int(rng.integers(*k_range))
+        labels[rows, j] = KMeans(k, n_init=1, random_state=j).fit_predict(X[rows])
+    return labels
+
+
+def _hbgf_problem(labels):
+    from ensemble_dask.consensus.baselines import _labels as hb
+
+    B, w, _, _, _, _ = hb._incidence(labels)
+    dx = np.maximum(np.diff(B.indptr), 1).astype(np.float64)
+    dc = np.asarray(B.T @ w).ravel()
+    return B, w / dx, 1 / np.sqrt(dc)
+
+
+# 8 linked components of clusters (each blob's clusterings apart) with G^2 > 2 nnz (the sparse products),
+# and one component with G^2 <= 2 nnz (the formed matrix)
+@pytest.mark.parametrize(("n", "k_range", "n_comp"), [(300, (20, 40), 8), (2000, (4, 8), 1)])
+def test_hbgf_lanczos_eigenpairs_equal_the_dense_ones(n, k_range, n_comp):
+    """ARPACK's top K eigenpairs of HBGF's G x G problem (the eigenvalue 1 of each linked component deflated)
+    are the exact ones (eigh) up to rounding, whether the matrix is applied as the sparse products or formed,
+    and HBGF's partition is the same (up to a few points)."""
+    from scipy.linalg import eigh, subspace_angles
+
+    from ensemble_dask.consensus.baselines import HBGF
+    from ensemble_dask.consensus.baselines import _kernels as kern
+    from ensemble_dask.consensus.baselines import _labels as hb
+
+    labels = _many_cluster_labels(n, 8, k_range, seed=1)
+    B, wd, sc = _hbgf_problem(labels)
+    G = B.shape[1]
+    assert (G * G > 2 * B.nnz) == (n_comp > 1)
+    assert kern.linked_components(B.indptr, B.indices, G)[0] == n_comp
+    vals, V = hb._top_eigenpairs(B, wd, sc, 12, "dense", 0)
+    every = eigh((B.T @ (wd[:, None] * B)).toarray() * sc[:, None] * sc[None, :], eigvals_only=True)
+    assert every[-12] - every[-13] > 1e-3  # the top 12 are a well-defined subspace
+    np.testing.assert_allclose(vals[-n_comp:], 1.0, atol=1e-12)
+    lv, LV = hb._top_eigenpairs(B, wd, sc, 12, "arpack", 0)
+    assert np.all(np.diff(lv) >= 0) and vals.shape == lv.shape == (12,)
+    np.testing.assert_allclose(lv, vals, rtol=0, atol=1e-8)
+    assert np.max(subspace_angles(V, LV)) < 1e-6
+    np.testing.assert_allclose(LV.T @ LV, np.eye(12), atol=1e-8)
+    dense = HBGF(12, eigen_solver="dense", random_state=0).fit(labels)
+    lanczos = HBGF(12, eigen_solver="arpack", random_state=0).fit(labels)
+    # the embeddings agree to rounding; k-means on them may place a few points on a tie differently
+    assert adjusted_rand_score(dense.labels_, lanczos.labels_) > 0.99
+
+
+def test_hbgf_lanczos_with_more_components_than_clusters_is_the_dense_solve():
+    """K at most the number of linked components: the top eigenvalue 1 fills the K eigenpairs, which the dense
+    solve then gives (an arbitrary basis of its eigenspace either way)."""
+    from ensemble_dask.consensus.baselines import _labels as hb
+
+    labels = _many_cluster_labels(300, 8, (20, 40), seed=1)  # 8 components
+    B, wd, sc = _hbgf_problem(labels)
+    for k in (6, 8):
+        lv, LV = hb._top_eigenpairs(B, wd, sc, k, "arpack", 0)
+        vals, V = hb._top_eigenpairs(B, wd, sc, k, "dense", 0)
+        np.testing.assert_array_equal(lv, vals)
+        np.testing.assert_array_equal(LV, V)
+
+
+def test_hbgf_auto_solver_switches_at_the_threshold(monkeypatch):
+    """``eigen_solver="auto"`` is the dense solve up to EIGSH_MIN_G base clusters and Lanczos above (when K is
+    at most a fifth of them); a Lanczos run that does not converge falls back to the dense solve."""
+    import scipy.sparse.linalg as spla
+
+    from ensemble_dask.consensus.baselines import HBGF
+    from ensemble_dask.consensus.baselines import _labels as hb
+
+    labels = _many_cluster_labels(400, 6, (15, 25), seed=2)
+    assert hb._incidence(labels)[0].shape[1] > 5 * 8
+    calls = []
+    real = spla.eigsh
+    monkeypatch.setattr(spla, "eigsh", lambda *a, **kw: calls.append(a[1]) or real(*a, **kw))
+    HBGF(8, random_state=0).fit(labels)
+    assert calls == []  # G ~ 120 < EIGSH_MIN_G: dense
+    monkeypatch.setattr(hb, "EIGSH_MIN_G", 50)
+    auto = HBGF(8, random_state=0).fit(labels)
+    assert len(calls) == 1  # K minus the linked components' eigenvalues 1
+    HBGF(40, random_state=0).fit(labels)  # 5 K > G: dense
+    assert len(calls) == 1
+    arpack = HBGF(8, eigen_solver="arpack", random_state=0).fit(labels)
+    np.testing.assert_array_equal(auto.labels_, arpack.labels_)
+
+    def no_convergence(*a, **kw):
+        raise spla.ArpackNoConvergence("no", np.empty(0), np.empty((0, 0)))
+
+    monkeypatch.setattr(spla, "eigsh", no_convergence)
+    fallback = HBGF(8, eigen_solver="arpack", random_state=0).fit(labels)
+    dense = HBGF(8, eigen_solver="dense", random_state=0).fit(labels)
+    np.testing.assert_array_equal(fallback.labels_, dense.labels_)
+    np.testing.assert_array_equal(fallback.embedding_, dense.embedding_)
+    with pytest.raises(InputError, match="eigen_solver"):
+        HBGF(8, eigen_solver="lobpcg").fit(labels)
+
+
+@pytest.mark.parametrize("name", LABEL_METHODS[:1] + LABEL_METHODS[2:])
+def test_hard_label_baselines_set_the_memberships_outputs(name):
+    """HGPA's and HBGF's one-hot memberships give the outputs _set_memberships derives: the argmax as labels,
+    entropy 0, the clusters used."""
+    from ensemble_dask.consensus._common.base import normalized_entropy
+
+    labels = _many_cluster_labels(300, 6, (3, 6), seed=3)
+    m = _make(name, 4).fit(labels)
+    np.testing.assert_array_equal(m.labels_, np.argmax(m.memberships_, axis=1))
+    assert m.labels_.dtype == np.int64
+    np.testing.assert_array_equal(m.uncertainty_, normalized_entropy(m.memberships_))
+    assert m.effective_k_ == np.unique(m.labels_).size

@@ -160,3 +160,36 @@ def weighted_gram(indptr, indices, data, w, out):
             v = wi * data[e]
             for f in range(indptr[i], indptr[i + 1]):
                 out[a, indices[f]] += v * data[f]
+
+
+@numba.njit(cache=True, nogil=True)
+def _find(parent, a):
+    while parent[a] != a:
+        parent[a] = parent[parent[a]]
+        a = parent[a]
+    return a
+
+
+@numba.njit(cache=True, nogil=True)
+def linked_components(indptr, indices, n_cols):
+    """Connected components of the columns of the CSR pattern (``indptr``, ``indices``): two columns are
+    linked when a row holds both (union-find, one pass over the entries). Returns ``(count, comp)``, ``comp``
+    each column's component numbered ``0 .. count - 1`` in the order of their first column."""
+    parent = np.arange(n_cols)
+    for i in range(indptr.shape[0] - 1):
+        if indptr[i + 1] > indptr[i]:
+            a = _find(parent, indices[indptr[i]])
+            for e in range(indptr[i] + 1, indptr[i + 1]):
+                b = _find(parent, indices[e])
+                if a != b:
+                    parent[b] = a
+    comp = np.full(n_cols, -1, dtype=np.int64)
+    code = np.full(n_cols, -1, dtype=np.int64)
+    count = 0
+    for c in range(n_cols):
+        r = _find(parent, c)
+        if code[r] < 0:
+            code[r] = count
+            count += 1
+        comp[c] = code[r]
+    return count, comp

@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 from ..._validation import InputError, check_labels_matrix, check_random_state
 from .._common.base import SoftConsensusMixin
 from .._common.encoding import check_encoding, compress_rows, encode
-from .._common.params import Interval, check_n_clusters
+from .._common.params import Interval, Options, check_n_clusters
 from . import _kernels as kern
 from ._pairs import metis_parts, one_hot, relabel
 
@@ -51,8 +51,14 @@ class _LabelBaseline(SoftConsensusMixin):
     _parameter_constraints = {"n_clusters": [Interval(Integral, 2, None)], "random_state": ["random_state"]}
 
     def _finish(self, labels_u, inv):
-        labels = relabel(labels_u[inv])
-        self._set_memberships(one_hot(labels, max(self._k, int(labels.max()) + 1)))
+        labels = relabel(labels_u[inv])  # numbered 0 .. m - 1
+        m = int(labels.max()) + 1
+        # what _set_memberships gives for one-hot memberships, without its passes over the n x K matrix (the
+        # entropy's took 0.4 s at n = 100,000, K = 100): the argmax is the label, every entropy 0
+        self.memberships_ = one_hot(labels, max(self._k, m))
+        self.labels_ = labels
+        self.uncertainty_ = np.zeros(labels.shape[0])
+        self.effective_k_ = m
         return self
 
     def fit_predict(self, labels, y=None):
@@ -63,6 +69,15 @@ class _LabelBaseline(SoftConsensusMixin):
 # objective, multilevel coarsening, pool initial partitioning, k-way FM refinement, no flows).
 #: HBGF's G x G eigenproblem (G = base clusters) runs on one BLAS thread up to this size
 SMALL_EIGH = 5000
+#: with ``eigen_solver="auto"`` HBGF takes the dense ``eigh`` up to this many base clusters (or when K is more
+#: than a fifth of them) and ARPACK's Lanczos (``eigsh``) above: at K = 100 the dense solve took 1.7 s for
+#: G = 2,585 and 9.7 s for G = 4,636 (load 3 on 2 cores), Lanczos 0.75 s and 1.6 s, the same subspace
+#: (largest principal angle 5e-9)
+EIGSH_MIN_G = 1000
+#: relative accuracy of the Ritz values asked of ARPACK: the vectors' error is about this over the relative
+#: gap between the K-th and (K+1)-th eigenvalues (0.1, ccHBGF's, lost 4 of 100 vectors at G = 4,636; 1e-6
+#: and 1e-10 took the same time there)
+EIGSH_TOL = 1e-10
 # Above this many distinct rows HBGF's n_init k-means starts are compared on a uniform sample of them
 # (weighted by multiplicity), and only the best runs on every row: on 500,000 rows the ten full runs
 # were 80% of the fit
@@ -258,14 +273,78 @@ def _kmeans(U, w, k, n_init, seed):
     return KMeans(k, init=fit.cluster_centers_, n_init=1, random_state=seed).fit_predict(U, sample_weight=w)
 
 
+def _top_eigenpairs(B, wd, sc, k, solver, seed):
+    """``(vals, V)``: the ``k`` largest eigenpairs of ``M = D_c^{-1/2} B^T diag(wd) B D_c^{-1/2}`` (``sc`` the
+    diagonal ``D_c^{-1/2}``), ascending.
+
+    ``"dense"``: ``M`` formed and ``scipy.linalg.eigh`` (exact). ``"arpack"``: the top eigenvalue of ``M`` is
+    1, once per linked component of the clusters (points link the clusters that hold them), with the
+    eigenvector ``sqrt(dc)`` on the component's clusters; those are known, and a single-vector Lanczos could
+    miss copies of a repeated eigenvalue, so they are deflated and ``scipy.sparse.linalg.eigsh`` (Lanczos,
+    :data:`EIGSH_TOL`, its start vector drawn from ``seed``) finds the next ``k - c`` eigenpairs of ``M``
+    minus them. ``M`` is applied as the sparse products when they cost less than the dense ``M`` (``2
+    nnz(B)`` against ``G^2`` per product). Falls back to ``"dense"`` when ARPACK does not converge or when
+    the ``c`` components leave nothing (``k <= c``) or too little (``k - c >= G - c``) to find.
+    """
+    from scipy.linalg import eigh
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+    G = B.shape[1]
+    if solver == "arpack":
+        c, comp = kern.linked_components(B.indptr, B.indices, G)
+        if not 1 <= k - c < G - c:
+            solver = "dense"
+    M = None
+    if solver == "dense" or G * G <= 2 * B.nnz:
+        # A = D_x^{-1/2} B D_c^{-1/2} is never formed (its entries would be three nnz-long temporaries:
+        # 0.6 GB on all of KDD 10%): A^T D_w A = D_c^{-1/2} (B^T D_{w/dx} B) D_c^{-1/2}, on B's ones
+        M = np.zeros((G, G))
+        kern.weighted_gram(B.indptr, B.indices, B.data, wd, M)  # no sparse product
+        M *= sc[:, None]
+        M *= sc[None, :]
+    if solver == "arpack":
+        z = 1 / sc  # sqrt(dc), each component's part of unit norm: the eigenvalue-1 vectors
+        z /= np.sqrt(np.bincount(comp, weights=z * z, minlength=c))[comp]
+        if M is None:
+            BT = B.T.tocsr()
+
+            def apply(v):
+                return sc * (BT @ (wd * (B @ (sc * v))))
+        else:
+
+            def apply(v):
+                return M @ v
+
+        def matvec(v):
+            v = np.ravel(v)
+            return apply(v) - z * np.bincount(comp, weights=z * v, minlength=c)[comp]
+
+        op = LinearOperator((G, G), matvec=matvec, dtype=np.float64)
+        v0 = np.random.default_rng(seed).uniform(-1.0, 1.0, G)
+        try:
+            with threadpool_limits(1 if G <= SMALL_EIGH else None):
+                vals, V = eigsh(op, k - c, which="LA", tol=EIGSH_TOL, v0=v0)
+        except ArpackNoConvergence:
+            return _top_eigenpairs(B, wd, sc, k, "dense", seed)
+        order = np.argsort(vals)
+        Z = np.zeros((G, c))
+        Z[np.arange(G), comp] = z
+        return np.concatenate([vals[order], np.ones(c)]), np.hstack([V[:, order], Z])
+    # one BLAS thread for a G x G problem of this size: 0.01 s at G = 400 and 1.4 s at G = 2,400, where
+    # OpenBLAS's two threads took 3.4 s and 8 s on a loaded 2-core machine (spinning threads that wait
+    # for a core)
+    with threadpool_limits(1 if G <= SMALL_EIGH else None):
+        return eigh(M, subset_by_index=[G - k, G - 1])
+
+
 class HBGF(_LabelBaseline):
     """Hybrid bipartite graph formulation (Fern & Brodley 2004), solved spectrally.
 
     Points and base clusters are the two sides of a bipartite graph with an edge from each point
     to each of its clusters. The spectral relaxation of its normalised cut uses the top ``K``
     singular vectors of ``D_x^{-1/2} B D_c^{-1/2}``, found from the small ``G x G`` eigenproblem
-    (``scipy.linalg.eigh``); the points' rows of the embedding, normalised, are clustered with
-    k-means (weighted by multiplicity).
+    (``scipy.linalg.eigh``, or ARPACK's Lanczos for many base clusters); the points' rows of the embedding,
+    normalised, are clustered with k-means (weighted by multiplicity).
 
     Parameters
     ----------
@@ -273,6 +352,12 @@ class HBGF(_LabelBaseline):
     n_init : int, default=10
         Starts of the final k-means (on more than ``max(20,000, 50 K)`` distinct label rows, compared
         on a sample of that many; the best is then refined on all rows).
+    eigen_solver : {"auto", "dense", "arpack"}, default="auto"
+        How the ``G x G`` eigenproblem is solved: ``"dense"`` exactly (``scipy.linalg.eigh``), ``"arpack"``
+        by Lanczos iterations (``scipy.sparse.linalg.eigsh``, relative tolerance 1e-10: the same subspace up
+        to rounding where the K-th and (K+1)-th eigenvalues are apart, a few times faster on thousands of
+        base clusters), ``"auto"``: ``"arpack"`` above 1,000 base clusters when K is at most a fifth of
+        them, else ``"dense"``.
     random_state : int, Generator or None, default=None
 
     Attributes
@@ -284,19 +369,19 @@ class HBGF(_LabelBaseline):
     _parameter_constraints = {
         **_LabelBaseline._parameter_constraints,
         "n_init": [Interval(Integral, 1, None)],
+        "eigen_solver": [Options("auto", "dense", "arpack")],
     }
 
-    def __init__(self, n_clusters=2, *, n_init=10, random_state=None):
+    def __init__(self, n_clusters=2, *, n_init=10, eigen_solver="auto", random_state=None):
         self.n_clusters = n_clusters
         self.n_init = n_init
+        self.eigen_solver = eigen_solver
         self.random_state = random_state
 
     def fit(self, labels, y=None, sample_weight=None):
         """Fit on an ``n x N`` labels matrix (``-1`` = missing); ``sample_weight`` (positive, shape
         ``(n,)``, None: all 1) makes a row count as that many points (e.g. distinct rows weighted by
         their multiplicity)."""
-        from scipy.linalg import eigh
-
         B, w, inv, n, g, enc = _incidence(labels)
         del g, labels
         self._validate_params()
@@ -310,27 +395,21 @@ class HBGF(_LabelBaseline):
                 )
             w = np.bincount(inv, weights=sw, minlength=w.size)
         rng = check_random_state(self.random_state)
+        seed = int(rng.integers(2**31 - 1))
         counts = np.diff(B.indptr)
         dx = np.where(counts > 0, counts, 1).astype(np.float64)
         dc = np.asarray(B.T @ w).ravel()
         sc = 1 / np.sqrt(np.where(dc > 0, dc, 1.0))
-        # A = D_x^{-1/2} B D_c^{-1/2} is never formed (its entries would be three nnz-long temporaries:
-        # 0.6 GB on all of KDD 10%): A^T D_w A = D_c^{-1/2} (B^T D_{w/dx} B) D_c^{-1/2} and
-        # A V = D_x^{-1/2} B (D_c^{-1/2} V), on B's pattern of ones
-        M = np.zeros((B.shape[1], B.shape[1]))
-        kern.weighted_gram(B.indptr, B.indices, B.data, w / dx, M)  # no sparse product
-        M *= sc[:, None]
-        M *= sc[None, :]
-        k = min(self._k, M.shape[0])
-        # one BLAS thread for a G x G problem of this size: 0.01 s at G = 400 and 1.4 s at G = 2,400, where
-        # OpenBLAS's two threads took 3.4 s and 8 s on a loaded 2-core machine (spinning threads that wait
-        # for a core)
-        with threadpool_limits(1 if M.shape[0] <= SMALL_EIGH else None):
-            vals, V = eigh(M, subset_by_index=[M.shape[0] - k, M.shape[0] - 1])
+        G = B.shape[1]
+        k = min(self._k, G)
+        solver = self.eigen_solver
+        if solver == "auto":
+            solver = "arpack" if G > EIGSH_MIN_G and 5 * k <= G else "dense"
+        vals, V = _top_eigenpairs(B, w / dx, sc, k, solver, seed)
         sig = np.sqrt(np.maximum(vals, 1e-300))
+        # A V = D_x^{-1/2} B (D_c^{-1/2} V), on B's pattern of ones
         U = (B @ (sc[:, None] * V)) / np.sqrt(dx)[:, None] / sig[None, :]
         U /= np.maximum(np.linalg.norm(U, axis=1, keepdims=True), 1e-300)
-        seed = int(rng.integers(2**31 - 1))
         if U.shape[0] <= self._k:  # no more distinct label rows than clusters asked: one cluster each
             parts = np.arange(U.shape[0])
         else:
