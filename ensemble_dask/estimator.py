@@ -33,7 +33,9 @@ def _data_url(X, folder):
         if X.ndim != 2:
             raise InputError(f"X must be a 2-d numeric array, a data frame or a URL; got {shown(X)}")
         url = f"{folder}/X.zarr"
-        X.to_zarr(url)
+        # on this process's threads: under a user's distributed Client the workers would write into their
+        # own memory (an empty zarr here, read back as zeros)
+        X.to_zarr(url, compute=False).compute(scheduler="threads")
         return url, tuple(int(d) for d in X.shape)
     import fsspec
     from sklearn.utils.validation import check_array

@@ -43,6 +43,24 @@ def test_an_array_a_dask_array_and_a_frame_give_the_workflow_s_labels(blobs, tmp
     np.testing.assert_array_equal(RunStore(wf["store"], mode="r")["consensus/kcc/labels"][:], model.labels_)
 
 
+def test_dask_collections_under_a_user_s_client_of_worker_processes(blobs, process_client):
+    """A Dask array or data frame is written to this process's memory on its own threads: under the user's
+    default Client of worker processes, the workers wrote it into theirs, and the fit (and predict) read an
+    empty zarr here as zeros."""
+    import dask.array as da
+    import dask.dataframe as dd
+    import pandas as pd
+    from distributed import default_client
+
+    assert default_client() is process_client
+    params = dict(n_clusters=3, method="kcc", n_clusterings=6, random_state=3)
+    model = ConsensusClustering(**params).fit(blobs)
+    as_dask = ConsensusClustering(**params).fit(da.from_array(blobs, chunks=150))
+    np.testing.assert_array_equal(as_dask.labels_, model.labels_)
+    frame = dd.from_pandas(pd.DataFrame(blobs), npartitions=3)
+    np.testing.assert_array_equal(model.predict(frame), model.predict(blobs))
+
+
 def test_a_refit_with_another_method_reuses_the_base_clusterings(blobs, monkeypatch):
     import ensemble_dask.stages.generate as generate
 
