@@ -17,6 +17,7 @@ from ._em import (
     StatsLayout,
     _InMemoryEStep,
     _offsets,
+    check_fitted_labels,
     encode_labels,
     encode_new_labels,
     label_categories,
@@ -251,16 +252,8 @@ class _BCEBase(ParamsMixin):
         """
         name = f"{cls.__name__}.from_parameters"
         alpha = np.asarray(alpha, dtype=np.float64)
-        beta = [np.asarray(b, dtype=np.float64) for b in beta]
-        categories = [np.asarray(c, dtype=np.int64) for c in categories]
         k = alpha.size
-        if len(beta) != len(categories) or any(
-            b.shape != (k, c.size) for b, c in zip(beta, categories, strict=True)
-        ):
-            raise InputError(
-                f"{name}: beta must hold one ({k}, k_j) matrix per clustering of categories; got shapes "
-                f"{[b.shape for b in beta]} for {[c.size for c in categories]} labels"
-            )
+        beta, categories = check_fitted_labels(cls.__name__, k, beta, categories)
         gaussian = cls._gaussian
         if gaussian != (means is not None and variances is not None):
             raise InputError(f"{name}: means and variances are {'required' if gaussian else 'not taken'}")

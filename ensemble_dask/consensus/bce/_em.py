@@ -38,6 +38,7 @@ __all__ = [
     "Params",
     "encode_labels",
     "encode_new_labels",
+    "check_fitted_labels",
     "label_categories",
     "estep_stats",
     "m_step",
@@ -96,6 +97,21 @@ def encode_labels(labels, categories):
 
 
 # --------------------------------------------------------------------------- statistics
+
+
+def check_fitted_labels(name, k, beta, categories):
+    """``(beta, categories)`` of a model rebuilt from its parameters (``name``'s ``from_parameters``): one
+    ``k x k_j`` matrix of label distributions per clustering, over each clustering's sorted labels."""
+    beta = [np.asarray(b, dtype=np.float64) for b in beta]
+    categories = [np.asarray(c, dtype=np.int64) for c in categories]
+    if len(beta) != len(categories) or any(
+        b.shape != (k, c.size) for b, c in zip(beta, categories, strict=True)
+    ):
+        raise InputError(
+            f"{name}.from_parameters: beta must hold one ({k}, k_j) matrix per clustering of categories; got "
+            f"shapes {[b.shape for b in beta]} for {[c.size for c in categories]} labels"
+        )
+    return beta, categories
 
 
 def encode_new_labels(labels, categories, *, stacklevel):

@@ -20,6 +20,7 @@ from ._em import (
     _TINY,
     EmptyRowsWarning,
     _offsets,
+    check_fitted_labels,
     encode_labels,
     encode_new_labels,
     label_categories,
@@ -192,16 +193,8 @@ class MM(ParamsMixin):
         (one ``k x k_j`` matrix of label probabilities per clustering) and ``categories`` (each clustering's
         sorted labels, those of the fit); :meth:`transform` and :meth:`predict` then label new rows."""
         weights = np.asarray(weights, dtype=np.float64)
-        beta = [np.asarray(b, dtype=np.float64) for b in beta]
-        categories = [np.asarray(c, dtype=np.int64) for c in categories]
         k = weights.size
-        if len(beta) != len(categories) or any(
-            b.shape != (k, c.size) for b, c in zip(beta, categories, strict=True)
-        ):
-            raise InputError(
-                f"MM.from_parameters: beta must hold one ({k}, k_j) matrix per clustering of categories; "
-                f"got shapes {[b.shape for b in beta]} for {[c.size for c in categories]} labels"
-            )
+        beta, categories = check_fitted_labels("MM", k, beta, categories)
         est = cls(k, **params)
         est._validate_params()
         est.categories_, est.n_clusterings_, est.weights_, est.beta_ = categories, len(beta), weights, beta
