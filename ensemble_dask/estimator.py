@@ -33,6 +33,8 @@ def _data_url(X, folder):
         if X.ndim != 2:
             raise InputError(f"X must be a 2-d numeric array, a data frame or a URL; got {shown(X)}")
         url = f"{folder}/X.zarr"
+        if len(set(X.chunks[0][:-1])) > 1 or X.chunks[0][-1:] > X.chunks[0][:1]:  # zarr wants even row blocks
+            X = X.rechunk({0: max(X.chunks[0]), 1: -1})
         # on this process's threads: under a user's distributed Client the workers would write into their
         # own memory (an empty zarr here, read back as zeros)
         X.to_zarr(url, compute=False).compute(scheduler="threads")

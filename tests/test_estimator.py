@@ -47,6 +47,8 @@ def test_dask_collections_under_a_user_s_client_of_worker_processes(blobs, proce
     """A Dask array or data frame is written to this process's memory on its own threads: under the user's
     default Client of worker processes, the workers wrote it into theirs, and the fit (and predict) read an
     empty zarr here as zeros."""
+    import warnings
+
     import dask.array as da
     import dask.dataframe as dd
     import pandas as pd
@@ -57,8 +59,10 @@ def test_dask_collections_under_a_user_s_client_of_worker_processes(blobs, proce
     model = ConsensusClustering(**params).fit(blobs)
     as_dask = ConsensusClustering(**params).fit(da.from_array(blobs, chunks=150))
     np.testing.assert_array_equal(as_dask.labels_, model.labels_)
-    frame = dd.from_pandas(pd.DataFrame(blobs), npartitions=3)
-    np.testing.assert_array_equal(model.predict(frame), model.predict(blobs))
+    frame = dd.from_pandas(pd.DataFrame(blobs), npartitions=3)  # uneven partitions: rechunked, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        np.testing.assert_array_equal(model.predict(frame), model.predict(blobs))
 
 
 def test_a_refit_with_another_method_reuses_the_base_clusterings(blobs, monkeypatch):
