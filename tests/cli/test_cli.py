@@ -97,12 +97,15 @@ def test_bad_workflow_key(tmp_path):
 
 @pytest.mark.slow
 def test_existing_scheduler(dask_scheduler_address, tmp_path):
-    """`--scheduler` submits to real `dask scheduler` / `dask worker` processes."""
+    """`--scheduler` submits to real `dask scheduler` / `dask worker` processes, and they give the labels the
+    embedded cluster gives (one consensus: the stages before it are what runs on the cluster)."""
+    workflow = tmp_path / "wf.yaml"
+    workflow.write_text(
+        "seed: 0\ndata: {url: 'synthetic:kdd99?n=2000'}\ngenerate: {n_clusterings: 4}\n"
+        "consensus: {kcc: {n_clusters: 3}}\n"
+    )
     store = tmp_path / "run.zarr"
-    r = cli(
-        "run", REPO / "workflows" / "demo.yaml", "--store", store, "--scheduler", dask_scheduler_address,
-        "--no-progress", "--set", "data.url=synthetic:kdd99?n=2000", "--set", "generate.n_clusterings=4",
-    )  # fmt: skip
+    r = cli("run", workflow, "--store", store, "--scheduler", dask_scheduler_address, "--no-progress")
     assert r.returncode == 0, r.stderr
     from distributed import Client
 
@@ -112,12 +115,12 @@ def test_existing_scheduler(dask_scheduler_address, tmp_path):
     assert lab.shape == (2000, 4)
     # the same run on the embedded cluster gives the same labels
     other = tmp_path / "local.zarr"
-    r = cli(
-        "run", REPO / "workflows" / "demo.yaml", "--store", other, "--n-workers", 1, "--no-progress",
-        "--set", "data.url=synthetic:kdd99?n=2000", "--set", "generate.n_clusterings=4",
-    )  # fmt: skip
+    r = cli("run", workflow, "--store", other, "--n-workers", 1, "--no-progress")
     assert r.returncode == 0, r.stderr
     np.testing.assert_array_equal(RunStore(other)["labels"][:], lab)
+    np.testing.assert_array_equal(
+        RunStore(other)["consensus/kcc/labels"][:], RunStore(store)["consensus/kcc/labels"][:]
+    )
 
 
 def test_unreachable_scheduler(tmp_path):
