@@ -54,15 +54,16 @@ def test_dask_collections_under_a_user_s_client_of_worker_processes(blobs, proce
     import pandas as pd
     from distributed import default_client
 
-    assert default_client() is process_client
-    params = dict(n_clusters=3, method="kcc", n_clusterings=6, random_state=3)
-    model = ConsensusClustering(**params).fit(blobs)
-    as_dask = ConsensusClustering(**params).fit(da.from_array(blobs, chunks=150))
-    np.testing.assert_array_equal(as_dask.labels_, model.labels_)
-    frame = dd.from_pandas(pd.DataFrame(blobs), npartitions=3)  # uneven partitions: rechunked, no warning
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)
-        np.testing.assert_array_equal(model.predict(frame), model.predict(blobs))
+    with process_client.as_current():  # the Client a user made last is their default
+        assert default_client() is process_client
+        params = dict(n_clusters=3, method="kcc", n_clusterings=6, random_state=3)
+        model = ConsensusClustering(**params).fit(blobs)
+        as_dask = ConsensusClustering(**params).fit(da.from_array(blobs, chunks=150))
+        np.testing.assert_array_equal(as_dask.labels_, model.labels_)
+        frame = dd.from_pandas(pd.DataFrame(blobs), npartitions=3)  # uneven partitions: rechunked, no warning
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            np.testing.assert_array_equal(model.predict(frame), model.predict(blobs))
 
 
 def test_a_refit_with_another_method_reuses_the_base_clusterings(blobs, monkeypatch):
