@@ -168,7 +168,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         ``n_rows``: the data's rows, when known; on data so small that a subsample has fewer rows than the
         default largest base k, the base clusterings' k is at most the subsample's rows."""
         name = self.method
-        if name not in registry.names() and name not in ("pcc-kl", "pcc-l2"):
+        if name not in registry.names() and name not in registry.ALIASES:
             raise InputError(
                 f"The 'method' parameter must be one of {registry.names()} or pcc-kl, pcc-l2; got {name!r}"
             )
@@ -186,10 +186,11 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
             "consensus": {name: {"n_clusters": self.n_clusters}},
         }
         if n_rows is not None:
+            from .partitions.clusterers import subsample_size
             from .stages.generate import default_k_range
 
             lo, hi = default_k_range(self.n_clusters if _is_int(self.n_clusters, 2) else None)
-            m = max(1, int(round(spec["generate"]["rate"] * n_rows)))  # a subsample's rows, as generate's
+            m = subsample_size(n_rows, spec["generate"]["rate"])
             if hi > m >= 2:
                 spec["generate"].update(k_min=min(lo, m), k_max=m)
         if self.pairs != "auto":

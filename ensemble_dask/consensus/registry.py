@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .._validation import InputError
 
-__all__ = ["Method", "register", "get", "names", "FITS_ON"]
+__all__ = ["Method", "register", "get", "names", "FITS_ON", "ALIASES"]
 
 #: what a method's ``fit`` takes: the co-association ``pairs``, the ``labels`` matrix, labels and ``X``, or
 #: labels and pairs (``auto``: it fits methods of both kinds)
@@ -107,6 +107,10 @@ def get(name):
         return _REGISTRY[name]
     except KeyError:
         raise InputError(f"unknown consensus method {name!r}; known: {names()}") from None
+
+
+#: names that are a method with a parameter set: PCC with its divergence
+ALIASES = {"pcc-kl": ("pcc", {"divergence": "kl"}), "pcc-l2": ("pcc", {"divergence": "l2"})}
 
 
 def names():

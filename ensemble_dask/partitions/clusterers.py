@@ -89,9 +89,14 @@ ALGORITHMS = {
 ENSEMBLE_TYPES = ("type1", "type2")
 
 
+def subsample_size(n, rate):
+    """The points of a subsample of ``n`` at ``rate``: ``round(rate * n)``, at least 1."""
+    return max(1, int(round(rate * n)))
+
+
 def subsample(n, rate, rng):
     """Sorted indices of a subsample of ``round(rate * n)`` of ``n`` points (all when rate == 1)."""
-    m = max(1, int(round(rate * n)))
+    m = subsample_size(n, rate)
     if m >= n:
         return np.arange(n, dtype=np.int64)
     return np.sort(rng.choice(n, size=m, replace=False)).astype(np.int64)
@@ -142,7 +147,7 @@ def plan_ensemble(
     k_max = check_int(k_max, "k_max", min_value=2)
     if k_min > k_max:
         raise InputError(f"k_min={k_min} must be <= k_max={k_max}")
-    m = max(1, int(round(rate * n)))
+    m = subsample_size(n, rate)
     if k_max > m:
         raise InputError(f"k_max={k_max} is larger than a subsample of {m} points (n={n}, rate={rate})")
     for name in algorithms or []:

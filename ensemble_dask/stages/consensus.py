@@ -55,8 +55,10 @@ def resolve_method(name, params):
     method = params.pop("method", None)
     if method is None:
         method = name if name in registry.names() else name.split("-")[0]
-        if method == "pcc" and name in ("pcc-kl", "pcc-l2"):
-            params.setdefault("divergence", name[4:])
+        if name in registry.ALIASES:
+            method, preset = registry.ALIASES[name]
+            for key, value in preset.items():
+                params.setdefault(key, value)
     if method not in registry.names():
         raise InputError(f"consensus method {name!r}: unknown method {method!r}; known: {registry.names()}")
     return method, params

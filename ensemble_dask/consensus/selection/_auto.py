@@ -60,8 +60,9 @@ def _nmi(table):
 
 def resolve(name):
     """``(method, parameters)`` of a candidate's name: a registered method, or ``pcc-kl`` / ``pcc-l2``."""
-    if name in ("pcc-kl", "pcc-l2"):
-        return "pcc", {"divergence": name[4:]}
+    if name in registry.ALIASES:
+        method, preset = registry.ALIASES[name]
+        return method, dict(preset)
     if name in registry.names() and name != "auto":
         return name, {}
     raise InputError(
