@@ -171,7 +171,7 @@ class _LabelModel:
     def __init__(self, estimator, features=False):
         self.estimator, self.features = estimator, features
 
-    def __call__(self, base, X, offset=0):
+    def __call__(self, base, X):
         return self.estimator.transform(base, X) if self.features else self.estimator.transform(base)
 
 
@@ -188,12 +188,10 @@ class _PairModel:
             (self.code, self.closed_form), self.diag = DIVERGENCES[params.get("divergence", "kl")], 0.0
         self.Y = np.asarray(store[f"{path}/Y"][:], dtype=np.float64)
         self.labels = labels
-        self.order = np.argsort(labels, axis=0, kind="stable").astype(
-            np.int32
-        )  # rows by cluster, per clustering
+        self.order = np.argsort(labels, axis=0, kind="stable").astype(np.int32)  # rows by cluster, per column
         self.seed = int(params.get("random_state") or 0)
 
-    def __call__(self, base, X, offset=0):
+    def __call__(self, base, X):
         from ..consensus.pcc._predict import new_row_memberships
 
         return new_row_memberships(
@@ -202,12 +200,12 @@ class _PairModel:
         )  # fmt: skip  # a row's partners are drawn from the seed and its base labels: any block, any order
 
 
-def label_block(model, centers, offset, block):
-    """``(labels, memberships, uncertainty)`` of a block of new rows (in ``X`` space) that starts at row
-    ``offset``: each base clustering's nearest centre, then the consensus ``model``."""
+def label_block(model, centers, block):
+    """``(labels, memberships, uncertainty)`` of a block of new rows (in ``X`` space): each base clustering's
+    nearest centre, then the consensus ``model``."""
     from ..consensus._common.base import normalized_entropy
 
-    Y = model(nearest_centers(block, centers), block, offset)
+    Y = model(nearest_centers(block, centers), block)
     return (
         np.argmax(Y, axis=1).astype(np.int32),
         Y.astype(np.float32),
@@ -230,7 +228,7 @@ def predict_rows(store, name, url, *, client=None, storage_options=None, chunk_r
     del labels
     blocks = new_rows(store, url, storage_options=storage_options, chunk_rows=chunk_rows)
     if client is None:
-        parts = [label_block(model, centers, offset, block) for offset, block in _counted(blocks, progress)]
+        parts = [label_block(model, centers, block) for block in _counted(blocks, progress)]
     else:
         parts = _on_cluster(client, model, centers, _counted(blocks, progress))
     if not parts:
@@ -243,8 +241,8 @@ def _counted(blocks, progress):
     from tqdm.auto import tqdm
 
     with tqdm(desc="predict", unit=" rows", disable=not progress, unit_scale=True) as bar:
-        for offset, block in blocks:
-            yield offset, block
+        for _, block in blocks:
+            yield block
             bar.update(block.shape[0])
 
 
@@ -258,8 +256,10 @@ def _on_cluster(client, model, centers, blocks):
     model_f, centers_f = client.scatter([model, centers], broadcast=True, hash=False)
     pending, parts = deque(), []
     try:
-        for offset, block in blocks:
-            pending.append(client.submit(label_block, model_f, centers_f, offset, block, pure=False))
+        for block in blocks:
+            # sent to a worker directly, not inside the task through the scheduler (16 MB a block of KDD)
+            [block_f] = client.scatter([block], hash=False)
+            pending.append(client.submit(label_block, model_f, centers_f, block_f, pure=False))
             while len(pending) > 2 * workers:
                 parts.append(pending.popleft().result())
         while pending:
