@@ -209,8 +209,8 @@ def _uci_ensemble(uci_dir, name, n_labelings=20):
 @pytest.mark.parametrize("name", ["iris", "wine", "glass"])
 def test_gkcc_deterministic_and_not_worse_than_kcc(uci_dir, name):
     labels, _, K = _uci_ensemble(uci_dir, name)
-    g = GKCC(K, random_state=0).fit(labels)
-    np.testing.assert_array_equal(GKCC(K, random_state=0).fit(labels).labels_, g.labels_)
+    g = GKCC(K, random_state=0, compare=None).fit(labels)  # Algorithm 1 alone, the paper's protocol
+    np.testing.assert_array_equal(GKCC(K, random_state=0, compare=None).fit(labels).labels_, g.labels_)
     assert g.partitions_.shape == (labels.shape[0], 59 * (K - 1))
     assert g.step_objectives_.shape == (K - 1, 59)
     # papers/004's protocol: KCC and KCC++ on the same (GKCC-generated) basic partitions, 20 starts
@@ -383,3 +383,23 @@ def test_transform_and_predict_label_new_rows_as_the_fit_labels_its_own():
         model.predict(labels[:, :3])
     with pytest.raises(InputError, match="not fitted"):
         KCC(3).predict(labels)
+
+
+def test_gkcc_keeps_kcc_where_the_greedy_steps_split_a_dominant_cluster():
+    """Issue 28: with 80 % of the points in one of 8 blobs, Algorithm 1's greedy steps split that cluster (a
+    partition of lower KCC objective than the true one, ARI about 0.05); KCC's spectral start finds the blobs.
+    GKCC keeps the partition of higher ANMI with the base clusterings, so it is as good as KCC there."""
+    from sklearn.datasets import make_blobs
+    from sklearn.metrics import adjusted_rand_score
+
+    rng = np.random.default_rng(0)
+    X, y = make_blobs([800] + [28] * 7, n_features=10, cluster_std=1.0, center_box=(-20, 20), random_state=0)
+    labels = np.column_stack(
+        [KMeans(int(rng.integers(8, 17)), n_init=1, random_state=s).fit_predict(X) for s in range(20)]
+    )
+    g = GKCC(8, n_candidates=10, random_state=0).fit(labels)
+    assert g.start_ == "kcc" and g.anmi_["kcc"] > g.anmi_["greedy"] + 0.1
+    kcc = KCC(8, random_state=0).fit(labels)
+    assert adjusted_rand_score(y, g.labels_) == adjusted_rand_score(y, kcc.labels_) > 0.99
+    greedy = GKCC(8, n_candidates=10, random_state=0, compare=None).fit(labels)
+    assert greedy.start_ == "greedy" and adjusted_rand_score(y, greedy.labels_) < 0.5

@@ -35,12 +35,15 @@ row is run beside it and kept where its objective is lower: at K = 100 a sample 
 gives a poor start); only where even that sample does not fit are fewer than 59 points drawn per step.
 Explicit ``max_rows=None`` and ``n_candidates=59`` run the paper's algorithm on every row, however long.
 
-Where one cluster holds most points, Algorithm 1 splits it (issue 28, open): on 8 separated blobs of 1,000
-points, one holding 80 % (20 k-means labelings, k in [8, 16]), GKCC ends at ARI 0.05 where KCC's spectral
-start gives 1.00. The cause is the objective, not the draws: the greedy partition's KCC objective in the
-labels' space is lower than the true partition's (7,899 against 11,981), every step's winner splits the
-large cluster, and a final KCC on the generated partitions started from HBGF's partition (ARI 1.00) moves
-away from it (0.87-1.00); with half the points in one cluster GKCC gives 0.30.
+Where one cluster holds most points, Algorithm 1 splits it: on 8 separated blobs of 1,000 points, one
+holding 80 % (20 k-means labelings, k in [8, 16]), its partition reaches ARI 0.05 where KCC's spectral start
+gives 1.00 (0.30-0.46 with half the points in one cluster). The cause is the objective, not the draws: the
+greedy partition's KCC objective in the labels' space is lower than the true partition's (7,899 against
+11,981), so no criterion of that objective can prefer the truth. Their agreement with the base clusterings
+can: the greedy partition's ANMI (Strehl and Ghosh, :func:`~ensemble_dask.consensus._common.agreement.anmi`)
+is 0.44-0.45 there, KCC's and the truth's 0.68-0.71. So by default (``compare="anmi"``) KCC's own fit (its
+default spectral start) runs on every row beside Algorithm 1, and the partition of higher ANMI with the input
+clusterings is kept (``start_``, ``anmi_``); ``compare=None`` keeps Algorithm 1's result, the paper's.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ import numpy as np
 
 from ..._validation import InputError, check_int, check_labels_matrix, check_random_state, convergence_warning
 from .._common import _kernels as common_kern
+from .._common.agreement import anmi
 from .._common.base import normalized_entropy
 from .._common.encoding import compress_rows
 from .._common.params import Interval, Options, ParamsMixin, check_n_clusters
@@ -341,8 +345,7 @@ class GKCC(ParamsMixin):
         distinct label rows than that (they run on the distinct rows), else on all (None: always on all).
         ``"auto"``: all when their distinct label rows fit :data:`WORK_BUDGET`, else as many as fit (at
         least 10 per cluster). With a sample, its final partition's centroids in the input labels'
-        space start KCC's Lloyd steps on every row; :class:`~ensemble_dask.consensus.KCC` with its
-        default starts runs on every row too, and the lower objective gives ``labels_`` (``start_``).
+        space start KCC's Lloyd steps on every row.
     max_iter : int, default=300
         Lloyd iterations per k-means.
     tol : float, default=1e-4
@@ -352,6 +355,11 @@ class GKCC(ParamsMixin):
     n_jobs : int or None, default=None
         Threads of the passes over the rows in this process, each running a share of the
         candidates (None: 1, -1: one per core). The result does not depend on it.
+    compare : "anmi" or None, default="anmi"
+        ``"anmi"``: :class:`~ensemble_dask.consensus.KCC` with its default start also runs on every row, and
+        the partition of higher ANMI with the input clusterings is kept (Algorithm 1's on a tie): the
+        greedy steps split a cluster that holds most points, a partition of lower objective than the true
+        one but that agrees less with the clusterings. None: Algorithm 1's result (the paper's).
 
     Attributes
     ----------
@@ -372,7 +380,10 @@ class GKCC(ParamsMixin):
         The sorted input rows the greedy steps ran on, None when they ran on all.
     start_ : {"greedy", "kcc"}
         Where the final partition comes from: Algorithm 1 (on all rows, or Lloyd's steps from its
-        sample's partition), or, with a sample only, KCC's own fit when its objective was lower.
+        sample's partition), or KCC's own fit when its ANMI was higher (``compare="anmi"``).
+    anmi_ : dict or None
+        ``{"greedy": ..., "kcc": ...}``: the two partitions' ANMI with the input clusterings (None with
+        ``compare=None``).
 
     Examples
     --------
@@ -390,6 +401,7 @@ class GKCC(ParamsMixin):
         "tol": [Interval(Real, 0, None, inf_ok=True)],
         "random_state": ["random_state"],
         "n_jobs": [None, Options(-1), Interval(Integral, 1, None)],
+        "compare": [None, Options("anmi")],
     }
 
     def __init__(
@@ -402,6 +414,7 @@ class GKCC(ParamsMixin):
         tol=1e-4,
         random_state=None,
         n_jobs=None,
+        compare="anmi",
     ):
         self.n_clusters = n_clusters
         self.n_candidates = n_candidates
@@ -410,6 +423,7 @@ class GKCC(ParamsMixin):
         self.tol = tol
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.compare = compare
 
     def fit(self, labels, y=None, *, mapper=None, n_tasks=None):
         """Fit on an ``n x N`` labels matrix (``-1`` = missing).
@@ -465,34 +479,34 @@ class GKCC(ParamsMixin):
             final = self._greedy(
                 gidx, weight, inverse, enc, n, K, n_cand, max_iter, mapper, n_tasks, local, rng
             )
-            return self._set_final(*final, inverse, n)
-        # the greedy steps on a uniform sample of the points (in the labels' encoding, where a category
-        # absent from the sample has a zero count), then Lloyd's steps on every row from its partition
-        pts = np.sort(rng.choice(n, size=rows, replace=False))
-        gs, ws, invs = compress_rows(gidx_full[pts])
-        lab_s = self._greedy(gs, ws, invs, enc, rows, K, n_cand, max_iter, mapper, n_tasks, local, rng)[5]
-        self.sample_indices_ = pts
-        self.candidates_ = pts[self.candidates_]
-        prior, tol = _prior_tol(gidx, weight, enc, self.tol)
-        MT0 = centers_from_partition(gidx_full[pts], np.ones(rows), lab_s[invs], K, enc, prior)
-        del gidx_full
-        backend = LocalBlocks([gidx], [weight])
-        MT, sse, n_iter, converged = lloyd(backend, MT0, enc, prior, max_iter, tol)
-        kcc = KCC(
-            K, init="k-means++", max_iter=max_iter, tol=self.tol, random_state=int(rng.integers(2**31 - 1))
-        )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", convergence_warning())  # reported below if it is kept
-            kcc.fit(labels)
-        if kcc.inertia_ < sse - 1e-9 * abs(sse):
-            self.start_ = "kcc"
-            self._set_final(
-                enc, None, kcc.inertia_, kcc.n_iter_, kcc.converged_, kcc.labels_, kcc.memberships_, None, n
-            )
-            self.cluster_centers_ = kcc.cluster_centers_
-            return self
-        lab, Y = backend.memberships(MT, block_norms(MT, enc.offsets))
-        return self._set_final(enc, MT, sse, n_iter, converged, lab, Y, inverse, n)
+        else:
+            # the greedy steps on a uniform sample of the points (in the labels' encoding, where a category
+            # absent from the sample has a zero count), then Lloyd's steps on every row from its partition
+            pts = np.sort(rng.choice(n, size=rows, replace=False))
+            gs, ws, invs = compress_rows(gidx_full[pts])
+            lab_s = self._greedy(gs, ws, invs, enc, rows, K, n_cand, max_iter, mapper, n_tasks, local, rng)[5]
+            self.sample_indices_ = pts
+            self.candidates_ = pts[self.candidates_]
+            prior, tol = _prior_tol(gidx, weight, enc, self.tol)
+            MT0 = centers_from_partition(gidx_full[pts], np.ones(rows), lab_s[invs], K, enc, prior)
+            del gidx_full
+            backend = LocalBlocks([gidx], [weight])
+            MT, sse, n_iter, converged = lloyd(backend, MT0, enc, prior, max_iter, tol)
+            final = (enc, MT, sse, n_iter, converged, *backend.memberships(MT, block_norms(MT, enc.offsets)))
+        self.anmi_ = None
+        if self.compare == "anmi":
+            kcc = KCC(K, max_iter=max_iter, tol=self.tol, random_state=int(rng.integers(2**31 - 1)))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", convergence_warning())  # reported below if it is kept
+                kcc.fit(labels)
+            self.anmi_ = {"greedy": anmi(final[5][inverse], labels), "kcc": anmi(kcc.labels_, labels)}
+            if self.anmi_["kcc"] > self.anmi_["greedy"]:
+                self.start_ = "kcc"
+                fit = (kcc.inertia_, kcc.n_iter_, kcc.converged_, kcc.labels_, kcc.memberships_)
+                self._set_final(enc, None, *fit, None, n)
+                self.cluster_centers_ = kcc.cluster_centers_
+                return self
+        return self._set_final(*final, inverse, n)
 
     def _greedy(self, gidx, weight, inverse, enc, n, K, n_cand, max_iter, mapper, n_tasks, local, rng):
         """Algorithm 1 on the distinct rows ``gidx`` (weights, and ``inverse`` to the ``n`` points): sets
