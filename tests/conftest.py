@@ -180,7 +180,28 @@ _STARTS_SOMETHING = {"client", "process_client", "dask_scheduler_address", "s3_s
 
 def pytest_collection_modifyitems(config, items):
     """Mark ``slow`` every test that starts a cluster or a process through a shared fixture (the others that
-    do carry the mark themselves), so that ``pytest -m "not slow"`` is the quick set."""
+    do carry the mark themselves), so that ``pytest -m "not slow"`` is the quick set.
+
+    On several test processes (``-n 2 --dist loadgroup``, the project's default): a module whose slow tests
+    share a module-scoped fixture of its own (a workflow run, a demo, site agents: seconds to a minute and a
+    half) runs on one process, so that the fixture runs once, not once per process; and the modules with
+    slow tests come first, so that the quick tests fill the processes' ends instead of one long test."""
     for item in items:
         if _STARTS_SOMETHING & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    heavy = set()
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or not item.get_closest_marker("slow"):
+            continue
+        module = item.nodeid.split("::")[0]
+        if any(d[-1].scope == "module" and d[-1].baseid == module for d in info.name2fixturedefs.values()):
+            heavy.add(module)
+    slow_modules = set()
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        if module in heavy:
+            item.add_marker(pytest.mark.xdist_group(module))
+        if item.get_closest_marker("slow"):
+            slow_modules.add(module)
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)  # stable: modules stay whole
