@@ -273,6 +273,9 @@ def test_kcc_and_the_baselines_as_workflow_entries():
             assert m["ARI"] >= base, (name, m["ARI"], base)
     assert store["consensus/kcc"].attrs["converged"] in (True, False)
     assert store["consensus/hbgf"].attrs["converged"] is None  # no iterations to converge
+    # GKCC records which partition it kept, Algorithm 1's or KCC's, by the higher ANMI
+    gkcc = report["methods"]["gkcc"]
+    assert set(gkcc["anmi"]) == {"greedy", "kcc"} and gkcc["kept"] == max(gkcc["anmi"], key=gkcc["anmi"].get)
 
 
 @pytest.mark.parametrize(

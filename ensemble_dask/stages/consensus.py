@@ -456,6 +456,9 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
         if chosen:  # auto: which result it kept, and every candidate's score
             metrics["chosen"] = chosen
             metrics["anmi"] = {k: round(v, 6) for k, v in est.scores_.items()}
+        elif getattr(est, "anmi_", None):  # GKCC: Algorithm 1's partition or KCC's, and both scores
+            metrics["kept"] = est.start_
+            metrics["anmi"] = {k: round(v, 6) for k, v in est.anmi_.items()}
         if "y_true" in store:
             from ..metrics import partition_scores  # scikit-learn: imported only when a result is scored
 
