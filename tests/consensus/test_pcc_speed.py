@@ -352,3 +352,13 @@ def test_label_starts_with_fewer_distinct_rows_than_clusters():
     from sklearn.metrics import adjusted_rand_score
 
     assert adjusted_rand_score(start, np.repeat([0, 1, 2], 10)) == 1.0 and start.max() < 5
+
+
+@pytest.mark.parametrize("n, width", [(1, 2), (7, 16), (1000, 6)])
+def test_aligned_rows_is_an_aligned_c_array_of_the_shape(n, width):
+    """The descent's ``n x 2K`` array starts on a cache line (a row of 16 floats: two lines, not three)."""
+    Y = K.aligned_rows(n, width)
+    assert Y.shape == (n, width) and Y.dtype == np.float64 and Y.flags.c_contiguous and Y.flags.writeable
+    assert Y.ctypes.data % 64 == 0
+    Y[:] = 1.0
+    assert Y.sum() == n * width

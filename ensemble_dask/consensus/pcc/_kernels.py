@@ -291,10 +291,14 @@ def descend_rows(
         lo = indptr[j - row0]
         m = indptr[j - row0 + 1] - lo
         # touch the neighbours' rows first: independent loads that the CPU overlaps, so the
-        # gather below finds them in cache instead of waiting for each miss in turn
+        # gather below finds them in cache instead of waiting for each miss in turn; both lines of a
+        # row (``aligned_rows``): its memberships and its kept gradient, which a move updates (0 times
+        # it leaves the sum's sign that of the memberships; 500,000 points, K = 8: PCC-L2's descent
+        # 1.16 -> 0.97 s, PPC's 1.48 -> 1.15 s)
         touch = 0.0
         for t in range(m):
-            touch += Y[indices[lo + t], 0]
+            i = indices[lo + t]
+            touch += Y[i, 0] + 0.0 * Y[i, k_count]
         if touch < 0.0:  # never (rows are on the simplex); keeps the loads alive
             break
         for t in range(m):
@@ -416,6 +420,17 @@ def descend_rows(
     return passes, f, count
 
 
+def aligned_rows(n, width, align=64):
+    """An uninitialised ``n x width`` float64 array (C order) starting on an ``align``-byte boundary.
+
+    NumPy aligns a large array to 16 bytes only (so a row of 2 K = 16 floats spans three 64-byte cache lines,
+    and its K memberships two); aligned, a row gathered by the descent is one line of memberships and one of
+    kept gradient (500,000 points, K = 8: PCC-L2's descent 1.40 -> 1.16 s, PPC's 1.70 -> 1.48 s)."""
+    buf = np.empty(n * width + align // 8)
+    off = (-buf.ctypes.data % align) // 8
+    return buf[off : off + n * width].reshape(n, width)
+
+
 def pcc_rows(
     indptr,
     indices,
@@ -498,7 +513,7 @@ def pcc_rows(
     # with the gaps recomputed instead of stored, below: 0.93 -> 0.64 s for PCC-L2). Y (row j's
     # memberships: Y[j, :K]) and the kept pair gradient G (Y[j, K + k]) are this one C-contiguous array,
     # which the helpers read up to ``k_count`` (no strided views: the same compiled helpers as elsewhere)
-    Y = np.empty((n, 2 * k_count))
+    Y = aligned_rows(n, 2 * k_count)
     Y[:, :k_count] = Y_out
     queued = np.ones(n, dtype=np.bool_)
     f = objective(indptr, indices, x, w, Y_out, code, eps, diag) if np.isnan(f_start) else f_start

@@ -115,7 +115,7 @@ def fit(
     f, _, total = objs[best]
     scale = total / source.n + diag  # PCC: the mean per-point weight; PPC: the mean S_i
     gap_tol = tol * scale
-    Y = np.empty((source.n, 2 * k))
+    Y = _k.aligned_rows(source.n, 2 * k)
     Y[:, :k] = starts[best]
     stats = np.zeros(3, dtype=np.int64)
     if l2_first and np.all(starts[best].max(axis=1) == 1.0):  # KL's derivative is unbounded at a vertex
