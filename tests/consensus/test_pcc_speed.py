@@ -215,6 +215,28 @@ def test_best_start_picks_the_lowest_objective_and_reports_it():
     best, f = _best_start(soft, data, data.w, ind, K.L2, 0.0)
     exact = [K.objective(data.indptr, ind, data.x, data.w, Y, K.L2, 1e-10, 0.0) for Y in soft]
     assert best is soft[int(np.argmin(exact))] and f == min(exact)
+    # one candidate and no need of its objective (PCC-KL): the start as a matrix, f not computed
+    one = check_init(truth, 300, 4, vertex_labels=True)
+    best, f = _best_start(one, data, data.w, ind, K.KL, 0.0, 4, need_f=False)
+    np.testing.assert_array_equal(best, check_init(truth, 300, 4))
+    assert np.isnan(f)
+    best, f = _best_start(check_init([noisy, truth], 300, 4), data, data.w, ind, K.KL, 0.0, need_f=False)
+    assert np.isfinite(f)  # several candidates: compared by their objectives all the same
+
+
+def test_pcc_kl_from_hard_labels_is_unchanged_by_skipping_the_unread_objectives():
+    """PCC-KL from hard labels neither computes the start's KL objective nor the L2 objective of its L2
+    descent (neither is read): f, its trace and the memberships are those of the L2 descent then KL with the
+    objective computed from scratch."""
+    truth, labels = _labels(n=300, seed=8)
+    pc, data, ind = _pair_data(labels)
+    kl = PCC(4, divergence="kl", init=truth, random_state=0).fit(pc)
+    l2 = PCC(4, divergence="l2", init=truth, random_state=0).fit(pc)
+    then = PCC(4, divergence="kl", init=l2.memberships_, random_state=0).fit(pc)
+    np.testing.assert_allclose(kl.memberships_, then.memberships_, atol=1e-9)
+    np.testing.assert_allclose(kl.objective_trace_, then.objective_trace_, rtol=1e-9)
+    f = K.objective(data.indptr, ind, data.x, data.w, kl.memberships_, K.KL, 1e-10, 0.0)
+    assert kl.objective_ == pytest.approx(f, rel=1e-9)
 
 
 @pytest.mark.parametrize(

@@ -152,18 +152,21 @@ def _matched(la, lb, k):
     return to[lb]
 
 
-def _best_start(starts, data, w, indices, code, diag, k=None):
+def _best_start(starts, data, w, indices, code, diag, k=None, need_f=True):
     """``(start, f)``: of several candidate starts (or one), the one with the lowest objective (f for PCC,
     P for PPC), and that objective (nan for a random start: not drawn yet). Vertex starts (hard labels) are
     compared by f(B) - f(A), summed over the pairs of the points whose (matched) labels differ: near-identical
     starts cost next to nothing. ``k`` (the matrices' width) is needed when a start is given as vertex
-    labels."""
+    labels. Without ``need_f`` a single candidate is returned with f = nan, not computed (the caller's
+    descent starts elsewhere, or computes it)."""
     if starts is None:
         return None, np.nan
     if not isinstance(starts, list):
         starts = [starts]
-    args = (data.indptr, indices, data.x, w)
     k = next((Y.shape[1] for Y in starts if Y.ndim == 2), k)
+    if len(starts) == 1 and not need_f:
+        return _start_matrix(starts[0], k), np.nan
+    args = (data.indptr, indices, data.x, w)
     labs = [_vertex_labels(Y) for Y in starts]
     if all(lab is not None for lab in labs):
         base = labs[0]
@@ -331,16 +334,19 @@ class PCC(SoftConsensusMixin):
         scale = float(w.sum()) / n  # mean per-point weight sum_j s_ij N_ij
         gap_tol = tol * scale
         indices = data.indices  # int32 below 2**31 points: half the memory traffic of int64
-        start, f_start = _best_start(start, data, w, indices, code, 0.0, k)
+        # KL: f of a single start is not needed here (from hard labels the L2 descent runs first; from
+        # memberships pcc_rows computes it, at the same cost)
+        start, f_start = _best_start(start, data, w, indices, code, 0.0, k, need_f=code != _k.KL)
         if start is not None and code == _k.KL and _vertex_labels(start) is not None:
             # KL's derivative is unbounded at a vertex start (y_i.y_j is 0 or 1 where 0 < x_ij < 1): the
             # squared-L2 descent (closed-form steps) takes it off the vertices first. On the blobs of
             # benchmarks/peers.py at 500,000 points it ends lower in f at the same tol, in less time but at
-            # K = 30 (K = 8: f 1.617e6 in 1.78 s -> 1.472e6 in 1.53 s; K = 3: 1.74 -> 1.00 s)
+            # K = 30 (K = 8: f 1.617e6 in 1.78 s -> 1.472e6 in 1.53 s; K = 3: 1.74 -> 1.00 s). Its f is not
+            # read: it starts from 0, not from an objective pass (f_start only offsets the f it tracks)
             _k.pcc_rows(
                 data.indptr, indices, data.x, w, start, _k.L2, True, _KL_EPS, 0.0, _STEP_RTOL, gap_tol,
                 _INNER_TOL * gap_tol, max_iter, _MAX_INNER + 2 * k, np.empty(max_iter + 1),
-                np.zeros(3, dtype=np.int64), np.nan, gap_tol,
+                np.zeros(3, dtype=np.int64), 0.0, gap_tol,
             )  # fmt: skip
             f_start = np.nan
         best = None

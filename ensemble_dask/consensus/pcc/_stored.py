@@ -119,8 +119,8 @@ def fit(
     Y[:, :k] = starts[best]
     stats = np.zeros(3, dtype=np.int64)
     if l2_first and np.all(starts[best].max(axis=1) == 1.0):  # KL's derivative is unbounded at a vertex
-        f_l2 = objective(source, Y, k, _k.L2, diag, unit_weights)[0]
-        descend(source, Y, k, _k.L2, True, diag, unit_weights, f_l2, gap_tol, max_iter, stats)
+        # (its f is not read: it starts from 0, not from an objective pass over the blocks)
+        descend(source, Y, k, _k.L2, True, diag, unit_weights, 0.0, gap_tol, max_iter, stats)
         f = objective(source, Y, k, code, diag, unit_weights)[0]
     sweeps, f, gap, conv, trace = descend(
         source, Y, k, code, closed_form, diag, unit_weights, f, gap_tol, max_iter, stats, tol_start * scale
