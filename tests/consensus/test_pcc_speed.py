@@ -384,3 +384,34 @@ def test_aligned_rows_is_an_aligned_c_array_of_the_shape(n, width):
     assert Y.ctypes.data % 64 == 0
     Y[:] = 1.0
     assert Y.sum() == n * width
+
+
+@pytest.mark.parametrize("code, closed, diag", [(K.KL, False, 0.0), (K.L2, True, 0.0), (K.L2, False, 1.0)])
+@pytest.mark.parametrize("max_passes", [0, 1, 300])
+def test_descent_sums_the_start_objective_in_its_first_pass(code, closed, diag, max_passes):
+    """``pcc_rows`` without ``f_start`` sums f(Y) in its first pass: the trace starts at f of the start and
+    ends at f of the result, as when f is given (at most rounding apart), and the memberships are the same."""
+    truth, labels = _labels(n=300, seed=9)
+    _, data, ind = _pair_data(labels)
+    rng = np.random.default_rng(4)
+    start = rng.dirichlet(np.full(4, 10.0), size=300)
+    w = data.w if diag == 0.0 else np.ones(data.nnz)
+    gap_tol = 1e-3 * (w.sum() / 300 + diag)
+    runs = []
+    for given in (False, True):
+        Y = start.copy()
+        f0 = K.objective(data.indptr, ind, data.x, w, start, code, 1e-10, diag) if given else np.nan
+        trace = np.full(max_passes + 1, -1.0)
+        out = K.pcc_rows(
+            data.indptr, ind, data.x, w, Y, code, closed, 1e-10, diag, 1e-4, gap_tol, 0.5 * gap_tol,
+            max_passes, 28, trace, np.zeros(3, dtype=np.int64), f0, 10.0 * gap_tol,
+        )  # fmt: skip
+        runs.append((Y, trace[: out[0] + 1], out))
+    (Ya, ta, oa), (Yb, tb, ob) = runs
+    np.testing.assert_array_equal(Ya, Yb)
+    assert oa[0] == ob[0] and oa[3] == ob[3]
+    np.testing.assert_allclose(ta, tb, rtol=1e-12)
+    f_end = K.objective(data.indptr, ind, data.x, w, Ya, code, 1e-10, diag)
+    f_start = K.objective(data.indptr, ind, data.x, w, start, code, 1e-10, diag)
+    assert ta[0] == pytest.approx(f_start, rel=1e-12)
+    assert oa[1] == pytest.approx(f_end, rel=1e-9) and ta[-1] == pytest.approx(f_end, rel=1e-9)

@@ -334,9 +334,9 @@ class PCC(SoftConsensusMixin):
         scale = float(w.sum()) / n  # mean per-point weight sum_j s_ij N_ij
         gap_tol = tol * scale
         indices = data.indices  # int32 below 2**31 points: half the memory traffic of int64
-        # KL: f of a single start is not needed here (from hard labels the L2 descent runs first; from
-        # memberships pcc_rows computes it, at the same cost)
-        start, f_start = _best_start(start, data, w, indices, code, 0.0, k, need_f=code != _k.KL)
+        # f of a single start is not computed here: pcc_rows sums it in its first pass, from the products its
+        # gathers compute anyway (and from hard labels, KL descends L2 first)
+        start, f_start = _best_start(start, data, w, indices, code, 0.0, k, need_f=False)
         if start is not None and code == _k.KL and _vertex_labels(start) is not None:
             # KL's derivative is unbounded at a vertex start (y_i.y_j is 0 or 1 where 0 < x_ij < 1): the
             # squared-L2 descent (closed-form steps) takes it off the vertices first. On the blobs of
@@ -486,7 +486,7 @@ class PPC(SoftConsensusMixin):
         scale = 1.0 + float(w.sum()) / n  # mean S_i
         gap_tol = tol * scale
         indices = data.indices
-        start, f_start = _best_start(start, data, w, indices, _k.L2, 1.0, k)
+        start, f_start = _best_start(start, data, w, indices, _k.L2, 1.0, k, need_f=False)
         best = None
         for _ in range(1 if start is not None else n_init):
             Y = _start(rng, n, k) if start is None else start  # check_init made it: ours to update

@@ -63,7 +63,9 @@ def descend(
     source, Y, k, code, closed_form, diag, unit_weights, f, gap_tol, max_iter, stats, gap_tol_start=0.0
 ):
     """The row descent from ``Y`` (``n x 2K``: memberships, then the kept gradients, written here) over the
-    blocks of ``source``, at most ``max_iter`` sweeps; ``f`` is f(Y) on entry. With ``gap_tol_start`` above
+    blocks of ``source``, at most ``max_iter`` sweeps; ``f`` is f(Y) on entry, or nan: summed by the first
+    sweep (every row is listed, and the blocks are taken in ascending order, so each row's first visit finds
+    its pairs with later rows at their start; as in memory). With ``gap_tol_start`` above
     ``gap_tol`` the test starts there and is tightened tenfold each time every row passes it, as in memory
     (:func:`~ensemble_dask.consensus.pcc._kernels.pcc_rows`).
 
@@ -72,6 +74,8 @@ def descend(
     and f before the first sweep and after each.
     """
     queued = np.ones(source.n, dtype=np.bool_)  # every kept gradient is stale until its row's first visit
+    if np.isnan(f) and max_iter < 1:
+        f = objective(source, Y, k, code, diag, unit_weights)[0]
     trace = [f]
     scratch = np.empty(max_iter + 1)
     sweeps = 0
@@ -83,14 +87,25 @@ def descend(
             tol = max(0.1 * tol, gap_tol)  # every kept gradient is exact now: tighten, list the rows failing
             _k.flag_kept_gaps(Y, k, diag, tol, queued)
             continue
+        summing = np.isnan(f)  # the first sweep: each block's descent sums its rows' start terms
+        f_start = f_sum = 0.0
         for row0, row1 in source.bounds:
             if not queued[row0:row1].any():
                 continue
             indptr, indices, x, w = _block(source, row0, row1, unit_weights)
-            _, f, _ = _k.descend_rows(
+            _, f_block, _ = _k.descend_rows(
                 indptr, indices, x, w, Y, k, queued, row0, row1, code, closed_form, _KL_EPS, diag, _STEP_RTOL,
-                tol, _INNER_TOL * tol, max_iter, _MAX_INNER + 2 * k, scratch, stats, f, tol,
+                tol, _INNER_TOL * tol, max_iter, _MAX_INNER + 2 * k, scratch, stats, np.nan if summing else f,
+                tol,
             )  # fmt: skip
+            if summing:  # f_block: the block's start terms (scratch[0]) plus the changes of its moves
+                f_start += scratch[0]
+                f_sum += f_block
+            else:
+                f = f_block
+        if summing:
+            f = f_sum
+            trace[0] = f_start
         sweeps += 1
         trace.append(f)
     if queued.any():  # stopped at the cap: the listed rows' kept gradients are stale
@@ -112,7 +127,8 @@ def fit(
     """
     objs = [objective(source, S, k, code, diag, unit_weights) for S in starts]
     best = int(np.argmin([o[0] for o in objs]))
-    f, _, total = objs[best]
+    _, _, total = objs[best]
+    f = np.nan  # summed by the descent's first sweep (bit for bit the in-memory fit's f)
     scale = total / source.n + diag  # PCC: the mean per-point weight; PPC: the mean S_i
     gap_tol = tol * scale
     Y = _k.aligned_rows(source.n, 2 * k)
@@ -121,7 +137,6 @@ def fit(
     if l2_first and np.all(starts[best].max(axis=1) == 1.0):  # KL's derivative is unbounded at a vertex
         # (its f is not read: it starts from 0, not from an objective pass over the blocks)
         descend(source, Y, k, _k.L2, True, diag, unit_weights, 0.0, gap_tol, max_iter, stats)
-        f = objective(source, Y, k, code, diag, unit_weights)[0]
     sweeps, f, gap, conv, trace = descend(
         source, Y, k, code, closed_form, diag, unit_weights, f, gap_tol, max_iter, stats, tol_start * scale
     )
