@@ -41,7 +41,7 @@ def fitted(tmp_path_factory):
             "eac-al": {"n_clusters": 4},
         },
     }
-    pipeline.run_workflow(spec)
+    pipeline.run_workflow(spec, report=False)  # (no page: predict reads the results, not the report)
     return d, df, new
 
 
