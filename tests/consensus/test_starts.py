@@ -165,3 +165,31 @@ def test_kcc_spectral_start_on_a_sample_of_many_distinct_rows(unequal, monkeypat
     on_blocks = fit_kcc_dask(missing, 4, client=client, block_rows=300, random_state=0)
     assert seen == [200.0, 200.0]
     np.testing.assert_array_equal(on_blocks.labels_, fit.labels_)
+
+
+def test_two_label_columns_one_pass_equals_the_masked_reductions():
+    """The one-pass range of each column's labels (:func:`column_label_range`) finds the columns the masked
+    min/max found: all missing, one label, one label and -1, two labels."""
+    from ensemble_dask.consensus.starts import two_label_columns
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(-1, 4, size=(300, 9)).astype(np.int32)
+    labels[:, 1] = -1
+    labels[:, 2] = 3
+    labels[:, 3] = np.where(rng.random(300) < 0.5, -1, 2)
+    labels[:5, 4] = 7
+    for arr in (labels, labels.astype(np.int64), np.asfortranarray(labels)):
+        assert two_label_columns(arr).tolist() == [0, 4, 5, 6, 7, 8]
+
+
+def test_hbgf_on_rows_known_distinct_is_the_same_fit(unequal):
+    """``label_starts`` hands HBGF its distinct rows with ``distinct=True`` (no second compression): the same
+    labels and embedding as ``fit`` on those rows, which compresses them to themselves."""
+    _, labels = unequal
+    rng = np.random.default_rng(1)
+    labels = np.where(rng.random(labels.shape) < 0.3, -1, labels).astype(np.int32)  # distinct rows
+    rows, mult, _ = compress_rows(labels)
+    a = HBGF(4, random_state=0).fit(rows, sample_weight=mult)
+    b = HBGF(4, random_state=0)._fit(rows, mult, distinct=True)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.embedding_, b.embedding_)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["row_hashes", "encode_lut", "column_presence"]
+__all__ = ["row_hashes", "encode_lut", "column_presence", "column_label_range"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -48,3 +48,18 @@ def column_presence(labels, top, out):
             v = labels[x, i]
             if v >= 0 and v < top[i]:
                 out[i, v] = True
+
+
+@numba.njit(cache=True, nogil=True)
+def column_label_range(labels, lo, hi):
+    """``lo[i]``, ``hi[i]``: the smallest and largest non-missing (``>= 0``) label of column ``i`` (left as
+    given where the column has none); one pass over the rows."""
+    n, N = labels.shape
+    for x in range(n):
+        for i in range(N):
+            v = labels[x, i]
+            if v >= 0:
+                if v < lo[i]:
+                    lo[i] = v
+                if v > hi[i]:
+                    hi[i] = v

@@ -25,14 +25,20 @@ from ._pairs import metis_parts, one_hot, relabel
 __all__ = ["HGPA", "MCLA", "HBGF", "KAHYPAR_CONFIG"]
 
 
-def _incidence(labels):
-    """Validated ``(B_u (distinct rows x G) sparse 0/1, multiplicity, inverse, n, gidx_u, encoding)``."""
+def _incidence(labels, distinct=False):
+    """Validated ``(B_u (distinct rows x G) sparse 0/1, multiplicity, inverse, n, gidx_u, encoding)``.
+
+    ``distinct``: the caller knows the rows of ``labels`` are distinct (so are their encodings, label by label
+    a bijection): they are kept as they are, with no hashing and sorting to find that out."""
     labels = check_labels_matrix(labels)
     gidx, enc = encode(labels)
     check_encoding(enc, labels.shape)
     n = labels.shape[0]
     del labels
-    g, w, inv = compress_rows(gidx)
+    if distinct:
+        g, w, inv = gidx, np.ones(n), np.arange(n, dtype=np.int64)
+    else:
+        g, w, inv = compress_rows(gidx)
     del gidx
     # CSR built directly (row by row the present entries, whose global indices ascend with the
     # clustering): no COO row and column arrays and no conversion, a few times less peak memory
@@ -382,7 +388,13 @@ class HBGF(_LabelBaseline):
         """Fit on an ``n x N`` labels matrix (``-1`` = missing); ``sample_weight`` (positive, shape
         ``(n,)``, None: all 1) makes a row count as that many points (e.g. distinct rows weighted by
         their multiplicity)."""
-        B, w, inv, n, g, enc = _incidence(labels)
+        return self._fit(labels, sample_weight)
+
+    def _fit(self, labels, sample_weight=None, distinct=False):
+        """:meth:`fit`; ``distinct``: the rows of ``labels`` are known to be distinct (as
+        :func:`~ensemble_dask.consensus.starts.label_starts` gives them), so not compressed again (the
+        same fit)."""
+        B, w, inv, n, g, enc = _incidence(labels, distinct)
         del g, labels
         self._validate_params()
         self._k = check_n_clusters(self, n)

@@ -27,6 +27,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..._validation import check_labels_matrix, check_random_state
+from .._common._kernels import column_label_range
 from .._common.encoding import compress_rows
 from ..baselines import HBGF
 
@@ -66,9 +67,9 @@ def label_starts(labels, n_clusters, *, random_state=None):
         warnings.simplefilter("ignore")  # a start need not have converged: PCC/PPC report their own status
         if rows.shape[0] <= ONE_THREAD_ROWS:
             with threadpool_limits(1):
-                hbgf.fit(rows, sample_weight=mult)
+                hbgf._fit(rows, mult, distinct=True)
         else:
-            hbgf.fit(rows, sample_weight=mult)
+            hbgf._fit(rows, mult, distinct=True)  # rows are distinct: no second compression
     return [hbgf.labels_[inv].astype(np.int64)]
 
 
@@ -88,6 +89,11 @@ def spectral_partition(gidx, w, k, seed):
 def two_label_columns(labels):
     """Indices of the columns of ``labels`` (``-1`` = missing) that hold at least two distinct labels."""
     labels = np.asarray(labels)
+    if labels.ndim == 2 and labels.dtype.kind == "i":  # one pass over the rows, no n x N temporaries
+        lo = np.full(labels.shape[1], np.iinfo(np.int64).max, dtype=np.int64)
+        hi = np.full(labels.shape[1], -1, dtype=np.int64)
+        column_label_range(np.ascontiguousarray(labels), lo, hi)
+        return np.flatnonzero(hi > lo)
     present = labels >= 0
     lo = np.where(present, labels, np.iinfo(labels.dtype).max).min(axis=0, initial=np.iinfo(labels.dtype).max)
     hi = np.where(present, labels, -1).max(axis=0, initial=-1)
