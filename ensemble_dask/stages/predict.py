@@ -183,7 +183,7 @@ class _PairModel:
         from ..consensus.pcc import _kernels as kern
 
         if method == "ppc":
-            self.code, self.closed_form, self.diag = kern.L2, False, 1.0
+            self.code, self.closed_form, self.diag = kern.L2, True, 1.0  # PPC's (pcc._pcc)
         else:
             (self.code, self.closed_form), self.diag = DIVERGENCES[params.get("divergence", "kl")], 0.0
         self.Y = np.asarray(store[f"{path}/Y"][:], dtype=np.float64)

@@ -386,7 +386,9 @@ def test_aligned_rows_is_an_aligned_c_array_of_the_shape(n, width):
     assert Y.sum() == n * width
 
 
-@pytest.mark.parametrize("code, closed, diag", [(K.KL, False, 0.0), (K.L2, True, 0.0), (K.L2, False, 1.0)])
+@pytest.mark.parametrize(
+    "code, closed, diag", [(K.KL, False, 0.0), (K.L2, True, 0.0), (K.L2, False, 1.0), (K.L2, True, 1.0)]
+)
 @pytest.mark.parametrize("max_passes", [0, 1, 300])
 def test_descent_sums_the_start_objective_in_its_first_pass(code, closed, diag, max_passes):
     """``pcc_rows`` without ``f_start`` sums f(Y) in its first pass: the trace starts at f of the start and
@@ -415,3 +417,27 @@ def test_descent_sums_the_start_objective_in_its_first_pass(code, closed, diag, 
     f_start = K.objective(data.indptr, ind, data.x, w, start, code, 1e-10, diag)
     assert ta[0] == pytest.approx(f_start, rel=1e-12)
     assert oa[1] == pytest.approx(f_end, rel=1e-9) and ta[-1] == pytest.approx(f_end, rel=1e-9)
+
+
+@pytest.mark.parametrize("start_seed", [4, 5])
+def test_ppc_descent_with_the_closed_form_decrease_check_is_the_loops(start_seed):
+    """PPC's descent (L2, diagonal term) checks that f went down along a step from the pairs' part in closed
+    form (``closed_form=True``, as PPC runs it) instead of a loop over the row's pairs: the same memberships,
+    passes and f as the loop (``closed_form=False``), up to rounding."""
+    _, labels = _labels(n=300, seed=9)
+    _, data, ind = _pair_data(labels)
+    start = np.random.default_rng(start_seed).dirichlet(np.full(4, 1.0), size=300)
+    w = np.ones(data.nnz)
+    gap_tol = 1e-3 * (w.sum() / 300 + 1.0)
+    runs = []
+    for closed in (False, True):
+        Y = start.copy()
+        out = K.pcc_rows(
+            data.indptr, ind, data.x, w, Y, K.L2, closed, 1e-10, 1.0, 1e-4, gap_tol, 0.5 * gap_tol, 300, 28,
+            np.empty(301), np.zeros(3, dtype=np.int64), np.nan, 10.0 * gap_tol,
+        )  # fmt: skip
+        runs.append((Y, out))
+    (Ya, oa), (Yb, ob) = runs
+    np.testing.assert_allclose(Ya, Yb, rtol=0, atol=1e-12)
+    assert oa[0] == ob[0] and oa[3] and ob[3]
+    assert ob[1] == pytest.approx(oa[1], rel=1e-12)

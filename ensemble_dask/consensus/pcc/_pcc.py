@@ -476,7 +476,7 @@ class PPC(SoftConsensusMixin):
         if isinstance(pairs, StoredPairs):
             if algorithm != "rows":
                 raise InputError("PPC on pairs read from a store (StoredPairs) runs algorithm='rows' only")
-            return _fit_stored(self, "PPC", pairs, sample_weight, _k.L2, False, 1.0, _INIT_SMOOTHING)
+            return _fit_stored(self, "PPC", pairs, sample_weight, _k.L2, True, 1.0, _INIT_SMOOTHING)
         data = as_pair_data(pairs, sample_weight)
         n = data.n
         smoothing = _INIT_SMOOTHING if algorithm == "rows" else _BE_INIT_SMOOTHING
@@ -500,7 +500,7 @@ class PPC(SoftConsensusMixin):
                     w,
                     Y,
                     _k.L2,
-                    False,
+                    True,  # the pairs' part of f along a step in closed form (_kernels.descend_rows)
                     _KL_EPS,
                     1.0,
                     _STEP_RTOL,
