@@ -44,7 +44,7 @@ def test_kernels_cache_outside_the_package(tmp_path):
     _run({"XDG_CACHE_HOME": str(tmp_path)})
     assert _cache_files(PACKAGE) == before, "numba wrote cache files into the package folder"
     written = _cache_files(tmp_path / "ensemble_dask" / "numba")
-    assert any(p.name.startswith("_kernels.count_rows_kernel") for p in written), written
+    assert any(p.name.startswith("_kernels.count_symmetric_kernel") for p in written), written
 
 
 def test_numba_cache_dir_still_wins(tmp_path):

@@ -12,7 +12,8 @@ import numpy as np
 
 __all__ = [
     "count_pairs_kernel",
-    "count_rows_kernel",
+    "lower_counts_kernel",
+    "count_symmetric_kernel",
     "cluster_index_kernel",
     "cluster_index_columns",
     "cocluster_draws_kernel",
@@ -54,16 +55,6 @@ def _count_one(labels_a, a, labels_b, b):
         m += present
         c += present & (x == y)
     return c, m
-
-
-@numba.njit(cache=True, nogil=True)
-def count_rows_kernel(labels, indptr, cols, r0, r1, co, both):
-    """:func:`count_pairs_kernel` for the entries of CSR rows ``r0 .. r1 - 1`` (pair (r, cols[e]) for
-    ``indptr[r] <= e < indptr[r + 1]``), written at the same positions of ``co`` and ``both``: no
-    row-index array, and disjoint row ranges can be counted by separate threads."""
-    for a in range(r0, r1):
-        for e in range(indptr[a], indptr[a + 1]):
-            co[e], both[e] = _count_one(labels, a, labels, cols[e])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -403,39 +394,37 @@ def upper_csr_kernel(keys, n):
 
 
 @numba.njit(cache=True, nogil=True)
-def symmetric_csr_kernel(uptr, ucols, uco, uboth):
-    """Both halves of an upper-triangle CSR with its counts: ``(indptr, indices, co, both)``.
+def lower_counts_kernel(uptr, ucols, r0, r1, counts):
+    """``counts[j]`` += the pairs (i, j) of the upper-triangle CSR rows ``r0 .. r1 - 1`` (the lower
+    entries that those rows give row j of the symmetric CSR); one array per row range, so that separate
+    threads can count disjoint ranges."""
+    for e in range(uptr[r0], uptr[r1]):
+        counts[ucols[e]] += 1
 
-    Row r holds its lower entries (columns < r, ascending) then its upper ones (columns > r,
-    ascending), so every row is sorted with no sort; each entry gets the counts ``uco``, ``uboth``
-    of its unordered pair. ``indices`` are int32 (the caller keeps ``n < 2**31``): half the bytes of the
-    pattern that every pair solver streams through.
+
+@numba.njit(cache=True, nogil=True)
+def count_symmetric_kernel(labels, uptr, ucols, r0, r1, indptr, low, fill, indices, co, both):
+    """Count the pairs of upper-triangle CSR rows ``r0 .. r1 - 1`` over ``labels`` and write each at both
+    of its places in the symmetric CSR: counting and mirroring in one pass, on threads, with no
+    upper-triangle copy of the counts (each pair is counted once).
+
+    Row r of the symmetric CSR (``indptr``) holds its ``low[r]`` lower entries (columns < r, ascending)
+    then its upper ones (ascending). ``fill[j]`` is where the next lower entry of row j from these rows
+    goes (advanced in place): ``indptr[j]`` plus the lower entries of row j from rows before ``r0``.
+    Disjoint, consecutive row ranges with their own ``fill`` write disjoint entries, so threads can run
+    them, and the result is that of one thread.
     """
-    n = uptr.shape[0] - 1
-    deg = np.zeros(n + 1, dtype=np.int64)
-    for i in range(n):
-        deg[i + 1] += uptr[i + 1] - uptr[i]
+    for i in range(r0, r1):
+        q_up = indptr[i] + low[i]
         for e in range(uptr[i], uptr[i + 1]):
-            deg[ucols[e] + 1] += 1
-    for i in range(n):
-        deg[i + 1] += deg[i]
-    nnz = deg[n]
-    indices = np.empty(nnz, dtype=np.int32)
-    co = np.empty(nnz, dtype=np.int32)
-    both = np.empty(nnz, dtype=np.int32)
-    fill = deg[:-1].copy()
-    for i in range(n):  # lower entries: row j gets column i, for i ascending
-        for e in range(uptr[i], uptr[i + 1]):
-            q = fill[ucols[e]]
+            j = ucols[e]
+            c, m = _count_one(labels, i, labels, j)
+            indices[q_up] = j
+            co[q_up] = c
+            both[q_up] = m
+            q_up += 1
+            q = fill[j]
             indices[q] = i
-            co[q] = uco[e]
-            both[q] = uboth[e]
-            fill[ucols[e]] = q + 1
-    for i in range(n):  # then the upper entries, after every lower one of the row
-        q = fill[i]
-        for e in range(uptr[i], uptr[i + 1]):
-            indices[q] = ucols[e]
-            co[q] = uco[e]
-            both[q] = uboth[e]
-            q += 1
-    return deg, indices, co, both
+            co[q] = c
+            both[q] = m
+            fill[j] = q + 1

@@ -238,12 +238,29 @@ def coassociation(labels, *, strategy, seed, block_size=DEFAULT_BLOCK_SIZE, **pa
     sampler = _make_sampler(strategy, labels.shape[0], seed, block_size, params)
     # the upper triangle's rows straight from the draws, then both halves with no sort (O(pairs))
     uptr, ucols = _sample_upper(sampler, labels)
-    co = np.empty(ucols.size, dtype=np.int32)
-    both = np.empty(ucols.size, dtype=np.int32)
+    n = sampler.n
     # row ranges of about equal numbers of pairs, counted on this process's cores
-    bounds = even_splits(uptr, 1 if sampler.n < THREADED_ROWS else usable_cores())
+    bounds = even_splits(uptr, 1 if n < THREADED_ROWS else usable_cores())
+    ranges = range(len(bounds) - 1)
+    # each range's lower entries of every row (pairs (i, j) give row j the column i), then the symmetric
+    # indptr and where each range's lower entries of a row begin: ranges in order, i ascending within
+    counts = np.zeros((len(ranges), n), dtype=np.int64)
+    thread_map(lambda t: _k.lower_counts_kernel(uptr, ucols, bounds[t], bounds[t + 1], counts[t]), ranges)
+    low = counts.sum(axis=0)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(low + np.diff(uptr), out=indptr[1:])
+    fill = np.cumsum(counts, axis=0)
+    fill -= counts
+    fill += indptr[:-1]
+    nnz = int(indptr[-1])
+    indices = np.empty(nnz, dtype=np.int32)
+    co = np.empty(nnz, dtype=np.int32)
+    both = np.empty(nnz, dtype=np.int32)
+    # count each pair once and write it at both of its places (disjoint entries per range)
     thread_map(
-        lambda t: _k.count_rows_kernel(labels, uptr, ucols, bounds[t], bounds[t + 1], co, both),
-        range(len(bounds) - 1),
+        lambda t: _k.count_symmetric_kernel(
+            labels, uptr, ucols, bounds[t], bounds[t + 1], indptr, low, fill[t], indices, co, both
+        ),
+        ranges,
     )
-    return PairCounts(*_k.symmetric_csr_kernel(uptr, ucols, co, both), labels.shape[1])
+    return PairCounts(indptr, indices, co, both, labels.shape[1])

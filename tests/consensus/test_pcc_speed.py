@@ -102,6 +102,28 @@ def test_coassociation_on_threads_equals_one_thread(monkeypatch, strategy, param
         np.testing.assert_array_equal(getattr(threaded, name), getattr(one, name))
 
 
+def test_coassociation_counts_and_mirrors_like_a_plain_symmetric_csr(monkeypatch):
+    """Pairs counted and written at both places in one pass, on 1 or 3 threads: the symmetric CSR of the
+    sampled pairs and their counts, rows sorted, exactly (built here with NumPy from sample_pairs)."""
+    import ensemble_dask.coassoc.counting as counting
+
+    _, labels = _labels(n=2000, n_clust=6, missing=0.3, seed=5)
+    i, j = sample_pairs("cocluster", 2000, seed=4, labels=labels, block_size=64, l=7)
+    c, m = count_pairs(labels, i, j)
+    rows, cols = np.concatenate([i, j]), np.concatenate([j, i])
+    order = np.lexsort((cols, rows))
+    indptr = np.searchsorted(rows[order], np.arange(2001))
+    for threads in (1, 3):
+        monkeypatch.setattr(counting, "THREADED_ROWS", 10)
+        monkeypatch.setattr(counting, "usable_cores", lambda t=threads: t)
+        pc = coassociation(labels, strategy="cocluster", seed=4, block_size=64, l=7)
+        np.testing.assert_array_equal(pc.indptr, indptr)
+        np.testing.assert_array_equal(pc.indices, cols[order])
+        np.testing.assert_array_equal(pc.co, np.concatenate([c, c])[order])
+        np.testing.assert_array_equal(pc.both, np.concatenate([m, m])[order])
+        assert pc.indices.dtype == np.int32 and pc.co.dtype == np.int32 and pc.indptr.dtype == np.int64
+
+
 # --------------------------------------------------------------------------- starts
 
 
