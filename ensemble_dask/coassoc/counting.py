@@ -244,12 +244,13 @@ def coassociation(labels, *, strategy, seed, block_size=DEFAULT_BLOCK_SIZE, **pa
     ranges = range(len(bounds) - 1)
     # each range's lower entries of every row (pairs (i, j) give row j the column i), then the symmetric
     # indptr and where each range's lower entries of a row begin: ranges in order, i ascending within
-    counts = np.zeros((len(ranges), n), dtype=np.int64)
+    # (int32: a range's count for a row is below n; 4 bytes per row per thread, not 8)
+    counts = np.zeros((len(ranges), n), dtype=np.int32)
     thread_map(lambda t: _k.lower_counts_kernel(uptr, ucols, bounds[t], bounds[t + 1], counts[t]), ranges)
-    low = counts.sum(axis=0)
+    low = counts.sum(axis=0, dtype=np.int64)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(low + np.diff(uptr), out=indptr[1:])
-    fill = np.cumsum(counts, axis=0)
+    fill = np.cumsum(counts, axis=0, dtype=np.int64)
     fill -= counts
     fill += indptr[:-1]
     nnz = int(indptr[-1])
