@@ -178,6 +178,7 @@ def s3_bucket(s3_server):
 _STARTS_SOMETHING = {"client", "process_client", "dask_scheduler_address", "s3_server", "s3_bucket"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     """Mark ``slow`` every test that starts a cluster or a process through a shared fixture (the others that
     do carry the mark themselves), so that ``pytest -m "not slow"`` is the quick set.
