@@ -30,9 +30,9 @@ Algorithm 1's work grows like ``J^2 K^4`` times the rows (``J`` candidates per s
 grows): 17.6 s on 1,000 rows at K = 30, over 300 s on 50,000. With the defaults (``max_rows="auto"``,
 ``n_candidates="auto"``) it runs where it fits :data:`WORK_BUDGET` (about 20 s on one core): on all rows,
 or else on a seeded sample of rows (at least :data:`SAMPLE_ROWS_PER_CLUSTER` per cluster), whose final
-partition then starts KCC's Lloyd steps on every row in the input labels' space (KCC's own fit on every
-row is run beside it and kept where its objective is lower: at K = 100 a sample of 10 rows per cluster
-gives a poor start); only where even that sample does not fit are fewer than 59 points drawn per step.
+partition then starts KCC's Lloyd steps on every row in the input labels' space (at K = 100 a sample of 10
+rows per cluster gives a poor start, which the comparison with KCC's own fit below catches); only where even
+that sample does not fit are fewer than 59 points drawn per step.
 Explicit ``max_rows=None`` and ``n_candidates=59`` run the paper's algorithm on every row, however long.
 
 Where one cluster holds most points, Algorithm 1 splits it: on 8 separated blobs of 1,000 points, one
