@@ -167,9 +167,9 @@ def test_kcc_spectral_start_on_a_sample_of_many_distinct_rows(unequal, monkeypat
     np.testing.assert_array_equal(on_blocks.labels_, fit.labels_)
 
 
-def test_two_label_columns_one_pass_equals_the_masked_reductions():
-    """The one-pass range of each column's labels (:func:`column_label_range`) finds the columns the masked
-    min/max found: all missing, one label, one label and -1, two labels."""
+def test_two_label_columns_finds_the_columns_of_two_labels():
+    """The one-pass range of each column's labels (:func:`column_label_range`) tells the columns apart: all
+    missing, one label, one label and -1, two labels; for any integer dtype and memory order."""
     from ensemble_dask.consensus.starts import two_label_columns
 
     rng = np.random.default_rng(0)

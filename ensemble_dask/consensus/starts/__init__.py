@@ -20,6 +20,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import warnings
 
@@ -65,10 +66,7 @@ def label_starts(labels, n_clusters, *, random_state=None):
     hbgf = HBGF(n_clusters, random_state=random_state)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a start need not have converged: PCC/PPC report their own status
-        if rows.shape[0] <= ONE_THREAD_ROWS:
-            with threadpool_limits(1):
-                hbgf._fit(rows, mult, distinct=True)
-        else:
+        with threadpool_limits(1) if rows.shape[0] <= ONE_THREAD_ROWS else contextlib.nullcontext():
             hbgf._fit(rows, mult, distinct=True)  # rows are distinct: no second compression
     return [hbgf.labels_[inv].astype(np.int64)]
 
@@ -89,12 +87,10 @@ def spectral_partition(gidx, w, k, seed):
 def two_label_columns(labels):
     """Indices of the columns of ``labels`` (``-1`` = missing) that hold at least two distinct labels."""
     labels = np.asarray(labels)
-    if labels.ndim == 2 and labels.dtype.kind == "i":  # one pass over the rows, no n x N temporaries
-        lo = np.full(labels.shape[1], np.iinfo(np.int64).max, dtype=np.int64)
-        hi = np.full(labels.shape[1], -1, dtype=np.int64)
-        column_label_range(np.ascontiguousarray(labels), lo, hi)
-        return np.flatnonzero(hi > lo)
-    present = labels >= 0
-    lo = np.where(present, labels, np.iinfo(labels.dtype).max).min(axis=0, initial=np.iinfo(labels.dtype).max)
-    hi = np.where(present, labels, -1).max(axis=0, initial=-1)
+    if labels.dtype.kind != "i":
+        labels = labels.astype(np.int64)
+    # one pass over the rows, no n x N temporaries
+    lo = np.full(labels.shape[1], np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(labels.shape[1], -1, dtype=np.int64)
+    column_label_range(np.ascontiguousarray(labels), lo, hi)
     return np.flatnonzero(hi > lo)
