@@ -125,9 +125,14 @@ def fit(
 
     Returns ``(Y, f, trace, sweeps, gap / scale, converged, stats)`` with ``Y`` the ``n x K`` memberships.
     """
-    objs = [objective(source, S, k, code, diag, unit_weights) for S in starts]
-    best = int(np.argmin([o[0] for o in objs]))
-    _, _, total = objs[best]
+    if len(starts) == 1:  # (the stage's label start) no objective to compare: only the weights' sum
+        best, total = 0, 0.0
+        for row0, row1 in source.bounds:
+            total += float(_block(source, row0, row1, unit_weights)[3].sum())
+    else:
+        objs = [objective(source, S, k, code, diag, unit_weights) for S in starts]
+        best = int(np.argmin([o[0] for o in objs]))
+        total = objs[best][2]
     f = np.nan  # summed by the descent's first sweep (bit for bit the in-memory fit's f)
     scale = total / source.n + diag  # PCC: the mean per-point weight; PPC: the mean S_i
     gap_tol = tol * scale
