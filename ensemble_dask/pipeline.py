@@ -34,7 +34,7 @@ import yaml
 from ._validation import InputError
 from ._workflow_checks import STRATEGY_PARAMS, check_against_data, validate_workflow
 from .io.store import RunStore, workflow_store_url
-from .runtime.clients import LazyClient, dask_client
+from .runtime.clients import LazyClient, cluster_facts, dask_client
 
 __all__ = [
     "load_workflow",
@@ -236,8 +236,6 @@ def client_for_store(store, scheduler=None, dask_options=None, *, report=True):
     opts = dict(dask_options or {})
 
     def describe(client):  # the report's "Dask cluster" line (only when a stage started one)
-        from .stages.report_page import cluster_facts
-
         store.write_json("report/cluster.json", cluster_facts(client))
 
     with tempfile.TemporaryDirectory(prefix="ensemble-dask-") as tmp:

@@ -225,3 +225,18 @@ def test_the_cluster_check_can_fail():
     assert _makes_dask_clusters(ast.parse("import distributed\ndistributed.LocalCluster()")) == [
         "LocalCluster"
     ]
+
+
+def test_a_command_that_reads_no_table_and_draws_nothing_imports_neither_pandas_nor_matplotlib():
+    """Every command starts a Python process (and the embedded cluster's workers): pandas (0.9 s) came
+    with the run store's package and the workflow checks, matplotlib (1.2 s) with the cluster's facts for
+    the report, in every ``generate``, ``coassoc`` and ``consensus`` command. Only what reads a table or
+    draws a page imports them now."""
+    import subprocess
+    import sys
+
+    modules = ["cli", "pipeline", "stages.generate", "stages.coassoc", "stages.consensus", "io.store"]
+    code = "import sys\n" + "".join(f"import ensemble_dask.{m}\n" for m in modules)
+    code += "print(sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

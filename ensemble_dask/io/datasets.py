@@ -14,7 +14,6 @@ import gzip
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from .._validation import InputError
 
@@ -71,6 +70,8 @@ _RATE_COLUMNS = {c for c in KDD99_COLUMNS if c.endswith("_rate")}
 
 
 def _synthetic_kdd99_block(rng, size):
+    import pandas as pd
+
     shares = np.array([c[1] for c in _KDD_CLASSES])
     cls = rng.choice(len(_KDD_CLASSES), size=size, p=shares / shares.sum())
     data = {c: np.zeros(size) for c in KDD99_COLUMNS}
@@ -100,6 +101,8 @@ def _synthetic_kdd99_block(rng, size):
 
 
 def _synthetic_blobs_block(rng, size, centers):
+    import pandas as pd
+
     cls = rng.integers(0, centers.shape[0], size=size)
     x = centers[cls] + rng.normal(size=(size, centers.shape[1]))
     frame = pd.DataFrame(x, columns=[f"x{j}" for j in range(centers.shape[1])])
@@ -122,6 +125,7 @@ def iter_synthetic_chunks(name, *, chunk_rows=100_000, n=10_000, seed=0, **param
     seed : int, default=0
         The table is a function of ``(name, n, seed, params)`` only, not of ``chunk_rows``.
     """
+    import pandas as pd
 
     def number(key, value):
         try:

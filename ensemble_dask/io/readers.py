@@ -16,14 +16,17 @@ import os
 import re
 import zlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
 import fsspec
 import numpy as np
-import pandas as pd
 
 from .._validation import InputError
 from .urls import FORMATS, _check_exists, infer_format, make_zarr_store, strip_file_scheme
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["iter_table_chunks", "zarr_has_labels", "csv_has_header", "detect_separator"]
 
@@ -316,6 +319,8 @@ def _csv_columns(url, first, columns, header):
 
 
 def _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep, check_fields=True):
+    import pandas as pd  # here, not at the top: a command that reads no table does not pay its import
+
     _check_exists(url, storage_options)
     kwargs = dict(
         header=0 if header else None,
@@ -386,6 +391,8 @@ def _iter_parquet(url, storage_options, usecols):
 
 
 def _numeric_frames(x, y, chunk_rows):
+    import pandas as pd
+
     n = x.shape[0]
     if x.ndim != 2:
         raise InputError(f"expected a 2-d array of features; got shape {x.shape}")

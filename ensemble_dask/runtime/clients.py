@@ -16,6 +16,7 @@ import threading
 from .._validation import InputError
 
 __all__ = [
+    "cluster_facts",
     "dask_client",
     "gather_with_progress",
     "interrupt",
@@ -179,6 +180,20 @@ def _worker_environ():
     env = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
     env.pop("MALLOC_TRIM_THRESHOLD_", None)
     return {"distributed.nanny.pre-spawn-environ": env}
+
+
+def cluster_facts(client):
+    """A JSON-able description of the Dask cluster behind ``client`` (for the report's facts)."""
+    info = client.scheduler_info()
+    workers = info.get("workers", {})
+    cluster = getattr(client, "cluster", None)
+    return {
+        "kind": type(cluster).__name__ if cluster is not None else "existing scheduler",
+        "scheduler": info.get("address"),
+        "workers": len(workers),
+        "threads": int(sum(w.get("nthreads", 0) for w in workers.values())),
+        "memory_bytes": int(sum(w.get("memory_limit", 0) or 0 for w in workers.values())),
+    }
 
 
 @contextlib.contextmanager

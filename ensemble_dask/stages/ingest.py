@@ -37,7 +37,6 @@ import logging
 import os
 
 import numpy as np
-import pandas as pd
 
 from .._validation import InputError, check_int, stage_seed
 from ..io import datasets
@@ -208,6 +207,8 @@ class _Reader:
 
     # -- pass 1 -------------------------------------------------------------------------------
     def scan(self, seed):
+        import pandas as pd
+
         p = self.p
         keys = ([p["label_column"]] if p["label_column"] is not None else []) + p["categorical"]
         first = None
@@ -274,6 +275,8 @@ class _Reader:
 
         ``unseen="error"``: a categorical value outside the vocabulary is an error naming it (new rows coded
         with the vocabulary of a fitted data set)."""
+        import pandas as pd
+
         p = self.p
         sel = (
             np.ones(len(frame), dtype=bool) if self.keep is None else self.keep[offset : offset + len(frame)]

@@ -44,7 +44,7 @@ from ._figure_keys import (
 )
 from .consensus import current_results
 
-__all__ = ["report_page", "sample_points", "cluster_facts", "RowSample"]
+__all__ = ["report_page", "sample_points", "RowSample"]
 
 logger = logging.getLogger(__name__)
 
@@ -294,20 +294,6 @@ def _base_partitions(store, lab, y_sample):
             for c in CRITERIA:
                 scores[c].append(s[c])
     return {"scores": {c: np.asarray(v) for c, v in scores.items()}, "k_asked": k_asked, "k_found": k_found}
-
-
-def cluster_facts(client):
-    """A JSON-able description of the Dask cluster behind ``client`` (for the report's facts)."""
-    info = client.scheduler_info()
-    workers = info.get("workers", {})
-    cluster = getattr(client, "cluster", None)
-    return {
-        "kind": type(cluster).__name__ if cluster is not None else "existing scheduler",
-        "scheduler": info.get("address"),
-        "workers": len(workers),
-        "threads": int(sum(w.get("nthreads", 0) for w in workers.values())),
-        "memory_bytes": int(sum(w.get("memory_limit", 0) or 0 for w in workers.values())),
-    }
 
 
 # --------------------------------------------------------------------------- the page
