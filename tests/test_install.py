@@ -47,6 +47,34 @@ def test_kernels_cache_outside_the_package(tmp_path):
     assert any(p.name.startswith("_kernels.count_symmetric_kernel") for p in written), written
 
 
+def test_two_copies_of_the_package_share_their_compiled_kernels(tmp_path):
+    """``pip install .`` and an editable checkout (or two environments) are two copies of one source: the
+    second loads the kernels the first compiled. Before, the cache folder was named by a hash of the file's
+    absolute path, and each copy compiled every kernel again."""
+    import shutil
+
+    check = RUN_KERNEL + textwrap.dedent(
+        """
+        from ensemble_dask.coassoc import _kernels
+        stats = _kernels.count_symmetric_kernel.stats
+        print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CACHE")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    counts = []
+    for copy in ("a", "b"):
+        target = tmp_path / copy / "ensemble_dask"
+        shutil.copytree(PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__"))
+        out = subprocess.run(
+            [sys.executable, "-c", check], env={**env, "PYTHONPATH": str(tmp_path / copy)}, cwd=tmp_path,
+            capture_output=True, text=True, check=True, timeout=300,
+        )  # fmt: skip
+        counts.append(tuple(map(int, out.stdout.split()[-2:])))
+    # (hits, misses): compiled by the first copy, loaded by the second
+    assert counts == [(0, 1), (1, 0)], counts
+
+
 def test_numba_cache_dir_still_wins(tmp_path):
     before = _cache_files(PACKAGE)
     _run({"XDG_CACHE_HOME": str(tmp_path / "xdg"), "NUMBA_CACHE_DIR": str(tmp_path / "numba")})

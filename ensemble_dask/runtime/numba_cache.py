@@ -7,8 +7,14 @@ package: ``ImportError: cannot import name '__version__' from 'ensemble_dask' (u
 
 :func:`register` puts a numba cache locator first in numba's list that claims only this package's source
 files and keeps their cache under the user's cache directory (``$XDG_CACHE_HOME/ensemble_dask/numba/...``
-on Linux, the platform's equivalent elsewhere). ``NUMBA_CACHE_DIR``, when set, still wins, and other
-packages' functions are not affected.
+on Linux, the platform's equivalent elsewhere), or under ``NUMBA_CACHE_DIR`` when it is set; other packages'
+functions are not affected.
+
+A kernel's cache is named by its file's place in the package, not by where the package is installed: numba
+checks a cached kernel against its source file's content (a SHA-256), so every copy of the same source
+(``pip install .``, an editable checkout, a second virtual environment) loads what one of them compiled.
+numba's own locators name the folder by a hash of the file's absolute path: each copy compiled every kernel
+again (a fresh environment's test run compiled what its first command had compiled a minute before).
 """
 
 from __future__ import annotations
@@ -25,22 +31,25 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the package, ensemble_dask/
 
 
 def cache_dir() -> Path:
-    """The folder under which this package's kernels are cached (``NUMBA_CACHE_DIR`` aside)."""
+    """The folder under which this package's kernels are cached: ``$NUMBA_CACHE_DIR/ensemble_dask`` when the
+    user set one, else the user's cache directory's ``ensemble_dask/numba``."""
+    if config.CACHE_DIR:
+        return Path(config.CACHE_DIR) / "ensemble_dask"
     return Path(AppDirs(appname="ensemble_dask", appauthor=False).user_cache_dir) / "numba"
 
 
 class _PackageCacheLocator(caching.UserWideCacheLocator):
-    """numba's user-wide locator, restricted to this package's files and to its own cache folder."""
+    """numba's user-wide locator, restricted to this package's files, in its own cache folder, named by
+    the file's place in the package (``coassoc/``, ``consensus/pcc/`` ...)."""
 
     def __init__(self, py_func, py_file):
         self._py_file = py_file
         self._lineno = py_func.__code__.co_firstlineno
-        self._cache_path = os.path.join(cache_dir(), self.get_suitable_cache_subpath(py_file))
+        folder = Path(py_file).resolve().parent.relative_to(PACKAGE_DIR)
+        self._cache_path = os.path.join(cache_dir(), *folder.parts)
 
     @classmethod
     def from_function(cls, py_func, py_file):
-        if config.CACHE_DIR:  # the user asked for a place: numba's own locator honours it
-            return None
         try:
             Path(py_file).resolve().relative_to(PACKAGE_DIR)
         except (ValueError, OSError):
