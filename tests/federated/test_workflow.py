@@ -35,7 +35,7 @@ def run_cli(cwd, *args):
 
 def test_one_command_in_an_empty_directory(tmp_path):
     proc = run_cli(
-        tmp_path, "--no-progress", "--set", f"federated.demo={SMALL_DEMO}", "--set", "federated.tol=0.0001"
+        tmp_path, "--no-progress", "--set", f"federated.demo={SMALL_DEMO}", "--set", "federated.tol=0.001"
     )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "CommClosedError" not in proc.stderr
@@ -56,7 +56,7 @@ def test_one_command_in_an_empty_directory(tmp_path):
     rs = coord.record("federated")["params"]["random_state"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmptyRowsWarning)  # a few demo rows have no label
-        central = BCE(6, init="random", tol=1e-4, random_state=rs).fit(labels)
+        central = BCE(6, init="random", tol=1e-3, random_state=rs).fit(labels)
     np.testing.assert_allclose(coord["federated/alpha"][:], central.alpha_, rtol=1e-8)
     memb = np.vstack([zarr.open_array(root / "sites" / s / "memberships.zarr", mode="r")[:] for s in sites])
     np.testing.assert_allclose(memb, central.memberships_, atol=1e-6)
