@@ -635,15 +635,18 @@ def test_candidate_starts_descend_from_the_lower_objective(cls):
     for starts in ([bad, truth], [truth, bad]):
         picked = cls(3, init=starts, random_state=0).fit(pairs)
         np.testing.assert_allclose(picked.memberships_, alone.memberships_)
-    # at a tight tolerance (the default from a given start, 3e-2, may stop either run early)
-    tight = cls(3, init=truth, tol=1e-3, random_state=0).fit(pairs)
-    from_bad = cls(3, init=bad, tol=1e-3, random_state=0).fit(pairs)
+    # at a tight tolerance (the default from a given start, 3e-2, may stop either run early; PCC-KL at 1e-3
+    # from the bad start still ends 0.6% lower than from the truth, 95.82 against 96.42; at 1e-5 both are at
+    # the same optimum within 1e-8)
+    tight = cls(3, init=truth, tol=1e-5, random_state=0).fit(pairs)
+    from_bad = cls(3, init=bad, tol=1e-5, random_state=0).fit(pairs)
     assert tight.objective_ <= from_bad.objective_
 
 
 def test_kl_from_hard_labels_descends_l2_first():
-    """PCC-KL from a start of hard labels is PCC-L2 from it, then KL from PCC-L2's memberships (KL's
-    derivative is unbounded at a vertex); from a soft start it descends KL alone."""
+    """PCC-KL from a start of hard labels is a pass of PCC-L2's descent from it (the first pass of PCC-L2 with
+    max_iter=1), then KL from there (KL's derivative is unbounded at a vertex); from a soft start it descends
+    KL alone."""
     from ensemble_dask.coassoc import coassociation
     from ensemble_dask.consensus import KCC
 
@@ -651,7 +654,9 @@ def test_kl_from_hard_labels_descends_l2_first():
     pairs = coassociation(labels, strategy="per-point", l=20, seed=0)
     start = KCC(3, random_state=0).fit(labels).labels_
     kl = PCC(3, divergence="kl", init=start, random_state=0).fit(pairs)
-    l2 = PCC(3, divergence="l2", init=start, random_state=0).fit(pairs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        l2 = PCC(3, divergence="l2", init=start, max_iter=1, random_state=0).fit(pairs)
     then = PCC(3, divergence="kl", init=l2.memberships_, random_state=0).fit(pairs)
     np.testing.assert_allclose(kl.memberships_, then.memberships_, atol=1e-9)
     assert kl.objective_ == pytest.approx(then.objective_, rel=1e-9) and kl.converged_

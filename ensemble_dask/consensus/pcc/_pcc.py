@@ -209,7 +209,8 @@ class PCC(SoftConsensusMixin):
         candidate starts (e.g. the labels of KCC and of HBGF), of which the one with the lowest
         objective is descended (the consensus stage gives one, HBGF's: see
         :func:`~ensemble_dask.consensus.starts.label_starts`). With ``divergence="kl"`` a start of hard labels
-        is first descended on the squared-L2 objective (KL's derivative is unbounded at a vertex), then on KL.
+        first takes a pass of the squared-L2 descent (KL's derivative is unbounded at a vertex), then descends
+        KL.
     tol : float or "auto", default="auto"
         ``"auto"``: 1e-3 from a random start, 3e-2 from a given ``init`` (a refinement needs less).
         From a random start the test begins at 0.1 (or ``tol`` if larger) and is tightened tenfold
@@ -338,16 +339,16 @@ class PCC(SoftConsensusMixin):
         # gathers compute anyway (and from hard labels, KL descends L2 first)
         start, f_start = _best_start(start, data, w, indices, code, 0.0, k, need_f=False)
         if start is not None and code == _k.KL and _vertex_labels(start) is not None:
-            # KL's derivative is unbounded at a vertex start (y_i.y_j is 0 or 1 where 0 < x_ij < 1): the
-            # squared-L2 descent (closed-form steps) takes it off the vertices first. On the blobs of
-            # benchmarks/peers.py at 500,000 points it ends lower in f at the same tol, in less time but at
-            # K = 30 (K = 8: f 1.617e6 in 1.78 s -> 1.472e6 in 1.53 s; K = 3: 1.74 -> 1.00 s). Its f is not
-            # read: it starts from 0, not from an objective pass (f_start only offsets the f it tracks)
-            _k.pcc_rows(
-                data.indptr, indices, data.x, w, start, _k.L2, True, _KL_EPS, 0.0, _STEP_RTOL, gap_tol,
-                _INNER_TOL * gap_tol, max_iter, _MAX_INNER + 2 * k, np.empty(max_iter + 1),
-                np.zeros(3, dtype=np.int64), 0.0, gap_tol,
-            )  # fmt: skip
+            # KL's derivative is unbounded at a vertex start (y_i.y_j is 0 or 1 where 0 < x_ij < 1): a pass
+            # of the squared-L2 descent (closed-form steps) takes the rows off the vertices first. On the
+            # blobs of benchmarks/peers.py at 500,000 points, K = 8, KL from there ends lower in f than from
+            # the vertices (1.617e6) and than after L2 to its tolerance (1.4726e6 after 0.8 s of L2; 1.4713e6
+            # after the one pass, 0.4 s; sub50: 1.7274e6, 1.7221e6)
+            if max_iter >= 1:
+                _k.l2_sweep_rows(
+                    data.indptr, indices, data.x, w, start, k, 0, n, gap_tol, _INNER_TOL * gap_tol,
+                    _MAX_INNER + 2 * k,
+                )  # fmt: skip
             f_start = np.nan
         best = None
         for _ in range(1 if start is not None else n_init):

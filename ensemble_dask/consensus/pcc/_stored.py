@@ -121,7 +121,7 @@ def fit(
 ):
     """Fit PCC (``diag = 0``) or PPC (``diag = 1``, unit weights) on ``source`` from the best of ``starts``
     (``n x K`` matrices, the one of lowest objective); with ``l2_first`` and a start of hard labels (every row
-    a vertex) the squared-L2 descent runs first, as :meth:`PCC.fit` does in memory for KL.
+    a vertex) a pass of the squared-L2 descent runs first, as :meth:`PCC.fit` does in memory for KL.
 
     Returns ``(Y, f, trace, sweeps, gap / scale, converged, stats)`` with ``Y`` the ``n x K`` memberships.
     """
@@ -139,9 +139,13 @@ def fit(
     Y = _k.aligned_rows(source.n, 2 * k)
     Y[:, :k] = starts[best]
     stats = np.zeros(3, dtype=np.int64)
-    if l2_first and np.all(starts[best].max(axis=1) == 1.0):  # KL's derivative is unbounded at a vertex
-        # (its f is not read: it starts from 0, not from an objective pass over the blocks)
-        descend(source, Y, k, _k.L2, True, diag, unit_weights, 0.0, gap_tol, max_iter, stats)
+    if l2_first and max_iter >= 1 and np.all(starts[best].max(axis=1) == 1.0):
+        # KL's derivative is unbounded at a vertex: a pass of the squared-L2 descent first, as in memory
+        for row0, row1 in source.bounds:
+            indptr, indices, x, w = _block(source, row0, row1, unit_weights)
+            _k.l2_sweep_rows(
+                indptr, indices, x, w, Y, k, row0, row1, gap_tol, _INNER_TOL * gap_tol, _MAX_INNER + 2 * k
+            )
     sweeps, f, gap, conv, trace = descend(
         source, Y, k, code, closed_form, diag, unit_weights, f, gap_tol, max_iter, stats, tol_start * scale
     )
