@@ -512,3 +512,27 @@ def test_pcc_kl_from_hard_labels_ends_lower_after_one_l2_pass(seed, missing):
     old = PCC(4, divergence="kl", init=l2.memberships_, random_state=0).fit(pc)
     assert kl.objective_ < old.objective_
     assert adjusted_rand_score(kl.labels_, old.labels_) == 1.0
+
+
+def test_prefetch_is_a_hint_on_any_row_and_column():
+    """``prefetch(A, i, k)`` compiles for int32 and int64 indices and C or strided 2-d arrays, and changes
+    nothing (the descent uses it on the neighbours' rows)."""
+    import numba
+
+    from ensemble_dask.consensus._common.prefetch import prefetch
+
+    @numba.njit
+    def touch_all(A, rows):
+        s = 0.0
+        for i in rows:
+            prefetch(A, i, 0)
+            prefetch(A, i, A.shape[1] - 1)
+            s += A[i, 0]
+        return s
+
+    A = np.arange(40.0).reshape(10, 4)
+    for rows in (np.arange(10, dtype=np.int32), np.arange(10)[::-1].copy()):
+        before = A.copy()
+        assert touch_all(A, rows) == A[:, 0].sum()
+        assert touch_all(A[:, ::2], rows) == A[:, 0].sum()
+        np.testing.assert_array_equal(A, before)

@@ -300,17 +300,15 @@ def descend_rows(
         stats[0] += 1
         lo = indptr[j - row0]
         m = indptr[j - row0 + 1] - lo
-        # touch the neighbours' rows first: independent loads that the CPU overlaps, so the
-        # gather below finds them in cache instead of waiting for each miss in turn; both lines of a
-        # row (``aligned_rows``): its memberships and its kept gradient, which a move updates (0 times
-        # it leaves the sum's sign that of the memberships; 500,000 points, K = 8: PCC-L2's descent
-        # 1.16 -> 0.97 s, PPC's 1.48 -> 1.15 s)
-        touch = 0.0
-        for t in range(m):
-            i = indices[lo + t]
-            touch += Y[i, 0] + 0.0 * Y[i, k_count]
-        if touch < 0.0:  # never (rows are on the simplex); keeps the loads alive
-            break
+        # the next listed row's neighbours' memberships (one line each, ``aligned_rows``) are on their way
+        # while this row is processed; their kept gradients (the second line) only if this row moves, below:
+        # prefetching both here, or touching this row's neighbours first (as before), holds up more misses
+        # at once than the CPU tracks (500,000 points, K = 8, the descent: PCC-KL's KL 0.93 -> 0.82 s,
+        # PCC-L2's 0.82 -> 0.74 s, PPC's 0.97 -> 0.85 s; the same Y)
+        if count > 0:
+            nxt = queue[head] - row0
+            for e in range(indptr[nxt], indptr[nxt + 1]):
+                prefetch(Y, indices[e], 0)
         for t in range(m):
             i = indices[lo + t]
             s = 0.0
@@ -333,6 +331,8 @@ def descend_rows(
         _add_diag_gradient(Y, j, k_count, diag, g)
         u, v, gap = _row_direction(Y, j, g, k_count)
         if gap > gap_tol:
+            for t in range(m):  # the neighbours' kept gradients, which the move updates
+                prefetch(Y, indices[lo + t], k_count)
             for t in range(m):
                 a0[t] = a[t]
                 c0[t] = c[t]
