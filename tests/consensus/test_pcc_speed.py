@@ -20,6 +20,7 @@ from ensemble_dask.consensus.baselines import HBGF
 from ensemble_dask.consensus.kcc import KCC
 from ensemble_dask.consensus.pcc import PCC, PPC
 from ensemble_dask.consensus.pcc import _kernels as K
+from ensemble_dask.consensus.pcc import _sweep as SW
 from ensemble_dask.consensus.pcc._pcc import _best_start, check_init
 from ensemble_dask.consensus.starts import label_starts
 from ensemble_dask.stages.coassoc import default_pairs_per_point, resolve_strategy
@@ -491,7 +492,7 @@ def test_l2_sweep_is_the_first_pass_of_the_l2_descent(split, start_kind):
     bounds = [0, 300] if split is None else [0, split, 300]
     for row0, row1 in zip(bounds[:-1], bounds[1:], strict=True):
         lo, hi = data.indptr[row0], data.indptr[row1]
-        K.l2_sweep_rows(
+        SW.l2_sweep_rows(
             data.indptr[row0 : row1 + 1] - lo, ind[lo:hi], data.x[lo:hi], data.w[lo:hi], S, 4, row0, row1,
             gap_tol, 0.5 * gap_tol, 28,
         )  # fmt: skip
@@ -515,11 +516,11 @@ def test_pcc_kl_from_hard_labels_ends_lower_after_one_l2_pass(seed, missing):
 
 
 def test_prefetch_is_a_hint_on_any_row_and_column():
-    """``prefetch(A, i, k)`` compiles for int32 and int64 indices and C or strided 2-d arrays, and changes
-    nothing (the descent uses it on the neighbours' rows)."""
+    """``prefetch(A, i, k)`` and ``prefetch1(a, i)`` compile for int32 and int64 indices and C or strided
+    arrays, and change nothing (the descent and the pair count use them on the rows they read next)."""
     import numba
 
-    from ensemble_dask.consensus._common.prefetch import prefetch
+    from ensemble_dask.runtime.prefetch import prefetch, prefetch1
 
     @numba.njit
     def touch_all(A, rows):
@@ -527,6 +528,7 @@ def test_prefetch_is_a_hint_on_any_row_and_column():
         for i in rows:
             prefetch(A, i, 0)
             prefetch(A, i, A.shape[1] - 1)
+            prefetch1(A[:, 0], i)
             s += A[i, 0]
         return s
 

@@ -31,6 +31,7 @@ from .._common.params import Interval, Options, check_n_clusters
 from . import _kernels as _k
 from . import _ppc_kernels as _ppck
 from . import _stored as _pcc_stored
+from . import _sweep
 
 __all__ = ["PCC", "PPC", "DIVERGENCES"]
 
@@ -345,7 +346,7 @@ class PCC(SoftConsensusMixin):
             # the vertices (1.617e6) and than after L2 to its tolerance (1.4726e6 after 0.8 s of L2; 1.4713e6
             # after the one pass, 0.4 s; sub50: 1.7274e6, 1.7221e6)
             if max_iter >= 1:
-                _k.l2_sweep_rows(
+                _sweep.l2_sweep_rows(
                     data.indptr, indices, data.x, w, start, k, 0, n, gap_tol, _INNER_TOL * gap_tol,
                     _MAX_INNER + 2 * k,
                 )  # fmt: skip

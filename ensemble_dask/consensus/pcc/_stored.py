@@ -18,6 +18,7 @@ import numpy as np
 from ..._validation import InputError
 from .._common import pair_kernels as _pairk
 from . import _kernels as _k
+from . import _sweep
 
 _KL_EPS = 1e-10
 _STEP_RTOL = 1e-4
@@ -143,7 +144,7 @@ def fit(
         # KL's derivative is unbounded at a vertex: a pass of the squared-L2 descent first, as in memory
         for row0, row1 in source.bounds:
             indptr, indices, x, w = _block(source, row0, row1, unit_weights)
-            _k.l2_sweep_rows(
+            _sweep.l2_sweep_rows(
                 indptr, indices, x, w, Y, k, row0, row1, gap_tol, _INNER_TOL * gap_tol, _MAX_INNER + 2 * k
             )
     sweeps, f, gap, conv, trace = descend(
