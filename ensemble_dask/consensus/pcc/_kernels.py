@@ -309,6 +309,8 @@ def descend_rows(
             nxt = queue[head] - row0
             for e in range(indptr[nxt], indptr[nxt + 1]):
                 prefetch(Y, indices[e], 0)
+                if k_count > 8:  # the memberships span more than one line
+                    prefetch(Y, indices[e], k_count - 1)
         for t in range(m):
             i = indices[lo + t]
             s = 0.0

@@ -346,6 +346,11 @@ class PCC(SoftConsensusMixin):
             # the vertices (1.617e6) and than after L2 to its tolerance (1.4726e6 after 0.8 s of L2; 1.4713e6
             # after the one pass, 0.4 s; sub50: 1.7274e6, 1.7221e6)
             if max_iter >= 1:
+                # on rows aligned to cache lines (K = 8: a row is one line, which the pass prefetches; 500,000
+                # points: 0.63 -> 0.39 s)
+                aligned = _k.aligned_rows(n, k)
+                aligned[:] = start
+                start = aligned
                 _sweep.l2_sweep_rows(
                     data.indptr, indices, data.x, w, start, k, 0, n, gap_tol, _INNER_TOL * gap_tol,
                     _MAX_INNER + 2 * k,

@@ -31,6 +31,7 @@ def l2_sweep_rows(indptr, indices, x, w, Y, k_count, row0, row1, gap_tol, inner_
     a = np.empty(max_deg)
     c = np.empty(max_deg)
     gp = np.empty(k_count)
+    wide = k_count > 8 or Y.ctypes.data % 64 != 0 or Y.strides[0] % 64 != 0
     for j in range(row0, row1):
         lo = indptr[j - row0]
         m = indptr[j - row0 + 1] - lo
@@ -38,6 +39,8 @@ def l2_sweep_rows(indptr, indices, x, w, Y, k_count, row0, row1, gap_tol, inner_
         # the pass 0.68 -> 0.38 s; touching this row's first, as descend_rows does, 0.47 s)
         for e in range(lo + m, indptr[min(j - row0 + 2, row1 - row0)]):
             prefetch(Y, indices[e], 0)
+            if wide:  # the row's last entry on another line (K > 8, or rows not aligned to lines)
+                prefetch(Y, indices[e], k_count - 1)
         for t in range(m):
             i = indices[lo + t]
             s = 0.0
