@@ -258,6 +258,7 @@ def descend_rows(
     g = np.empty(k_count)
     c0 = np.empty(max_deg)
     yj0 = np.empty(k_count)
+    wide = k_count > 8 or Y.ctypes.data % 64 != 0 or Y.strides[0] % 64 != 0
     size = row1 - row0
     queue = np.empty(max(size, 1), dtype=np.int64)  # circular: each row of the range is on it at most once
     head = 0
@@ -309,7 +310,7 @@ def descend_rows(
             nxt = queue[head] - row0
             for e in range(indptr[nxt], indptr[nxt + 1]):
                 prefetch(Y, indices[e], 0)
-                if k_count > 8:  # the memberships span more than one line
+                if wide:  # the memberships may span two lines (K > 8, or rows not 64 bytes apart)
                     prefetch(Y, indices[e], k_count - 1)
         for t in range(m):
             i = indices[lo + t]
