@@ -14,7 +14,9 @@ A kernel's cache is named by its file's place in the package, not by where the p
 checks a cached kernel against its source file's content (a SHA-256), so every copy of the same source
 (``pip install .``, an editable checkout, a second virtual environment) loads what one of them compiled.
 numba's own locators name the folder by a hash of the file's absolute path: each copy compiled every kernel
-again (a fresh environment's test run compiled what its first command had compiled a minute before).
+again (a fresh environment's test run compiled what its first command had compiled a minute before). Copies
+whose sources differ (two branches checked out side by side) share the folder too and compile again each
+other's changed kernels: give each its own ``NUMBA_CACHE_DIR``.
 """
 
 from __future__ import annotations
