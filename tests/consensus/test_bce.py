@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import warnings
 from pathlib import Path
 
@@ -73,6 +74,23 @@ def test_digamma_kernel_matches_scipy():
     xs = np.concatenate([np.geomspace(1e-6, 1e4, 200), [0.5, 1.0, 5.999, 6.0, 6.001]])
     got = np.array([kern.digamma(x) for x in xs])
     np.testing.assert_allclose(got, digamma(xs), rtol=1e-13, atol=1e-12)
+
+
+def test_digamma_kernel_matches_the_one_step_recurrence():
+    # the kernel takes two recurrence steps per division; the same values as one step at a time to rounding
+    def one_step(x):
+        r = 0.0
+        while x < 10.0:
+            r -= 1.0 / x
+            x += 1.0
+        inv2 = 1.0 / (x * x)
+        series = 1 / 12 - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 * (1 / 240 - inv2 / 132)))
+        return r + math.log(x) - 0.5 / x - inv2 * series
+
+    xs = np.concatenate([np.geomspace(1e-8, 30, 500), np.arange(0.25, 12, 0.25)])
+    got = np.array([kern.digamma(x) for x in xs])
+    want = np.array([one_step(x) for x in xs])
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
 
 
 def test_update_alpha_reaches_the_stationary_point_of_eq8():

@@ -33,7 +33,11 @@ _LINEAR_FLOOR = 1e-250
 def digamma(x):
     """Digamma function for ``x > 0`` (recurrence to ``x >= 10``, then the asymptotic series)."""
     result = 0.0
-    while x < 10.0:
+    # two steps of the recurrence per division: 1/x + 1/(x+1) = (2x+1) / (x(x+1))
+    while x < 9.0:
+        result -= (2.0 * x + 1.0) / (x * (x + 1.0))
+        x += 2.0
+    if x < 10.0:
         result -= 1.0 / x
         x += 1.0
     inv = 1.0 / x
