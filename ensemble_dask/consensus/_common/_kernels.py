@@ -1,13 +1,16 @@
 """Numba kernels on the encoded labels shared by the families (plain arrays only): row hashes for
 :func:`~ensemble_dask.consensus._common.encoding.compress_rows`, the label lookup and the presence table of
-:func:`~ensemble_dask.consensus._common.encoding.encode`."""
+:func:`~ensemble_dask.consensus._common.encoding.encode`, and each row's entropy for
+:func:`~ensemble_dask.consensus._common.base.normalized_entropy`."""
 
 from __future__ import annotations
+
+import math
 
 import numba
 import numpy as np
 
-__all__ = ["row_hashes", "encode_lut", "column_presence", "column_label_range"]
+__all__ = ["row_hashes", "encode_lut", "column_presence", "column_label_range", "row_entropy"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -63,3 +66,18 @@ def column_label_range(labels, lo, hi):
                     lo[i] = v
                 if v > hi[i]:
                     hi[i] = v
+
+
+@numba.njit(cache=True, nogil=True)
+def row_entropy(Y, out):
+    """``out[i]``: the entropy of row ``i`` of ``Y`` (entries ``<= 0`` or NaN count 0) over ``log K``, clipped
+    to ``[0, 1]``; one pass, no ``n x K`` temporaries."""
+    n, k = Y.shape
+    lk = math.log(k)
+    for i in range(n):
+        s = 0.0
+        for h in range(k):
+            y = Y[i, h]
+            if y > 0.0:
+                s -= y * math.log(y)
+        out[i] = min(max(s / lk, 0.0), 1.0)

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..._validation import InputError
 from ...coassoc.counting import PairCounts, index_dtype
+from . import _kernels as _ck
 from . import pair_kernels as _pk
 from .params import ParamsMixin
 
@@ -222,13 +223,12 @@ def _check_pair_weights(sample_weight, pairs):
 
 def normalized_entropy(Y):
     """Entropy of each row of ``Y`` divided by ``log K`` (in [0, 1]; 0 when K = 1)."""
-    Y = np.asarray(Y, dtype=np.float64)
-    k = Y.shape[1]
-    if k < 2:
-        return np.zeros(Y.shape[0])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -np.where(Y > 0, Y * np.log(Y), 0.0).sum(axis=1) / np.log(k)
-    return np.clip(h, 0.0, 1.0)
+    Y = np.ascontiguousarray(Y, dtype=np.float64)
+    out = np.zeros(Y.shape[0])
+    if Y.shape[1] >= 2:
+        # a kernel: the NumPy expression's four n x K temporaries took 0.13 s at n = 500,000, K = 8
+        _ck.row_entropy(Y, out)
+    return out
 
 
 class SoftConsensusMixin(ParamsMixin):

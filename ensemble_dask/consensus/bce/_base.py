@@ -200,7 +200,7 @@ class _BCEBase(ParamsMixin):
         self.alpha_ = params.alpha
         self.beta_ = [params.beta[:, offsets[j] : offsets[j + 1]].copy() for j in range(len(categories))]
         self._params = params
-        gamma = np.array(gamma, dtype=np.float64)
+        gamma = np.asarray(gamma, dtype=np.float64)  # read only: no copy
         self.memberships_ = gamma / gamma.sum(axis=1, keepdims=True)
         self.labels_ = np.argmax(self.memberships_, axis=1).astype(np.int32)
         self.uncertainty_ = normalized_entropy(self.memberships_)
