@@ -93,6 +93,13 @@ def test_digamma_kernel_matches_the_one_step_recurrence():
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
 
 
+def test_digamma_kernel_near_zero_is_exact_to_rounding():
+    # below 1e-2 the kernel takes the series of Psi at 0 (one division): as exact as the recurrence was
+    xs = np.concatenate([np.geomspace(1e-12, 2e-2, 3000), np.nextafter(kern._DIGAMMA_SMALL, [0.0, 1.0])])
+    got = np.array([kern.digamma(x) for x in xs])
+    np.testing.assert_allclose(got, digamma(xs), rtol=2e-15, atol=0)
+
+
 def test_update_alpha_reaches_the_stationary_point_of_eq8():
     rng = np.random.default_rng(0)
     gam = rng.gamma(2.0, 1.0, size=(50, 4)) + 0.1
