@@ -875,3 +875,26 @@ def test_a_bce_rebuilt_from_its_parameters_labels_new_rows_as_the_fit(iris_label
     np.testing.assert_array_equal(rebuilt.predict(L), est.predict(L))
     with pytest.raises(InputError, match="one \\(3, k_j\\) matrix per clustering"):
         BCE.from_parameters(est.alpha_, est.beta_[:-1], est.categories_)
+
+
+def test_compress_rows_falls_back_when_hashes_collide(monkeypatch):
+    """Two distinct rows that share a hash (forced here: every row hashes to 0 or 1) are told apart by the
+    row check, and the exact byte-wise path gives the distinct rows; equal hashes of equal rows pass it."""
+    from ensemble_dask.consensus._common import _kernels as ck
+    from ensemble_dask.consensus._common.encoding import compress_rows
+
+    rng = np.random.default_rng(0)
+    gidx = rng.integers(-1, 3, size=(300, 4)).astype(np.int32)
+    want_rows, want_mult, want_inv = compress_rows(gidx)
+    assert want_rows.shape[0] < 300  # some rows repeat
+    assert (
+        ck.rows_match(gidx, np.unique(gidx, axis=0, return_index=True)[1][[0]], np.zeros(300, np.int64))
+        is False
+    )
+    monkeypatch.setattr(ck, "row_hashes", lambda g: (g[:, 0] > 0).astype(np.uint64))
+    rows, mult, inv = compress_rows(gidx)
+    np.testing.assert_array_equal(rows[inv], gidx)
+    assert rows.shape == want_rows.shape and mult.sum() == 300
+    assert sorted(map(tuple, rows.tolist())) == sorted(map(tuple, want_rows.tolist()))
+    _, first, inverse = np.unique(gidx, axis=0, return_index=True, return_inverse=True)
+    assert ck.rows_match(gidx, first.astype(np.int64), inverse.ravel().astype(np.int64)) is True

@@ -10,7 +10,14 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["row_hashes", "encode_lut", "column_presence", "column_label_range", "row_entropy"]
+__all__ = [
+    "row_hashes",
+    "rows_match",
+    "encode_lut",
+    "column_presence",
+    "column_label_range",
+    "row_entropy",
+]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -25,6 +32,20 @@ def row_hashes(gidx):
             h = (h ^ np.uint64(gidx[i, j] + 1)) * prime
         out[i] = h
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def rows_match(gidx, first, inverse):
+    """Whether every row ``i`` of ``gidx`` equals row ``first[inverse[i]]`` (no ``n x N`` gathered copy)."""
+    n, N = gidx.shape
+    for i in range(n):
+        r = first[inverse[i]]
+        if r == i:
+            continue
+        for j in range(N):
+            if gidx[i, j] != gidx[r, j]:
+                return False
+    return True
 
 
 @numba.njit(cache=True, nogil=True)

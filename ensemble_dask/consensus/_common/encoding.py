@@ -135,11 +135,7 @@ def compress_rows(gidx):
         return gidx, np.ones(gidx.shape[0]), np.arange(gidx.shape[0], dtype=np.int64)
     inverse = inverse.ravel().astype(np.int64)
     distinct = gidx[first]
-    step = max(1, (16 << 20) // max(1, gidx.itemsize * gidx.shape[1]))  # checked in blocks of ~16 MiB
-    if not all(
-        np.array_equal(distinct[inverse[s : s + step]], gidx[s : s + step])
-        for s in range(0, gidx.shape[0], step)
-    ):
+    if not kern.rows_match(gidx, first.astype(np.int64), inverse):
         keys = gidx.view(np.dtype((np.void, gidx.dtype.itemsize * gidx.shape[1]))).ravel()
         _, first, inverse, counts = np.unique(
             keys, return_index=True, return_inverse=True, return_counts=True
