@@ -290,3 +290,29 @@ def test_normalized_entropy_kernel_matches_the_numpy_expression():
     np.testing.assert_allclose(normalized_entropy(Y[:, ::2].T.copy().T), normalized_entropy(Y[:, ::2]))
     assert normalized_entropy(Y[:, :1]).tolist() == [0.0] * 2000
     assert normalized_entropy(Y.astype(np.float32)).dtype == np.float64
+
+
+def test_hbgf_incidence_and_gram_kernels_match_the_numpy_forms():
+    # present_csr: the CSR of the entries >= 0; weighted_gram_ones: bit-identical to weighted_gram on ones;
+    # relabel's table path: the same numbering by first appearance as the sort path
+    from ensemble_dask.consensus.baselines import _kernels as bk
+    from ensemble_dask.consensus.baselines._pairs import relabel
+
+    rng = np.random.default_rng(1)
+    sizes = np.array([3, 5, 2, 4])
+    off = np.concatenate([[0], np.cumsum(sizes)])
+    g = (rng.integers(0, 100, size=(400, 4)) % sizes + off[:-1]).astype(np.int32)
+    g[rng.random(g.shape) < 0.4] = -1
+    indptr, indices = bk.present_csr(g)
+    np.testing.assert_array_equal(indptr, np.concatenate([[0], np.cumsum((g >= 0).sum(axis=1))]))
+    np.testing.assert_array_equal(indices, g[g >= 0])
+    assert indices.dtype == np.int32
+    w = rng.random(400)
+    want = np.zeros((off[-1], off[-1]))
+    bk.weighted_gram(indptr, indices, np.ones(indices.size), w, want)
+    got = np.zeros_like(want)
+    bk.weighted_gram_ones(indptr, indices, w, got)
+    np.testing.assert_array_equal(got, want)
+    for lab in (rng.integers(0, 7, 500), rng.integers(0, 10**9, 50), np.array([3, 3, 1, -1, 1])):
+        _, first, inv = np.unique(lab, return_index=True, return_inverse=True)
+        np.testing.assert_array_equal(relabel(lab), np.argsort(np.argsort(first, kind="stable"))[inv])

@@ -5,7 +5,15 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["best_neighbours", "find_roots", "union_merges", "weighted_gram"]
+__all__ = [
+    "best_neighbours",
+    "find_roots",
+    "union_merges",
+    "weighted_gram",
+    "weighted_gram_ones",
+    "present_csr",
+    "first_seen_codes",
+]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -160,6 +168,69 @@ def weighted_gram(indptr, indices, data, w, out):
             v = wi * data[e]
             for f in range(indptr[i], indptr[i + 1]):
                 out[a, indices[f]] += v * data[f]
+
+
+@numba.njit(cache=True, nogil=True)
+def weighted_gram_ones(indptr, indices, w, out):
+    """``out += A^T diag(w) A`` for the 0/1 CSR pattern ``A`` (``indptr``, ``indices``) with distinct columns
+    in each row, ``out`` dense and symmetric on entry: each row adds ``w_i`` to the upper triangle of its
+    outer product, mirrored at the end. The same additions in the same order as :func:`weighted_gram` on
+    ``data = 1`` (bit-identical), half the stores."""
+    n = indptr.shape[0] - 1
+    G = out.shape[0]
+    for i in range(n):
+        wi = w[i]
+        for e in range(indptr[i], indptr[i + 1]):
+            a = indices[e]
+            out[a, a] += wi
+            for f in range(e + 1, indptr[i + 1]):
+                b = indices[f]
+                if a < b:
+                    out[a, b] += wi
+                else:
+                    out[b, a] += wi
+    for a in range(G):
+        for b in range(a + 1, G):
+            out[b, a] = out[a, b]
+
+
+@numba.njit(cache=True, nogil=True)
+def present_csr(g):
+    """``(indptr, indices)`` of the CSR pattern of the entries ``>= 0`` of ``g`` (row by row, in column
+    order; ``indices`` int32): what ``cumsum((g >= 0).sum(1))`` and ``g[g >= 0]`` give, in two passes with no
+    ``n x N`` mask."""
+    n, N = g.shape
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        c = 0
+        for j in range(N):
+            if g[i, j] >= 0:
+                c += 1
+        indptr[i + 1] = indptr[i] + c
+    indices = np.empty(indptr[n], dtype=np.int32)
+    p = 0
+    for i in range(n):
+        for j in range(N):
+            v = g[i, j]
+            if v >= 0:
+                indices[p] = v
+                p += 1
+    return indptr, indices
+
+
+@numba.njit(cache=True, nogil=True)
+def first_seen_codes(labels, top):
+    """Each of ``labels`` (integers in ``[0, top)``) numbered ``0, 1, ...`` by first appearance."""
+    code = np.full(top, -1, dtype=np.int64)
+    out = np.empty(labels.shape[0], dtype=np.int64)
+    m = 0
+    for i in range(labels.shape[0]):
+        v = labels[i]
+        if code[v] < 0:
+            code[v] = m
+            m += 1
+        out[i] = code[v]
+    return out
 
 
 @numba.njit(cache=True, nogil=True)

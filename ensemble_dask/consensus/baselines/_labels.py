@@ -42,11 +42,7 @@ def _incidence(labels, distinct=False):
     del gidx
     # CSR built directly (row by row the present entries, whose global indices ascend with the
     # clustering): no COO row and column arrays and no conversion, a few times less peak memory
-    present = g >= 0
-    indptr = np.zeros(g.shape[0] + 1, dtype=np.int64)
-    np.cumsum(present.sum(axis=1), out=indptr[1:])
-    indices = np.asarray(g[present], dtype=np.int32)  # no copy: g is int32
-    del present
+    indptr, indices = kern.present_csr(g)
     B = sp.csr_array(
         (np.ones(indices.size), indices, indptr), shape=(g.shape[0], enc.n_categories), copy=False
     )
@@ -305,7 +301,7 @@ def _top_eigenpairs(B, wd, sc, k, solver, seed):
         # A = D_x^{-1/2} B D_c^{-1/2} is never formed (its entries would be three nnz-long temporaries:
         # 0.6 GB on all of KDD 10%): A^T D_w A = D_c^{-1/2} (B^T D_{w/dx} B) D_c^{-1/2}, on B's ones
         M = np.zeros((G, G))
-        kern.weighted_gram(B.indptr, B.indices, B.data, wd, M)  # no sparse product
+        kern.weighted_gram_ones(B.indptr, B.indices, wd, M)  # no sparse product; B is 0/1
         M *= sc[:, None]
         M *= sc[None, :]
     if solver == "arpack":
@@ -390,10 +386,11 @@ class HBGF(_LabelBaseline):
         their multiplicity)."""
         return self._fit(labels, sample_weight)
 
-    def _fit(self, labels, sample_weight=None, distinct=False):
+    def _fit(self, labels, sample_weight=None, distinct=False, labels_only=False):
         """:meth:`fit`; ``distinct``: the rows of ``labels`` are known to be distinct (as
         :func:`~ensemble_dask.consensus.starts.label_starts` gives them), so not compressed again (the
-        same fit)."""
+        same fit); ``labels_only``: only ``labels_`` is set (a start needs no ``n x K`` memberships and
+        embedding)."""
         B, w, inv, n, g, enc = _incidence(labels, distinct)
         del g, labels
         self._validate_params()
@@ -426,5 +423,8 @@ class HBGF(_LabelBaseline):
             parts = np.arange(U.shape[0])
         else:
             parts = _kmeans(U, w, self._k, self.n_init, seed)
+        if labels_only:
+            self.labels_ = relabel(parts[inv])
+            return self
         self.embedding_ = U[inv]
         return self._finish(parts, inv)

@@ -36,6 +36,11 @@ def one_hot(labels, k):
 
 def relabel(labels):
     """Labels renumbered ``0..m-1`` by first appearance."""
+    labels = np.asarray(labels)
+    if labels.ndim == 1 and labels.size and labels.dtype.kind in "iu":
+        lo, hi = int(labels.min()), int(labels.max())
+        if lo >= 0 and hi <= 4 * labels.size + 1024:  # small labels: one pass with a table, no sort
+            return kern.first_seen_codes(labels.astype(np.int64, copy=False), hi + 1)
     _, first, inv = np.unique(labels, return_index=True, return_inverse=True)
     order = np.argsort(np.argsort(first, kind="stable"), kind="stable")
     return order[inv.ravel()].astype(np.int64)

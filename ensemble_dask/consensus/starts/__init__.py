@@ -67,7 +67,7 @@ def label_starts(labels, n_clusters, *, random_state=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a start need not have converged: PCC/PPC report their own status
         with threadpool_limits(1) if rows.shape[0] <= ONE_THREAD_ROWS else contextlib.nullcontext():
-            hbgf._fit(rows, mult, distinct=True)  # rows are distinct: no second compression
+            hbgf._fit(rows, mult, distinct=True, labels_only=True)  # rows distinct: no second compression
     return [hbgf.labels_[inv].astype(np.int64)]
 
 
