@@ -898,3 +898,23 @@ def test_compress_rows_falls_back_when_hashes_collide(monkeypatch):
     assert sorted(map(tuple, rows.tolist())) == sorted(map(tuple, want_rows.tolist()))
     _, first, inverse = np.unique(gidx, axis=0, return_index=True, return_inverse=True)
     assert ck.rows_match(gidx, first.astype(np.int64), inverse.ravel().astype(np.int64)) is True
+
+
+def test_seeding_row_blocks_give_the_same_start_on_any_number_of_threads(monkeypatch):
+    """kcc_assign and soft_gamma_rows run on fixed row blocks, threaded: the same seeding, warm start and fit
+    on one thread as on three, and as on one block."""
+    from ensemble_dask.consensus.bce import _seeding
+    from ensemble_dask.runtime import threads
+
+    rng = np.random.default_rng(4)
+    labels = np.repeat(rng.integers(0, 4, size=(6, 5)), 150, axis=0) + rng.integers(0, 2, size=(900, 5))
+    labels[rng.random(labels.shape) < 0.4] = -1
+    fits = []
+    for block, cores in ((10**9, 1), (64, 1), (64, 3)):
+        monkeypatch.setattr(_seeding, "ROW_BLOCK", block)
+        monkeypatch.setattr(threads, "usable_cores", lambda c=cores: c)
+        fits.append(BCE(n_clusters=4, random_state=0).fit(labels))
+    for m in fits[1:]:
+        np.testing.assert_array_equal(m.labels_, fits[0].labels_)
+        np.testing.assert_array_equal(m.memberships_, fits[0].memberships_)
+        assert m.lower_bound_ == fits[0].lower_bound_

@@ -48,6 +48,25 @@ SPECTRAL_SAMPLE = 20_000
 SEEDED_INITS = ("spectral", "k-means++")
 
 
+#: row blocks of this many rows run on threads in the row-wise kernels of the seeding (:func:`_row_blocks`)
+ROW_BLOCK = 131_072
+
+
+def _row_blocks(n):
+    """Fixed row slices of :data:`ROW_BLOCK` rows: a row-wise kernel run on them, each on a thread, gives the
+    same result on any number of threads (rows are independent; counts are integers)."""
+    return [slice(a, min(a + ROW_BLOCK, n)) for a in range(0, n, ROW_BLOCK)]
+
+
+def _kcc_assign(gidx, centroid, sqnorm, assign):
+    """:func:`._kernels.kcc_assign` on row blocks, threaded: the rows that moved."""
+
+    def block(b):
+        return kern.kcc_assign(gidx[b], centroid, sqnorm, assign[b])
+
+    return sum(thread_map(block, _row_blocks(len(gidx))))
+
+
 def partition_start(init, n, k):
     """Each row's cluster in ``[0, k)`` (``-1``: none) of a partition given as ``init``: ``n`` integer
     labels, any ``k`` or fewer distinct values (e.g. another method's ``labels_``), ``-1`` for a row
@@ -170,7 +189,7 @@ def _lloyd(gidx, w, centroid, col_of_cat, to_col, max_lloyd):
     k, R = centroid.shape
     assign = np.full(gidx.shape[0], -1, dtype=np.int64)
     for _ in range(max_lloyd):
-        moved = kern.kcc_assign(gidx, centroid, centroid**2 @ to_col, assign)
+        moved = _kcc_assign(gidx, centroid, centroid**2 @ to_col, assign)
         counts, nobs = kern.kcc_counts(gidx, w, assign, k, R)
         if moved <= 1e-3 * gidx.shape[0]:
             break
@@ -228,7 +247,8 @@ def soft_gamma(gidx, beta, a, weight=None):
     if weight is not None:
         p *= np.asarray(weight, dtype=np.float64)[:, None]
     gamma = np.empty((gidx.shape[0], beta.shape[0]))
-    kern.soft_gamma_rows(_int_rows(gidx), p, float(a), gamma)
+    gidx = _int_rows(gidx)
+    thread_map(lambda b: kern.soft_gamma_rows(gidx[b], p, float(a), gamma[b]), _row_blocks(len(gidx)))
     return gamma
 
 
