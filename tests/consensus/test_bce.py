@@ -918,3 +918,23 @@ def test_seeding_row_blocks_give_the_same_start_on_any_number_of_threads(monkeyp
         np.testing.assert_array_equal(m.labels_, fits[0].labels_)
         np.testing.assert_array_equal(m.memberships_, fits[0].memberships_)
         assert m.lower_bound_ == fits[0].lower_bound_
+
+
+def test_unique_hashes_matches_numpy_unique():
+    """compress_rows' radix sort of the row hashes: the first occurrences, inverse and counts of np.unique."""
+    from ensemble_dask.consensus._common import _kernels as ck
+
+    rng = np.random.default_rng(2)
+    wide = rng.integers(0, 2**63, 5000, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1)
+    cases = [
+        np.concatenate([wide, wide[::7]]),
+        rng.integers(0, 30, 2000).astype(np.uint64),
+        np.zeros(4, np.uint64),
+        np.array([2**64 - 1, 0, 2**64 - 1, 2**40, 0], dtype=np.uint64),
+        np.zeros(1, np.uint64),
+    ]
+    for h in cases:
+        _, first, inverse, counts = np.unique(h, return_index=True, return_inverse=True, return_counts=True)
+        got = ck.unique_hashes(h)
+        for a, b in zip((first, inverse.ravel(), counts), got, strict=True):
+            np.testing.assert_array_equal(a, b)

@@ -13,6 +13,7 @@ import numpy as np
 __all__ = [
     "row_hashes",
     "rows_match",
+    "unique_hashes",
     "encode_lut",
     "column_presence",
     "column_label_range",
@@ -32,6 +33,48 @@ def row_hashes(gidx):
             h = (h ^ np.uint64(gidx[i, j] + 1)) * prime
         out[i] = h
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def unique_hashes(h):
+    """``(first, inverse, counts)`` of the uint64 ``h`` as ``np.unique(h, return_index=True,
+    return_inverse=True, return_counts=True)`` gives them (ascending distinct values; ``first`` the first
+    occurrence): a stable LSD radix sort (six passes of 11 bits) orders them as NumPy's stable sort does."""
+    n = h.shape[0]
+    perm = np.arange(n)
+    tmp = np.empty(n, dtype=np.int64)
+    cnt = np.empty(2049, dtype=np.int64)
+    mask = np.uint64(2047)
+    for p in range(6):
+        shift = np.uint64(11 * p)
+        cnt[:] = 0
+        for i in range(n):
+            cnt[((h[i] >> shift) & mask) + 1] += 1
+        if cnt.max() == n:  # one digit for all: this pass keeps the order
+            continue
+        for d in range(2048):
+            cnt[d + 1] += cnt[d]
+        for i in range(n):
+            e = perm[i]
+            d = (h[e] >> shift) & mask
+            tmp[cnt[d]] = e
+            cnt[d] += 1
+        perm, tmp = tmp, perm
+    inverse = np.empty(n, dtype=np.int64)
+    m = 0
+    for i in range(n):
+        if i == 0 or h[perm[i]] != h[perm[i - 1]]:
+            m += 1
+        inverse[perm[i]] = m - 1
+    first = np.empty(m, dtype=np.int64)
+    counts = np.zeros(m, dtype=np.int64)
+    u = -1
+    for i in range(n):
+        if i == 0 or h[perm[i]] != h[perm[i - 1]]:
+            u += 1
+            first[u] = perm[i]
+        counts[u] += 1
+    return first, inverse, counts
 
 
 @numba.njit(cache=True, nogil=True)
