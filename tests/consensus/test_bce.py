@@ -938,3 +938,22 @@ def test_unique_hashes_matches_numpy_unique():
         got = ck.unique_hashes(h)
         for a, b in zip((first, inverse.ravel(), counts), got, strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+def test_column_presence_matches_the_table_of_the_labels():
+    """column_presence keeps labels below 64 in a bit word per column and larger ones in the table: the same
+    table as the labels' own (labels at or above a column's ``top`` and -1 left out)."""
+    from ensemble_dask.consensus._common import _kernels as ck
+
+    rng = np.random.default_rng(3)
+    for hi in (5, 64, 65, 200):
+        labels = rng.integers(-1, hi, size=(3000, 6)).astype(np.int32)
+        labels[:, 2] = np.where(labels[:, 2] >= 0, labels[:, 2] % 3 + 61, -1)  # 61..63 only
+        top = np.array([hi, hi, 64, hi // 2 + 1, 1, 0], dtype=np.int64)
+        seen = np.zeros((6, max(hi, 64)), dtype=np.bool_)
+        ck.column_presence(labels, top, seen)
+        want = np.zeros_like(seen)
+        for i in range(6):
+            col = labels[:, i]
+            want[i, col[(col >= 0) & (col < top[i])]] = True
+        np.testing.assert_array_equal(seen, want)

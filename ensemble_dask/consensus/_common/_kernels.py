@@ -110,10 +110,25 @@ def column_presence(labels, top, out):
     """``out[i, v] = True`` where label ``v`` (``0 <= v < top[i]``) occurs in column ``i``; one pass over the
     rows."""
     n, N = labels.shape
+    # labels below 64 set a bit of the column's word (branch-free ors, not stores into the table), larger
+    # ones their table entry in a second pass; the words go to the table at the end (bits at or above top[i]
+    # left out there)
+    bits = np.zeros(N, dtype=np.uint64)
+    big = -1
     for x in range(n):
         for i in range(N):
-            v = labels[x, i]
-            if v >= 0 and v < top[i]:
+            v = np.int64(labels[x, i])
+            big = max(big, v)
+            bits[i] |= np.uint64(1) << np.uint64(v & 63) if v >= 0 and v < 64 else np.uint64(0)
+    if big >= 64:
+        for x in range(n):
+            for i in range(N):
+                v = labels[x, i]
+                if v >= 64 and v < top[i]:
+                    out[i, v] = True
+    for i in range(N):
+        for v in range(min(64, top[i])):
+            if (bits[i] >> np.uint64(v)) & np.uint64(1):
                 out[i, v] = True
 
 
