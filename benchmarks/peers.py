@@ -230,6 +230,7 @@ MISSING = {
     "hgpa": "in no hyperedge of that clustering",
     "mcla": "in no hyperedge of that clustering",
     "hbgf": "no edge to that clustering's clusters",
+    "auto": "as the candidate it keeps",
     "onehot-kmeans": "all-zero block",
     "cchbgf": "-1 = one more cluster",
     "ec-hgpa": "NaN (left out of the hypergraph)",
