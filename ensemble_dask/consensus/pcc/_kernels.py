@@ -37,6 +37,22 @@ def _row_gradient(c, nb, m, k_count, g):
 
 
 @numba.njit(cache=True, nogil=True)
+def _gather_row(Y, j, indices, lo, m, k_count, w, x, code, eps, nb, a, c):
+    """Row j's pairs ``lo:lo + m``: the neighbours' memberships into ``nb``, their dot products with row j
+    (``y_i . y_j``) into ``a`` and the weighted derivatives of the divergence there into ``c`` (one loop:
+    the derivative of one pair is computed while the next neighbour's row is on its way)."""
+    for t in range(m):
+        i = indices[lo + t]
+        s = 0.0
+        for k in range(k_count):
+            v = Y[i, k]
+            nb[t, k] = v
+            s += Y[j, k] * v
+        a[t] = s
+        c[t] = w[lo + t] * ddiv(code, x[lo + t], s, eps)
+
+
+@numba.njit(cache=True, nogil=True)
 def _row_direction(Y, j, g, k_count):
     """``(U, V, gap)`` for row j: U = argmin g, V = argmax g on supp(y_j) (eq. 6), and the gap
     ``y_j.g - g_U`` (>= 0; 0 exactly where the KKT conditions of Sect. 5.3 hold for row j: the
@@ -312,15 +328,7 @@ def descend_rows(
                 prefetch(Y, indices[e], 0)
                 if wide:  # the memberships may span two lines (K > 8, or rows not 64 bytes apart)
                     prefetch(Y, indices[e], k_count - 1)
-        for t in range(m):
-            i = indices[lo + t]
-            s = 0.0
-            for k in range(k_count):
-                v = Y[i, k]
-                nb[t, k] = v
-                s += Y[j, k] * v
-            a[t] = s
-            c[t] = w[lo + t] * ddiv(code, x[lo + t], s, eps)
+        _gather_row(Y, j, indices, lo, m, k_count, w, x, code, eps, nb, a, c)
         if sum_f and passes == 0:
             for t in range(m):
                 if indices[lo + t] > j:

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...runtime.prefetch import prefetch
 from .._common.divergences import L2, d2div, ddiv
-from ._kernels import _row_direction, _row_gradient
+from ._kernels import _gather_row, _row_direction, _row_gradient
 
 
 @numba.njit(cache=True, nogil=True)
@@ -41,15 +41,7 @@ def l2_sweep_rows(indptr, indices, x, w, Y, k_count, row0, row1, gap_tol, inner_
             prefetch(Y, indices[e], 0)
             if wide:  # the row's last entry on another line (K > 8, or rows not aligned to lines)
                 prefetch(Y, indices[e], k_count - 1)
-        for t in range(m):
-            i = indices[lo + t]
-            s = 0.0
-            for k in range(k_count):
-                v = Y[i, k]
-                nb[t, k] = v
-                s += Y[j, k] * v
-            a[t] = s
-            c[t] = w[lo + t] * ddiv(L2, x[lo + t], s, 0.0)
+        _gather_row(Y, j, indices, lo, m, k_count, w, x, L2, 0.0, nb, a, c)
         _row_gradient(c, nb, m, k_count, gp)
         u, v, gap = _row_direction(Y, j, gp, k_count)
         if gap <= gap_tol:
