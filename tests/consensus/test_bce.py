@@ -900,6 +900,7 @@ def test_compress_rows_falls_back_when_hashes_collide(monkeypatch):
     assert ck.rows_match(gidx, first.astype(np.int64), inverse.ravel().astype(np.int64)) is True
 
 
+@pytest.mark.filterwarnings("ignore::ensemble_dask.consensus.bce.EmptyRowsWarning")  # on purpose
 def test_seeding_row_blocks_give_the_same_start_on_any_number_of_threads(monkeypatch):
     """kcc_assign and soft_gamma_rows run on fixed row blocks, threaded: the same seeding, warm start and fit
     on one thread as on three, and as on one block."""
