@@ -48,9 +48,10 @@ def test_kernels_cache_outside_the_package(tmp_path):
 
 
 def test_two_copies_of_the_package_share_their_compiled_kernels(tmp_path):
-    """``pip install .`` and an editable checkout (or two environments) are two copies of one source: the
-    second loads the kernels the first compiled. Before, the cache folder was named by a hash of the file's
-    absolute path, and each copy compiled every kernel again."""
+    """``pip install .`` and an editable checkout (or two environments) are two copies of one source, with
+    other modification times: the second loads the kernels the first compiled. Before, the cache folder was
+    named by a hash of the file's absolute path, and each copy compiled every kernel again (and numba before
+    0.68 compares modification times, not contents)."""
     import shutil
 
     check = RUN_KERNEL + textwrap.dedent(
@@ -66,6 +67,8 @@ def test_two_copies_of_the_package_share_their_compiled_kernels(tmp_path):
     for copy in ("a", "b"):
         target = tmp_path / copy / "ensemble_dask"
         shutil.copytree(PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__"))
+        for path in target.rglob("*.py"):  # as pip install does: the files' times are the install's
+            os.utime(path, (1e9 + len(copy), 1e9 + len(copy) + (copy == "b")))
         out = subprocess.run(
             [sys.executable, "-c", check], env={**env, "PYTHONPATH": str(tmp_path / copy)}, cwd=tmp_path,
             capture_output=True, text=True, check=True, timeout=300,

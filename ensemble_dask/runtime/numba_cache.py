@@ -10,17 +10,20 @@ files and keeps their cache under the user's cache directory (``$XDG_CACHE_HOME/
 on Linux, the platform's equivalent elsewhere), or under ``NUMBA_CACHE_DIR`` when it is set; other packages'
 functions are not affected.
 
-A kernel's cache is named by its file's place in the package, not by where the package is installed: numba
-checks a cached kernel against its source file's content (a SHA-256), so every copy of the same source
-(``pip install .``, an editable checkout, a second virtual environment) loads what one of them compiled.
+A kernel's cache is named by its file's place in the package, not by where the package is installed, and is
+checked against its source file's content (a SHA-256: numba 0.68 does so too, earlier versions compared the
+file's modification time, which ``pip install .`` sets anew), so every copy of the same source (``pip install
+.``, an editable checkout, a second virtual environment) loads what one of them compiled.
 numba's own locators name the folder by a hash of the file's absolute path: each copy compiled every kernel
 again (a fresh environment's test run compiled what its first command had compiled a minute before). Copies
-whose sources differ (two branches checked out side by side) share the folder too and compile again each
-other's changed kernels: give each its own ``NUMBA_CACHE_DIR``.
+whose sources differ (two branches checked out side by side) share the folder too, and each compiles again
+every kernel of a file the other changed: give each its own ``NUMBA_CACHE_DIR``.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 from pathlib import Path
 
@@ -50,6 +53,11 @@ class _PackageCacheLocator(caching.UserWideCacheLocator):
         folder = Path(py_file).resolve().parent.relative_to(PACKAGE_DIR)
         self._cache_path = os.path.join(cache_dir(), *folder.parts)
 
+    def get_source_stamp(self):
+        """The SHA-256 of the source file (whatever the numba version: not its modification time)."""
+        st = os.stat(self._py_file)
+        return _content_hash(self._py_file, st.st_mtime, st.st_size)
+
     @classmethod
     def from_function(cls, py_func, py_file):
         try:
@@ -57,6 +65,13 @@ class _PackageCacheLocator(caching.UserWideCacheLocator):
         except (ValueError, OSError):
             return None
         return super().from_function(py_func, py_file)
+
+
+@functools.cache
+def _content_hash(path, mtime, size):
+    """SHA-256 of the file at ``path`` (memoised on its modification time and size: read once a version)."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 def register() -> None:
