@@ -107,8 +107,8 @@ def encode_lut(labels, lut, lut_offsets, out):
 
 @numba.njit(cache=True, nogil=True)
 def column_presence(labels, top, out):
-    """``out[i, v] = True`` where label ``v`` (``0 <= v < top[i]``) occurs in column ``i``; one pass over the
-    rows."""
+    """``out[i, v] = True`` where label ``v`` (``0 <= v < top[i]``) occurs in column ``i``: one pass over the
+    rows for the labels below 64, a second only when a column has larger ones."""
     n, N = labels.shape
     # labels below 64 set a bit of the column's word (branch-free ors, not stores into the table), larger
     # ones their table entry in a second pass; the words go to the table at the end (bits at or above top[i]
