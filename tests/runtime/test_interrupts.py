@@ -19,6 +19,7 @@ import random
 import signal
 import subprocess
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -154,10 +155,11 @@ def test_ctrl_c_in_each_stage_is_one_line_and_each_rerun_resumes(clean, tmp_path
         what = _interrupt(workflow, store, target, delay)
         if what is None:
             break
-        hit.append(what)
         # the stage it stopped in (a late signal lands in a later stage): the next run completes it and is
         # interrupted in the one after
-        target = _first_incomplete(store) + 1
+        stopped = _first_incomplete(store)
+        hit.append((STAGES[stopped], what))
+        target = stopped + 1
     assert hit, "every run finished before its signal"
     rerun = _run(workflow, store)
     _, err = rerun.communicate(timeout=TIMEOUT)
@@ -166,6 +168,9 @@ def test_ctrl_c_in_each_stage_is_one_line_and_each_rerun_resumes(clean, tmp_path
     for name in ARRAYS:
         assert got[name].dtype == reference[name].dtype, (hit, name)
         np.testing.assert_array_equal(got[name], reference[name], err_msg=f"after {hit}: {name}")
+    missed = [stage for stage in STAGES if stage not in {s for s, _ in hit}]
+    if missed:  # a run was faster than its signal, or a late signal passed a stage: say which went untested
+        warnings.warn(f"no run was interrupted in {missed} (runs: {hit})", stacklevel=1)
 
 
 @pytest.mark.parametrize("interrupted", [False, True])
