@@ -83,7 +83,8 @@ def parts(labels, K, repeat):
     inner, max_inner = _pcc._INNER_TOL * gap_tol, _pcc._MAX_INNER + 2 * K
 
     def sweep():
-        Y = hard.copy()
+        Y = _k.aligned_rows(n, K)  # as the fit does: rows on cache lines
+        Y[:] = hard
         _sweep.l2_sweep_rows(data.indptr, ind, data.x, w, Y, K, 0, n, gap_tol, inner, max_inner)
         return Y
 

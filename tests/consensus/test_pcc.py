@@ -640,7 +640,7 @@ def test_candidate_starts_descend_from_the_lower_objective(cls):
     # the same optimum within 1e-8)
     tight = cls(3, init=truth, tol=1e-5, random_state=0).fit(pairs)
     from_bad = cls(3, init=bad, tol=1e-5, random_state=0).fit(pairs)
-    assert tight.objective_ <= from_bad.objective_
+    assert tight.objective_ <= from_bad.objective_ * (1 + 1e-9)  # the same optimum: rounding either way
 
 
 def test_kl_from_hard_labels_descends_l2_first():
