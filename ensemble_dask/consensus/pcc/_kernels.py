@@ -37,6 +37,18 @@ def _row_gradient(c, nb, m, k_count, g):
 
 
 @numba.njit(cache=True, nogil=True)
+def _scratch(indptr, row0, row1, Y, k_count):
+    """The most pairs of a row of ``row0:row1`` (the gather buffers' length) and whether a row of ``Y``'s
+    memberships may span two cache lines (K > 8, or rows not 64 bytes apart): then the prefetches ask for
+    its last entry too."""
+    max_deg = 0
+    for j in range(row0, row1):
+        max_deg = max(max_deg, indptr[j - row0 + 1] - indptr[j - row0])
+    wide = k_count > 8 or Y.ctypes.data % 64 != 0 or Y.strides[0] % 64 != 0
+    return max_deg, wide
+
+
+@numba.njit(cache=True, nogil=True)
 def _gather_row(Y, j, indices, lo, m, k_count, w, x, code, eps, nb, a, c):
     """Row j's pairs ``lo:lo + m``: the neighbours' memberships into ``nb``, their dot products with row j
     (``y_i . y_j``) into ``a`` and the weighted derivatives of the divergence there into ``c`` (one loop:
@@ -258,9 +270,7 @@ def descend_rows(
         Passes run, f after them, and the rows of the range still listed (0 unless ``max_passes`` stopped
         the descent).
     """
-    max_deg = 0
-    for j in range(row0, row1):
-        max_deg = max(max_deg, indptr[j - row0 + 1] - indptr[j - row0])
+    max_deg, wide = _scratch(indptr, row0, row1, Y, k_count)
     nb = np.empty((max_deg, k_count))
     a = np.empty(max_deg)
     a0 = np.empty(max_deg)
@@ -274,7 +284,6 @@ def descend_rows(
     g = np.empty(k_count)
     c0 = np.empty(max_deg)
     yj0 = np.empty(k_count)
-    wide = k_count > 8 or Y.ctypes.data % 64 != 0 or Y.strides[0] % 64 != 0
     size = row1 - row0
     queue = np.empty(max(size, 1), dtype=np.int64)  # circular: each row of the range is on it at most once
     head = 0

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...runtime.prefetch import prefetch
 from .._common.divergences import L2, d2div, ddiv
-from ._kernels import _gather_row, _row_direction, _row_gradient
+from ._kernels import _gather_row, _row_direction, _row_gradient, _scratch
 
 
 @numba.njit(cache=True, nogil=True)
@@ -24,14 +24,11 @@ def l2_sweep_rows(indptr, indices, x, w, Y, k_count, row0, row1, gap_tol, inner_
     derivative is unbounded at a vertex): the rows are off their vertices after one pass, and descending L2
     further does not help KL (the blobs of benchmarks/peers.py at 500,000 points, K = 8: KL's f 1.4726e6
     after L2 to its tolerance, 1.4713e6 after this pass; sub50 1.7274e6, 1.7221e6)."""
-    max_deg = 0
-    for j in range(row0, row1):
-        max_deg = max(max_deg, indptr[j - row0 + 1] - indptr[j - row0])
+    max_deg, wide = _scratch(indptr, row0, row1, Y, k_count)
     nb = np.empty((max_deg, k_count))
     a = np.empty(max_deg)
     c = np.empty(max_deg)
     gp = np.empty(k_count)
-    wide = k_count > 8 or Y.ctypes.data % 64 != 0 or Y.strides[0] % 64 != 0
     for j in range(row0, row1):
         lo = indptr[j - row0]
         m = indptr[j - row0 + 1] - lo
