@@ -264,7 +264,10 @@ def test_a_site_that_stops_answering_is_dropped_at_the_timeout(five):
             agents.frozen = True
             agents.procs["site-a"].send_signal(signal.SIGSTOP)
 
-    # 10 s: five agents joining at once on two loaded cores (each starts its own cluster) took over 4 s
+    # Every agent's first session reads its rows and loads (on an empty numba cache: compiles) its kernels,
+    # five processes at once on two cores: over 10 s in CI. A first run at the default timeout warms them,
+    # so the 10 s below times out the frozen site only.
+    fit_bce(agents, max_iter=1)
     try:
         with pytest.warns(SitesDroppedWarning, match=r"\['site-a'\] dropped out"):
             res = fit_bce(agents, timeout=10, max_iter=5, progress=freeze_at_3)
