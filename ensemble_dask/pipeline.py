@@ -66,6 +66,15 @@ TOP_KEYS = {
 DASK_KEYS = {"n_workers", "threads_per_worker"}
 
 
+def check_report_settings(store):
+    """Raise :class:`InputError` before any stage when its report could not be written: the store's report
+    folder (see ``RunStore.check_report_folder``) or a figures setting that is neither true nor false."""
+    from .stages._figure_keys import figures_enabled
+
+    store.check_report_folder()
+    figures_enabled()
+
+
 def write_report(store):
     """Write ``report/metrics.json`` (see :func:`ensemble_dask.stages.report.write_report`)."""
     from .stages.report import write_report as _write_report  # the stages import scikit-learn: only when used
@@ -385,7 +394,7 @@ def _run_workflow(spec, progress, report=True):
     validate_workflow(spec)
     seed = int(spec.get("seed", 0))
     store = open_store(workflow_store_url(spec), spec.get("storage_options"))
-    store.check_report_folder()  # the report is written last: stop before the first stage instead
+    check_report_settings(store)  # the report is written last: stop before the first stage instead
     data = dict(spec["data"])
     url = data.pop("url")
     info = _call(ingest, "data", store, url, seed=seed, **data)

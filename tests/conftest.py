@@ -16,6 +16,14 @@ from pathlib import Path
 
 import pytest
 
+#: The report page of a run is drawn without its figures in the tests (about a second of CPU a figure, in
+#: every command that ends in a report), and with them where a test is about them (:func:`figures_on`:
+#: tests/report). Set before any command starts, so the commands the tests run as subprocesses inherit it.
+os.environ["DASK_ENSEMBLE_DASK__REPORT__FIGURES"] = "False"
+import dask  # noqa: E402  (after the environment it reads)
+
+dask.config.refresh()
+
 REPO = Path(__file__).resolve().parents[1]
 TEST_DATA = REPO / "tests" / "data"  # small real data, shipped with its provenance (tests/data/README.md)
 #: the installed command (the tests of a command run it as a user does)
@@ -54,6 +62,15 @@ def _stop(proc):
 def _exe(name):
     path = BIN / name
     return str(path) if path.exists() else shutil.which(name)
+
+
+@pytest.fixture(scope="module")
+def figures_on():
+    """Report pages drawn with their figures, as by default, in this process and the commands it starts."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DASK_ENSEMBLE_DASK__REPORT__FIGURES", "True")
+        with dask.config.set({"ensemble-dask.report.figures": True}):
+            yield
 
 
 @pytest.fixture(scope="session")

@@ -94,7 +94,7 @@ def stage_store(args, *, mode="r+", new=False, lease=True, writes_report=False):
         if lease:
             stack.enter_context(pipeline.store_lease(args.store, options, take_over=args.take_over))
         if writes_report:
-            store.check_report_folder()  # they write under report/: stop before the stage, not after it
+            pipeline.check_report_settings(store)  # they write under report/: stop before the stage
         yield store
 
 

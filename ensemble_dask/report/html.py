@@ -153,8 +153,16 @@ def method_caption(name, attrs):
     )
 
 
+#: what a page drawn without figures says where a figure would be
+FIGURES_OFF = "Figures are off (the dask config <code>ensemble-dask.report.figures</code> is false)."
+
+
 def figure_html(title, fname, caption, anchor=None):
+    """A section with the figure ``fname`` and its caption; ``fname=None``: the caption and a note that
+    figures are off."""
     aid = f" id='{anchor}'" if anchor else ""
+    if fname is None:
+        return f"<section{aid}><h2>{_esc(title)}</h2><p class='note'>{FIGURES_OFF} {caption}</p></section>"
     return (
         f"<section{aid}><h2>{_esc(title)}</h2><figure><img src='{fname}' alt='{_esc(title)}'>"
         f"<figcaption>{caption}</figcaption></figure></section>"
@@ -189,9 +197,14 @@ def federated_html(fed, fname):
     if msgs:
         facts.append(("messages", _esc(msgs)))
     facts = _kv_table(facts)
-    return (
+    table = (
         f"<section id='federated'><h2>Federated run</h2>{facts}<table class='grid'><tr><th>site</th>"
-        f"<th>rows</th><th>iterations</th></tr>{rows}</table><figure><img src='{fname}' alt='federated'>"
+        f"<th>rows</th><th>iterations</th></tr>{rows}</table>"
+    )
+    if fname is None:  # figures off
+        return f"{table}<p class='note'>{FIGURES_OFF}</p></section>"
+    return (
+        f"{table}<figure><img src='{fname}' alt='federated'>"
         "<figcaption>Rows per site (counts only: no site's data leaves it) and the "
         + ("KCC objective over Lloyd" if kcc else "lower bound over EM")
         + " iterations.</figcaption></figure></section>"

@@ -1,4 +1,5 @@
-"""Method figures kept from one report to the next while nothing they are drawn from changed.
+"""Method figures kept from one report to the next while nothing they are drawn from changed; whether
+figures are drawn at all (:func:`figures_enabled`).
 
 Each consensus command rewrites the report page; without this, the figure of every earlier result was
 drawn again each time. ``report/figures.json`` holds, per figure file, the key it was drawn under
@@ -13,6 +14,8 @@ import sys
 
 import fsspec
 
+from .._validation import InputError
+
 #: ``{"version", "figures": {figure file: {"key", "sha256"}}}`` of the method figures in ``report/``
 FIGURE_KEYS = "report/figures.json"
 #: bump when a method figure changes for the same store (the figure code's source is part of the key too)
@@ -24,6 +27,23 @@ FIGURE_MODULES = (
     "ensemble_dask.metrics",
     "ensemble_dask.coassoc.counting",
 )
+
+
+def figures_enabled():
+    """Whether report pages draw their figures: the dask config ``ensemble-dask.report.figures`` (default
+    true). ``DASK_ENSEMBLE_DASK__REPORT__FIGURES=False`` in the environment, or ``report: {figures: false}``
+    under ``ensemble-dask`` in a dask config file, turns them off: the page keeps its facts and tables, and
+    drawing (about a second a figure) is left out, e.g. for runs in continuous integration."""
+    import dask
+
+    value = dask.config.get("ensemble-dask.report.figures", default=True)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        value = value.strip().lower() in ("true", "1", "yes")
+    if not isinstance(value, bool):
+        raise InputError(
+            f"the dask config 'ensemble-dask.report.figures' must be true or false; got {value!r}"
+        )
+    return value
 
 
 def record_identity(rec):

@@ -40,6 +40,7 @@ import numpy as np
 
 from .._validation import InputError, check_int, stage_seed
 from ..io.store import RunStore, workflow_store_url
+from ._figure_keys import figures_enabled
 from .sites import LocalSiteAgents, _demo_layout, _exists, make_demo_sites, write_demo_configs
 
 __all__ = ["run_federated_workflow", "FEDERATED_KEYS"]
@@ -181,6 +182,7 @@ def run_federated_workflow(spec, *, progress=False):
     fed.setdefault("random_state", int(stage_seed(seed, "federated").generate_state(1)[0]))
     store = RunStore(workflow_store_url(spec), spec.get("storage_options"))
     store.check_report_folder()  # report/metrics.json is written at the end of the run
+    figures_enabled()  # and the page: a bad figures setting stops it here, not after the run
     if not certs:
         raise InputError(
             "set federated.certs to the directory of the coordinator's TLS files (ca.pem, coordinator.pem, "

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._validation import InputError
 from ..io.store import stage_hash
-from ._figure_keys import record_identity
+from ._figure_keys import figures_enabled, record_identity
 from .consensus import current_results
 from .generate import base_partition_scores
 
@@ -47,9 +47,13 @@ def _exists(store, path):
 
 
 def report_key(store):
-    """The content key of a report of ``store``: every stage record (its identity and when it finished)."""
+    """The content key of a report of ``store``: every stage record (its identity and when it finished), and
+    whether figures are off (:func:`figures_enabled`)."""
     records = {name: record_identity(rec) for name, rec in store.records().items()}
-    return stage_hash({"report": _REPORT_VERSION}, records)
+    params = {"report": _REPORT_VERSION}
+    if not figures_enabled():  # a page drawn without figures is not the page with them (nor the reverse)
+        params["figures"] = False
+    return stage_hash(params, records)
 
 
 def cached_base_scores(store):

@@ -38,6 +38,7 @@ from ._figure_keys import (
     code_identity,
     data_identity,
     figure_key,
+    figures_enabled,
     kept_figure,
     keys_document,
     known_figures,
@@ -319,7 +320,7 @@ def _clear_old_figures(store):
         fs.rm(path)
 
 
-def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
+def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png", figures=None):
     """Write ``report/index.html`` and its figures into ``store``; return the page's path or URL.
 
     Parameters
@@ -334,6 +335,9 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
         sub-samples of 300 and 200 of them.
     fmt : {"png", "svg"}, default="png"
         Image format of the figures.
+    figures : bool, default=None
+        Draw the figures (None: :func:`figures_enabled`, the dask config ``ensemble-dask.report.figures``,
+        true unless set). Without them the page holds the facts and the tables, and no figure file is kept.
 
     Returns
     -------
@@ -346,6 +350,7 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
         raise InputError(
             f"The 'sample_size' parameter of report_page must be an int >= 1; got {sample_size!r}"
         )
+    draw = figures_enabled() if figures is None else bool(figures)
     records = store.records()
     if not records and "federated" not in store:
         raise InputError(f"run store {store.url!r} holds no stage results yet: nothing to report")
@@ -371,7 +376,7 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
     table_rows = []
     shown = [name for name in methods if sample is not None and f"consensus/{name}" in store]
     keys = {}
-    if shown:
+    if shown and draw:
         known = known_figures(store)
         context = {
             "code": code_identity(),
@@ -382,9 +387,13 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
     shared = None  # the figures' common inputs: read when the first figure is drawn
     reused = 0
     for name in shown:
-        fname = f"fig-method-{slug(name)}.{fmt}"
-        key = figure_key(name, records, context)
         table = _method_table(store, name)
+        metrics = {**(methods.get(name) or {}), **table.get("scores", {})}
+        fname = f"fig-method-{slug(name)}.{fmt}" if draw else None
+        table_rows.append((name, metrics, table["attrs"], fname))
+        if not draw:
+            continue
+        key = figure_key(name, records, context)
         # read before _clear_old_figures removes the file
         figures[fname] = kept_figure(store, fname, key, known)
         reused += figures[fname] is not None
@@ -401,11 +410,12 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
             figures[fname] = plots.figure_bytes(fig, fmt)
         if key is not None:
             keys[fname] = {"key": key, "sha256": hashlib.sha256(figures[fname]).hexdigest()}
-        metrics = {**(methods.get(name) or {}), **table.get("scores", {})}
-        table_rows.append((name, metrics, table["attrs"], fname))
-    if shown:
+    if shown and draw:
         logger.info("report: %d of %d method figures reused from the last report", reused, len(shown))
-    if base is not None and len(base["k_asked"]) + sum(len(v) for v in base["scores"].values()):
+    base_figure = base is not None and bool(
+        len(base["k_asked"]) + sum(len(v) for v in base["scores"].values())
+    )
+    if draw and base_figure:
         crit = {c: v for c, v in base["scores"].items() if len(v)}
         fig = plots.base_partitions_figure(
             crit,
@@ -417,7 +427,7 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
         )
         figures[f"fig-base-partitions.{fmt}"] = plots.figure_bytes(fig, fmt)
     fed = _federated(store)
-    if fed is not None:
+    if draw and fed is not None:
         fig = plots.federated_figure(
             fed["names"],
             fed["rows"],
@@ -431,11 +441,11 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
     sections.append(facts_html(_facts(store, report, sample, seed), records))
     sampled = base is not None and sample is not None and len(sample) < n
     sections.append(accuracy_html(table_rows, base, sample.description if sampled else None))
-    if f"fig-base-partitions.{fmt}" in figures:
+    if base_figure:
         sections.append(
             figure_html(
                 "Base partitions and consensus",
-                f"fig-base-partitions.{fmt}",
+                f"fig-base-partitions.{fmt}" if draw else None,
                 "Distribution of the base partitions' accuracy and of their k; each consensus method is a "
                 "line, with the share of base partitions it beats.",
                 anchor="base",
@@ -444,7 +454,7 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png"):
     for name, _, attrs, fname in table_rows:
         sections.append(figure_html(f"Method {name}", fname, method_caption(name, attrs), anchor=slug(name)))
     if fed is not None:
-        sections.append(federated_html(fed, f"fig-federated.{fmt}"))
+        sections.append(federated_html(fed, f"fig-federated.{fmt}" if draw else None))
     page_html = page(store.url, sections, time.perf_counter() - t0)
     _clear_old_figures(store)
     for fname, data in figures.items():

@@ -22,6 +22,7 @@ from ensemble_dask import InputError, metrics
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.pipeline import run_workflow
 from ensemble_dask.stages.report_page import report_page, sample_points
+from tests.conftest import EXE
 
 METHODS = {
     "pcc-kl": {"n_clusters": 3},
@@ -29,6 +30,11 @@ METHODS = {
     "ppc": {"n_clusters": 3, "max_iter": 100},
     "bce": {"n_clusters": 3},
 }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _with_figures(figures_on):
+    """The figures are what these tests are about (the other tests leave them out: tests/conftest.py)."""
 
 
 @pytest.fixture(scope="module")
@@ -323,6 +329,56 @@ def test_second_report_reuses_unchanged_figures(run, tmp_path, drawn, caplog):
     (folder / "figures.json").unlink()
     report_page(store)
     assert sorted(drawn) == sorted(METHODS) and _figures(folder) == first
+
+
+def _parsed(path):
+    page = _Page()
+    page.feed(Path(path).read_text())
+    page.close()
+    return page
+
+
+def test_figures_off_keeps_the_tables_and_the_next_report_with_them_draws_them(run, tmp_path, drawn):
+    """The dask config ``ensemble-dask.report.figures: false`` leaves drawing out (about a second a figure):
+    the page keeps its facts and table, no figure file stays, and the key of the report says so, so a later
+    report with figures is not taken as up to date."""
+    import dask
+
+    from ensemble_dask.report.html import FIGURES_OFF
+    from ensemble_dask.stages.report import write_report
+
+    path = _copy_of_run(run, tmp_path)
+    folder, store = path / "report", RunStore(path)
+    with_figures = _parsed(folder / "index.html")
+    metrics_before = json.loads((folder / "metrics.json").read_text())
+    with dask.config.set({"ensemble-dask.report.figures": False}):
+        out = write_report(store)
+    page = _parsed(out["html"])
+    assert drawn == [] and _figures(folder) == {} and page.images == []
+    assert FIGURES_OFF in (folder / "index.html").read_text()
+    assert page.cells == with_figures.cells and page.ids == with_figures.ids
+    assert json.loads((folder / "metrics.json").read_text()) == metrics_before
+    assert _read_json_or_none(folder / "figures.json")["figures"] == {}
+
+    out = write_report(store)  # figures on again (the default): drawn, not "up to date"
+    assert sorted(drawn) == sorted(METHODS) and len(_parsed(out["html"]).images) == len(METHODS) + 1
+    assert sorted(_figures(folder)) == sorted(with_figures.images)
+
+    for bad in ("maybe", 2):
+        with dask.config.set({"ensemble-dask.report.figures": bad}):
+            with pytest.raises(InputError, match=r"'ensemble-dask.report.figures' must be true or false"):
+                write_report(store)
+
+
+def test_a_bad_figures_setting_stops_a_command_before_its_stage(run, tmp_path):
+    path = _copy_of_run(run, tmp_path)
+    env = {**os.environ, "DASK_ENSEMBLE_DASK__REPORT__FIGURES": "maybe"}
+    r = subprocess.run(
+        [EXE, "consensus", "hbgf", "--store", path, "--set", "n_clusters=3"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert r.returncode == 2 and "'ensemble-dask.report.figures' must be true or false" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and RunStore(path, mode="r").record("consensus/hbgf") is None
 
 
 def test_recomputed_result_is_drawn_again_and_removed_result_removed(run, tmp_path, drawn):
