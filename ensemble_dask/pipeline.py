@@ -67,12 +67,10 @@ DASK_KEYS = {"n_workers", "threads_per_worker"}
 
 
 def check_report_settings(store):
-    """Raise :class:`InputError` before any stage when its report could not be written: the store's report
-    folder (see ``RunStore.check_report_folder``) or a figures setting that is neither true nor false."""
-    from .stages._figure_keys import figures_enabled
+    """See :func:`ensemble_dask.stages.report.check_report_settings` (run before a command's stages)."""
+    from .stages.report import check_report_settings as _check  # the stages import scikit-learn: when used
 
-    store.check_report_folder()
-    figures_enabled()
+    _check(store)
 
 
 def write_report(store):

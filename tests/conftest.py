@@ -6,6 +6,7 @@ server process, all bound to 127.0.0.1.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -19,7 +20,7 @@ import pytest
 #: The report page of a run is drawn without its figures in the tests (about a second of CPU a figure, in
 #: every command that ends in a report), and with them where a test is about them (:func:`figures_on`:
 #: tests/report). Set before any command starts, so the commands the tests run as subprocesses inherit it.
-os.environ["DASK_ENSEMBLE_DASK__REPORT__FIGURES"] = "False"
+os.environ.setdefault("DASK_ENSEMBLE_DASK__REPORT__FIGURES", "False")  # a run with =True draws them all
 import dask  # noqa: E402  (after the environment it reads)
 
 dask.config.refresh()
@@ -64,13 +65,20 @@ def _exe(name):
     return str(path) if path.exists() else shutil.which(name)
 
 
-@pytest.fixture(scope="module")
-def figures_on():
+@contextlib.contextmanager
+def figures_drawn():
     """Report pages drawn with their figures, as by default, in this process and the commands it starts."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DASK_ENSEMBLE_DASK__REPORT__FIGURES", "True")
         with dask.config.set({"ensemble-dask.report.figures": True}):
             yield
+
+
+@pytest.fixture
+def figures_on():
+    """:func:`figures_drawn` for one test."""
+    with figures_drawn():
+        yield
 
 
 @pytest.fixture(scope="session")

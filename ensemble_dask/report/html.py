@@ -142,10 +142,14 @@ def accuracy_html(table_rows, base, base_note=None):
     )
 
 
-def method_caption(name, attrs):
+def method_caption(name, attrs, panels=True):
+    """The method and its parameters, and (``panels``) what its figure's panels show."""
     params = ", ".join(f"{k}={v}" for k, v in (attrs.get("params") or {}).items())
+    head = f"{_esc(attrs.get('method', name))} ({_esc(params)})."
+    if not panels:
+        return head
     return (
-        f"{_esc(attrs.get('method', name))} ({_esc(params)}). Top: co-association of a sample ordered by "
+        f"{head} Top: co-association of a sample ordered by "
         "this method's clusters (VAT-style), the stored pairs' fractions inside and across its clusters, "
         "and the memberships of a sample. Bottom: per-point uncertainty, the cluster-overlap graph "
         "m<sub>ij</sub>"

@@ -18,6 +18,8 @@ from .._validation import InputError
 
 #: ``{"version", "figures": {figure file: {"key", "sha256"}}}`` of the method figures in ``report/``
 FIGURE_KEYS = "report/figures.json"
+#: ``{"key"}``: the content key (``stages.report.report_key``) of the state the report was written from
+REPORT_INPUTS = "report/inputs.json"
 #: bump when a method figure changes for the same store (the figure code's source is part of the key too)
 FIGURE_VERSION = 1
 #: the modules a method figure's pixels come from: an edit to any of them redraws every figure
@@ -29,21 +31,29 @@ FIGURE_MODULES = (
 )
 
 
-def figures_enabled():
-    """Whether report pages draw their figures: the dask config ``ensemble-dask.report.figures`` (default
-    true). ``DASK_ENSEMBLE_DASK__REPORT__FIGURES=False`` in the environment, or ``report: {figures: false}``
-    under ``ensemble-dask`` in a dask config file, turns them off: the page keeps its facts and tables, and
-    drawing (about a second a figure) is left out, e.g. for runs in continuous integration."""
-    import dask
+#: the env variable of the dask config ``ensemble-dask.report.figures``
+FIGURES_ENV = "DASK_ENSEMBLE_DASK__REPORT__FIGURES"
 
-    value = dask.config.get("ensemble-dask.report.figures", default=True)
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-        value = value.strip().lower() in ("true", "1", "yes")
-    if not isinstance(value, bool):
-        raise InputError(
-            f"the dask config 'ensemble-dask.report.figures' must be true or false; got {value!r}"
-        )
-    return value
+
+def figures_enabled(value=None):
+    """Whether report pages draw their figures: ``value``, or when None the dask config
+    ``ensemble-dask.report.figures`` (default true). ``DASK_ENSEMBLE_DASK__REPORT__FIGURES=False`` in the
+    environment, or ``report: {figures: false}`` under ``ensemble-dask`` in a dask config file, turns them
+    off: the page keeps its facts and tables, and drawing (about a second a figure) is left out, e.g. for runs
+    in continuous integration. Accepted: true or false (also as the strings "true"/"false" in any case, and
+    1/0); anything else raises :class:`InputError` naming the setting."""
+    if value is None:
+        import dask
+
+        value = dask.config.get("ensemble-dask.report.figures", default=True)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    if isinstance(value, (bool, int)) and value in (0, 1):
+        return bool(value)
+    raise InputError(
+        f"the dask config 'ensemble-dask.report.figures' (env {FIGURES_ENV}) must be true or false; "
+        f"got {value!r}"
+    )
 
 
 def record_identity(rec):

@@ -40,7 +40,6 @@ import numpy as np
 
 from .._validation import InputError, check_int, stage_seed
 from ..io.store import RunStore, workflow_store_url
-from ._figure_keys import figures_enabled
 from .sites import LocalSiteAgents, _demo_layout, _exists, make_demo_sites, write_demo_configs
 
 __all__ = ["run_federated_workflow", "FEDERATED_KEYS"]
@@ -157,6 +156,7 @@ def run_federated_workflow(spec, *, progress=False):
     """Run the ``federated:`` section of a workflow; returns the coordinator's summary (metrics.json)."""
     from ..federated.certs import make_certs
     from ..federated.coordinator import client_context
+    from .report import check_report_settings
 
     fed = dict(spec.get("federated") or {})
     if "insecure" in fed or "scheduler" in spec:
@@ -181,8 +181,7 @@ def run_federated_workflow(spec, *, progress=False):
     seed = int(spec.get("seed", 0))
     fed.setdefault("random_state", int(stage_seed(seed, "federated").generate_state(1)[0]))
     store = RunStore(workflow_store_url(spec), spec.get("storage_options"))
-    store.check_report_folder()  # report/metrics.json is written at the end of the run
-    figures_enabled()  # and the page: a bad figures setting stops it here, not after the run
+    check_report_settings(store)  # report/metrics.json and the page are written at the end of the run
     if not certs:
         raise InputError(
             "set federated.certs to the directory of the coordinator's TLS files (ca.pem, coordinator.pem, "

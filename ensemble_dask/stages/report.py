@@ -17,16 +17,15 @@ import numpy as np
 
 from .._validation import InputError
 from ..io.store import stage_hash
-from ._figure_keys import figures_enabled, record_identity
+from ._figure_keys import REPORT_INPUTS, figures_enabled, record_identity
 from .consensus import current_results
 from .generate import base_partition_scores
 
-__all__ = ["write_report", "REPORT_INPUTS", "BASE_SCORES"]
+__all__ = ["write_report", "check_report_settings", "REPORT_INPUTS", "BASE_SCORES"]
 
 logger = logging.getLogger(__name__)
 
 #: the key of the records the report in ``report/`` was built from
-REPORT_INPUTS = "report/inputs.json"
 #: the base partitions' scores with the identities of the labels and y_true they were computed on
 BASE_SCORES = "_cache/base-partitions.json"
 _REPORT_VERSION = 1  # bump when the report's content changes for the same records
@@ -44,6 +43,14 @@ def _json_doc(store, path):
 def _exists(store, path):
     fs, target = fsspec.core.url_to_fs(store._file_url(path), **store.storage_options)
     return fs.exists(target)
+
+
+def check_report_settings(store):
+    """Raise :class:`InputError` before any stage when its report could not be written: the store's report
+    folder (see ``RunStore.check_report_folder``) or a figures setting that is neither true nor false
+    (:func:`~ensemble_dask.stages._figure_keys.figures_enabled`)."""
+    store.check_report_folder()
+    figures_enabled()
 
 
 def report_key(store):

@@ -35,6 +35,7 @@ from ..report import plots
 from ..report.html import accuracy_html, facts_html, federated_html, figure_html, method_caption, page, slug
 from ._figure_keys import (
     FIGURE_KEYS,
+    REPORT_INPUTS,
     code_identity,
     data_identity,
     figure_key,
@@ -310,6 +311,14 @@ def _write(store, path, data):
     return url
 
 
+def _forget_report_key(store):
+    fs, path = fsspec.core.url_to_fs(store._file_url(REPORT_INPUTS), **store.storage_options)
+    try:
+        fs.rm(path)
+    except (FileNotFoundError, OSError):
+        pass
+
+
 def _clear_old_figures(store):
     fs, root = fsspec.core.url_to_fs(store._file_url("report"), **store.storage_options)
     try:
@@ -335,9 +344,10 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png", figur
         sub-samples of 300 and 200 of them.
     fmt : {"png", "svg"}, default="png"
         Image format of the figures.
-    figures : bool, default=None
-        Draw the figures (None: :func:`figures_enabled`, the dask config ``ensemble-dask.report.figures``,
-        true unless set). Without them the page holds the facts and the tables, and no figure file is kept.
+    figures : bool or None, default=None
+        Draw the figures (None: the dask config ``ensemble-dask.report.figures``, true unless set; see
+        :func:`~ensemble_dask.stages._figure_keys.figures_enabled`). Without them the page holds the facts
+        and the tables, and no figure file is kept.
 
     Returns
     -------
@@ -350,7 +360,7 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png", figur
         raise InputError(
             f"The 'sample_size' parameter of report_page must be an int >= 1; got {sample_size!r}"
         )
-    draw = figures_enabled() if figures is None else bool(figures)
+    draw = figures_enabled(figures)
     records = store.records()
     if not records and "federated" not in store:
         raise InputError(f"run store {store.url!r} holds no stage results yet: nothing to report")
@@ -452,10 +462,12 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png", figur
             )
         )
     for name, _, attrs, fname in table_rows:
-        sections.append(figure_html(f"Method {name}", fname, method_caption(name, attrs), anchor=slug(name)))
+        caption = method_caption(name, attrs, panels=fname is not None)
+        sections.append(figure_html(f"Method {name}", fname, caption, anchor=slug(name)))
     if fed is not None:
         sections.append(federated_html(fed, f"fig-federated.{fmt}" if draw else None))
     page_html = page(store.url, sections, time.perf_counter() - t0)
+    _forget_report_key(store)  # a page not written by write_report is not the one it keyed
     _clear_old_figures(store)
     for fname, data in figures.items():
         _write(store, f"report/{fname}", data)

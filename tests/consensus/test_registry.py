@@ -39,7 +39,7 @@ def toy():
 
 
 @pytest.mark.slow
-def test_a_registered_method_is_in_the_help_the_checks_a_workflow_and_the_report(toy, capsys):
+def test_a_registered_method_is_in_the_help_the_checks_a_workflow_and_the_report(toy, capsys, figures_on):
     from ensemble_dask import pipeline
     from ensemble_dask._workflow_checks import validate_workflow
     from ensemble_dask.cli import main
@@ -71,6 +71,10 @@ def test_a_registered_method_is_in_the_help_the_checks_a_workflow_and_the_report
     with fsspec.open(report["html"], "r") as fh:
         page = fh.read()
     assert "<td>toy</td>" in page.replace(" ", "") or ">toy<" in page, report["html"]
+    # a third-party method's figure, on a store without pairs (figures are on in this test)
+    assert "<img src='fig-method-toy.png'" in page and "<img src='fig-method-other.png'" in page
+    fs = fsspec.filesystem("memory")
+    assert fs.exists("registry-toy.zarr/report/fig-method-toy.png")
 
 
 def test_an_unknown_method_lists_the_registry():

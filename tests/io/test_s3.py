@@ -33,7 +33,7 @@ def test_ingest_and_store_on_s3(kdd_sample, s3_bucket, process_client, tmp_path)
 @pytest.mark.slow
 def test_cli_on_s3(s3_bucket, tmp_path):
     """The demo's stages on S3, with one pair method and one labels method of its six (each writes its
-    arrays and its figure to the object store; the six took 42 s here)."""
+    arrays and the report page to the object store; the six took 42 s here). Figures on S3: tests/report."""
     bucket, opts = s3_bucket
     demo = (REPO / "workflows" / "demo.yaml").read_text()
     workflow = tmp_path / "demo.yaml"

@@ -22,7 +22,7 @@ from ensemble_dask import InputError, metrics
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.pipeline import run_workflow
 from ensemble_dask.stages.report_page import report_page, sample_points
-from tests.conftest import EXE
+from tests.conftest import EXE, figures_drawn
 
 METHODS = {
     "pcc-kl": {"n_clusters": 3},
@@ -33,8 +33,10 @@ METHODS = {
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _with_figures(figures_on):
+def _with_figures():
     """The figures are what these tests are about (the other tests leave them out: tests/conftest.py)."""
+    with figures_drawn():
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -355,7 +357,8 @@ def test_figures_off_keeps_the_tables_and_the_next_report_with_them_draws_them(r
         out = write_report(store)
     page = _parsed(out["html"])
     assert drawn == [] and _figures(folder) == {} and page.images == []
-    assert FIGURES_OFF in (folder / "index.html").read_text()
+    html = (folder / "index.html").read_text()
+    assert FIGURES_OFF in html and "Top: co-association" not in html  # no caption of panels not drawn
     assert page.cells == with_figures.cells and page.ids == with_figures.ids
     assert json.loads((folder / "metrics.json").read_text()) == metrics_before
     assert _read_json_or_none(folder / "figures.json")["figures"] == {}
@@ -366,8 +369,20 @@ def test_figures_off_keeps_the_tables_and_the_next_report_with_them_draws_them(r
 
     for bad in ("maybe", 2):
         with dask.config.set({"ensemble-dask.report.figures": bad}):
-            with pytest.raises(InputError, match=r"'ensemble-dask.report.figures' must be true or false"):
+            with pytest.raises(InputError, match=r"'ensemble-dask.report.figures' \(env DASK_ENSEMBLE_DASK_"):
                 write_report(store)
+        with pytest.raises(InputError, match=f"got {bad!r}"):
+            report_page(store, figures=bad)
+
+    # a page written without figures by report_page itself (not write_report) is not taken as up to date
+    drawn.clear()
+    report_page(store, figures="FALSE")
+    assert _figures(folder) == {} and drawn == []
+    write_report(store)
+    assert sorted(drawn) == sorted(METHODS) and len(_figures(folder)) == len(METHODS) + 1
+    with dask.config.set({"ensemble-dask.report.figures": 0}):  # DASK_..._FIGURES=0 reads as the int 0
+        write_report(store)
+    assert _figures(folder) == {}
 
 
 def test_a_bad_figures_setting_stops_a_command_before_its_stage(run, tmp_path):
@@ -377,7 +392,8 @@ def test_a_bad_figures_setting_stops_a_command_before_its_stage(run, tmp_path):
         [EXE, "consensus", "hbgf", "--store", path, "--set", "n_clusters=3"],
         capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
-    assert r.returncode == 2 and "'ensemble-dask.report.figures' must be true or false" in r.stderr, r.stderr
+    said = "(env DASK_ENSEMBLE_DASK__REPORT__FIGURES) must be true or false; got 'maybe'"
+    assert r.returncode == 2 and said in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and RunStore(path, mode="r").record("consensus/hbgf") is None
 
 

@@ -28,7 +28,7 @@ def clients_started(monkeypatch):
 
 
 @pytest.mark.slow
-def test_rerun_of_a_finished_workflow_starts_no_cluster(tmp_path, caplog, clients_started):
+def test_rerun_of_a_finished_workflow_starts_no_cluster(tmp_path, caplog, clients_started, figures_on):
     src = _small_csv(tmp_path / "x.csv.gz")
     spec = {
         "name": "lazy",
@@ -49,6 +49,8 @@ def test_rerun_of_a_finished_workflow_starts_no_cluster(tmp_path, caplog, client
     assert (tmp_path / "run.zarr" / "report" / "cluster.json").exists()
     report = tmp_path / "run.zarr" / PERFORMANCE_REPORT
     assert report.exists() and b"<html" in report.read_bytes()[:4000].lower()
+    # the figure of a method on "full" pairs (figures are on in this test)
+    assert (tmp_path / "run.zarr" / "report" / "fig-method-pcc-l2.png").stat().st_size > 20_000
     pages = [report, *(tmp_path / "run.zarr" / "report" / f for f in ("metrics.json", "index.html"))]
     stamps = [os.stat(p).st_mtime_ns for p in pages]
     caplog.clear()
