@@ -285,9 +285,10 @@ def read_pairs(group_or_url, *, storage_options=None):
 
 
 def read_pair_fractions(group_or_url, *, storage_options=None, block=1 << 22):
-    """``(n, indptr, indices, x, w)`` of ``pairs/``: ``x = c_ij / N_ij`` and ``w = N_ij`` (float64; both 0
-    where ``N_ij = 0``) of every stored entry, computed a few chunks at a time so that the int32 counts
-    are never held whole next to them (on all of KDD 10%, 0.35 GB less at the consensus stage's peak).
+    """``(n, indptr, indices, x, w)`` of ``pairs/``: ``x = c_ij / N_ij`` (float64) and ``w = N_ij`` (int32,
+    the counts as the pair methods take them as weights; both 0 where ``N_ij = 0``) of every stored entry,
+    computed a few chunks at a time so that the int32 counts are never held whole next to them (on all of KDD
+    10%, 0.35 GB less at the consensus stage's peak).
 
     Raises
     ------
@@ -300,7 +301,7 @@ def read_pair_fractions(group_or_url, *, storage_options=None, block=1 << 22):
     indices = _read_as(pg["indices"], index_dtype(n))
     co, both = pg["co"], pg["both"]
     x = np.empty(co.shape[0])
-    w = np.empty(co.shape[0])
+    w = np.empty(co.shape[0], dtype=np.int32)
     step = max(1, block // co.chunks[0]) * co.chunks[0]
     for a in range(0, co.shape[0], step):
         c = np.asarray(co[a : a + step])

@@ -721,7 +721,7 @@ def test_read_pair_fractions_equals_the_counts_path_chunk_by_chunk():
     write_pairs(g, coassociation(labels, strategy="full", seed=0), nnz_chunk=97)
     whole = as_pair_data(read_pairs(g))
     n, indptr, indices, x, w = read_pair_fractions(g, block=200)  # 3 chunks per read: many reads
-    assert (w == 0).any() and indices.dtype == np.int32
+    assert (w == 0).any() and indices.dtype == np.int32 and w.dtype == np.int32  # the counts as weights
     lean = pair_data_from_fractions(n, indptr, indices, x, w)
     assert lean.n == whole.n and lean.nnz == whole.nnz < len(indices)
     for a, b in (
@@ -730,7 +730,7 @@ def test_read_pair_fractions_equals_the_counts_path_chunk_by_chunk():
         (lean.x, whole.x),
         (lean.w, whole.w),
     ):
-        assert np.array_equal(a, b)
+        assert np.array_equal(a, b) and a.dtype == b.dtype
     co = g["pairs/co"][:]
     co[150] = g["pairs/both"][150] + 1
     g["pairs/co"][:] = co

@@ -10,7 +10,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from ensemble_dask import InputError
 from ensemble_dask.coassoc import _kernels as CK
-from ensemble_dask.coassoc import coassociation
+from ensemble_dask.coassoc import coassociation, dense_coassociation
 from ensemble_dask.coassoc.counting import PairCounts, count_pairs
 from ensemble_dask.coassoc.sampling import _make_sampler, _sample_keys, sample_pairs
 from ensemble_dask.consensus._common import pair_kernels as PK
@@ -344,6 +344,34 @@ def test_pair_data_one_pass_equals_the_checked_path():
     bad = PairCounts(pc.indptr, pc.indices, co, pc.both, pc.n_clusterings)
     with pytest.raises(InputError, match="c_ij <= N_ij; got c=99"):
         as_pair_data(bad, None)
+
+
+@pytest.mark.parametrize("missing", [0.0, 0.3])
+def test_int32_counts_as_weights_fit_as_their_float64_copy(missing):
+    """Without sample weights the pair weights are int32, the counts themselves (no float64 copy) or PPC's
+    ones: PCC-KL and PCC-L2 from labels or at random, and PPC, end at the same f, trace, memberships and
+    labels as on float64 weights (a PairData of them, or unit sample weights, whose product is float64)."""
+    from ensemble_dask.consensus._common.base import PairData
+
+    _, labels = _labels(n=400, missing=missing, seed=11)
+    pc = coassociation(labels, strategy="cocluster", l=7, seed=0).observed()
+    data = as_pair_data(pc, None)
+    assert data.w.dtype == np.int32 and np.shares_memory(data.w, pc.both)
+    assert as_pair_data(dense_coassociation(labels[:50])).w.dtype == np.int32
+    f64 = PairData(data.n, data.indptr, data.indices, data.x, data.w.astype(np.float64))
+    start = label_starts(labels, 4, random_state=0)
+    for make in (
+        lambda: PCC(4, init=start),
+        lambda: PCC(4, init=start, divergence="l2"),
+        lambda: PCC(4, random_state=0),
+        lambda: PPC(4, init=start),
+    ):
+        a = make().fit(pc)
+        for b in (make().fit(f64), make().fit(pc, sample_weight=np.ones(pc.nnz))):
+            assert a.objective_ == b.objective_ and a.kkt_gap_ == b.kkt_gap_
+            np.testing.assert_array_equal(a.objective_trace_, b.objective_trace_)
+            np.testing.assert_array_equal(a.memberships_, b.memberships_)
+            np.testing.assert_array_equal(a.labels_, b.labels_)
 
 
 def test_hbgf_compares_its_kmeans_starts_on_a_sample_of_many_rows(monkeypatch):

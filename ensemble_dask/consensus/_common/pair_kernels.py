@@ -14,9 +14,9 @@ __all__ = ["pair_values", "compact_observed", "objective_labels", "objective_cha
 
 
 @numba.njit(cache=True, nogil=True)
-def pair_values(co, both, x, w):
-    """``x = c / N`` and ``w = N`` of each stored entry in one pass: returns ``(first entry with
-    c < 0, N < 0 or c > N, or -1; number of entries with N = 0)`` (x and w are 0 there)."""
+def pair_values(co, both, x):
+    """``x = c / N`` of each stored entry in one pass (the weights ``N`` are the counts themselves): returns
+    ``(first entry with c < 0, N < 0 or c > N, or -1; number of entries with N = 0)`` (x is 0 there)."""
     bad = -1
     zeros = 0
     for e in range(co.shape[0]):
@@ -27,10 +27,8 @@ def pair_values(co, both, x, w):
         if b == 0:
             zeros += 1
             x[e] = 0.0
-            w[e] = 0.0
         else:
             x[e] = c / b
-            w[e] = b
     return bad, zeros
 
 

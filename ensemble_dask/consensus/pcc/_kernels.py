@@ -519,8 +519,9 @@ def pcc_rows(
     ----------
     indptr, indices : int arrays
         Symmetric CSR pattern (both (i, j) and (j, i), no diagonal).
-    x, w : float64 arrays of shape (nnz,)
-        ``c_ij / N_ij`` and the pair weights (``N_ij`` times any sample weight), all > 0.
+    x, w : arrays of shape (nnz,)
+        ``c_ij / N_ij`` (float64) and the pair weights (``N_ij`` times any sample weight), all > 0: float64,
+        or the int32 counts ``N_ij`` themselves (converted exactly where read).
     Y_out : float64 array (n, K), rows on the simplex
         Start point, updated in place (at the end: the descent works on its own copy, see below).
     code, closed_form, eps, diag

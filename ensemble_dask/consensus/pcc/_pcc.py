@@ -489,7 +489,8 @@ class PPC(SoftConsensusMixin):
         smoothing = _INIT_SMOOTHING if algorithm == "rows" else _BE_INIT_SMOOTHING
         k, max_iter, n_init, rng, start, tol = _checked(self, n, smoothing)
 
-        w = np.ones(data.nnz) if data.s is None else data.s
+        # unit weights as int32, like PCC's counts: the kernels' one build for pairs without sample weights
+        w = np.ones(data.nnz, dtype=np.int32) if data.s is None else data.s
         scale = 1.0 + float(w.sum()) / n  # mean S_i
         gap_tol = tol * scale
         indices = data.indices

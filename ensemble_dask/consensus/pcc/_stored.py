@@ -17,6 +17,7 @@ import numpy as np
 
 from ..._validation import InputError
 from .._common import pair_kernels as _pairk
+from .._common.base import count_weights
 from . import _kernels as _k
 from . import _sweep
 
@@ -27,20 +28,18 @@ _MAX_INNER = 20
 
 
 def _block(source, row0, row1, unit_weights):
-    """``(indptr, indices, x, w)`` of a block: ``x = c / N``, ``w = N`` (1 with ``unit_weights``; 0 where
-    ``N = 0``: such an entry adds nothing)."""
+    """``(indptr, indices, x, w)`` of a block: ``x = c / N``, ``w = N`` (the int32 counts themselves, as in
+    memory; 1 with ``unit_weights``; 0 where ``N = 0``: such an entry adds nothing)."""
     indptr, indices, co, both = source.read(row0, row1)
     x = np.empty(co.shape[0])
-    w = np.empty(co.shape[0])
-    bad, _ = _pairk.pair_values(co, both, x, w)
+    bad, _ = _pairk.pair_values(co, both, x)
     if bad >= 0:
         raise InputError(
             f"stored pairs, row block {row0}..{row1 - 1}: entry {bad} has c_ij={co[bad]} "
             f"and N_ij={both[bad]}; "
             "the counts must satisfy 0 <= c_ij <= N_ij"
         )
-    if unit_weights:
-        w = (w > 0).astype(np.float64)
+    w = (both > 0).astype(np.int32) if unit_weights else count_weights(both)
     return indptr, indices, x, w
 
 
