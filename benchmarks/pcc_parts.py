@@ -83,10 +83,10 @@ def parts(labels, K, repeat):
     inner, max_inner = _pcc._INNER_TOL * gap_tol, _pcc._MAX_INNER + 2 * K
 
     def sweep():
-        Y = _k.aligned_rows(n, K)  # as the fit does: rows on cache lines
-        Y[:] = hard
+        Y = _k.aligned_rows(n, 2 * K)  # as the fit does: in the descent's n x 2K array, rows on cache lines
+        Y[:, :K] = hard
         _sweep.l2_sweep_rows(data.indptr, ind, data.x, w, Y, K, 0, n, gap_tol, inner, max_inner)
-        return Y
+        return Y[:, :K].copy()
 
     Y_l2, t = _best(repeat, sweep)
     rows.append(("KL: L2 pass", t, "", ""))
@@ -106,7 +106,7 @@ def parts(labels, K, repeat):
 
     rows.append(("KL: descent", *descend(Y_l2, _k.KL, False, 0.0, w, gap_tol)))
     rows.append(("PCC-L2 descent", *descend(hard, _k.L2, True, 0.0, w, gap_tol)))
-    ones = np.ones(data.nnz)
+    ones = np.ones(data.nnz, dtype=np.int32)  # PPC's unit pair weights, as its fit makes them
     rows.append(("PPC descent", *descend(hard, _k.L2, True, 1.0, ones, _pcc._TOL_GIVEN * (1 + data.nnz / n))))
     return rows
 

@@ -439,6 +439,59 @@ def test_aligned_rows_is_an_aligned_c_array_of_the_shape(n, width):
     assert Y.sum() == n * width
 
 
+def test_pcc_descends_in_its_own_array_made_from_the_start():
+    """PCC writes its start (hard labels: their one-hot rows) straight into the descent's aligned n x 2K
+    array, where PCC-KL's L2 pass runs too, with no n x K copy first (pcc_rows_on): the fit ends where
+    pcc_rows ends from the start's matrix, bit for bit, for PCC-KL and PCC-L2 from labels, a matrix or at
+    random, capped or not; PCC from labels ends where it ends from their one-hot matrix."""
+    from ensemble_dask.consensus.pcc import _pcc
+    from ensemble_dask.consensus.pcc._pcc import _work_rows
+
+    truth, labels = _labels(n=300, missing=0.2, seed=9)
+    lab = check_init(truth, 300, 4, vertex_labels=True)
+    onehot = np.zeros((300, 4))
+    onehot[np.arange(300), truth] = 1.0
+    for start in (lab, onehot):
+        Y = _work_rows(start, 4)
+        assert Y.shape == (300, 8) and Y.ctypes.data % 64 == 0
+        np.testing.assert_array_equal(Y[:, :4], onehot)
+    pc, data, ind = _pair_data(labels)
+    soft = np.random.default_rng(3).dirichlet(np.ones(4), 300)
+    for kw in ({"divergence": "kl"}, {"divergence": "l2"}):
+        code, closed = _pcc.DIVERGENCES[kw["divergence"]]
+        for init, max_iter in ((truth, 300), (truth, 2), (soft, 300), ("random", 300)):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                fit = PCC(4, init=init, max_iter=max_iter, random_state=0, **kw).fit(pc)
+            # the same fit by pcc_rows on an n x K start (the L2 pass on an aligned n x K copy, as before)
+            scale = float(data.w.sum()) / 300
+            gap_tol = (_pcc._TOL_RANDOM if isinstance(init, str) else _pcc._TOL_GIVEN) * scale
+            if init is truth:
+                Y = K.aligned_rows(300, 4)
+                Y[:] = onehot
+                if code == K.KL:
+                    SW.l2_sweep_rows(
+                        data.indptr, ind, data.x, data.w, Y, 4, 0, 300, gap_tol, 0.5 * gap_tol, 28
+                    )
+            elif init is soft:
+                Y = check_init(soft, 300, 4)
+            else:
+                Y = np.random.default_rng(0).dirichlet(np.full(4, 10.0), size=300)
+            tol_start = 0.1 * scale if isinstance(init, str) else gap_tol
+            trace, stats = np.empty(max_iter + 1), np.zeros(3, dtype=np.int64)
+            passes, f, gap, conv = K.pcc_rows(
+                data.indptr, ind, data.x, data.w, Y, code, closed, 1e-10, 0.0, 1e-4, gap_tol, 0.5 * gap_tol,
+                max_iter, 28, trace, stats, np.nan, tol_start,
+            )  # fmt: skip
+            assert fit.objective_ == f and fit.n_iter_ == passes and fit.converged_ == conv
+            np.testing.assert_array_equal(fit.memberships_, Y)
+            np.testing.assert_array_equal(fit.objective_trace_[:, 1], trace[: passes + 1])
+            assert fit.memberships_.flags.c_contiguous and fit.memberships_.flags.owndata
+        a, b = PCC(4, init=truth, **kw).fit(pc), PCC(4, init=onehot, **kw).fit(pc)
+        assert a.objective_ == b.objective_
+        np.testing.assert_array_equal(a.memberships_, b.memberships_)
+
+
 @pytest.mark.parametrize(
     "code, closed, diag", [(K.KL, False, 0.0), (K.L2, True, 0.0), (K.L2, False, 1.0), (K.L2, True, 1.0)]
 )

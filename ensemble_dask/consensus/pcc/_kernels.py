@@ -468,6 +468,16 @@ def descend_rows(
     return passes, f, count
 
 
+@numba.njit(cache=True, nogil=True)
+def one_hot_rows(labels, Y, k_count):
+    """The first ``k_count`` entries of row i of ``Y`` the vertex of label ``labels[i]`` (1 there, 0 at the
+    others), in one pass over the rows."""
+    for i in range(Y.shape[0]):
+        for k in range(k_count):
+            Y[i, k] = 0.0
+        Y[i, labels[i]] = 1.0
+
+
 def aligned_rows(n, width, align=64):
     """An uninitialised ``n x width`` float64 array (C order) starting on an ``align``-byte boundary.
 
@@ -564,18 +574,50 @@ def pcc_rows(
     # which the helpers read up to ``k_count`` (no strided views: the same compiled helpers as elsewhere)
     Y = aligned_rows(n, 2 * k_count)
     Y[:, :k_count] = Y_out
+    out = pcc_rows_on(
+        indptr, indices, x, w, Y, k_count, code, closed_form, eps, diag, step_rtol, gap_tol, inner_tol,
+        max_passes, max_inner, trace_f, stats, f_start, gap_tol_start,
+    )  # fmt: skip
+    Y_out[:] = Y[:, :k_count]
+    return out
+
+
+def pcc_rows_on(
+    indptr,
+    indices,
+    x,
+    w,
+    Y,
+    k_count,
+    code,
+    closed_form,
+    eps,
+    diag,
+    step_rtol,
+    gap_tol,
+    inner_tol,
+    max_passes,
+    max_inner,
+    trace_f,
+    stats,
+    f_start=np.nan,
+    gap_tol_start=0.0,
+):
+    """:func:`pcc_rows` on the descent's own ``n x 2K`` array ``Y`` (:func:`aligned_rows`; the start in its
+    first ``k_count`` columns, where the memberships are left, the rest scratch): for a caller that makes the
+    start there (PCC-KL from hard labels, whose L2 pass runs on it too), with no ``n x K`` array besides."""
+    n = Y.shape[0]
     queued = np.ones(n, dtype=np.bool_)
     f = f_start  # nan: descend_rows sums it in its first pass (KL, PCC-KL from hard labels: 0.5 -> 0.3 s)
     if np.isnan(f) and (n == 0 or max_passes < 1):
-        f = objective(indptr, indices, x, w, Y_out, code, eps, diag)
+        f = objective_rows(indptr, indices, x, w, Y, k_count, 0, n, code, eps, diag)
     trace_f[0] = f
     passes, f, count = descend_rows(
         indptr, indices, x, w, Y, k_count, queued, 0, n, code, closed_form, eps, diag, step_rtol, gap_tol,
         inner_tol, max_passes, max_inner, trace_f, stats, f, gap_tol_start,
     )  # fmt: skip
-    Y_out[:] = Y[:, :k_count]
     if count > 0:  # stopped at the cap: the kept gradients of the rows still listed are stale
-        f, gap = objective_and_gap(indptr, indices, x, w, Y_out, code, eps, diag)
+        f, gap = objective_and_gap_rows(indptr, indices, x, w, Y, k_count, 0, n, code, eps, diag)
         if passes < trace_f.shape[0]:
             trace_f[passes] = f
         return passes, f, gap, False

@@ -134,6 +134,18 @@ def _start_matrix(start, k):
     return Y
 
 
+def _work_rows(start, k):
+    """The descent's ``n x 2K`` array (:func:`._kernels.aligned_rows`: each row's memberships, then its kept
+    pair gradient) with ``start`` (vertex labels, written as their one-hot rows, or an ``n x k`` matrix) in
+    its first ``k`` columns."""
+    Y = _k.aligned_rows(start.shape[0], 2 * k)
+    if start.ndim == 1:
+        _k.one_hot_rows(start, Y, k)
+    else:
+        Y[:, :k] = start
+    return Y
+
+
 def _vertex_labels(Y):
     """The labels of a start whose every row is a vertex of the simplex, else None."""
     if Y.ndim == 1:  # vertex labels of check_init(..., vertex_labels=True)
@@ -153,20 +165,21 @@ def _matched(la, lb, k):
     return to[lb]
 
 
-def _best_start(starts, data, w, indices, code, diag, k=None, need_f=True):
+def _best_start(starts, data, w, indices, code, diag, k=None, need_f=True, matrix=True):
     """``(start, f)``: of several candidate starts (or one), the one with the lowest objective (f for PCC,
     P for PPC), and that objective (nan for a random start: not drawn yet). Vertex starts (hard labels) are
     compared by f(B) - f(A), summed over the pairs of the points whose (matched) labels differ: near-identical
     starts cost next to nothing. ``k`` (the matrices' width) is needed when a start is given as vertex
     labels. Without ``need_f`` a single candidate is returned with f = nan, not computed (the caller's
-    descent starts elsewhere, or computes it)."""
+    descent starts elsewhere, or computes it). Without ``matrix`` a start of vertex labels is returned as
+    them (for :func:`_work_rows`)."""
     if starts is None:
         return None, np.nan
     if not isinstance(starts, list):
         starts = [starts]
     k = next((Y.shape[1] for Y in starts if Y.ndim == 2), k)
     if len(starts) == 1 and not need_f:
-        return _start_matrix(starts[0], k), np.nan
+        return _start_matrix(starts[0], k) if matrix else starts[0], np.nan
     args = (data.indptr, indices, data.x, w)
     labs = [_vertex_labels(Y) for Y in starts]
     if all(lab is not None for lab in labs):
@@ -180,7 +193,7 @@ def _best_start(starts, data, w, indices, code, diag, k=None, need_f=True):
         starts = [_start_matrix(Y, k) for Y in starts]
         objs = [_k.objective(*args, Y, code, _KL_EPS, diag) for Y in starts]
     best = int(np.argmin(objs))
-    return _start_matrix(starts[best], k), float(objs[best])
+    return _start_matrix(starts[best], k) if matrix else starts[best], float(objs[best])
 
 
 def _start(rng, n, k):
@@ -338,7 +351,10 @@ class PCC(SoftConsensusMixin):
         indices = data.indices  # int32 below 2**31 points: half the memory traffic of int64
         # f of a single start is not computed here: pcc_rows sums it in its first pass, from the products its
         # gathers compute anyway (and from hard labels, KL descends L2 first)
-        start, f_start = _best_start(start, data, w, indices, code, 0.0, k, need_f=False)
+        start, f_start = _best_start(start, data, w, indices, code, 0.0, k, need_f=False, matrix=False)
+        # the descent runs on its own n x 2K array, made from the start (no n x K copy first); PCC-KL's L2
+        # pass runs on it too
+        work = None
         if start is not None and code == _k.KL and _vertex_labels(start) is not None:
             # KL's derivative is unbounded at a vertex start (y_i.y_j is 0 or 1 where 0 < x_ij < 1): a pass
             # of the squared-L2 descent (closed-form steps) takes the rows off the vertices first. On the
@@ -346,28 +362,28 @@ class PCC(SoftConsensusMixin):
             # the vertices (1.617e6) and than after L2 to its tolerance (1.4726e6 after 0.8 s of L2; 1.4713e6
             # after the one pass, 0.4 s; sub50: 1.7274e6, 1.7221e6)
             if max_iter >= 1:
-                # on rows aligned to cache lines (K = 8: a row is one line, which the pass prefetches; 500,000
-                # points: 0.63 -> 0.39 s)
-                aligned = _k.aligned_rows(n, k)
-                aligned[:] = start
-                start = aligned
+                # on rows aligned to cache lines (K = 8: a row's memberships are one line, which the pass
+                # prefetches; 500,000 points: 0.63 -> 0.39 s)
+                work = _work_rows(start, k)
                 _sweep.l2_sweep_rows(
-                    data.indptr, indices, data.x, w, start, k, 0, n, gap_tol, _INNER_TOL * gap_tol,
+                    data.indptr, indices, data.x, w, work, k, 0, n, gap_tol, _INNER_TOL * gap_tol,
                     _MAX_INNER + 2 * k,
                 )  # fmt: skip
             f_start = np.nan
         best = None
         for _ in range(1 if start is not None else n_init):
-            Y = _start(rng, n, k) if start is None else start  # check_init made it: ours to update
+            if work is None:
+                work = _work_rows(_start(rng, n, k) if start is None else start, k)
             tol_start = max(_TOL_START_RANDOM, tol) * scale if start is None else gap_tol
             trace = np.empty(max_iter + 1)
             stats = np.zeros(3, dtype=np.int64)
-            passes, obj, gap, conv = _k.pcc_rows(
+            passes, obj, gap, conv = _k.pcc_rows_on(
                 data.indptr,
                 indices,
                 data.x,
                 w,
-                Y,
+                work,
+                k,
                 code,
                 closed,
                 _KL_EPS,
@@ -384,8 +400,14 @@ class PCC(SoftConsensusMixin):
             )
             if best is None or obj < best[0]:
                 trace = np.column_stack([np.arange(passes + 1, dtype=np.float64), trace[: passes + 1]])
-                best = (obj, Y, trace, int(passes), gap / scale, bool(conv), stats)
+                best = (obj, work, trace, int(passes), gap / scale, bool(conv), stats)
+            work = None
+        # the pairs' fractions made here are let go before the memberships are copied out, which then take
+        # memory just freed instead of new to the process (on a VM that maps it on first touch; 500,000
+        # points, K = 8: 32 MB)
+        del data, w, indices
         self.objective_, Y, self.objective_trace_, self.n_iter_, self.kkt_gap_, self.converged_, stats = best
+        Y = np.array(Y[:, :k])
         self.n_visits_, self.n_moves_, self.n_steps_ = (int(v) for v in stats)
         self._set_memberships(Y)
         if not self.converged_:
