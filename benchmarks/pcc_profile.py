@@ -73,7 +73,7 @@ def profile(labels, y, K, l=None):
     ):
         # the choice between the starts, as the estimators make it (pcc._best_start)
         data = as_pair_data(pairs, None)
-        w = data.w if diag == 0.0 else np.ones(data.nnz)
+        w = data.w if diag == 0.0 else np.ones(data.nnz, dtype=np.int32)  # as the fits make them
         ind = data.indices.astype(np.int32)
         cands = check_init(starts, n, K)
         (best_y, _), t_choose = _timed(_best_start, cands, data, w, ind, code, diag)
