@@ -43,7 +43,7 @@ def _best(repeat, fn):
 def parts(labels, K, repeat):
     from ensemble_dask.coassoc import _kernels as CK
     from ensemble_dask.coassoc import coassociation, sampling
-    from ensemble_dask.consensus._common.base import as_pair_data
+    from ensemble_dask.consensus._common.base import as_pair_data, dense_codes
     from ensemble_dask.consensus.pcc import _kernels as _k
     from ensemble_dask.consensus.pcc import _pcc, _sweep
     from ensemble_dask.consensus.starts import label_starts
@@ -57,7 +57,7 @@ def parts(labels, K, repeat):
     data = as_pair_data(pairs, None)
     n, ind = data.n, data.indices
     hard = np.zeros((n, K))
-    hard[np.arange(n), _pcc.dense_codes(np.asarray(start), n)[1]] = 1.0
+    hard[np.arange(n), dense_codes(np.asarray(start), n)[1]] = 1.0
     rows = []
 
     # the pair count on one thread, from the same upper-triangle CSR as coassociation's

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...runtime.prefetch import prefetch
 from .._common.divergences import L2, d2div, ddiv
-from ._kernels import _gather_row, _row_direction, _row_gradient, _scratch
+from ._row_ops import _gather_row, _row_direction, _row_gradient, _scratch
 
 
 @numba.njit(cache=True, nogil=True)
