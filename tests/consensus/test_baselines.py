@@ -260,6 +260,44 @@ def test_hbgf_auto_solver_switches_at_the_threshold(monkeypatch):
         HBGF(8, eigen_solver="lobpcg").fit(labels)
 
 
+def test_hbgf_compares_its_starts_on_a_sample_above_kmeans_sample(monkeypatch):
+    """Above ``max(KMEANS_SAMPLE, 50 K)`` distinct label rows the ``n_init`` k-means starts run on a uniform
+    sample of that many rows and only the best is refined on all: on separated blobs the partition is the one
+    the starts on every row give, but for a few points between blobs."""
+    import sklearn.cluster
+
+    from ensemble_dask.consensus.baselines import HBGF
+    from ensemble_dask.consensus.baselines import _labels as hb
+
+    X, y = make_blobs(3000, centers=6, n_features=5, cluster_std=1.0, random_state=3)
+    rng = np.random.default_rng(3)
+    labels = np.full((3000, 12), -1, dtype=np.int64)
+    for j in range(12):
+        rows = np.sort(rng.choice(3000, 1500, replace=False))
+        labels[rows, j] = KMeans(int(rng.integers(6, 13)), n_init=1, random_state=j).fit_predict(X[rows])
+    distinct = hb._incidence(labels)[0].shape[0]
+    fitted_rows = []
+
+    class Recording(sklearn.cluster.KMeans):
+        def fit(self, X, y=None, sample_weight=None):
+            fitted_rows.append((X.shape[0], self.n_init))
+            return super().fit(X, y, sample_weight=sample_weight)
+
+    monkeypatch.setattr(sklearn.cluster, "KMeans", Recording)
+    everywhere = HBGF(6, random_state=0).fit(labels)
+    assert fitted_rows == [(distinct, 10)]
+    monkeypatch.setattr(hb, "KMEANS_SAMPLE", 400)
+    fitted_rows.clear()
+    sampled = HBGF(6, random_state=0).fit(labels)
+    assert fitted_rows == [(400, 10), (distinct, 1)]
+    assert adjusted_rand_score(sampled.labels_, everywhere.labels_) > 0.99
+    assert adjusted_rand_score(y, sampled.labels_) > 0.99
+    monkeypatch.setattr(hb, "KMEANS_SAMPLE", 10)  # at least 50 rows per cluster
+    fitted_rows.clear()
+    HBGF(6, random_state=0).fit(labels)
+    assert fitted_rows[0] == (300, 10)
+
+
 @pytest.mark.parametrize("name", LABEL_METHODS[:1] + LABEL_METHODS[2:])
 def test_hard_label_baselines_set_the_memberships_outputs(name):
     """HGPA's and HBGF's one-hot memberships give the outputs _set_memberships derives: the argmax as labels,
