@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
-from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from ._validation import InputError
 
@@ -75,12 +74,16 @@ def h_criterion(labels_pred, labels_true):
 
 def ari(labels_pred, labels_true):
     """Adjusted Rand index over the points with ``labels_pred >= 0``."""
+    from sklearn.metrics import adjusted_rand_score  # imported when a score is asked (a second to import)
+
     pred, true = _paired(labels_pred, labels_true)
     return float(adjusted_rand_score(true, pred)) if pred.size else float("nan")
 
 
 def nmi(labels_pred, labels_true):
     """Normalised mutual information (arithmetic mean) over the points with ``labels_pred >= 0``."""
+    from sklearn.metrics import normalized_mutual_info_score
+
     pred, true = _paired(labels_pred, labels_true)
     return float(normalized_mutual_info_score(true, pred)) if pred.size else float("nan")
 
