@@ -31,7 +31,6 @@ import numpy as np
 from .._validation import InputError
 from ..coassoc.counting import dense_coassociation
 from ..metrics import cluster_overlap, contingency_counts, soft_centroids, table_scores
-from ..report import plots
 from ..report.html import accuracy_html, facts_html, federated_html, figure_html, method_caption, page, slug
 from ._figure_keys import (
     FIGURE_KEYS,
@@ -361,6 +360,8 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png", figur
             f"The 'sample_size' parameter of report_page must be an int >= 1; got {sample_size!r}"
         )
     draw = figures_enabled(figures)
+    if draw:  # matplotlib (half a second of CPU to import): only for a page drawn with its figures
+        from ..report import plots
     records = store.records()
     if not records and "federated" not in store:
         raise InputError(f"run store {store.url!r} holds no stage results yet: nothing to report")
