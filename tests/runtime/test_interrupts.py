@@ -8,7 +8,8 @@ length taken from the records of a clean run). The runs form a chain on one stor
 interrupted in the first stage, and each next run (the same command) resumes, completes the stage the
 last one lost and is interrupted in the stage after it; the last run completes the workflow. So every
 stage is interrupted once and every interrupted state is resumed, in six commands instead of ten.
-``ED_INTERRUPT_RUNS`` sets how many chains (default: one), each with moments of its own.
+``ED_INTERRUPT_RUNS`` sets how many chains (default: one), each with moments of its own. The embedded cluster
+has one worker process (a worker process all the same, in the group the signal reaches).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ coassoc: {strategy: per-point, l: 10}
 consensus:
   pcc-kl: {n_clusters: 4}
   bce: {n_clusters: 4}
+dask: {n_workers: 1}
 """
 ARRAYS = (
     "X",
