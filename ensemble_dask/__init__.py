@@ -4,12 +4,10 @@ Base clusterings of subsamples generated as a Dask graph, a sparse co-associatio
 zarr, and the consensus methods PCC (KL, squared L2), PPC, BCE/GBCE/MM on top.
 """
 
-from .runtime import numba_cache as _numba_cache
-
-_numba_cache.register()  # before any kernel module is imported: caches go to the user's cache folder
-
-from ._validation import EnsembleDaskError, InputError  # noqa: E402
-from .coassoc.counting import PairCounts, dense_coassociation  # noqa: E402
+# numba and the kernels are imported where they are used (each module of cached kernels imports
+# runtime.numba_cache first, which puts their caches in the user's cache folder): a command that runs no
+# kernel (--help, certs, site init, ingest) and every worker process that runs none start ~0.4 s sooner
+from ._validation import EnsembleDaskError, InputError
 
 __version__ = "0.1.0"
 
@@ -28,4 +26,8 @@ def __getattr__(name):  # imported on first use: the estimator brings scikit-lea
         from .estimator import ConsensusClustering
 
         return ConsensusClustering
+    if name in ("PairCounts", "dense_coassociation"):  # numba and the co-association kernels
+        from .coassoc import counting
+
+        return getattr(counting, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -170,6 +170,20 @@ def test_modules_stay_short(module):
     assert n <= MAX_LINES, f"{module} has {n} lines: split it (the house limit is 600)"
 
 
+def test_every_module_of_cached_kernels_imports_the_cache_locator_first():
+    """numba picks a kernel's cache locator when the kernel is decorated, and the package's ``__init__``
+    imports no numba: each module with ``cache=True`` kernels imports ``runtime.numba_cache`` (which registers
+    the package's locator on import) at its top, so their caches never land beside the sources."""
+    locator = "ensemble_dask.runtime.numba_cache"
+    missing = sorted(
+        m
+        for m, path in MODULES.items()
+        if m != locator and "cache=True" in path.read_text()
+        and locator not in _imports(m, path, top_level_only=True)
+    )  # fmt: skip
+    assert not missing, f"modules with cached kernels that do not import {locator} first: {missing}"
+
+
 def test_the_checks_can_fail(tmp_path):
     """The layer rule resolves relative imports: an import of the CLI from a solver would be caught."""
     fake = tmp_path / "ensemble_dask" / "consensus" / "bad.py"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..runtime import numba_cache  # noqa: F401 (registers the package's cache locator: before the kernels)
 from ..runtime.prefetch import prefetch, prefetch1
 
 __all__ = [

@@ -3,10 +3,7 @@ co-association pairs), ``bce`` (BCE, GBCE, MM on the labels matrix), ``kcc`` (KC
 ``baselines`` (EAC, CSPA, HGPA, MCLA, HBGF), over ``starts`` (the partitions the families start from) and
 ``_common`` (what they share). Families never import each other. :mod:`.registry` lists every method."""
 
-from .baselines import CSPA, HBGF, HGPA, MCLA, EACAverageLink, EACSingleLink
-from .bce import BCE, GBCE, MM
-from .kcc import GKCC, KCC
-from .pcc import PCC, PPC
+import importlib
 
 __all__ = [
     "PCC",
@@ -23,3 +20,29 @@ __all__ = [
     "MCLA",
     "HBGF",
 ]
+
+#: each solver's family: a solver is imported on first use, so reading :mod:`.registry` (every command's
+#: ``consensus --help`` text) imports no solver, numba or scikit-learn
+_FAMILY = {
+    "PCC": "pcc",
+    "PPC": "pcc",
+    "BCE": "bce",
+    "GBCE": "bce",
+    "MM": "bce",
+    "KCC": "kcc",
+    "GKCC": "kcc",
+    "EACSingleLink": "baselines",
+    "EACAverageLink": "baselines",
+    "CSPA": "baselines",
+    "HGPA": "baselines",
+    "MCLA": "baselines",
+    "HBGF": "baselines",
+}
+
+
+def __getattr__(name):
+    if name in _FAMILY:
+        return getattr(importlib.import_module(f".{_FAMILY[name]}", __name__), name)
+    if name in set(_FAMILY.values()) | {"starts", "selection", "registry"}:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..runtime import numba_cache  # noqa: F401 (registers the package's cache locator: before the kernels)
+
 __all__ = ["ClusterCenters", "nearest_centers"]
 
 

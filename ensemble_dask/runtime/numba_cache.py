@@ -79,3 +79,6 @@ def register() -> None:
     classes = caching.CacheImpl._locator_classes
     if _PackageCacheLocator not in classes:
         classes.insert(0, _PackageCacheLocator)
+
+
+register()  # on import: every module of cached kernels imports this module before its kernels

@@ -10,6 +10,8 @@ import math
 import numba
 import numpy as np
 
+from ...runtime import numba_cache  # noqa: F401 (registers the package's cache locator: before the kernels)
+
 __all__ = [
     "row_hashes",
     "rows_match",

@@ -27,6 +27,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...runtime import numba_cache  # noqa: F401 (registers the package's cache locator: before the kernels)
+
 KL = 0
 L2 = 1
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numba
 
+from ...runtime import numba_cache  # noqa: F401 (registers the package's cache locator: before the kernels)
 from .divergences import div
 
 __all__ = ["pair_values", "compact_observed", "objective_labels", "objective_change_labels"]

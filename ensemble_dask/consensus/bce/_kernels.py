@@ -1,18 +1,16 @@
 """Numba kernels of the BCE / GBCE variational E-step (papers/001 eqs. 5-6 and 12-14).
 
-Kernels take plain arrays and scalars only. The E-step of one row works on a small
-``(m, k)`` matrix ``ll`` holding, for each of the row's ``m`` observed entries (non-missing
-base labels, then non-missing features), the log-likelihood of that entry under each
-consensus cluster: ``log beta_hj(x_ij)`` for a base clustering, the Gaussian log-density
-for a feature. The row-block kernel builds ``ll`` from the global category index of each
-label and the current parameters, and the column-distributed server kernel receives it
-from the clients; both then call the same :func:`row_estep` and :func:`row_bound`, so
-they perform identical floating-point operations.
+Kernels take plain arrays and scalars only. The E-step of one row works on a small ``(m, k)`` matrix ``ll``
+holding, for each of the row's ``m`` observed entries (non-missing base labels, then non-missing features),
+the log-likelihood of that entry under each consensus cluster: ``log beta_hj(x_ij)`` for a base clustering,
+the Gaussian log-density for a feature. The row-block kernel builds ``ll`` from the global category index of
+each label and the current parameters, and the column-distributed server kernel receives it from the
+clients; both then call the same :func:`row_estep` and :func:`row_bound`, so they perform identical
+floating-point operations.
 
-A row's variational Dirichlet parameter ``gamma`` is warm-started from the previous EM
-iteration when given (a row whose ``gamma[i, 0] < 0`` starts from ``alpha + m / k``): every
-coordinate update of (phi, gamma) is then an exact maximisation, so the lower bound
-cannot decrease from one EM iteration to the next.
+A row's variational Dirichlet parameter ``gamma`` is warm-started from the previous EM iteration when given
+(a row whose ``gamma[i, 0] < 0`` starts from ``alpha + m / k``): every coordinate update of (phi, gamma) is
+then an exact maximisation, so the lower bound cannot decrease from one EM iteration to the next.
 """
 
 from __future__ import annotations
@@ -21,6 +19,8 @@ import math
 
 import numba
 import numpy as np
+
+from ...runtime import numba_cache  # noqa: F401 (registers the package's cache locator: before the kernels)
 
 LOG_2PI = math.log(2.0 * math.pi)
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...runtime import numba_cache  # noqa: F401 (registers the package's cache locator: before the kernels)
+
 __all__ = [
     "assign_stats",
     "assign_many",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...runtime import numba_cache  # noqa: F401 (registers the package's cache locator: before the kernels)
 from ...runtime.prefetch import prefetch
 from .._common.divergences import KL, L2, d2div, ddiv, div, div_change  # noqa: F401 (KL: the callers' code)
 from ._line_search import _line_search

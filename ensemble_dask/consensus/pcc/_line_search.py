@@ -12,6 +12,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...runtime import numba_cache  # noqa: F401 (registers the package's cache locator: before the kernels)
 from .._common.divergences import L2, d2div, ddiv
 
 

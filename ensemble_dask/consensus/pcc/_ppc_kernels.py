@@ -6,6 +6,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...runtime import numba_cache  # noqa: F401 (registers the package's cache locator: before the kernels)
+
 
 @numba.njit(cache=True, nogil=True)
 def ppc_sparse_sweep(indptr, indices, x, w, Y, Ynew):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...runtime import numba_cache  # noqa: F401 (registers the package's cache locator: before the kernels)
 from . import _kernels as _k
 from ._pcc import _KL_EPS, _STEP_RTOL  # the fit's own clamp and line-search tolerance
 

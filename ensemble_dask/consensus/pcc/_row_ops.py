@@ -9,6 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...runtime import numba_cache  # noqa: F401 (registers the package's cache locator: before the kernels)
 from .._common.divergences import d2div, ddiv, div, div_change  # noqa: F401 (the kernels' code)
 
 # --------------------------------------------------------------------------- PCC and PPC rows

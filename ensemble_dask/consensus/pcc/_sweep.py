@@ -6,6 +6,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...runtime import numba_cache  # noqa: F401 (registers the package's cache locator: before the kernels)
 from ...runtime.prefetch import prefetch
 from .._common.divergences import L2, d2div, ddiv
 from ._row_ops import _gather_row, _row_direction, _row_gradient, _scratch
