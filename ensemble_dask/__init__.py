@@ -7,7 +7,12 @@ zarr, and the consensus methods PCC (KL, squared L2), PPC, BCE/GBCE/MM on top.
 # numba and the kernels are imported where they are used (each module of cached kernels imports
 # runtime.numba_cache first, which puts their caches in the user's cache folder): a command that runs no
 # kernel (--help, certs, site init, ingest) and every worker process that runs none start ~0.4 s sooner
+from typing import TYPE_CHECKING
+
 from ._validation import EnsembleDaskError, InputError
+
+if TYPE_CHECKING:  # what type checkers and the API docs read; at run time each is imported on first use
+    from .coassoc.counting import PairCounts, dense_coassociation
 
 __version__ = "0.1.0"
 
@@ -31,3 +36,7 @@ def __getattr__(name):  # imported on first use: the estimator brings scikit-lea
 
         return getattr(counting, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -254,3 +254,42 @@ def test_a_command_that_reads_no_table_and_draws_nothing_imports_neither_pandas_
     code += "print(sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_help_of_every_command_imports_no_kernel_and_no_solver():
+    """Every command reads the registry for ``consensus --help``: it imports no solver, numba or
+    scikit-learn (a second and more of CPU in each process), which come on first use."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom ensemble_dask.cli import main\n"
+        "try:\n    main(['consensus', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('numba', 'sklearn', 'ensemble_dask.consensus.pcc') if m in sys.modules),"
+        " file=sys.stderr)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pcc" in out.stdout.lower()  # the help text lists the methods
+    assert out.stderr.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("module", ["ensemble_dask", "ensemble_dask.consensus"])
+def test_names_imported_on_first_use_are_also_imported_for_static_readers(module):
+    """A package that imports its names on first use (``__getattr__``) still binds each name of ``__all__``
+    in its source (under ``if TYPE_CHECKING``): the API docs (griffe) and type checkers read the source, and
+    without it the API page silently lost every estimator of ``ensemble_dask.consensus``."""
+    import importlib
+
+    path = MODULES[module]
+    bound = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.Assign):
+            bound |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    mod = importlib.import_module(module)
+    assert sorted(set(mod.__all__) - bound) == []
+    for name in mod.__all__:
+        assert getattr(mod, name) is not None and name in dir(mod)

@@ -4,6 +4,13 @@ co-association pairs), ``bce`` (BCE, GBCE, MM on the labels matrix), ``kcc`` (KC
 ``_common`` (what they share). Families never import each other. :mod:`.registry` lists every method."""
 
 import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what type checkers and the API docs read; at run time a family is imported on first use
+    from .baselines import CSPA, HBGF, HGPA, MCLA, EACAverageLink, EACSingleLink
+    from .bce import BCE, GBCE, MM
+    from .kcc import GKCC, KCC
+    from .pcc import PCC, PPC
 
 __all__ = [
     "PCC",
@@ -46,3 +53,7 @@ def __getattr__(name):
     if name in set(_FAMILY.values()) | {"starts", "selection", "registry"}:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
