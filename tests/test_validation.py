@@ -128,6 +128,38 @@ def test_an_error_that_ctrl_c_caused_is_the_interrupt(monkeypatch, capsys):
         signal.signal(signal.SIGINT, before)
 
 
+def test_ctrl_c_between_making_a_coroutine_and_scheduling_it_is_one_line(monkeypatch, capsys):
+    """CI: Ctrl-C at the start of a stage printed the interrupt's line and then two RuntimeWarnings,
+    "coroutine '_runner' was never awaited" and "coroutine 'AsyncArray._get_selection' ...": zarr's sync()
+    makes the coroutines and hands them to its event loop's thread, and the interrupt fell in between. The
+    coroutines, collected with the traceback, each warned. After Ctrl-C that warning is the interrupt too."""
+    import gc
+    import signal
+    import warnings
+
+    from ensemble_dask import cli
+
+    async def _runner():
+        pass
+
+    def interrupted_in_sync(args):
+        coro = _runner()  # made, not yet handed to a loop
+        signal.raise_signal(signal.SIGINT)
+        coro.send(None)  # not reached
+
+    monkeypatch.setattr(cli.report, "run", interrupted_in_sync)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            assert cli.main(["report", "--store", "x.zarr"]) == 130
+            gc.collect()
+        assert capsys.readouterr().err == "ensemble-dask: interrupted; run the same command to resume\n"
+        assert [str(w.message) for w in seen] == []
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def test_imported_labels_with_no_evidence_are_refused_and_ids_are_dense(tmp_path):
     """Issue 29: a column labelling one point (or one cluster) passed import-labels; ids up to 10**9 made
     coassoc ask for 37 GiB. Now the column is named, and ids are renumbered 0 .. k-1."""

@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 
 from .._validation import EnsembleDaskError
 from ..runtime.clients import INTERRUPTED, interrupt, interrupt_handled, workers_ignore_ctrl_c
@@ -37,6 +38,9 @@ def _on_sigint(signum, frame):
     interrupt(quiet=quiet)
     if quiet:  # the callbacks and finalisers the interrupt cuts short would each say so at exit
         sys.unraisablehook = _unraisable_after_interrupt
+        # and so would a coroutine it stopped before it was scheduled (zarr's sync() makes one and then hands
+        # it to its event loop's thread): "coroutine ... was never awaited" when it is collected
+        warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited", category=RuntimeWarning)
     raise KeyboardInterrupt
 
 
