@@ -4,13 +4,13 @@ Base clusterings of subsamples generated as a Dask graph, a sparse co-associatio
 zarr, and the consensus methods PCC (KL, squared L2), PPC, BCE/GBCE/MM on top.
 """
 
-# numba and the kernels are imported where they are used (each module of cached kernels imports
-# runtime.numba_cache first, which puts their caches in the user's cache folder): a command that runs no
-# kernel (--help, certs, site init, ingest) and every worker process that runs none start ~0.4 s sooner
 from typing import TYPE_CHECKING
 
 from ._validation import EnsembleDaskError, InputError
 
+# numba and the kernels are imported where they are used (each module of cached kernels imports
+# runtime.numba_cache first, which puts their caches in the user's cache folder): a command that runs no
+# kernel (--help, certs, site init, ingest) and every worker process that runs none start ~0.4 s sooner
 if TYPE_CHECKING:  # what type checkers and the API docs read; at run time each is imported on first use
     from .coassoc.counting import PairCounts, dense_coassociation
 
