@@ -9,7 +9,8 @@ moves and steps per point, and the ARI of the starts and of the result against t
 the CPU time of this process (``--wall``: wall-clock), so that other jobs on a shared machine disturb them
 less.
 
-Usage: python benchmarks/pcc_profile.py [--n 50000 500000] [--K 8] [--l L] [--wall] [--cache DIR]
+Usage: python benchmarks/pcc_profile.py [--n 50000 500000] [--K 8] [--labels complete sub50] [--l L] [--wall]
+[--cache DIR]
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="+", default=[50_000, 500_000])
     ap.add_argument("--K", type=int, nargs="+", default=[8])
+    ap.add_argument("--labels", choices=["complete", "sub50"], nargs="+", default=["complete"])
     ap.add_argument("--l", type=int, default=None, help="pairs per point (default: the stage's)")
     ap.add_argument("--wall", action="store_true", help="wall-clock seconds instead of CPU seconds")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "ensemble_dask_peers")
@@ -101,30 +103,29 @@ def main(argv=None):
     args.cache.mkdir(parents=True, exist_ok=True)
     lab, y = ensemble(2000, 4, 4, 1.0, 0, args.cache)  # warm-up: imports and numba caches
     profile(np.load(lab), y, 4)
-    for n in args.n:
-        for K in args.K:
-            lab_path, y = ensemble(n, K, K, 1.0, 0, args.cache)
-            labels = np.load(lab_path)
-            times, rows, fits = profile(labels, y, K, args.l)
-            print(f"\n## n = {n:,}, K = {K} ({'wall' if WALL else 'CPU'} seconds)")
-            for name, t in times.items():
-                print(f"{name:28s} {t:8.2f} s")
-            for name, v in rows:
-                print(f"{name:28s} {v:8.3f}")
+    for n, K, kind in ((n, K, kind) for n in args.n for K in args.K for kind in args.labels):
+        lab_path, y = ensemble(n, K, K, 1.0 if kind == "complete" else 0.5, 0, args.cache)
+        labels = np.load(lab_path)
+        times, rows, fits = profile(labels, y, K, args.l)
+        print(f"\n## n = {n:,}, K = {K}, {kind} labels ({'wall' if WALL else 'CPU'} seconds)")
+        for name, t in times.items():
+            print(f"{name:28s} {t:8.2f} s")
+        for name, v in rows:
+            print(f"{name:28s} {v:8.3f}")
+        print(
+            f"{'method':8s} {'choose s':>8s} {'fit s':>7s} {'passes':>6s} {'visits/n':>8s} "
+            f"{'steps/n':>8s} "
+            f"{'moves/n':>8s} {'conv':>5s} {'ARI':>6s}"
+        )
+        for name, (m, t_choose, t) in fits.items():
+            visits = getattr(m, "n_visits_", float("nan")) / n
+            steps = getattr(m, "n_steps_", float("nan")) / n
+            moves = getattr(m, "n_moves_", float("nan")) / n
             print(
-                f"{'method':8s} {'choose s':>8s} {'fit s':>7s} {'passes':>6s} {'visits/n':>8s} "
-                f"{'steps/n':>8s} "
-                f"{'moves/n':>8s} {'conv':>5s} {'ARI':>6s}"
+                f"{name:8s} {t_choose:8.2f} {t:7.2f} {m.n_iter_:6d} {visits:8.2f} {steps:8.2f} "
+                f"{moves:8.2f} "
+                f"{m.converged_!s:>5s} {adjusted_rand_score(y, m.labels_):6.3f}"
             )
-            for name, (m, t_choose, t) in fits.items():
-                visits = getattr(m, "n_visits_", float("nan")) / n
-                steps = getattr(m, "n_steps_", float("nan")) / n
-                moves = getattr(m, "n_moves_", float("nan")) / n
-                print(
-                    f"{name:8s} {t_choose:8.2f} {t:7.2f} {m.n_iter_:6d} {visits:8.2f} {steps:8.2f} "
-                    f"{moves:8.2f} "
-                    f"{m.converged_!s:>5s} {adjusted_rand_score(y, m.labels_):6.3f}"
-                )
 
 
 if __name__ == "__main__":
