@@ -52,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 OPERATIONS = ("join", "call", "keys", "masked", "confirm", "unmask", "close")
 _SESSION_RE = re.compile(r"^[0-9a-f]{16,64}$")
+#: the operations on a joined session whose outcome enters its transcript (:meth:`SiteAgent._run`)
+_SESSION_OPS = ("call", "keys", "masked", "confirm", "unmask")
 
 
 # --------------------------------------------------------------------------- sessions
@@ -80,7 +82,7 @@ class Session:
     secrets: object = field(default=None, repr=False)
     last_used: float = field(default_factory=time.monotonic)
     client: object = field(default=None, repr=False)  # the site's own Dask cluster
-    transcript: bytes = b""  # hash of every request answered in the session (bound to the round's shares)
+    transcript: bytes = b""  # hash of every request answered in the session and its outcome (bound to shares)
     pending: bytes = b""  # the digest of the round's operation and arguments, committed at its keys
     confirmed: tuple = ()
 
@@ -156,12 +158,34 @@ class SiteAgent:
                 raise Refused(f"unknown operation {op!r:.80}; known: {list(OPERATIONS)}")
             with self.lock:
                 self._expire()
-                result = getattr(self, f"_op_{op}")(msg)
+                result = self._run(op, msg)
         except (Refused, InputError) as exc:
             self.audit(peer, op, msg, "refused", str(exc))
             raise Refused(str(exc)) from None
         self.audit(peer, op, msg, "ok")
         return result
+
+    def _run(self, op, msg):
+        """``op`` on ``msg``, its outcome added to the session's transcript.
+
+        What a site computes can change its state (a refused ``prepare`` that got halfway, a ``masked`` that
+        ran here and nowhere else), and the transcript, to which every round's shares are bound, would
+        otherwise record only what was asked: a coordinator could leave one site's state apart from its
+        peers' while their transcripts agree, and later complete rounds would carry that site's difference
+        alone. With each outcome (ok, refused, failed) recorded, sites whose states may differ hold
+        different transcripts, and no later round of the session completes over them."""
+        st = self.sessions.get(msg.get("session")) if op in _SESSION_OPS else None
+        outcome = "failed"
+        try:
+            result = getattr(self, f"_op_{op}")(msg)
+            outcome = "ok"
+            return result
+        except (Refused, InputError):
+            outcome = "refused"
+            raise
+        finally:
+            if st is not None:
+                st.record("outcome", op, outcome)
 
     def _expire(self):
         now = time.monotonic()
@@ -235,7 +259,7 @@ class SiteAgent:
         table = CALLS.get(st.method, {})
         if op not in table:
             raise Refused(f"a {st.method} session has no call {op!r:.80}; known: {sorted(table)}")
-        st.record("call", op, args)  # before it runs: a refused call still differs from one not sent
+        st.record("call", op, args)  # before it runs (and its outcome after it: _run)
         return table[op](self, st, args)
 
     def _new_round(self, st, msg):

@@ -221,10 +221,11 @@ def _kcc_prepare(agent, st, args):
     cats, k = _args(args, 2, "prepare")
     if "labels" not in st.data:
         raise Refused("the session's rows are already prepared")
-    st.data["categories"] = _categories(cats, st)
-    st.data["k"] = _int(k, "k", 1, min(_MAX_K, max(st.data["labels"].shape[0], 1)))
-    if st.data["k"] * st.n_categories > _MAX_LABEL_SPACE:
-        raise Refused(f"k x categories = {st.data['k']} x {st.n_categories} is over 2**24")
+    cats = _categories(cats, st)
+    k = _int(k, "k", 1, min(_MAX_K, max(st.data["labels"].shape[0], 1)))
+    if k * sum(c.size for c in cats) > _MAX_LABEL_SPACE:
+        raise Refused(f"k x categories = {k} x {sum(c.size for c in cats)} is over 2**24")
+    st.data.update(categories=cats, k=k)  # every check passed: a refused prepare leaves nothing behind
     scatter_rows(st, st.data.pop("labels"), agent.config.compute.get("block_rows"))
     kcc_prepare(st, st.data["categories"])
 

@@ -240,10 +240,13 @@ def test_refusals_do_not_depend_on_one_sites_labels(three):
     """F5. An error oracle: ``label_counts`` with sizes below a site's largest label is refused, naming the
     site and the clustering ("site 'site-a': clustering 0 has labels >= n_labels=2"); a refused round
     costs nothing, so a binary search gives each site's largest label per clustering (``contingency``
-    likewise gives its largest reference class). The outcome must not depend on the site's rows."""
-    fed = federation(three)
+    likewise gives its largest reference class). The outcome must not depend on the site's rows. (A
+    round computed at site-a alone now leaves its transcript apart from its peers': a session a probe.)"""
     outcomes = []
     for m in (1, 2, 3, 4):
+        if FEDS:
+            FEDS.pop().close()
+        fed = federation(three)
         base, adv = advertise(fed, "label_counts", ([m] * N_CLUSTERINGS,))
         try:
             masked(fed, base, adv, "site-a", "label_counts", ([m] * N_CLUSTERINGS,))
@@ -300,8 +303,7 @@ def test_checkpoint_files_do_not_accumulate(three):
     fed.call("prepare", (real, 2, run_key, None), what="prepare")
     params = {"alpha": np.ones(2), "beta": np.full((2, 3 * N_CLUSTERINGS), 0.5)}
     for t in (0, 3, 6, 9):
-        base, adv = advertise(fed, "estep", (params, 0, t, 1e-4, 5))
-        masked(fed, base, adv, "site-a", "estep", (params, 0, t, 1e-4, 5))
+        fed.sum("estep", (params, 0, t, 1e-4, 5), what="E-step")
     for init in range(4):
         fed.call("promote", (init,), what="promote")
     files = list((three.configs["site-a"].parent / "state" / "gamma").glob(f"{run_key}-*.npy"))  # per block
@@ -389,6 +391,11 @@ def test_refused_phases_out_of_order(three):
         lk.post("confirm", {**base, "survivors": fed.roster})
     with pytest.raises(SiteRefusedError, match="not in phase 'confirmed'"):  # unmask before confirm
         lk.post("unmask", {**base, "tags": {}})
+    # (those refusals, at site-a alone, left its transcript apart: its next round would not verify)
+    FEDS.pop().close()
+    fed = federation(three)
+    lk = fed.links["site-a"]
+    base, adv = advertise(fed)
     masked(fed, base, adv, "site-a", "label_bits", ())
     with pytest.raises(SiteRefusedError, match="not in phase 'keys'"):  # masked twice in one round
         masked(fed, base, adv, "site-a", "label_counts", ([3] * N_CLUSTERINGS,))
@@ -502,3 +509,79 @@ def test_refused_plain_vectors_in_a_secure_session(three):
     base, _ = advertise(fed)
     with pytest.raises(SiteRefusedError, match="round keys and shares"):
         fed.links["site-a"].post("masked", {**base, "op": "label_bits", "args": []})
+
+
+# =========================================================================== a third review (2026-11-26)
+# A site's state follows what it computed, while its transcript (to which every round's shares are bound)
+# followed only what it was asked; and a site refused a sum because of its own values. Each test below is
+# an attack that worked on the code before it (a helper's review, scripts run against real agents).
+
+
+@pytest.fixture(scope="module")
+def uneven(tmp_path_factory):
+    """Three sites of 30, 40 and 45 rows (each row count is told at join), min_sites 3."""
+    names = ["site-a", "site-b", "site-c"]
+    rng = np.random.default_rng(7)
+    labels = {
+        n: rng.integers(0, 3, size=(m, N_CLUSTERINGS)) for n, m in zip(names, (30, 40, 45), strict=True)
+    }
+    a = start_sites(tmp_path_factory.mktemp("uneven"), labels)
+    a.labels, a.names = labels, names
+    yield a
+    a.stop()
+
+
+def _centroids(split, g=4):
+    """KCC centroids over 3 labels of each clustering, K = 2: every row nearer cluster 0; with ``split``,
+    the rows of category g (label 1 of clustering 1) nearer cluster 1."""
+    MT = np.full((3 * N_CLUSTERINGS, 2), 1 / 3)
+    MT[:, 1] = 0.0
+    if split:
+        MT[:, 1] = 1 / 3
+        MT[3:6, 1] = 0.0
+        MT[g, 1] = 1.0
+    return MT
+
+
+def test_a_round_computed_at_one_site_only_does_not_single_it_out(three):
+    """F12. ``masked`` changes a site's state (KCC's assignment) but did not enter its transcript. Round 2
+    is advertised by all and computed by site-a alone, then abandoned; round 3, over all three sites with
+    round 1's centroids, moves back site-a's rows only: its 'changed' entry was site-a's count of
+    category g, out of a complete secure sum. Now the outcome enters the transcript: round 3 is refused."""
+    fed = federation(three, "kcc")
+    fed.call("prepare", ([np.arange(3, dtype=np.int64)] * N_CLUSTERINGS, 2), what="prepare")
+    fed.sum("kcc_step", (_centroids(False),), what="round 1")
+    base, adv = advertise(fed, "kcc_step", (_centroids(True),))
+    masked(fed, base, adv, "site-a", "kcc_step", (_centroids(True),))  # site-a alone
+    try:
+        total = fed.sum("kcc_step", (_centroids(False),), what="round 3")
+    except SiteRefusedError:
+        return
+    truth = int(np.sum(three.labels["site-a"][:, 1] == 1))
+    assert int(np.rint(total[-1])) != truth, "round 3's 'changed' is site-a's count of category 4"
+
+
+def test_a_call_refused_at_one_site_does_not_leave_it_apart(uneven):
+    """F13. A refused call entered the transcript as if it ran, and KCC's ``prepare`` kept the categories
+    it was sent before it checked k against the site's rows. The same two calls to every site: prepare
+    with foreign categories and k = site-a's rows + 1 (site-a refuses, b and c prepare with categories no
+    row has), then with the real ones and k = 2 (site-a prepares, b and c refuse: already prepared). The
+    transcripts agreed and the complete secure sum of ``kcc_sizes`` was site-a's counts alone."""
+    fed = federation(uneven, "kcc")
+    n_a = fed.infos["site-a"]["n_rows"]
+    real = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
+    foreign = [np.arange(1000, 1003, dtype=np.int64)] * N_CLUSTERINGS
+    outcomes = []
+    for cats, k in ((foreign, n_a + 1), (real, 2)):
+        for n in fed.alive:  # the same message to every site
+            try:
+                fed.links[n].post("call", {"session": fed.session, "op": "prepare", "args": [cats, k]})
+                outcomes.append((n, k, "ok"))
+            except SiteRefusedError:
+                outcomes.append((n, k, "refused"))
+    assert ("site-a", n_a + 1, "refused") in outcomes and ("site-b", n_a + 1, "ok") in outcomes
+    try:
+        total = fed.sum("kcc_sizes", (3 * N_CLUSTERINGS,), what="sizes")
+    except SiteRefusedError:
+        return
+    assert not np.array_equal(np.rint(total[:-1]), counts_of(uneven.labels["site-a"])), "site-a alone"
