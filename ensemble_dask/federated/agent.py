@@ -42,6 +42,7 @@ import numpy as np
 
 from .._validation import InputError
 from . import secagg, wire
+from .secure import in_range
 from .site_config import SiteConfig, _short, load_config
 from .site_ops import CALLS, SUMS, Refused
 from .wire import peer_name
@@ -332,11 +333,8 @@ class SiteAgent:
         self._participants(st, keys, "the round's sites")
         st.phase = "masked-start"  # a failed check below leaves the round unanswerable
         secagg.receive_shares(st.name, st.secrets, keys, shares, st.channel, st.session)
-        vec = np.asarray(table[op](self, st, msg.get("args")), dtype=np.float64)
-        try:
-            words = secagg.masked_input(vec, st.name, st.secrets, st.session, n_sites=len(st.roster))
-        except InputError:  # its value is this site's own statistic: it stays here
-            raise Refused("a statistic of this site is outside the fixed-point range") from None
+        vec = in_range(table[op](self, st, msg.get("args")), n_sites=len(st.roster))
+        words = secagg.masked_input(vec, st.name, st.secrets, st.session, n_sites=len(st.roster))
         st.phase = "masked"
         return {"words": words}
 

@@ -585,3 +585,48 @@ def test_a_call_refused_at_one_site_does_not_leave_it_apart(uneven):
     except SiteRefusedError:
         return
     assert not np.array_equal(np.rint(total[:-1]), counts_of(uneven.labels["site-a"])), "site-a alone"
+
+
+def _oracle_params(eps, G=3 * N_CLUSTERINGS, g=4):
+    """BCE parameters under which site-a's E-step statistic of cluster 1 is -(rows without category g) /
+    eps (digamma(eps) ~ -1 / eps): whether it is in the fixed-point range tells that count's size."""
+    beta = np.ones((2, G))
+    beta[1, 3:6], beta[0, 3:6] = 0.0, 1e12  # in clustering 1 cluster 0 takes every label but g ...
+    beta[1, g], beta[0, g] = 1e12, 0.0  # ... which only cluster 1 takes
+    return {"alpha": np.array([1e12, eps]), "beta": beta}
+
+
+def test_a_statistic_out_of_range_is_not_a_refusal_that_tells_its_size(three):
+    """F14. A site refused a sum whose statistic fell outside the fixed-point range: with alpha near 0 the
+    coordinator set where that threshold lies on a count of site-a's rows, asked site-a alone to compute
+    (keys from all), and read one bit per round from the refusal: six rounds gave site-a's count of
+    category g. Now the site sends 0 for such an entry and counts it inside the masked sum; the
+    coordinator learns only that the sum is unusable."""
+    cats = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
+    answers = []
+    for eps in (1e-300, 1.0):  # out of range, then in range, whatever site-a's count: a session each
+        fed = federation(three)
+        fed.call("prepare", (cats, 2, "0123456789abcdef", None), what="prepare")
+        args = (_oracle_params(eps), 0, 1, 1e-12, 1000)
+        base, adv = advertise(fed, "estep", args)
+        try:
+            masked(fed, base, adv, "site-a", "estep", args)
+            answers.append("masked")
+        except SiteRefusedError as exc:
+            answers.append(str(exc))
+        FEDS.remove(fed)
+        fed.close()
+    assert answers == ["masked", "masked"], f"site-a answered {answers}"
+
+
+def test_an_out_of_range_sum_is_refused_by_the_coordinator_with_no_value(three):
+    """The honest side of F14: a sum with an entry out of range at some site stops the fit, naming how many
+    entries and no value."""
+    fed = federation(three)
+    cats = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
+    fed.call("prepare", (cats, 2, "0123456789abcdef", None), what="prepare")
+    with pytest.raises(
+        SiteRefusedError, match=r"^\d+ entr(y|ies) of the sum in E-step .*fixed-point range"
+    ) as exc:
+        fed.sum("estep", (_oracle_params(1e-300), 0, 1, 1e-12, 1000), what="E-step")
+    assert not re.search(r"\d\.\d|e[+-]\d", str(exc.value)), exc.value
