@@ -390,15 +390,22 @@ def make_app(agent):
         async def post(self, op):
             stream = self.request.connection.stream
             peer = peer_name(stream.socket.getpeercert()) if hasattr(stream, "socket") else None
+            audited = False  # handle() audits what it refuses
             try:
+                if peer != agent.config.coordinator:  # before the body is parsed: parsing costs memory
+                    raise Refused(
+                        f"site {agent.config.name!r} answers only {agent.config.coordinator!r}; the caller's "
+                        f"certificate is {peer!r:.80}"
+                    )
                 if len(self.request.body) > agent.config.max_body_bytes:
                     raise wire.WireError(f"a message over {agent.config.max_body_bytes} bytes")
                 loop = IOLoop.current()
                 msg = await loop.run_in_executor(agent.executor, wire.decode, self.request.body)
+                audited = True
                 result = await loop.run_in_executor(agent.executor, agent.handle, peer, op, msg)
                 body, status = wire.encode({"result": result}), 200
             except (Refused, wire.WireError) as exc:
-                if isinstance(exc, wire.WireError):
+                if not audited:
                     agent.audit(peer, op, {}, "refused", str(exc))
                 body, status = wire.encode({"error": str(exc), "refused": True}), 403
             except Exception as exc:  # a fault at the site: its details (maybe data) stay in the site's log

@@ -19,7 +19,17 @@ import numpy as np
 
 from .._validation import InputError
 
-__all__ = ["ARRAY_EXT", "DTYPES", "WireError", "encode", "decode", "MAX_BYTES", "peer_name"]
+__all__ = [
+    "ARRAY_EXT",
+    "DTYPES",
+    "WireError",
+    "encode",
+    "decode",
+    "MAX_BYTES",
+    "MAX_ENTRIES",
+    "MAX_LEN",
+    "peer_name",
+]
 
 ARRAY_EXT = 1
 #: the dtypes an array may have on the wire (code -> NumPy dtype, little-endian)
@@ -32,6 +42,11 @@ DTYPES = {
 }
 _CODES = {dt: code for code, dt in DTYPES.items()}
 MAX_BYTES = 1 << 31  # 2 GiB: a body larger than this is refused before it is parsed
+#: entries of one list or map, and of all of them in a message with the lists and maps themselves (an array
+#: is one entry): a message's bulk travels in arrays, which decode to their own size, while one byte of
+#: msgpack can make an empty list of 56 bytes
+MAX_LEN = 1 << 16
+MAX_ENTRIES = 1 << 20
 _MAX_DIMS = 4
 
 
@@ -91,12 +106,25 @@ def encode(message):
     return msgpack.packb(message, default=_default, use_bin_type=True, strict_types=False)
 
 
-def decode(body, *, max_bytes=MAX_BYTES):
-    """The message in ``body`` (bytes); refuses anything but the format above."""
+def decode(body, *, max_bytes=MAX_BYTES, max_entries=MAX_ENTRIES):
+    """The message in ``body`` (bytes); refuses anything but the format above, and a message of more than
+    ``max_entries`` list and map entries in all (or :data:`MAX_LEN` in one) before it builds them."""
     if len(body) > max_bytes:
         raise WireError(f"a message of {len(body)} bytes is over the limit of {max_bytes}")
+    entries = 0
+
+    def counted(container):  # msgpack calls it on each list and map as it completes, innermost first
+        nonlocal entries
+        entries += 1 + len(container)  # an empty one costs memory too
+        if entries > max_entries:
+            raise WireError(f"a message of more than {max_entries} list and map entries")
+        return container
+
     try:
-        msg = msgpack.unpackb(body, raw=False, strict_map_key=True, ext_hook=_ext_hook)
+        msg = msgpack.unpackb(
+            body, raw=False, strict_map_key=True, ext_hook=_ext_hook, list_hook=counted,
+            object_hook=counted, max_array_len=MAX_LEN, max_map_len=MAX_LEN,
+        )  # fmt: skip
     except WireError:
         raise
     except (ValueError, TypeError, msgpack.UnpackException) as exc:

@@ -630,3 +630,19 @@ def test_an_out_of_range_sum_is_refused_by_the_coordinator_with_no_value(three):
     ) as exc:
         fed.sum("estep", (_oracle_params(1e-300), 0, 1, 1e-12, 1000), what="E-step")
     assert not re.search(r"\d\.\d|e[+-]\d", str(exc.value)), exc.value
+
+
+def test_a_caller_that_is_not_the_coordinator_is_refused_before_its_message_is_parsed(three):
+    """F15. The body was parsed before the caller was checked: any certificate of the CA ('mallory') could
+    make a site build 80 bytes of lists per byte sent. Now a stranger's body is never parsed."""
+    import http.client
+
+    host, port = three.addresses["site-a"].removeprefix("https://").rsplit(":", 1)
+    conn = http.client.HTTPSConnection(host, int(port), context=three.context("mallory"), timeout=30)
+    try:
+        conn.request("POST", "/v1/join", b"\xc1", {"Content-Type": "application/msgpack"})  # not msgpack
+        resp = conn.getresponse()
+        reply = resp.read()
+    finally:
+        conn.close()
+    assert resp.status == 403 and b"answers only 'coordinator'" in reply, reply[:200]
