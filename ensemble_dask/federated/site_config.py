@@ -15,7 +15,7 @@ Everything that decides what leaves the site is here, never in a message of the 
     allow_plain: false              # statistics in clear on request: never, unless set here
     data: {labels: labels.zarr, reference: reference.zarr, storage_options: {}}
     output: memberships.zarr        # where this site writes its rows' memberships
-    checkpoint: state/gamma         # the site's E-step state for resuming (optional)
+    checkpoint: state/gamma         # E-step state for resuming (optional; of the last max_sessions runs)
     state: state                    # audit log and the sessions already joined
     compute:                        # the site's own Dask cluster for its row blocks (federated.site_rows)
       processes: false              # false: threads of the agent (no port); true: worker processes over TLS

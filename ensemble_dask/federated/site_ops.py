@@ -112,7 +112,7 @@ def _bce_prepare(agent, st, args):
             raise Refused("resume needs its start")
     st.data["categories"] = cats
     scatter_rows(st, st.data.pop("labels"), agent.config.compute.get("block_rows"))
-    bce_prepare(st, cats, k, agent.config.checkpoint, run_key, resume)
+    bce_prepare(st, cats, k, agent.config.checkpoint, run_key, resume, keep_runs=agent.config.max_sessions)
 
 
 def _bce_params(value, st):

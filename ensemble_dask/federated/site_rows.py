@@ -13,6 +13,7 @@ Functions take the session ``st`` (``st.name``, ``st.data``, ``st.client``).
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from pathlib import Path
 
@@ -74,21 +75,38 @@ def _save(path, arr, keep):
             old.unlink(missing_ok=True)
 
 
+def _prune_runs(directory, run_key, keep):
+    """Remove the checkpoints of all but the ``keep`` runs written last (and ``run_key``'s): the coordinator
+    names a new run key whenever it likes, and each run leaves a ``gamma`` per block behind."""
+    runs = {}
+    for f in Path(directory).glob("*.npy"):
+        with contextlib.suppress(OSError):
+            run = f.name.split("-", 1)[0]
+            runs[run] = max(runs.get(run, 0.0), f.stat().st_mtime)
+    old = sorted((r for r in runs if r != run_key), key=runs.get, reverse=True)[max(keep - 1, 0) :]
+    for run in old:
+        for f in Path(directory).glob(f"{run}-*.npy"):
+            f.unlink(missing_ok=True)
+
+
 def _load(path, prepared, k):
-    """A checkpointed ``gamma`` of a block, checked to fit its distinct rows and ``k``."""
+    """A checkpointed ``gamma`` of a block, checked to fit its distinct rows and ``k`` (the coordinator is
+    told which file and no more: neither the site's paths nor its blocks' distinct rows)."""
     if not Path(path).exists():
-        raise InputError(f"no checkpoint {Path(path).name} in {str(Path(path).parent)!r}; cannot resume")
+        raise InputError(f"no checkpoint {Path(path).name} at this site; cannot resume")
     gamma = np.load(path, allow_pickle=False)
     want = (prepared["gidx"].shape[0], k)
     if gamma.shape != want or gamma.dtype != np.float64 or not np.isfinite(gamma).all():
         raise InputError(
-            f"checkpoint {Path(path).name} does not fit this site's rows ({gamma.shape}, not {want})"
+            f"checkpoint {Path(path).name} does not fit this site's rows (they changed since it was "
+            "written); cannot resume"
         )
     return gamma
 
 
-def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 100)):
-    """Encode the blocks (identical rows merged), fresh ``gamma`` or the site's checkpointed one."""
+def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 100), keep_runs=4):
+    """Encode the blocks (identical rows merged), fresh ``gamma`` or the site's checkpointed one; the
+    checkpoints of all but the last ``keep_runs`` runs are removed."""
     import hashlib
     import json
 
@@ -100,6 +118,7 @@ def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 10
     st.data["estep"] = DaskBlockEStep(st.client, prepared, int(k), *e_step)
     if checkpoint:
         Path(checkpoint).mkdir(parents=True, exist_ok=True)
+        _prune_runs(checkpoint, run_key, keep_runs)
     if resume is None:
         return
     init, t, best_init = resume

@@ -646,3 +646,21 @@ def test_a_caller_that_is_not_the_coordinator_is_refused_before_its_message_is_p
     finally:
         conn.close()
     assert resp.status == 403 and b"answers only 'coordinator'" in reply, reply[:200]
+
+
+def test_checkpoints_of_old_runs_do_not_pile_up(three):
+    """F16 (what F7 left). A site kept the E-step checkpoints of every run key the coordinator named, one
+    ``gamma`` per block each: a new run key per session filled the site's disk. It now keeps those of its
+    last ``max_sessions`` runs (4 here)."""
+    gdir = three.configs["site-a"].parent / "state" / "gamma"
+    cats = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
+    params = {"alpha": np.ones(2), "beta": np.full((2, 3 * N_CLUSTERINGS), 0.5)}
+    for i in range(6):
+        fed = federation(three)
+        fed.call("prepare", (cats, 2, f"{i + 1:016x}", None), what="prepare")
+        fed.sum("estep", (params, 0, 0, 1e-4, 1), what="E-step")
+        FEDS.remove(fed)
+        fed.close()
+    runs = {f.name.split("-", 1)[0] for f in gdir.glob("*.npy")}
+    assert len(runs) <= 4, sorted(runs)
+    assert f"{6:016x}" in runs
