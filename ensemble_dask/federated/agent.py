@@ -161,7 +161,7 @@ class SiteAgent:
                 self._expire()
                 result = self._run(op, msg)
         except (Refused, InputError) as exc:
-            self.audit(peer, op, msg, "refused", str(exc))
+            self.audit(peer, op, msg, "refused", getattr(exc, "detail", None) or str(exc))
             raise Refused(str(exc)) from None
         self.audit(peer, op, msg, "ok")
         return result
@@ -243,7 +243,12 @@ class SiteAgent:
         st = Session(cfg.name, sid, method, mode, cfg.federation, t, channel, alive=set(cfg.federation))
         st.client = self.client
         st.record("join", sid, method, mode, cfg.federation)
-        info = bce_open(st, cfg.labels, cfg.storage_options, cfg.reference)
+        try:
+            info = bce_open(st, cfg.labels, cfg.storage_options, cfg.reference)
+        except InputError as exc:  # its paths and whatever a reader quotes from the rows stay here
+            raise Refused(
+                f"site {cfg.name!r} cannot open its data (its audit log says why)", str(exc)
+            ) from None
         st.data["n_clusterings"] = info["n_clusterings"]
         self.sessions[sid] = st
         return {**info, "threshold": t, "has_reference": cfg.reference is not None}

@@ -23,7 +23,12 @@ _RUN_KEY_CHARS = set("0123456789abcdef")
 
 
 class Refused(EnsembleDaskError):
-    """A request the site refuses (the coordinator gets the message; the audit log gets a line)."""
+    """A request the site refuses (the coordinator gets the message; the audit log gets a line, with
+    ``detail`` when the reason holds what stays at the site: its paths, its values)."""
+
+    def __init__(self, message, detail=None):
+        super().__init__(message)
+        self.detail = detail
 
 
 # --------------------------------------------------------------------------- argument checks

@@ -664,3 +664,26 @@ def test_checkpoints_of_old_runs_do_not_pile_up(three):
     runs = {f.name.split("-", 1)[0] for f in gdir.glob("*.npy")}
     assert len(runs) <= 4, sorted(runs)
     assert f"{6:016x}" in runs
+
+
+def test_a_site_that_cannot_open_its_data_tells_the_coordinator_no_path(three):
+    """F17. A join that failed to read the site's labels answered with the site's path (and whatever the
+    reader quoted); that stays in the site's audit log now."""
+    import shutil
+
+    import yaml
+
+    cfg = three.configs["site-a"]
+    url = cfg.parent / yaml.safe_load(cfg.read_text())["data"]["labels"]
+    moved = url.with_name(url.name + ".away")
+    shutil.move(url, moved)
+    try:
+        lk = SiteLink("site-a", three.addresses["site-a"], three.context(), 30)
+        with pytest.raises(SiteRefusedError, match="cannot open its data") as exc:
+            lk.post("join", {"session": "ab" * 16, "roster": three.names, "mode": "secure", "method": "bce"})
+        lk.close()
+    finally:
+        shutil.move(moved, url)
+    assert url.name not in str(exc.value) and str(cfg.parent) not in str(exc.value), exc.value
+    last = json.loads(audit(three, "site-a").read_text().splitlines()[-1])
+    assert last["outcome"] == "refused" and url.name in last["reason"], last
