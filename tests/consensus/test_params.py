@@ -72,3 +72,19 @@ def test_every_registered_estimator_declares_its_parameters():
         cls = registry.get(name).estimator_class()
         params = set(inspect.signature(cls.__init__).parameters) - {"self", "warm_start"}
         assert params == set(cls._parameter_constraints), (name, params ^ set(cls._parameter_constraints))
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_every_estimator_takes_scikit_learns_parameter_protocol(name):
+    """``sklearn.base.clone`` (hence grid searches and pipelines) needs ``get_params``; the docs say the
+    estimators follow scikit-learn's conventions, and ``clone(BCE(n_clusters=10))`` raised TypeError."""
+    from sklearn.base import clone
+
+    cls = registry.get(name).estimator_class()
+    est = cls(n_clusters=3, **({"random_state": 7} if "random_state" in cls._get_param_names() else {}))
+    copy = clone(est)
+    assert copy is not est and copy.get_params() == est.get_params()
+    assert repr(copy).startswith(f"{cls.__name__}(n_clusters=3")
+    assert copy.set_params(n_clusters=4) is copy and copy.n_clusters == 4 and est.n_clusters == 3
+    with pytest.raises(InputError, match=f"{cls.__name__} has no parameter 'k'"):
+        copy.set_params(k=4)

@@ -15,8 +15,10 @@ ensemble_dask._validation.InputError: The 'n_clusters' parameter of KCC must be 
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
+import reprlib
 
 import numpy as np
 
@@ -132,9 +134,52 @@ def validate_params(constraints, params, owner):
 
 
 class ParamsMixin:
-    """Gives an estimator :meth:`_validate_params` from its class's ``_parameter_constraints``."""
+    """Gives an estimator :meth:`_validate_params` from its class's ``_parameter_constraints``, and
+    scikit-learn's parameter protocol (``get_params``, ``set_params``, a ``repr`` of the parameters set), so
+    that ``sklearn.base.clone``, grid searches and pipelines take it (without importing scikit-learn here).
+
+    >>> from ensemble_dask.consensus import BCE
+    >>> BCE(n_clusters=10, random_state=0)
+    BCE(n_clusters=10, random_state=0)
+    >>> BCE(n_clusters=10).set_params(max_iter=50).get_params()["max_iter"]
+    50
+    """
 
     _parameter_constraints: dict = {}
+
+    @classmethod
+    def _get_param_names(cls):
+        """The parameters of ``__init__`` (every one is kept as an attribute of the same name)."""
+        params = inspect.signature(cls.__init__).parameters.values()
+        return sorted(
+            p.name for p in params if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        )
+
+    def get_params(self, deep=True):
+        """The estimator's parameters, ``{name: value}`` (``deep`` is accepted, as scikit-learn's)."""
+        return {name: getattr(self, name) for name in self._get_param_names()}
+
+    def set_params(self, **params):
+        """Set parameters by name; returns the estimator. An unknown name is refused."""
+        names = self._get_param_names()
+        for name, value in params.items():
+            if name not in names:
+                raise InputError(f"{type(self).__name__} has no parameter {name!r}; its parameters: {names}")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self):
+        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
+        shown_ = []
+        for name in inspect.signature(type(self).__init__).parameters:
+            if name not in defaults or name == "self" or not hasattr(self, name):
+                continue
+            value = getattr(self, name)
+            if _same(value, defaults[name]):
+                continue
+            text = f"<array {value.shape}>" if isinstance(value, np.ndarray) else reprlib.repr(value)
+            shown_.append(f"{name}={text}")
+        return f"{type(self).__name__}({', '.join(shown_)})"
 
     def _validate_params(self):
         """Check every parameter of ``__init__`` against the class's constraints (no data needed)."""
@@ -143,6 +188,18 @@ class ParamsMixin:
             {name: getattr(self, name) for name in self._parameter_constraints},
             type(self).__name__,
         )
+
+
+def _same(value, default):
+    """Whether a parameter's value is its default (for the ``repr``): arrays never are."""
+    if value is default:
+        return True
+    if isinstance(value, np.ndarray) or isinstance(default, np.ndarray):
+        return False
+    try:
+        return type(value) is type(default) and bool(value == default)
+    except (TypeError, ValueError):
+        return False
 
 
 def check_n_clusters(est, n):
