@@ -211,19 +211,31 @@ def test_strategy_override_replaces_the_strategy_parameters(caplog):
             {"pcc-kl": {"n_clusters": 0}},
             r"consensus method 'pcc-kl': The 'n_clusters' parameter",
         ),
+        ("consensus", {"pcc-kl": {}}, r"consensus method 'pcc-kl' needs n_clusters"),  # was a KeyError
+        ("consensus", {"bce": {}}, r"consensus method 'bce' needs n_clusters"),  # was K = 2, silently
         (
             "consensus",
-            {"ppc": {"tol": -1}},
+            {"pcc-kl": {"n_clusters": 1}},  # was an error naming HBGF, the start, after the other stages
+            r"consensus method 'pcc-kl': The 'n_clusters' parameter must be an integer >= 2",
+        ),
+        (
+            "consensus",
+            {"pcc-kl": {"n_clusters": 3, "divergence": "l2"}},  # was an L2 fit recorded as pcc-kl
+            r"consensus method 'pcc-kl' is pcc with divergence='kl'; got divergence='l2'",
+        ),
+        (
+            "consensus",
+            {"ppc": {"n_clusters": 3, "tol": -1}},
             r"consensus method 'ppc': The 'tol' parameter of PPC must be 'auto' or a number > 0",
         ),
         (
             "consensus",
-            {"mm": {"n_init": 0}},
+            {"mm": {"n_clusters": 3, "n_init": 0}},
             r"consensus method 'mm': The 'n_init' parameter of MM must be an integer >= 1",
         ),
         (
             "consensus",
-            {"bce": {"e_step_max_iter": 0}},
+            {"bce": {"n_clusters": 3, "e_step_max_iter": 0}},
             r"'e_step_max_iter' parameter of BCE must be an integer >= 1",
         ),
         ("consensus", {"pcc": "n_clusters=3"}, r"consensus method 'pcc': its parameters must be a mapping"),

@@ -58,7 +58,12 @@ def resolve_method(name, params):
         if name in registry.ALIASES:
             method, preset = registry.ALIASES[name]
             for key, value in preset.items():
-                params.setdefault(key, value)
+                if params.setdefault(key, value) != value:  # pcc-kl with divergence=l2 would be named a lie
+                    raise InputError(
+                        f"consensus method {name!r} is {method} with {key}={value!r}; got "
+                        f"{key}={params[key]!r} (to set {key}, name it {method!r}, or give another name "
+                        f"'method: {method}')"
+                    )
     if method not in registry.names():
         raise InputError(f"consensus method {name!r}: unknown method {method!r}; known: {registry.names()}")
     return method, params
@@ -101,6 +106,12 @@ def check_consensus_params(name, params, *, seed=0):
     if params is not None and not isinstance(params, dict):
         raise InputError(f"consensus method {name!r}: its parameters must be a mapping; got {params!r}")
     method, kwargs = resolve_method(name, params)
+    k = kwargs.get("n_clusters")
+    if k is None:  # each estimator has a default K of its own (2 or 8): a consensus states the one it wants
+        raise InputError(
+            f"consensus method {name!r} needs n_clusters, the number of consensus clusters K (on the command "
+            f"line --set n_clusters=K; in a workflow {name}: {{n_clusters: K}})"
+        )
     if "random_state" in inspect.signature(_estimator_class(method).__init__).parameters:
         kwargs.setdefault("random_state", int(stage_seed(seed, "consensus").generate_state(1)[0]))
     starts = registry.get(method).starts
@@ -116,6 +127,11 @@ def check_consensus_params(name, params, *, seed=0):
         est._validate_params()
     except InputError as exc:
         raise InputError(f"consensus method {name!r}: {exc}") from None
+    if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 2:
+        raise InputError(
+            f"consensus method {name!r}: The 'n_clusters' parameter must be an integer >= 2 (one cluster is "
+            f"no clustering); got {k!r}"
+        )
     return method, kwargs
 
 

@@ -958,3 +958,12 @@ def test_column_presence_matches_the_table_of_the_labels():
             col = labels[:, i]
             want[i, col[(col >= 0) & (col < top[i])]] = True
         np.testing.assert_array_equal(seen, want)
+
+
+@pytest.mark.parametrize("cls", [BCE, MM, GBCE])
+def test_more_clusters_than_rows_is_refused(cls):
+    """As KCC and PCC refuse it: BCE(n_clusters=5000) on 50 rows ran and only warned it had not converged."""
+    labels = np.random.default_rng(0).integers(0, 3, (50, 5))
+    args = (labels, np.zeros((50, 2))) if cls is GBCE else (labels,)
+    with pytest.raises(InputError, match=f"'n_clusters' parameter of {cls.__name__} must be <= n_samples=50"):
+        cls(n_clusters=51).fit(*args)

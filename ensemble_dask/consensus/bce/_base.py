@@ -9,7 +9,7 @@ import numpy as np
 
 from ..._validation import InputError, check_random_state, convergence_warning
 from .._common.base import normalized_entropy
-from .._common.params import Interval, Options, ParamsMixin
+from .._common.params import Interval, Options, ParamsMixin, check_n_clusters
 from . import _kernels as kern
 from ._em import (
     EmptyRowsWarning,
@@ -299,6 +299,7 @@ class _BCEBase(ParamsMixin):
         return self.fit(*args, **kwargs).labels_
 
     def _fit_arrays(self, labels, X, init):
+        check_n_clusters(self, labels.shape[0])
         rng = check_random_state(self.random_state)
         categories = label_categories(labels)
         gidx, _ = encode_labels(labels, categories)

@@ -13,7 +13,7 @@ from scipy.special import logsumexp
 from ..._validation import InputError, check_labels_matrix, check_random_state, convergence_warning
 from .._common.base import normalized_entropy
 from .._common.encoding import compress_rows
-from .._common.params import ParamsMixin
+from .._common.params import ParamsMixin, check_n_clusters
 from . import _kernels as kern
 from ._base import EM_CONSTRAINTS, INIT_CONSTRAINT
 from ._em import (
@@ -109,6 +109,7 @@ class MM(ParamsMixin):
         self._validate_params()
         k = int(self.n_clusters)
         labels = check_labels_matrix(labels)
+        check_n_clusters(self, labels.shape[0])
         rng = check_random_state(self.random_state)
         categories = label_categories(labels)
         offsets = _offsets(categories)
