@@ -77,7 +77,9 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         The one seed of every random choice; None (or a generator) draws one at each fit.
     store : str or None, default=None
         URL of the run store (a path, ``s3://...``); None: one in this process's memory, kept by the
-        estimator and removed with it (a copy reads its original's until its own first fit). With an int
+        estimator and removed with it (a copy reads its original's until its own first fit). A store given
+        here that holds another data set is refused, unless this estimator's last fit wrote it (its results
+        are then replaced): a fit never deletes results it did not make. With an int
         ``random_state``, a refit on the same data with another ``method`` or ``n_clusters`` reuses its
         base clusterings and pairs. A store in memory needs no cluster of processes: its stages run on
         threads.
@@ -166,18 +168,22 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         """The workflow :meth:`fit` runs (a dict, as :func:`ensemble_dask.pipeline.run_workflow` takes it).
 
         ``n_rows``: the data's rows, when known; on data so small that a subsample has fewer rows than the
-        default largest base k, the base clusterings' k is at most the subsample's rows."""
+        default largest base k, the base clusterings' k is at most the subsample's rows. The data replaces
+        the store's only in a store of the estimator's own (in memory) or one its last fit wrote."""
         name = self.method
         if name not in registry.names() and name not in registry.ALIASES:
             raise InputError(
                 f"The 'method' parameter must be one of {registry.names()} or pcc-kl, pcc-l2; got {name!r}"
             )
+        store = store or self._store_url()
+        # a new X replaces the store's data (the results computed from the old go) in the estimator's own
+        # store only: a store the user named may hold results this estimator did not make
+        replace = self.store is None or getattr(self, "store_", None) == store
         spec = {
             "name": "consensus-clustering",
             "seed": seed,
-            "store": store or self._store_url(),
-            # the estimator's data replaces the store's (a new X: the results computed from the old go)
-            "data": {"url": data_url, "standardize": bool(self.standardize), "overwrite": True},
+            "store": store,
+            "data": {"url": data_url, "standardize": bool(self.standardize), "overwrite": replace},
             "generate": {
                 "n_clusterings": check_int(self.n_clusterings, "n_clusterings", min_value=1),
                 "rate": check_rate(self.rate, "rate"),

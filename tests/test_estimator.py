@@ -133,6 +133,26 @@ def test_copies_and_other_stores_keep_apart(blobs, tmp_path):
     assert model.store_.startswith("memory://")  # not the given store again
 
 
+def test_a_given_store_that_holds_another_data_set_is_not_wiped(blobs):
+    """A user's review: ``ConsensusClustering(store=PATH).fit(X)`` replaced whatever run the store held (its
+    consensus results included) with no word. A store the user names is replaced only by the estimator
+    whose last fit wrote it."""
+    import uuid
+
+    from ensemble_dask.io.store import RunStore
+
+    store = f"memory://given-{uuid.uuid4().hex}.zarr"  # named by the user (in memory: threads, no cluster)
+    params = dict(n_clusters=3, method="kcc", n_clusterings=4, random_state=0)
+    first = ConsensusClustering(**params, store=store).fit(blobs)
+    labels = RunStore(store, mode="r")["consensus/kcc/labels"][:]
+    other = blobs[:300] + 1.0
+    with pytest.raises(InputError, match="holds"):
+        ConsensusClustering(**params, store=store).fit(other)
+    np.testing.assert_array_equal(RunStore(store, mode="r")["consensus/kcc/labels"][:], labels)
+    first.fit(other)  # the store its own last fit wrote: replaced
+    assert RunStore(store, mode="r")["X"].shape[0] == 300 and first.labels_.shape == (300,)
+
+
 def test_a_store_in_memory_goes_with_its_estimator(blobs):
     """Removed at the next fit after the estimator is collected (a finaliser runs in any thread: removing
     the store there raced with a stage listing the memory file system)."""
