@@ -212,8 +212,9 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         (CSV, Parquet, zarr, npy); returns ``self``.
 
         An array or a data frame is written once to this process's memory for ``ingest`` to read, and
-        removed after the fit. Data other than the store's replaces it (and the results computed from it);
-        the same data again reuses the store's base clusterings and pairs.
+        removed after the fit. Data other than the store's replaces it (and the results computed from it)
+        in the estimator's own store, or one its last fit wrote; another store that holds other data is
+        refused. The same data again reuses the store's base clusterings and pairs.
         """
 
         from . import pipeline
