@@ -326,10 +326,13 @@ def test_a_method_stopped_at_its_cap_is_recorded_as_not_converged():
         assert report["methods"][name]["converged"] is False, name
         assert attrs["converged"] is False and attrs["n_iter"] == 1, name
         assert any("max_iter=1" in w for w in attrs["warnings"]), (name, attrs["warnings"])
+        # and the warnings themselves, beside the scores (a user's review: only in the log and the store)
+        assert report["methods"][name]["warnings"] == attrs["warnings"], name
     import fsspec
 
     page = fsspec.filesystem("memory").cat(report["html"]).decode()
     assert page.count("no (iteration cap)") == 3
+    assert "id='fit-warnings'" in page and page.count("ConvergenceWarning") >= 3
 
 
 @pytest.mark.slow

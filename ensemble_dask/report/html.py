@@ -138,7 +138,22 @@ def accuracy_html(table_rows, base, base_note=None):
     )
     return (
         f"<section id='accuracy'><h2>Accuracy</h2>{none}<table class='grid' id='accuracy-table'>"
-        f"<tr><th>method</th>{head}</tr>{''.join(body)}</table><p class='note'>{note}</p></section>"
+        f"<tr><th>method</th>{head}</tr>{''.join(body)}</table><p class='note'>{note}</p>"
+        f"{_fit_warnings(table_rows)}</section>"
+    )
+
+
+def _fit_warnings(table_rows):
+    """The warnings each fit issued (recorded with its result), as a list under the table; or nothing."""
+    items = [
+        f"<li><strong>{_esc(name)}</strong>: {_esc(w)}</li>"
+        for name, _, attrs, _ in table_rows
+        for w in attrs.get("warnings") or []
+    ]
+    return (
+        f"<div class='warn' id='fit-warnings'><p>Warnings of the fits:</p><ul>{''.join(items)}</ul></div>"
+        if items
+        else ""
     )
 
 

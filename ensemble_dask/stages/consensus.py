@@ -467,6 +467,8 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
         converged = getattr(model, "converged_", None)  # None: a method that does not iterate
         converged = None if converged is None else bool(converged)
         metrics = {"effective_k": int(est.effective_k_), "seconds": round(seconds, 3), "converged": converged}
+        if notes:  # in metrics.json and the report's JSON too, not only in the log
+            metrics["warnings"] = notes
         if objective is not None:
             metrics["objective"] = float(objective)
         if chosen:  # auto: which result it kept, and every candidate's score
