@@ -286,3 +286,19 @@ def test_a_library_callers_ctrl_c_changes_nothing_global(caplog):
     parallel.interrupt()  # twice: the level kept is the one before the first
     parallel.interrupt_handled()
     assert logging.getLogger("distributed").level == level and not parallel.INTERRUPTED.is_set()
+
+
+def test_consensus_takes_n_clusters_as_generate_and_coassoc_do(tmp_path, capsys):
+    """A user's review: generate and coassoc take --n-clusters K, consensus only --set n_clusters=K (and
+    --n-clusters there was 'unrecognized arguments'); K is required now, so it is one option everywhere."""
+    from ensemble_dask.cli import main
+
+    store = str(tmp_path / "s.zarr")
+    np.save(tmp_path / "l.npy", np.random.default_rng(0).integers(0, 3, (50, 6)))
+    assert main(["import-labels", str(tmp_path / "l.npy"), "--store", store]) == 0
+    assert main(["consensus", "kcc", "--store", store, "--n-clusters", "3"]) == 0
+    capsys.readouterr()
+    assert main(["consensus", "kcc", "--store", store, "--n-clusters", "3", "--set", "n_clusters=4"]) == 2
+    assert "--n-clusters 3 and --set n_clusters=4 disagree" in capsys.readouterr().err
+    assert main(["consensus", "kcc", "--store", store]) == 2
+    assert "needs n_clusters" in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from .._validation import InputError
 from ._options import print_summary, seed, set_args, stage_store, store_args
 
 
@@ -21,6 +22,14 @@ def add_parser(sub, common):
         "with --set method=METHOD",
     )
     store_args(p)
+    p.add_argument(
+        "--n-clusters",
+        type=int,
+        default=None,
+        metavar="K",
+        help="the number of consensus clusters K (the same as --set n_clusters=K, as generate and coassoc "
+        "take it)",
+    )
     set_args(p, help="a method parameter")
     p.add_argument("--seed", type=seed, default=0)
     p.set_defaults(run=run)
@@ -41,10 +50,14 @@ def run(args):
     from .. import pipeline
     from ..stages.consensus import consensus_stage
 
+    params = dict(map(pipeline.parse_assignment, args.set))
+    if args.n_clusters is not None:
+        if params.setdefault("n_clusters", args.n_clusters) != args.n_clusters:
+            raise InputError(
+                f"--n-clusters {args.n_clusters} and --set n_clusters={params['n_clusters']} disagree"
+            )
     with stage_store(args, writes_report=True) as store:
-        metrics = consensus_stage(
-            store, args.name, seed=args.seed, **dict(map(pipeline.parse_assignment, args.set))
-        )
+        metrics = consensus_stage(store, args.name, seed=args.seed, **params)
         report = pipeline.write_report(store)
     print_summary({"dataset": report["dataset"], "methods": {args.name: metrics}})
     return 0

@@ -110,7 +110,7 @@ def check_consensus_params(name, params, *, seed=0):
     if k is None:  # each estimator has a default K of its own (2 or 8): a consensus states the one it wants
         raise InputError(
             f"consensus method {name!r} needs n_clusters, the number of consensus clusters K (on the command "
-            f"line --set n_clusters=K; in a workflow {name}: {{n_clusters: K}})"
+            f"line --n-clusters K; in a workflow {name}: {{n_clusters: K}})"
         )
     if "random_state" in inspect.signature(_estimator_class(method).__init__).parameters:
         kwargs.setdefault("random_state", int(stage_seed(seed, "consensus").generate_state(1)[0]))
