@@ -297,7 +297,8 @@ def test_consensus_takes_n_clusters_as_generate_and_coassoc_do(tmp_path, capsys)
     np.save(tmp_path / "l.npy", np.random.default_rng(0).integers(0, 3, (50, 6)))
     assert main(["import-labels", str(tmp_path / "l.npy"), "--store", store]) == 0
     assert main(["consensus", "kcc", "--store", store, "--n-clusters", "3"]) == 0
-    capsys.readouterr()
+    assert "data set: n=50 clusterings=6" in capsys.readouterr().out  # labels brought alone: no 'd=None'
+
     assert main(["consensus", "kcc", "--store", store, "--n-clusters", "3", "--set", "n_clusters=4"]) == 2
     assert "--n-clusters 3 and --set n_clusters=4 disagree" in capsys.readouterr().err
     assert main(["consensus", "kcc", "--store", store]) == 2

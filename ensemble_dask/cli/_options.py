@@ -100,7 +100,8 @@ def stage_store(args, *, mode="r+", new=False, lease=True, writes_report=False):
 
 def print_summary(report, out=None):
     ds = report.get("dataset", {})
-    print(f"data set: n={ds.get('n')} d={ds.get('d')} clusterings={ds.get('n_clusterings')}", file=out)
+    d = "" if ds.get("d") is None else f" d={ds.get('d')}"  # none: labels brought without features
+    print(f"data set: n={ds.get('n')}{d} clusterings={ds.get('n_clusterings')}", file=out)
     rows = []
     if report.get("base_partitions"):
         bp = report["base_partitions"]
