@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -149,8 +151,16 @@ def test_a_given_store_that_holds_another_data_set_is_not_wiped(blobs):
     with pytest.raises(InputError, match="holds"):
         ConsensusClustering(**params, store=store).fit(other)
     np.testing.assert_array_equal(RunStore(store, mode="r")["consensus/kcc/labels"][:], labels)
-    first.fit(other)  # the store its own last fit wrote: replaced
+    from ensemble_dask.pipeline import write_report
+
+    write_report(RunStore(store))  # a report of the old data, beside the zarr nodes
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # zarr warned, listing the store, that 'report' is no zarr node
+        first.fit(other)  # the store its own last fit wrote: replaced, its report too
     assert RunStore(store, mode="r")["X"].shape[0] == 300 and first.labels_.shape == (300,)
+    import fsspec
+
+    assert not fsspec.filesystem("memory").exists(f"{store.removeprefix('memory://')}/report")
 
 
 def test_a_store_in_memory_goes_with_its_estimator(blobs):

@@ -311,6 +311,12 @@ class RunStore:
         with contextlib.suppress(FileNotFoundError):
             fs.rm(f"{root}/{RECORDS_DIR}", recursive=True)
 
+    def clear_report(self):
+        """Remove the report folder (its pages and figures describe data that is being replaced)."""
+        fs, root = self._fs()
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(f"{root}/{REPORT_DIR}", recursive=True)
+
     @contextlib.contextmanager
     def stage(self, name, params, inputs, *, meta=None, writes=()):
         """Context for running stage ``name``: unmark it, yield, then mark it complete.

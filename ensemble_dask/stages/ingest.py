@@ -35,6 +35,7 @@ import hashlib
 import json
 import logging
 import os
+import warnings
 
 import numpy as np
 
@@ -490,11 +491,15 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
         if reader.y is not None:
             content.update(reader.y.tobytes())
         record["output"] = content.hexdigest()[:32]
-        if record["output"] != before:  # other data: what was computed from the old X goes
-            for name in list(store.group.keys()):
+        if record["output"] != before:  # other data: what was computed from the old X goes, its report too
+            with warnings.catch_warnings():  # the report folder is no zarr node, and zarr says so as it lists
+                warnings.filterwarnings("ignore", "Object at .* is not recognized", UserWarning)
+                names = list(store.group.keys())
+            for name in names:
                 if name not in ("X", "y_true", RECORDS_DIR):
                     del store.group[name]
             store.clear_records()
+            store.clear_report()
         X.attrs.update(
             {
                 "feature_names": summary["feature_names"],
