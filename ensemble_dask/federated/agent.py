@@ -42,7 +42,6 @@ import numpy as np
 
 from .._validation import InputError
 from . import secagg, wire
-from .secure import in_range
 from .site_config import SiteConfig, _short, load_config
 from .site_ops import CALLS, SUMS, Refused
 from .wire import peer_name
@@ -338,8 +337,11 @@ class SiteAgent:
         self._participants(st, keys, "the round's sites")
         st.phase = "masked-start"  # a failed check below leaves the round unanswerable
         secagg.receive_shares(st.name, st.secrets, keys, shares, st.channel, st.session)
-        vec = in_range(table[op](self, st, msg.get("args")), n_sites=len(st.roster))
-        words = secagg.masked_input(vec, st.name, st.secrets, st.session, n_sites=len(st.roster))
+        vec = np.asarray(table[op](self, st, msg.get("args")), dtype=np.float64)
+        try:
+            words = secagg.masked_input(vec, st.name, st.secrets, st.session, n_sites=len(st.roster))
+        except InputError:  # its value is this site's own statistic: it stays here
+            raise Refused("a statistic of this site is outside the fixed-point range") from None
         st.phase = "masked"
         return {"words": words}
 

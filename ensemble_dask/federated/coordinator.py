@@ -279,13 +279,6 @@ class Federation:
                     words, self.roster, keys, survivors, shares, self.session, r, self.threshold
                 )
             )
-            total, bad = total[:-1], int(np.rint(total[-1]))  # secure.in_range's count
-            if bad:
-                raise SiteRefusedError(
-                    f"{bad} entr{'y' if bad == 1 else 'ies'} of the sum in {what} were non-finite or outside "
-                    f"the fixed-point range at the sites (each site sent 0 in their place and said only how "
-                    "many): the sum is not used"
-                )
             results = masked
         lost = self._dropped(results)
         if lost:

@@ -9,8 +9,6 @@ Everything here is NumPy plus the ``cryptography`` package; nothing knows about 
   ``2**128``, no wrap) and decodes to the float64 nearest to it (correctly rounded). Per EM iteration
   a BCE site's statistics are bounded by its rows times the clusterings times a few hundred (counts,
   digamma sums, bound terms): 10 million rows x 200 clusterings is below ``2**41``, far inside the range.
-  A coordinator chooses the parameters, though, and can push an entry out (:func:`in_range`: a site sends
-  0 in its place and counts it; it never refuses because of its own values).
 * **Keys.** Each site has an X25519 key pair (``ensemble-dask certs`` writes it); every site's public
   key is pinned in the workflow. Sites ``p`` and ``q`` derive a pair key with X25519 and HKDF-SHA256
   (salt: the session id; info: both names), so each session has fresh pair keys.
@@ -36,7 +34,6 @@ __all__ = [
     "COORDINATOR",
     "Message",
     "MessageLog",
-    "in_range",
     "encode_fixed",
     "decode_fixed",
     "add_words",
@@ -59,24 +56,6 @@ _HKDF_INFO = b"ensemble-dask secure sum v1"
 def fixed_point_limit(n_sites):
     """Largest magnitude a site's entry may have so that the sum of ``n_sites`` of them fits."""
     return 2.0**63 / max(int(n_sites), 1)
-
-
-def in_range(values, *, n_sites):
-    """A site's statistics as it masks them: each entry that is non-finite or outside the fixed-point range
-    of ``n_sites`` sites replaced by 0, and their count appended (the last entry).
-
-    A site never refuses a sum because of its own values: a refusal would tell the coordinator, in clear,
-    on which side of a threshold it chose that site's statistic lies (with BCE's ``alpha`` near 0, for
-    example, a count of the site's rows sets the E-step's statistics' scale). The count is summed with the
-    rest, so the coordinator learns only how many such entries all the sites held together, and
-    :meth:`~ensemble_dask.federated.coordinator.Federation.sum` refuses to use a sum where it is not 0.
-
-    >>> in_range([1.0, float("nan"), 2.0**62, -3.0], n_sites=3).tolist()
-    [1.0, 0.0, 0.0, -3.0, 2.0]
-    """
-    x = np.asarray(values, dtype=np.float64).ravel()
-    ok = np.isfinite(x) & (np.abs(x) < fixed_point_limit(n_sites))
-    return np.append(np.where(ok, x, 0.0), float(x.size - np.count_nonzero(ok)))
 
 
 def encode_fixed(values, *, n_sites=1, name="values"):

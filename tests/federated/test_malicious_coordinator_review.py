@@ -596,12 +596,21 @@ def _oracle_params(eps, G=3 * N_CLUSTERINGS, g=4):
     return {"alpha": np.array([1e12, eps]), "beta": beta}
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "open (2026-11-26): a site refuses a sum whose statistic is outside the fixed-point range, and "
+        "the coordinator chooses BCE's parameters freely (alpha near 0: digamma ~ -1/alpha), so the "
+        "refusal is one bit on one site's rows per session. Sending 0 for such an entry instead (tried) "
+        "let a complete round reveal one site's value (the sum over the sites left in range). The fix is "
+        "bounds on the parameters that keep every statistic in range whatever the rows, which needs the "
+        "E-step's statistics bounded term by term."
+    ),
+)
 def test_a_statistic_out_of_range_is_not_a_refusal_that_tells_its_size(three):
-    """F14. A site refused a sum whose statistic fell outside the fixed-point range: with alpha near 0 the
-    coordinator set where that threshold lies on a count of site-a's rows, asked site-a alone to compute
-    (keys from all), and read one bit per round from the refusal: six rounds gave site-a's count of
-    category g. Now the site sends 0 for such an entry and counts it inside the masked sum; the
-    coordinator learns only that the sum is unusable."""
+    """F14. With alpha near 0 the coordinator sets where the range's end lies on a count of site-a's rows,
+    asks site-a alone to compute (keys from all), and reads one bit per session from the refusal: six
+    sessions give site-a's count of category g. A site must answer alike on either side of that threshold."""
     cats = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
     answers = []
     for eps in (1e-300, 1.0):  # out of range, then in range, whatever site-a's count: a session each
@@ -617,19 +626,6 @@ def test_a_statistic_out_of_range_is_not_a_refusal_that_tells_its_size(three):
         FEDS.remove(fed)
         fed.close()
     assert answers == ["masked", "masked"], f"site-a answered {answers}"
-
-
-def test_an_out_of_range_sum_is_refused_by_the_coordinator_with_no_value(three):
-    """The honest side of F14: a sum with an entry out of range at some site stops the fit, naming how many
-    entries and no value."""
-    fed = federation(three)
-    cats = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
-    fed.call("prepare", (cats, 2, "0123456789abcdef", None), what="prepare")
-    with pytest.raises(
-        SiteRefusedError, match=r"^\d+ entr(y|ies) of the sum in E-step .*fixed-point range"
-    ) as exc:
-        fed.sum("estep", (_oracle_params(1e-300), 0, 1, 1e-12, 1000), what="E-step")
-    assert not re.search(r"\d\.\d|e[+-]\d", str(exc.value)), exc.value
 
 
 def test_a_caller_that_is_not_the_coordinator_is_refused_before_its_message_is_parsed(three):
