@@ -279,7 +279,9 @@ class Federation:
                     words, self.roster, keys, survivors, shares, self.session, r, self.threshold
                 )
             )
-            results = masked
+            # the survivors are the sites that revealed: one lost at confirm or unmask did not finish the
+            # round as the others did (its transcript differs from theirs), so it leaves the session
+            results = reveals
         lost = self._dropped(results)
         if lost:
             raise SitesDropped(lost, self.alive)

@@ -683,3 +683,27 @@ def test_a_site_that_cannot_open_its_data_tells_the_coordinator_no_path(three):
     assert url.name not in str(exc.value) and str(cfg.parent) not in str(exc.value), exc.value
     last = json.loads(audit(three, "site-a").read_text().splitlines()[-1])
     assert last["outcome"] == "refused" and url.name in last["reason"], last
+
+
+def test_a_site_lost_at_confirm_is_dropped_not_taken_for_an_attack(five):
+    """A review of the transcript's outcomes: an honest coordinator whose 'confirm' answer from one site is
+    lost (a timeout) kept that site in the session, and since its transcript now differs from the others'
+    (no unmask), the next round was refused as 'altered or forged'. The site is dropped instead, as a site
+    lost in the masked phase is, and the driver restarts over the survivors."""
+    from ensemble_dask.federated.coordinator import SitesDropped
+
+    fed = federation(five)
+    ask = fed._ask
+
+    def lose_one_confirm(names, op, messages, what):  # the coordinator's side: the reply never arrives
+        results, failed = ask(names, op, messages, what)
+        if op == "confirm" and "site-e" in results and not hasattr(fed, "_lost"):
+            fed._lost = results.pop("site-e")
+            failed["site-e"] = SiteLostError("site 'site-e' did not answer (the reply was lost)")
+        return results, failed
+
+    fed._ask = lose_one_confirm
+    with pytest.raises(SitesDropped) as exc:
+        fed.sum("label_bits", what="round 1")
+    assert exc.value.dropped == ["site-e"] and "site-e" not in fed.alive
+    fed.sum("label_bits", what="round 2")  # over the four that finished round 1 alike
