@@ -117,7 +117,10 @@ def _bce_prepare(agent, st, args):
             raise Refused("resume needs its start")
     st.data["categories"] = cats
     scatter_rows(st, st.data.pop("labels"), agent.config.compute.get("block_rows"))
-    bce_prepare(st, cats, k, agent.config.checkpoint, run_key, resume, keep_runs=agent.config.max_sessions)
+    held = {s.data["run_key"] for s in agent.sessions.values() if "run_key" in s.data}
+    bce_prepare(
+        st, cats, k, agent.config.checkpoint, run_key, resume, keep_runs=agent.config.max_sessions, held=held
+    )
 
 
 def _bce_params(value, st):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import re
 from pathlib import Path
 
 import numpy as np
@@ -75,17 +76,26 @@ def _save(path, arr, keep):
             old.unlink(missing_ok=True)
 
 
-def _prune_runs(directory, run_key, keep):
-    """Remove the checkpoints of all but the ``keep`` runs written last (and ``run_key``'s): the coordinator
-    names a new run key whenever it likes, and each run leaves a ``gamma`` per block behind."""
-    runs = {}
+#: the checkpoint files this module writes (``_ckpt``): run key, fit key, kind; nothing else is pruned
+_CKPT_NAME = re.compile(r"^([0-9a-f]{16})-[0-9a-f]{12}-(?:gamma|best)-.+\.npy$")
+
+
+def _prune_runs(directory, keep_keys, keep):
+    """Remove the checkpoints of all but the ``keep`` runs written last and those of ``keep_keys`` (the run
+    keys of the sessions open now): the coordinator names a new run key whenever it likes, and each run
+    leaves a ``gamma`` per block behind. Files of other names are never touched."""
+    runs, files = {}, []
     for f in Path(directory).glob("*.npy"):
+        m = _CKPT_NAME.match(f.name)
+        if m is None:
+            continue
         with contextlib.suppress(OSError):
-            run = f.name.split("-", 1)[0]
-            runs[run] = max(runs.get(run, 0.0), f.stat().st_mtime)
-    old = sorted((r for r in runs if r != run_key), key=runs.get, reverse=True)[max(keep - 1, 0) :]
-    for run in old:
-        for f in Path(directory).glob(f"{run}-*.npy"):
+            runs[m.group(1)] = max(runs.get(m.group(1), 0.0), f.stat().st_mtime)
+            files.append((m.group(1), f))
+    others = sorted((r for r in runs if r not in keep_keys), key=runs.get, reverse=True)
+    old = set(others[max(keep - len(set(keep_keys)), 0) :])  # the held runs count among the kept
+    for run, f in files:
+        if run in old:
             f.unlink(missing_ok=True)
 
 
@@ -104,9 +114,10 @@ def _load(path, prepared, k):
     return gamma
 
 
-def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 100), keep_runs=4):
+def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 100), keep_runs=4, held=()):
     """Encode the blocks (identical rows merged), fresh ``gamma`` or the site's checkpointed one; the
-    checkpoints of all but the last ``keep_runs`` runs are removed."""
+    checkpoints of all but the last ``keep_runs`` runs are removed (never those of ``run_key`` and of the
+    run keys ``held`` by the site's open sessions)."""
     import hashlib
     import json
 
@@ -118,7 +129,7 @@ def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 10
     st.data["estep"] = DaskBlockEStep(st.client, prepared, int(k), *e_step)
     if checkpoint:
         Path(checkpoint).mkdir(parents=True, exist_ok=True)
-        _prune_runs(checkpoint, run_key, keep_runs)
+        _prune_runs(checkpoint, {run_key, *held}, keep_runs)
     if resume is None:
         return
     init, t, best_init = resume

@@ -649,17 +649,22 @@ def test_checkpoints_of_old_runs_do_not_pile_up(three):
     ``gamma`` per block each: a new run key per session filled the site's disk. It now keeps those of its
     last ``max_sessions`` runs (4 here)."""
     gdir = three.configs["site-a"].parent / "state" / "gamma"
+    gdir.mkdir(parents=True, exist_ok=True)
+    np.save(gdir / "labels.npy", np.zeros(3))  # the site's own file there: not a checkpoint, never pruned
     cats = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
     params = {"alpha": np.ones(2), "beta": np.full((2, 3 * N_CLUSTERINGS), 0.5)}
+    held = federation(three)  # a session that stays open through the others: its run is never pruned
+    held.call("prepare", (cats, 2, "00000000000000aa", None), what="prepare")
+    held.sum("estep", (params, 0, 0, 1e-4, 1), what="E-step")
     for i in range(6):
         fed = federation(three)
         fed.call("prepare", (cats, 2, f"{i + 1:016x}", None), what="prepare")
         fed.sum("estep", (params, 0, 0, 1e-4, 1), what="E-step")
         FEDS.remove(fed)
         fed.close()
-    runs = {f.name.split("-", 1)[0] for f in gdir.glob("*.npy")}
+    runs = {f.name.split("-", 1)[0] for f in gdir.glob("*-*.npy")}
     assert len(runs) <= 4, sorted(runs)
-    assert f"{6:016x}" in runs
+    assert f"{6:016x}" in runs and "00000000000000aa" in runs and (gdir / "labels.npy").exists()
 
 
 def test_a_site_that_cannot_open_its_data_tells_the_coordinator_no_path(three):
