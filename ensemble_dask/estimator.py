@@ -79,7 +79,8 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         URL of the run store (a path, ``s3://...``); None: one in this process's memory, kept by the
         estimator and removed with it (a copy reads its original's until its own first fit). A store given
         here that holds another data set is refused, unless this estimator's last fit wrote it (its results
-        are then replaced): a fit never deletes results it did not make. With an int
+        are then replaced): a fit never deletes results it did not make. So a clone (cross-validation, a
+        grid search) fitted on other rows needs a store of its own: leave ``store`` None there. With an int
         ``random_state``, a refit on the same data with another ``method`` or ``n_clusters`` reuses its
         base clusterings and pairs. A store in memory needs no cluster of processes: its stages run on
         threads.

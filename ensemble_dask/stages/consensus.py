@@ -433,7 +433,7 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
         est = _fit(store, method, kwargs, client)
         _check_clusters_used(est)
     seconds = time.perf_counter() - t0
-    notes = [f"{w.category.__name__}: {w.message}" for w in caught]
+    notes = list(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))  # once each
     for note in notes:
         logger.warning("%s: %s", stage, note)
     with store.stage(stage, record, inputs, writes=(stage,)):
