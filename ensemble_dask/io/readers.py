@@ -340,22 +340,25 @@ def _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep, c
         _readable(url, what, _CORRUPT_TEXT),
         fsspec.open(url, "rb", compression="infer", **(storage_options or {})) as raw,
     ):
-        fh = raw
+        fh, first = raw, None
         if single:
             fh = _FieldCountingReader(raw, url, sep, expected=len(columns) if columns is not None else None)
             fh.active = check_fields
             first = fh.first_fields()
-            if usecols is not None and first is not None:
-                known = _csv_columns(url, first, columns, header)
-                missing = [c for c in usecols if c not in known]
-                if missing:
-                    if not header and columns is None:
-                        raise InputError(
-                            f"{url}: no column {missing[0]!r}; the file has no header (pass header=True / "
-                            f"--header if its first line names the columns), so its columns are "
-                            f"numbered 0..{len(known) - 1}"
-                        )
-                    raise InputError(f"{url}: no column {missing[0]!r}; columns are {known}")
+        elif usecols is not None:  # whitespace (r"\s+"): pandas would say only "Usecols do not match"
+            head = _head_lines(url, storage_options, 1)
+            first = _split(head[0], sep) if head else None
+        if usecols is not None and first is not None:
+            known = _csv_columns(url, first, columns, header)
+            missing = [c for c in usecols if c not in known]
+            if missing:
+                if not header and columns is None:
+                    raise InputError(
+                        f"{url}: no column {missing[0]!r}; the file has no header (pass header=True / "
+                        f"--header if its first line names the columns), so its columns are "
+                        f"numbered 0..{len(known) - 1}"
+                    )
+                raise InputError(f"{url}: no column {missing[0]!r}; columns are {known}")
         offset = 0
         try:
             for frame in pd.read_csv(fh, **kwargs):

@@ -448,3 +448,15 @@ def test_a_uci_data_file_is_read_as_it_is(uci_dir, tmp_path):
     np.testing.assert_allclose(store["X"][:], np.loadtxt(path), rtol=1e-6)
     # said explicitly, the same store is up to date (the guess is recorded as the separator it found)
     assert ingest(store, str(path), standardize=False, sep="whitespace")["skipped"]
+
+
+@pytest.mark.parametrize("option", ["label_column", "categorical"])
+def test_a_missing_column_of_a_whitespace_separated_file_is_named(option, tmp_path):
+    """A UCI-style file (whitespace between the fields) and a column it does not have: the message that a
+    comma-separated file gives, not pandas' "Usecols do not match columns" (which was a traceback)."""
+    path = tmp_path / "t.data"
+    path.write_text("1 2.5 3.1 1\n2 2.1 3.3 2\n3 2.7 3.0 1\n")
+    value = {"label_column": "99", "categorical": ["99"]}[option]
+    with pytest.raises(InputError, match=r"t.data: no column 99; the file has no header .* numbered 0..3"):
+        ingest(RunStore(str(tmp_path / "s.zarr")), str(path), **{option: value})
+    assert not (tmp_path / "s.zarr").exists() or RunStore(str(tmp_path / "s.zarr")).record("ingest") is None
