@@ -212,12 +212,15 @@ class _Reader:
 
         p = self.p
         keys = ([p["label_column"]] if p["label_column"] is not None else []) + p["categorical"]
+        keys += [c for c in p["drop"] if c not in keys]  # read too, so that an unknown one is named
         first = None
         if self.fmt == "csv" and p["columns"] is None and not p["header"] and not keys:
             first = [0]
         labels, cats, n_total = [], {c: [] for c in p["categorical"]}, 0
         for offset, frame in self.chunks(usecols=keys or first, check_fields=True):
             n_total = offset + len(frame)
+            for c in p["drop"]:
+                self._column(frame, c)
             if p["label_column"] is not None:
                 lab = self._column(frame, p["label_column"])
                 if lab.isna().any():

@@ -1,4 +1,5 @@
 import gzip
+import re
 
 import numpy as np
 import pandas as pd
@@ -460,3 +461,22 @@ def test_a_missing_column_of_a_whitespace_separated_file_is_named(option, tmp_pa
     with pytest.raises(InputError, match=r"t.data: no column 99; the file has no header .* numbered 0..3"):
         ingest(RunStore(str(tmp_path / "s.zarr")), str(path), **{option: value})
     assert not (tmp_path / "s.zarr").exists() or RunStore(str(tmp_path / "s.zarr")).record("ingest") is None
+
+
+def test_an_unknown_column_to_drop_is_an_error(tmp_path):
+    """``drop`` names columns as ``label_column`` and ``categorical`` do: one the table does not have is an
+    error naming it (it was left out of nothing, silently), in any format, and no stage is marked."""
+    frame = pd.DataFrame({"a": [1.0, 2.0, 4.0], "b": [3.0, 1.0, 0.0], "class": ["x", "y", "x"]})
+    frame.to_parquet(tmp_path / "t.parquet")
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    np.save(tmp_path / "t.npy", frame[["a", "b"]].to_numpy())
+    store = RunStore(str(tmp_path / "s.zarr"))
+    for name, columns in (("t.parquet", "['a', 'b', 'class']"), ("t.csv", "['a', 'b', 'class']")):
+        with pytest.raises(InputError, match=rf"{name}: no column 'nope'; columns are {re.escape(columns)}"):
+            ingest(store, str(tmp_path / name), label_column="class", drop=["b", "nope"])
+    with pytest.raises(InputError, match=r"t.npy: no column 'nope'; columns are \['x0', 'x1'\]"):
+        ingest(store, str(tmp_path / "t.npy"), drop=["nope"])
+    assert store.record("ingest") is None
+    assert ingest(store, str(tmp_path / "t.parquet"), label_column="class", drop=["b"])["feature_names"] == [
+        "a"
+    ]
