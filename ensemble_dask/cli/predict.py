@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from .._validation import EnsembleDaskError
 from ._options import cluster_args, dask_options, progress, stage_store, storage_options, store_args
 
@@ -17,6 +19,18 @@ def add_parser(sub, common):
     p.add_argument("--method", required=True, help="the consensus result that labels them (bce, kcc, ...)")
     p.add_argument("--out", required=True, help="where the predictions go: NAME.parquet or NAME.zarr")
     p.add_argument("--data-storage-options", help="fsspec options of the new rows, as JSON")
+    p.add_argument(
+        "--header",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the CSV's first line holds column names (default: as ingest read the store's data if that was "
+        "a CSV, else guessed)",
+    )
+    p.add_argument(
+        "--sep",
+        help="the CSV's field separator: one character, 'tab' or 'whitespace' (default: as ingest read the "
+        "store's data if that was a CSV, else guessed)",
+    )
     p.add_argument("--out-storage-options", help="fsspec options of --out, as JSON")
     p.add_argument("--overwrite", action="store_true", help="replace an --out that exists")
     cluster_args(p)
@@ -63,6 +77,8 @@ def run(args):
             client=client,
             storage_options=storage_options(args.data_storage_options),
             progress=progress(args),
+            header=args.header,
+            sep=args.sep,
         )
     write_predictions(args.out, labels, memberships, uncertainty, storage_options(args.out_storage_options))
     counts = np.bincount(labels, minlength=memberships.shape[1]).tolist()

@@ -65,10 +65,14 @@ def base_centers(store, block_rows=65536):
     return centers
 
 
-def new_rows(store, url, *, storage_options=None, chunk_rows=50_000):
+def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None, sep=None):
     """The rows of the table at ``url`` in the store's ``X`` space, block by block (float64 arrays): the
     ingest's columns by name (only those are read), its categorical codes, its imputation, centring and
-    scaling. A CSV's header and separator are guessed as ``ingest`` guesses them."""
+    scaling.
+
+    A CSV is read with the ``header`` and ``sep`` given (as :func:`~ensemble_dask.stages.ingest.ingest_params`
+    takes them); not given, with those ``ingest`` read the store's data with, when that was a CSV (so a first
+    line of column numbers is read as it was: a header, or a row); else guessed as ``ingest`` guesses them."""
     from ..io.readers import csv_has_header, detect_separator
     from .ingest import _Reader, ingest_params
 
@@ -80,10 +84,19 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000):
     names = list(attrs["feature_names"])
     center, scale = np.asarray(attrs["center"]), np.asarray(attrs["scale"])
     opts = {k: fitted.get(k) for k in ("columns", "categorical", "drop", "impute")}
-    p = ingest_params(url, **opts, chunk_rows=chunk_rows)
+    p = ingest_params(url, **opts, header=header, sep=sep, chunk_rows=chunk_rows)
     if p["format"] == "csv":
-        p["sep"] = detect_separator(p["url"], storage_options)
-        p["header"] = p["columns"] is None and csv_has_header(p["url"], storage_options, p["sep"])
+        was_csv = fitted.get("format") == "csv"
+        if p["sep"] is None:
+            p["sep"] = (
+                fitted["sep"]
+                if was_csv and fitted.get("sep")
+                else detect_separator(p["url"], storage_options)
+            )
+        if p["header"] is None and was_csv and fitted.get("header") is not None:
+            p["header"] = bool(fitted["header"])
+        if p["header"] is None:
+            p["header"] = p["columns"] is None and csv_has_header(p["url"], storage_options, p["sep"])
     positional = p["format"] == "csv" and not p["header"] and p["columns"] is None
 
     def column(name):  # a headerless CSV's columns are 0, 1, ...: the store keeps their names as text
@@ -213,9 +226,20 @@ def label_block(model, centers, block):
     )
 
 
-def predict_rows(store, name, url, *, client=None, storage_options=None, chunk_rows=50_000, progress=False):
+def predict_rows(
+    store,
+    name,
+    url,
+    *,
+    client=None,
+    storage_options=None,
+    chunk_rows=50_000,
+    progress=False,
+    header=None,
+    sep=None,
+):
     """``(labels, memberships, uncertainty)`` of the rows of the table at ``url`` by the store's consensus
-    result ``name``.
+    result ``name`` (a CSV's ``header`` and ``sep``: as :func:`new_rows` reads them).
 
     This process reads the table block by block (``chunk_rows`` rows) as ``ingest`` read the store's data, and
     labels each block (:func:`label_block`) in this process, or, with a ``client``, as a task of its Dask
@@ -226,7 +250,9 @@ def predict_rows(store, name, url, *, client=None, storage_options=None, chunk_r
     model = _consensus_model(store, name, labels)
     centers = base_centers(store)  # kept in the store when it may be written
     del labels
-    blocks = new_rows(store, url, storage_options=storage_options, chunk_rows=chunk_rows)
+    blocks = new_rows(
+        store, url, storage_options=storage_options, chunk_rows=chunk_rows, header=header, sep=sep
+    )
     if client is None:
         parts = [label_block(model, centers, block) for block in _counted(blocks, progress)]
     else:

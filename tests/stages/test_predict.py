@@ -209,3 +209,54 @@ def test_a_result_older_than_the_base_clusterings_is_refused(fitted, tmp_path):
         generate(store, client, n_clusterings=16, rate=0.8, k_min=2, k_max=10, seed=0)
     with pytest.raises(InputError, match="'kcc' is not up to date with the store's base clusterings"):
         predict_rows(store, "kcc", str(d / "new.csv"))
+
+
+def _numbered_table(tmp_path):
+    """A store ingested from a CSV whose first line numbers its columns (``0,1,2,3,digit``: pandas' ``to_csv``
+    of a frame with numbered columns), said to be a header; and the frame."""
+    from ensemble_dask.stages.ingest import ingest
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(30, 4)))
+    frame["digit"] = rng.integers(0, 3, 30)
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    store = RunStore(str(tmp_path / "s.zarr"))
+    ingest(store, str(tmp_path / "t.csv"), header=True, label_column="digit")
+    return store, frame
+
+
+def test_new_rows_are_read_with_the_header_and_separator_ingest_recorded(tmp_path):
+    """predict guessed a CSV's header again: the line of column numbers that ingest was told is a header
+    became a row, and every prediction was one row off. It reads the table as ingest did; ``header`` and
+    ``sep`` given say otherwise."""
+    from ensemble_dask.stages.predict import new_rows
+
+    store, frame = _numbered_table(tmp_path)
+
+    def rows(name, **kw):
+        return np.concatenate([b for _, b in new_rows(store, str(tmp_path / name), **kw)])
+
+    np.testing.assert_allclose(rows("t.csv"), store["X"][:], atol=1e-5)  # 30 rows, not 31
+    frame.to_csv(tmp_path / "semi.csv", index=False, sep=";")
+    np.testing.assert_allclose(rows("semi.csv", sep=";"), store["X"][:], atol=1e-5)
+    frame.to_csv(tmp_path / "bare.csv", index=False, header=False)  # its columns by position: 0, 1, ...
+    np.testing.assert_allclose(rows("bare.csv", header=False), store["X"][:], atol=1e-5)
+    with pytest.raises(InputError, match="semi.csv: no column '0'"):  # read with the fit's ","
+        rows("semi.csv")
+
+
+def test_predict_takes_header_and_sep(tmp_path, capsys):
+    """The CLI: ``predict`` reads the table as ingest read the store's data; ``--header/--no-header`` and
+    ``--sep`` say otherwise."""
+    from ensemble_dask.cli import main
+
+    store, frame = _numbered_table(tmp_path)
+    np.save(tmp_path / "labels.npy", np.random.default_rng(1).integers(0, 3, (30, 4)))
+    assert main(["import-labels", str(tmp_path / "labels.npy"), "--store", store.url]) == 0
+    assert main(["consensus", "kcc", "--store", store.url, "--set", "n_clusters=2"]) == 0
+    frame.to_csv(tmp_path / "bare.data", index=False, header=False, sep=" ")
+    for name, flags in (("t.csv", []), ("bare.data", ["--no-header", "--sep", "whitespace"])):
+        out = tmp_path / f"{name}.parquet"
+        args = ["predict", str(tmp_path / name), "--store", store.url, "--method", "kcc", "--out", str(out)]
+        assert main([*args, "--n-workers", "1", "--no-progress", *flags]) == 0, capsys.readouterr().err
+        assert len(pd.read_parquet(out)) == 30
