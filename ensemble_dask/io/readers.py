@@ -107,6 +107,12 @@ def csv_has_header(url, storage_options=None, sep=","):
     ``?`` and ``NA`` aside) while the second line holds at least one number: ``sepal_length,...,class``
     above ``5.1,...,Iris-setosa``. A table of text columns only cannot be told apart from its header
     (pass ``header=True``).
+
+    A first line whose numbers are the column numbers ``0, 1, ..., m-1`` in a run of m >= 2 fields (text
+    before or after it: ``0,1,...,63,digit``, pandas' ``to_csv`` of a frame with numbered columns) is a
+    header when a number below one of them is written otherwise than an integer (``0.0``, ``-1.25``);
+    when every number below them is an integer too, it could as well be a row of data: with three or more
+    of them an :class:`InputError` asks to say which; two (``0,1``) are taken for a row.
     """
     lines = _head_lines(url, storage_options, 2)
     if len(lines) < 2:
@@ -118,7 +124,23 @@ def csv_has_header(url, storage_options=None, sep=","):
         return [_is_number(f) for f in vals]
 
     head, row = kinds(first), kinds(second)
-    return bool(head) and not any(head) and any(row)
+    if bool(head) and not any(head) and any(row):
+        return True
+    numbered = [j for j, f in enumerate(first) if _is_number(f.strip())]
+    if len(numbered) < 2 or any(
+        first[j].strip() != str(i) or j != numbered[0] + i for i, j in enumerate(numbered)
+    ):
+        return False
+    below = [second[j].strip() for j in numbered if j < len(second)]
+    if any(_is_number(f) and np.isfinite(float(f)) and not re.fullmatch(r"[+-]?\d+", f) for f in below):
+        return True  # "0,1,2" above "5.1,3.5,1.4": written otherwise than the data
+    if len(numbered) < 3:
+        return False  # "0,1" above integers: as likely a row of two binary columns (or of two labels)
+    text = lines[0] if len(lines[0]) <= 40 else lines[0][:37] + "..."
+    raise InputError(
+        f"{url}: the first line ({text!r}) numbers the columns 0..{len(numbered) - 1} as a header would, "
+        "but could be a row of data; say which: header=True or False (--header or --no-header)"
+    )
 
 
 def iter_table_chunks(

@@ -88,7 +88,8 @@ def ingest_params(
     header : bool, default=None
         Whether a CSV's first line names its columns. None: guessed when the table is read
         (:func:`~ensemble_dask.io.readers.csv_has_header`: no number on the first line, one on the
-        second); without a header the columns are numbered 0, 1, ...
+        second; or column numbers 0, 1, ... above a number such as ``0.5``); without a header the columns are
+        numbered 0, 1, ...
     sep : str, default=None
         A CSV's field separator: one character, ``"tab"`` or ``"whitespace"`` (runs of spaces and tabs,
         as in the UCI repository's ``.data`` files). None: guessed when the table is read

@@ -366,6 +366,12 @@ def test_quotes_inside_unquoted_fields_are_not_miscounted(tmp_path):
         ("x,y,label\n?,1.4,0\n4.9,,1\n6.2,4.5,0\n", True),  # missing tokens say nothing either way
         ("0,tcp,http,1\n1,udp,dns,0\n2,tcp,ftp,1\n", False),  # a number on the first line: data
         ("\n\na,b,label\n1,2,0\n3,4,1\n", True),  # blank lines first
+        ("0,1,2,digit\n0.0,5.0,13.0,1\n", True),  # numbered columns (pandas' to_csv) above floats
+        (",0,1\n0,-1.25,3.5\n1,0.5,2.0\n", True),  # and an index column
+        ("0,1,2\n0.5,1,2\n", True),  # (one number below them written otherwise is enough)
+        ("1,2,3\n4.5,1,2\n", False),  # numbered from 1: data
+        ("0,x,1\n0.5,y,1\n", False),  # 0 and 1 not in one run: data
+        ("0,1,x\n1,0,y\n", False),  # two of them above integers: two binary columns as likely
     ],
 )
 def test_csv_header_is_guessed_when_not_said(text, header, tmp_path):
@@ -480,3 +486,29 @@ def test_an_unknown_column_to_drop_is_an_error(tmp_path):
     assert ingest(store, str(tmp_path / "t.parquet"), label_column="class", drop=["b"])["feature_names"] == [
         "a"
     ]
+
+
+def test_a_first_line_of_column_numbers(tmp_path):
+    """``0,1,...,63,digit`` (pandas' ``to_csv`` of a frame with numbered columns) was read as a data row when
+    no header was said: one point too many, silently. Above floats it is a header; above integers it could
+    be a row as well, and ingest asks which."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(20, 3)))
+    frame["digit"] = rng.integers(0, 2, 20)
+    frame.to_csv(tmp_path / "floats.csv", index=False)
+    store = RunStore(str(tmp_path / "s.zarr"))
+    info = ingest(store, str(tmp_path / "floats.csv"), label_column="digit", standardize=False)
+    assert (info["n"], info["feature_names"]) == (20, ["0", "1", "2"])
+    np.testing.assert_allclose(store["X"][:], frame[[0, 1, 2]].to_numpy(), rtol=1e-6)
+    frame[[0, 1, 2]] = rng.integers(0, 9, (20, 3))
+    frame.to_csv(tmp_path / "ints.csv", index=False)
+    other = RunStore(str(tmp_path / "t.zarr"))
+    with pytest.raises(
+        InputError, match=r"ints.csv: the first line \('0,1,2,digit'\) numbers the columns 0..2"
+    ):
+        ingest(other, str(tmp_path / "ints.csv"), label_column="digit")
+    assert other.record("ingest") is None
+    assert ingest(other, str(tmp_path / "ints.csv"), label_column="digit", header=True)["n"] == 20
+    assert (
+        ingest(other, str(tmp_path / "ints.csv"), label_column="3", header=False, overwrite=True)["n"] == 21
+    )
