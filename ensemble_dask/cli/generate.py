@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from ._options import cluster_args, csv_list, dask_options, progress, seed, stage_store, store_args
 
 
@@ -28,6 +30,12 @@ def add_parser(sub, common):
     )
     p.add_argument("labels", help="URL of the labels table")
     store_args(p)
+    p.add_argument(
+        "--header",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the CSV's first line names the columns (default: guessed from its first two lines)",
+    )
     p.set_defaults(run=run_import)
 
 
@@ -68,7 +76,9 @@ def run(args):
 def run_import(args):
     from ..stages.generate import import_labels, read_labels_table
 
-    labels = read_labels_table(args.labels)  # checked before a store is opened (or created)
+    labels = read_labels_table(
+        args.labels, header=args.header
+    )  # checked before a store is opened (or created)
     with stage_store(args, mode="a") as store:
         info = import_labels(store, args.labels, labels=labels)
     print(f"import-labels: {info['n_clusterings']} clusterings")

@@ -18,8 +18,9 @@ import time
 import numpy as np
 
 from .._validation import InputError, check_int, check_labels_matrix
-from ..io.readers import iter_table_chunks
+from ..io.readers import csv_has_header, iter_table_chunks
 from ..io.store import RunStore
+from ..io.urls import infer_format, strip_file_scheme
 from ..partitions.clusterers import plan_ensemble, run_clustering, subsample_of
 
 __all__ = [
@@ -249,22 +250,60 @@ def _summary(p):
     return {"n_clusterings": p["n_clusterings"], "k_min": p["k_min"], "k_max": p["k_max"]}
 
 
-def read_labels_table(url, *, storage_options=None, fmt=None):
+def read_labels_table(url, *, storage_options=None, fmt=None, header=None):
     """Read and check an ``n x N`` labels table (CSV, Parquet, zarr, npy): an int32 array.
 
     One column per clustering with integer cluster ids, ``-1`` (or an empty CSV field) for a point
-    absent from that clustering. Raises :class:`InputError` naming ``url`` for an empty table,
-    non-integer ids, a table that labels nothing or a column that labels no point.
+    absent from that clustering. A CSV's first line names the columns if ``header`` (None: guessed as
+    ``ingest`` guesses, :func:`~ensemble_dask.io.readers.csv_has_header`). Raises :class:`InputError`
+    naming ``url`` for an empty table, text or NaN where a cluster id belongs (NaN is absent only as
+    an empty CSV field), non-integer ids, a table that labels nothing or a column that labels no point.
     """
+    fmt = fmt or infer_format(str(url))
+    csv = fmt == "csv"
+    if csv and header is None:
+        header = csv_has_header(strip_file_scheme(str(url)), storage_options)
     blocks = []
-    for _, frame in iter_table_chunks(url, format=fmt, storage_options=storage_options):
-        blocks.append(frame.fillna(-1).to_numpy())
+    for offset, frame in iter_table_chunks(
+        url, format=fmt, storage_options=storage_options, header=bool(header)
+    ):
+        if csv:
+            blocks.append(_csv_ids(url, offset, frame, 2 if header else 1))
+            continue
+        missing = frame.isna().to_numpy()
+        if missing.any():
+            i, j = np.argwhere(missing)[0]
+            raise InputError(
+                f"labels in {url!r} must hold integer cluster ids; got nan at row {offset + i}, column {j} "
+                "(-1 marks a point absent from a clustering)"
+            )
+        blocks.append(frame.to_numpy())
     if not blocks:
         raise InputError(f"{url}: the labels table is empty")
     lab = check_labels_matrix(np.concatenate(blocks), name=f"labels in {url!r}")
     lab = np.asarray(lab, dtype=np.int64)
     _check_imported_labels(lab, url)
     return _dense(lab)
+
+
+def _csv_ids(url, offset, frame, first_line):
+    """A block of a labels CSV as numbers, an empty field as -1 (absent); text is an error naming its line."""
+    import pandas as pd
+
+    for j, col in enumerate(frame.columns):
+        if pd.api.types.is_numeric_dtype(frame[col].dtype):
+            continue
+        ids = pd.to_numeric(frame[col], errors="coerce")
+        text = (ids.isna() & frame[col].notna()).to_numpy()
+        if text.any():
+            i = int(np.flatnonzero(text)[0])
+            line = offset + i + first_line
+            hint = " (if the first line names the columns, say --header / header=True)" if line == 1 else ""
+            raise InputError(
+                f"{url}, line {line}: {frame[col].iloc[i]!r} in column {j} is no cluster id{hint}"
+            )
+        frame[col] = ids
+    return frame.fillna(-1).to_numpy()
 
 
 def _dense(lab):
@@ -278,7 +317,7 @@ def _dense(lab):
     return out
 
 
-def import_labels(store, url, *, storage_options=None, fmt=None, labels=None):
+def import_labels(store, url, *, storage_options=None, fmt=None, header=None, labels=None):
     """Bring precomputed partitions: read an ``n x N`` labels table into ``labels``.
 
     The table (CSV, Parquet, zarr, npy) holds one column per clustering with integer cluster
@@ -288,7 +327,11 @@ def import_labels(store, url, *, storage_options=None, fmt=None, labels=None):
     same labels imported again, from any path, are skipped. ``labels``, when given, is the table
     already read by :func:`read_labels_table` from ``url``.
     """
-    lab = read_labels_table(url, storage_options=storage_options, fmt=fmt) if labels is None else labels
+    lab = (
+        labels
+        if labels is not None
+        else read_labels_table(url, storage_options=storage_options, fmt=fmt, header=header)
+    )
     n, n_clust = lab.shape
     store.check_n(n, f"labels table {url!r}")
     hashes = [column_hash(lab[:, u]) for u in range(n_clust)]

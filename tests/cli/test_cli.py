@@ -423,5 +423,21 @@ def test_ingest_takes_the_separator_or_guesses_it(tmp_path, capsys):
     assert not (tmp_path / "c.zarr").exists()
 
 
+def test_import_labels_takes_a_header(tmp_path, capsys):
+    """A labels CSV whose first line numbers its columns (pandas' ``to_csv``) could be a point as well: the
+    command says to tell it, creates nothing, and ``--header`` / ``--no-header`` tell it."""
+    lab = np.random.default_rng(0).integers(0, 3, (40, 4))
+    table, store = tmp_path / "labels.csv", tmp_path / "byo.zarr"
+    table.write_text("0,1,2,3\n" + "".join(",".join(map(str, row)) + "\n" for row in lab))
+    rc, _, err = main(capsys, "import-labels", table, "--store", store)
+    assert rc == 2 and "the first line ('0,1,2,3') numbers the columns 0..3" in err and "--header" in err
+    assert not store.exists()
+    rc, out, err = main(capsys, "import-labels", table, "--store", store, "--header")
+    assert rc == 0 and "4 clusterings" in out, err
+    assert RunStore(store, mode="r").n == 40
+    rc, out, err = main(capsys, "import-labels", table, "--store", tmp_path / "row.zarr", "--no-header")
+    assert rc == 0 and RunStore(tmp_path / "row.zarr", mode="r").n == 41, err
+
+
 # every test here runs the command, a workflow or a process: the quick set (-m "not slow") leaves them out
 pytestmark = pytest.mark.slow

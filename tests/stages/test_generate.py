@@ -1,4 +1,5 @@
 import numpy as np
+import pandas as pd
 import pytest
 
 from ensemble_dask import InputError
@@ -179,3 +180,40 @@ def test_default_k_range_follows_the_k_asked():
     assert generate_params(n_clusters=31, k_min=2, k_max=10) == generate_params()
     with pytest.raises(InputError, match="n_clusters"):
         default_k_range(1)
+
+
+def test_a_labels_csv_with_a_header_and_nan_in_an_array(tmp_path):
+    """import-labels read a CSV as headerless: names ``p0,p1,...`` failed with "got dtype object", numbers
+    ``0,1,...`` became a point; and NaN in a .npy became -1 (absent) silently. A header is guessed (or
+    said), text names its line, and NaN is absent only as an empty CSV field."""
+    from ensemble_dask.stages.generate import read_labels_table
+
+    lab = np.random.default_rng(0).integers(0, 3, (12, 4))
+    lab[5, 2] = -1
+    np.save(tmp_path / "lab.npy", lab)
+    expected = read_labels_table(str(tmp_path / "lab.npy"))
+    names = tmp_path / "names.csv"
+    pd.DataFrame(lab, columns=[f"p{j}" for j in range(4)]).to_csv(names, index=False)
+    np.testing.assert_array_equal(read_labels_table(str(names)), expected)
+    with pytest.raises(
+        InputError, match=r"names.csv, line 1: 'p0' in column 0 is no cluster id \(if the first"
+    ):
+        read_labels_table(str(names), header=False)
+    numbers = tmp_path / "numbers.csv"
+    pd.DataFrame(lab).to_csv(numbers, index=False)  # "0,1,2,3" above integers: a header, or a point?
+    with pytest.raises(InputError, match=r"numbers.csv: the first line \('0,1,2,3'\) numbers the columns"):
+        read_labels_table(str(numbers))
+    np.testing.assert_array_equal(read_labels_table(str(numbers), header=True), expected)
+    assert read_labels_table(str(numbers), header=False).shape == (13, 4)
+    (tmp_path / "gap.csv").write_text("0,1\n1,\n0,0\n1,1\n")  # an empty field: absent
+    np.testing.assert_array_equal(
+        read_labels_table(str(tmp_path / "gap.csv")), [[0, 1], [1, -1], [0, 0], [1, 1]]
+    )
+    (tmp_path / "text.csv").write_text("0,1\n1,x\n0,0\n")
+    with pytest.raises(InputError, match=r"text.csv, line 2: 'x' in column 1 is no cluster id$"):
+        read_labels_table(str(tmp_path / "text.csv"))
+    holes = lab.astype(float)
+    holes[7, 3] = np.nan
+    np.save(tmp_path / "holes.npy", holes)
+    with pytest.raises(InputError, match=r"labels in '.*holes.npy' .* got nan at row 7, column 3"):
+        read_labels_table(str(tmp_path / "holes.npy"))
