@@ -106,12 +106,6 @@ def check_consensus_params(name, params, *, seed=0):
     if params is not None and not isinstance(params, dict):
         raise InputError(f"consensus method {name!r}: its parameters must be a mapping; got {params!r}")
     method, kwargs = resolve_method(name, params)
-    k = kwargs.get("n_clusters")
-    if k is None:  # each estimator has a default K of its own (2 or 8): a consensus states the one it wants
-        raise InputError(
-            f"consensus method {name!r} needs n_clusters, the number of consensus clusters K (on the command "
-            f"line --n-clusters K; in a workflow {name}: {{n_clusters: K}})"
-        )
     if "random_state" in inspect.signature(_estimator_class(method).__init__).parameters:
         kwargs.setdefault("random_state", int(stage_seed(seed, "consensus").generate_state(1)[0]))
     starts = registry.get(method).starts
@@ -127,6 +121,12 @@ def check_consensus_params(name, params, *, seed=0):
         est._validate_params()
     except InputError as exc:
         raise InputError(f"consensus method {name!r}: {exc}") from None
+    k = kwargs.get("n_clusters")
+    if k is None:  # each estimator has a default K of its own (2 or 8): a consensus states the one it wants
+        raise InputError(
+            f"consensus method {name!r} needs n_clusters, the number of consensus clusters K (on the command "
+            f"line --n-clusters K; in a workflow {name}: {{n_clusters: K}})"
+        )
     if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 2:
         raise InputError(
             f"consensus method {name!r}: The 'n_clusters' parameter must be an integer >= 2 (one cluster is "

@@ -277,7 +277,11 @@ def test_table_of_constant_columns(tmp_path, capsys):
             "consensus.pcc-kl.n_clusters=0",
             "consensus method 'pcc-kl': The 'n_clusters' parameter of PCC must be an integer >= 1; got 0",
         ),
-        ("consensus.pcc-kl.divergence=hellinger", "'divergence' parameter of PCC must be one of 'kl', 'l2'"),
+        (
+            "consensus.pcc-kl.divergence=hellinger",
+            "consensus method 'pcc-kl' is pcc with divergence='kl'; got divergence='hellinger'",
+        ),
+        ("consensus.pcc.divergence=hellinger", "'divergence' parameter of PCC must be one of 'kl', 'l2'"),
         (
             "consensus.bce={alpha_init: -1}",
             "consensus method 'bce': The 'alpha_init' parameter of BCE must be",
