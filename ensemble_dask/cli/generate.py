@@ -76,9 +76,8 @@ def run(args):
 def run_import(args):
     from ..stages.generate import import_labels, read_labels_table
 
-    labels = read_labels_table(
-        args.labels, header=args.header
-    )  # checked before a store is opened (or created)
+    # checked before a store is opened (or created)
+    labels = read_labels_table(args.labels, header=args.header)
     with stage_store(args, mode="a") as store:
         info = import_labels(store, args.labels, labels=labels)
     print(f"import-labels: {info['n_clusterings']} clusterings")
