@@ -22,6 +22,7 @@ import numpy as np
 
 from .._validation import InputError
 from ..consensus._common.encoding import Encoding
+from ..io.readers import load_npy
 from ..rowblocks.bce import DaskBlockEStep, expand_gamma, prepare_block
 from ..rowblocks.blocks import DaskBlocks
 from .rows import write_memberships
@@ -104,7 +105,7 @@ def _load(path, prepared, k):
     told which file and no more: neither the site's paths nor its blocks' distinct rows)."""
     if not Path(path).exists():
         raise InputError(f"no checkpoint {Path(path).name} at this site; cannot resume")
-    gamma = np.load(path, allow_pickle=False)
+    gamma = load_npy(path, allow_pickle=False)
     want = (prepared["gidx"].shape[0], k)
     if gamma.shape != want or gamma.dtype != np.float64 or not np.isfinite(gamma).all():
         raise InputError(

@@ -14,6 +14,7 @@ import csv
 import lzma
 import os
 import re
+import threading
 import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -459,11 +460,25 @@ def _iter_zarr(url, storage_options, chunk_rows):
     yield from _numeric_frames(x, y, chunk_rows)
 
 
+#: NumPy parses a ``.npy`` header with ``ast.literal_eval``, and CPython 3.11's ``ast`` keeps state that
+#: two threads parsing at once can corrupt: Dask worker threads reading row blocks at once raised
+#: "SystemError: AST constructor recursion depth mismatch" (CI, Python 3.11.7). Loads through
+#: :func:`load_npy` take turns
+_NPY_LOCK = threading.Lock()
+
+
+def load_npy(file, **kwargs):
+    """``np.load(file, **kwargs)``, one thread at a time (see ``_NPY_LOCK``); with ``mmap_mode`` only the
+    header is read under the lock."""
+    with _NPY_LOCK:
+        return np.load(file, **kwargs)
+
+
 def _iter_npy(url, storage_options, chunk_rows):
     fs, path = _check_exists(url, storage_options)
     with _readable(url, "a NumPy .npy file", _CORRUPT_BINARY):
         if "://" not in url and os.path.exists(url):
-            x = np.load(url, mmap_mode="r")
+            x = load_npy(url, mmap_mode="r")
         else:  # remote: read the header, then one row block at a time (never the whole file)
             with fs.open(path, "rb") as fh:
                 x = _NpyRows(fh)
@@ -482,7 +497,7 @@ class _NpyRows:
         shape, fortran, dtype = readers[version](fh) if version in readers else ((), True, None)
         if fortran or dtype is None or dtype.hasobject or len(shape) != 2:
             fh.seek(0)
-            self._whole = np.load(fh)
+            self._whole = load_npy(fh)
             self.shape, self.ndim = self._whole.shape, self._whole.ndim
             return
         self._whole = None

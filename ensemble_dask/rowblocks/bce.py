@@ -30,6 +30,7 @@ from ..consensus.bce._seeding import seeded_alpha, seeded_beta, soft_gamma
 from ..consensus.kcc import KCC
 from ..consensus.kcc._blocks import block_norms
 from ..consensus.kcc._kcc import kcc_starts
+from ..io.readers import load_npy
 from .blocks import DaskBlocks, sampled_kcc_start
 
 __all__ = [
@@ -58,12 +59,12 @@ def read_labels(url, start=None, stop=None, storage_options=None):
     """
     if url.endswith(".npy"):
         if "://" not in url or url.startswith("file://"):
-            arr = np.load(_local_path(url), mmap_mode="r")
+            arr = load_npy(_local_path(url), mmap_mode="r")
         else:
             import fsspec
 
             with fsspec.open(url, "rb", **(storage_options or {})) as f:
-                arr = np.load(f)
+                arr = load_npy(f)
         return np.ascontiguousarray(arr[start:stop])
     import zarr
 
@@ -75,7 +76,7 @@ def labels_shape(url, storage_options=None):
     """``(n, N)`` of the labels matrix at ``url`` and its row chunk size (None for ``.npy``)."""
     if url.endswith(".npy"):
         if "://" not in url or url.startswith("file://"):
-            return tuple(np.load(_local_path(url), mmap_mode="r").shape), None
+            return tuple(load_npy(_local_path(url), mmap_mode="r").shape), None
         import fsspec
 
         fmt = np.lib.format
