@@ -149,11 +149,7 @@ class SiteAgent:
     def handle(self, peer, op, msg):
         """Answer ``op`` from ``peer`` (its certificate name); raises :class:`Refused` with the reason."""
         try:
-            if peer != self.config.coordinator:
-                raise Refused(
-                    f"site {self.config.name!r} answers only {self.config.coordinator!r}; the caller's "
-                    f"certificate is {peer!r:.80}"
-                )
+            self.check_caller(peer)
             if op not in OPERATIONS:
                 raise Refused(f"unknown operation {op!r:.80}; known: {list(OPERATIONS)}")
             with self.lock:
@@ -164,6 +160,14 @@ class SiteAgent:
             raise Refused(str(exc)) from None
         self.audit(peer, op, msg, "ok")
         return result
+
+    def check_caller(self, peer):
+        """Raise :class:`Refused` unless ``peer`` (a certificate's name) is the configured coordinator."""
+        if peer != self.config.coordinator:
+            raise Refused(
+                f"site {self.config.name!r} answers only {self.config.coordinator!r}; the caller's "
+                f"certificate is {peer!r:.80}"
+            )
 
     def _run(self, op, msg):
         """``op`` on ``msg``, its outcome added to the session's transcript.
@@ -399,11 +403,7 @@ def make_app(agent):
             peer = peer_name(stream.socket.getpeercert()) if hasattr(stream, "socket") else None
             audited = False  # handle() audits what it refuses
             try:
-                if peer != agent.config.coordinator:  # before the body is parsed: parsing costs memory
-                    raise Refused(
-                        f"site {agent.config.name!r} answers only {agent.config.coordinator!r}; the caller's "
-                        f"certificate is {peer!r:.80}"
-                    )
+                agent.check_caller(peer)  # before the body is parsed: parsing costs memory
                 if len(self.request.body) > agent.config.max_body_bytes:
                     raise wire.WireError(f"a message over {agent.config.max_body_bytes} bytes")
                 loop = IOLoop.current()
