@@ -86,15 +86,12 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None
     opts = {k: fitted.get(k) for k in ("columns", "categorical", "drop", "impute")}
     p = ingest_params(url, **opts, header=header, sep=sep, chunk_rows=chunk_rows)
     if p["format"] == "csv":
-        was_csv = fitted.get("format") == "csv"
+        if fitted.get("format") == "csv":  # as ingest read the store's data, unless said otherwise
+            p["sep"] = p["sep"] or fitted.get("sep")
+            if p["header"] is None and fitted.get("header") is not None:
+                p["header"] = bool(fitted["header"])
         if p["sep"] is None:
-            p["sep"] = (
-                fitted["sep"]
-                if was_csv and fitted.get("sep")
-                else detect_separator(p["url"], storage_options)
-            )
-        if p["header"] is None and was_csv and fitted.get("header") is not None:
-            p["header"] = bool(fitted["header"])
+            p["sep"] = detect_separator(p["url"], storage_options)
         if p["header"] is None:
             p["header"] = p["columns"] is None and csv_has_header(p["url"], storage_options, p["sep"])
     positional = p["format"] == "csv" and not p["header"] and p["columns"] is None
