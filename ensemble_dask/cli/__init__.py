@@ -25,7 +25,7 @@ from .._validation import EnsembleDaskError
 from ..runtime.clients import INTERRUPTED, interrupt, interrupt_handled, workers_ignore_ctrl_c
 from ._parser import parser
 
-__all__ = ["main"]
+__all__ = ["console", "main"]
 
 
 def _on_sigint(signum, frame):
@@ -76,6 +76,20 @@ def main(argv=None):
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
         interrupt_handled()
+
+
+def console(argv=None):
+    """The ``ensemble-dask`` program (its entry point): :func:`main`, and after Ctrl-C the loggers stay quiet
+    until the process ends.
+
+    :func:`main` gives a caller that goes on (a test session, a notebook) its loggers back. The program does
+    not go on: what it collects on the way out (the tasks the interrupt left pending in zarr's event-loop
+    thread: asyncio's "Task was destroyed but it is pending!") is the interrupt, already reported.
+    """
+    status = main(argv)
+    if status == 130 and logging.getLogger().level > logging.DEBUG:
+        interrupt(quiet=True)
+    return status
 
 
 def _failure(exc, args):
