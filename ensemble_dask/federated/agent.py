@@ -42,6 +42,7 @@ import numpy as np
 
 from .._validation import InputError
 from . import secagg, wire
+from .secure import rows_in_range
 from .site_config import SiteConfig, _short, load_config
 from .site_ops import CALLS, SUMS, Refused
 from .wire import peer_name
@@ -252,6 +253,11 @@ class SiteAgent:
             raise Refused(
                 f"site {cfg.name!r} cannot open its data (its audit log says why)", str(exc)
             ) from None
+        if not rows_in_range(info["n_rows"], info["n_clusterings"], len(cfg.federation)):
+            raise Refused(  # the counts it would tell on joining: public
+                f"site {cfg.name!r}: {info['n_rows']} rows of {info['n_clusterings']} clusterings are more "
+                f"than the fixed-point range holds in a federation of {len(cfg.federation)} sites"
+            )
         st.data["n_clusterings"] = info["n_clusterings"]
         self.sessions[sid] = st
         return {**info, "threshold": t, "has_reference": cfg.reference is not None}

@@ -43,10 +43,11 @@ import numpy as np
 
 from .._validation import InputError, check_int, check_labels_matrix, check_random_state, convergence_warning
 from ..consensus.bce import BCE
-from ..consensus.bce._em import Params, StatsLayout, _offsets, m_step
+from ..consensus.bce._em import BCEWarning, Params, StatsLayout, _offsets, m_step
 from ..metrics import partition_scores
 from ..rowblocks.bce import read_labels
 from .coordinator import Federation, SitesDropped, SitesDroppedWarning
+from .secure import ROW_TERM_LIMIT
 
 __all__ = ["FederatedBCEResult", "run_federated_bce", "scores_from_contingency"]
 
@@ -404,6 +405,15 @@ def _fit_bce(agg, est, n_labels, checkpoint, progress):
             )
             t_em += time.perf_counter() - t0
             n_em += 1
+            vec, clipped = vec[:-1], vec[-1]
+            if clipped > 0:
+                warnings.warn(
+                    f"EM iteration {t + 1}: the sites clipped the E-step terms of {clipped:.0f} rows at "
+                    f"+-{ROW_TERM_LIMIT:.3g} (parameters far from any fit's, smallest alpha "
+                    f"{np.min(params.alpha):.3g}): the fit may differ from one on the pooled rows",
+                    BCEWarning,
+                    stacklevel=3,
+                )
             stats = layout.unpack(vec)
             trace.append(stats["bound"])
             if progress is not None:

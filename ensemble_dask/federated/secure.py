@@ -6,9 +6,12 @@ Everything here is NumPy plus the ``cryptography`` package; nothing knows about 
   held in two 64-bit words per entry (an array of shape ``(2, n)``: high words, low words). Any
   ``|x| < 2**63 / n_sites`` is encoded as the integer nearest ``x * 2**64`` (ties to even), with no
   float rounding on the way; the sum of the sites' encodings is exact (integer addition modulo
-  ``2**128``, no wrap) and decodes to the float64 nearest to it (correctly rounded). Per EM iteration
-  a BCE site's statistics are bounded by its rows times the clusterings times a few hundred (counts,
-  digamma sums, bound terms): 10 million rows x 200 clusterings is below ``2**41``, far inside the range.
+  ``2**128``, no wrap) and decodes to the float64 nearest to it (correctly rounded).
+* **Rows in range.** A site bounds each row's term of any statistic it sums by :data:`ROW_TERM_LIMIT`
+  (counts are at most 1, KCC's squared errors at most twice the clusterings, and BCE's E-step clips its
+  two unbounded terms, digamma sums and the bound, whatever parameters it is sent), and it joins only when
+  its rows times that bound are inside the range (:func:`rows_in_range`: a test on public counts). So no
+  sum it is asked for can leave the range, and a refusal never depends on its rows.
 * **Keys.** Each site has an X25519 key pair (``ensemble-dask certs`` writes it); every site's public
   key is pinned in the workflow. Sites ``p`` and ``q`` derive a pair key with X25519 and HKDF-SHA256
   (salt: the session id; info: both names), so each session has fresh pair keys.
@@ -40,6 +43,8 @@ __all__ = [
     "sum_words",
     "neg_words",
     "fixed_point_limit",
+    "ROW_TERM_LIMIT",
+    "rows_in_range",
     "keystream_words",
 ]
 
@@ -56,6 +61,16 @@ _HKDF_INFO = b"ensemble-dask secure sum v1"
 def fixed_point_limit(n_sites):
     """Largest magnitude a site's entry may have so that the sum of ``n_sites`` of them fits."""
     return 2.0**63 / max(int(n_sites), 1)
+
+
+#: bound on one row's term of a statistic a site sums (BCE's E-step clips to it; a fit's are far inside)
+ROW_TERM_LIMIT = 2.0**24
+
+
+def rows_in_range(n_rows, n_clusterings, n_sites):
+    """Whether any statistic of ``n_rows`` rows (each term within :data:`ROW_TERM_LIMIT`, or twice
+    ``n_clusterings`` for KCC's squared errors) fits the fixed-point range of ``n_sites`` sites."""
+    return n_rows * max(ROW_TERM_LIMIT, 2.0 * n_clusterings) < fixed_point_limit(n_sites)
 
 
 def encode_fixed(values, *, n_sites=1, name="values"):

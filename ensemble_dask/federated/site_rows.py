@@ -26,6 +26,7 @@ from ..io.readers import load_npy
 from ..rowblocks.bce import DaskBlockEStep, expand_gamma, prepare_block
 from ..rowblocks.blocks import DaskBlocks
 from .rows import write_memberships
+from .secure import ROW_TERM_LIMIT
 
 __all__ = [
     "scatter_rows",
@@ -127,7 +128,8 @@ def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 10
     layout = {"k": int(k), "categories": [c.tolist() for c in categories], "blocks": len(blocks)}
     fit_key = hashlib.sha256(json.dumps(layout).encode()).hexdigest()[:12]
     st.data.update(k=int(k), checkpoint=checkpoint, run_key=run_key, fit_key=fit_key, best=None)
-    st.data["estep"] = DaskBlockEStep(st.client, prepared, int(k), *e_step)
+    # each row's unbounded terms clipped: no parameters sent can push a sum out of the fixed-point range
+    st.data["estep"] = DaskBlockEStep(st.client, prepared, int(k), *e_step, clip=ROW_TERM_LIMIT)
     if checkpoint:
         Path(checkpoint).mkdir(parents=True, exist_ok=True)
         _prune_runs(checkpoint, {run_key, *held}, keep_runs)

@@ -131,8 +131,9 @@ def expand_gamma(gamma, prepared):
     return gamma[prepared["inverse"]]
 
 
-def estep_task(prepared, gamma, params, tol, max_iter):
-    """E-step of one prepared block: ``(stats vector, new gamma)``; the input gamma is not modified."""
+def estep_task(prepared, gamma, params, tol, max_iter, clip=None):
+    """E-step of one prepared block: ``(stats vector, new gamma)``; the input gamma is not modified
+    (``clip``: see :func:`~ensemble_dask.consensus.bce._em.estep_stats`)."""
     gamma = gamma.copy()
     gidx = prepared["gidx"]
     N = gidx.shape[1]
@@ -146,6 +147,7 @@ def estep_task(prepared, gamma, params, tol, max_iter):
         tol,
         max_iter,
         prepared["weight"],
+        clip,
     )
     return vec, gamma
 
@@ -170,13 +172,15 @@ def tree_sum(client, futures, *, fan_in=8, **submit_kwargs):
 
 
 class DaskBlockEStep:
-    """E-step over row-block futures; keeps every block's gamma on its worker between iterations."""
+    """E-step over row-block futures; keeps every block's gamma on its worker between iterations
+    (``clip``: see :func:`~ensemble_dask.consensus.bce._em.estep_stats`)."""
 
-    def __init__(self, client, prepared_futures, k, tol, max_iter, submit_kwargs=None):
+    def __init__(self, client, prepared_futures, k, tol, max_iter, submit_kwargs=None, clip=None):
         self.client = client
         self.gidx = prepared_futures
         self.k = k
         self.tol, self.max_iter = tol, max_iter
+        self.clip = clip
         self.kw = [dict(s) for s in (submit_kwargs or [{}] * len(prepared_futures))]
         self.reset()
 
@@ -188,7 +192,9 @@ class DaskBlockEStep:
 
     def __call__(self, params, t):
         results = [
-            self.client.submit(estep_task, g, gam, params, self.tol, self.max_iter, pure=False, **kw)
+            self.client.submit(
+                estep_task, g, gam, params, self.tol, self.max_iter, self.clip, pure=False, **kw
+            )
             for g, gam, kw in zip(self.gidx, self.gamma, self.kw, strict=True)
         ]
         self.gamma = [

@@ -596,21 +596,11 @@ def _oracle_params(eps, G=3 * N_CLUSTERINGS, g=4):
     return {"alpha": np.array([1e12, eps]), "beta": beta}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "open (2026-11-26): a site refuses a sum whose statistic is outside the fixed-point range, and "
-        "the coordinator chooses BCE's parameters freely (alpha near 0: digamma ~ -1/alpha), so the "
-        "refusal is one bit on one site's rows per session. Sending 0 for such an entry instead (tried) "
-        "let a complete round reveal one site's value (the sum over the sites left in range). The fix is "
-        "bounds on the parameters that keep every statistic in range whatever the rows, which needs the "
-        "E-step's statistics bounded term by term."
-    ),
-)
 def test_a_statistic_out_of_range_is_not_a_refusal_that_tells_its_size(three):
     """F14. With alpha near 0 the coordinator sets where the range's end lies on a count of site-a's rows,
     asks site-a alone to compute (keys from all), and reads one bit per session from the refusal: six
-    sessions give site-a's count of category g. A site must answer alike on either side of that threshold."""
+    sessions give site-a's count of category g. A site must answer alike on either side of that threshold.
+    It does: each row's E-step terms are clipped (ROW_TERM_LIMIT), so no sum leaves the range."""
     cats = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
     answers = []
     for eps in (1e-300, 1.0):  # out of range, then in range, whatever site-a's count: a session each
@@ -626,6 +616,17 @@ def test_a_statistic_out_of_range_is_not_a_refusal_that_tells_its_size(three):
         FEDS.remove(fed)
         fed.close()
     assert answers == ["masked", "masked"], f"site-a answered {answers}"
+
+
+def test_centroids_that_are_not_label_distributions_are_refused(three):
+    """F18 (what F14's fix leans on). Centroid entries in [0, 1] could still sum to a clustering's whole
+    label count per block, so a row's squared error reached the clusterings plus every category (2**24),
+    past the bound that keeps a site's sums in range. A block summing to more than 1 is refused now (a
+    test on the centroids alone)."""
+    fed = federation(three, "kcc")
+    fed.call("prepare", ([np.arange(3, dtype=np.int64)] * N_CLUSTERINGS, 2), what="prepare")
+    with pytest.raises(SiteRefusedError, match="sum to at most 1"):
+        fed.sum("kcc_step", (np.ones((3 * N_CLUSTERINGS, 2)),), what="centroids of ones")
 
 
 def test_a_caller_that_is_not_the_coordinator_is_refused_before_its_message_is_parsed(three):

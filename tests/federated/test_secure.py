@@ -222,3 +222,67 @@ def test_issue_25_a_tiny_negative_summed_over_three_sites():
     np.testing.assert_allclose(total, [6.0, -1e-18], rtol=0, atol=2.0**-65)
     for x in (-1e-18, -(2.0**-60), -(2.0**-54), -1.5 * 2.0**-64):  # each alone, never off by a power of two
         assert abs(decode_fixed(encode_fixed([x]))[0] - x) <= 2.0**-65
+
+
+def _site_estep(labels, alpha, beta, clip):
+    from ensemble_dask.consensus.bce._em import Params, encode_labels, estep_stats, label_categories
+
+    cats = label_categories(labels)
+    gidx, _ = encode_labels(labels, cats)
+    k = alpha.size
+    params = Params(alpha, beta, np.zeros((k, 0)), np.ones((k, 0)))
+    gamma = np.full((labels.shape[0], k), -1.0)
+    N = labels.shape[1]
+    return estep_stats(gidx, np.ones(N), np.empty((labels.shape[0], 0)), np.empty(0), params, gamma, 1e-4, 50,
+                       clip=clip)  # fmt: skip
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    log_alpha=st.lists(st.floats(-300, 12), min_size=2, max_size=4),
+    log_beta=st.floats(-300, 12),
+)
+def test_a_site_s_e_step_stays_in_range_whatever_parameters_it_is_sent(seed, log_alpha, log_beta):
+    """F14: the coordinator chose alpha near 0 (digamma ~ -1/alpha) so that a site's E-step sum left the
+    fixed-point range exactly when a count of its rows passed a threshold it set, and read that bit from the
+    refusal. Each row's terms are now clipped to ROW_TERM_LIMIT, so every entry is at most the rows times it,
+    whatever alpha and beta (in the site's accepted [0, 1e12]) and whatever the rows."""
+    from ensemble_dask.federated.secure import ROW_TERM_LIMIT
+
+    rng = np.random.default_rng(seed)
+    n, N = 40, 3
+    labels = rng.integers(0, 3, size=(n, N))
+    labels[rng.random((n, N)) < 0.2] = -1
+    alpha = 10.0 ** np.array(log_alpha)
+    beta = rng.random((alpha.size, 3 * N)) ** 3
+    beta[rng.integers(alpha.size), rng.integers(3 * N)] = 10.0**log_beta
+    vec = _site_estep(labels, alpha, beta, ROW_TERM_LIMIT)
+    assert np.isfinite(vec).all()
+    assert np.abs(vec).max() <= n * ROW_TERM_LIMIT
+    assert 0 <= vec[-1] <= n  # the rows clipped
+
+
+def test_a_fit_s_parameters_are_never_clipped():
+    """With the parameters of a fit, a site's clipped E-step is the pooled fit's exactly (and says so)."""
+    from ensemble_dask.federated.secure import ROW_TERM_LIMIT
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 4, size=(300, 20))
+    labels[rng.random(labels.shape) < 0.3] = -1
+    alpha = np.array([0.05, 1.0, 30.0])
+    beta = rng.dirichlet(np.ones(4), size=(3, 20)).reshape(3, 80)
+    beta[0, :4] = [1e-300, 0.0, 0.5, 0.5]
+    clipped = _site_estep(labels, alpha, beta, ROW_TERM_LIMIT)
+    assert clipped[-1] == 0
+    assert clipped[:-1].tolist() == _site_estep(labels, alpha, beta, None).tolist()
+
+
+def test_a_site_joins_only_when_its_rows_fit_the_range():
+    """The test on public counts (the rows and clusterings a join tells) that makes the clipping enough."""
+    from ensemble_dask.federated.secure import ROW_TERM_LIMIT, rows_in_range
+
+    assert rows_in_range(10**9, 200, 100)
+    limit = fixed_point_limit(3) / ROW_TERM_LIMIT
+    assert rows_in_range(int(limit) - 1, 200, 3) and not rows_in_range(int(limit) + 1, 200, 3)
+    assert not rows_in_range(10**6, 2**45, 3)  # KCC's squared errors: twice the clusterings a row

@@ -19,6 +19,7 @@ shared estimator base class in :mod:`._base`.
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -193,16 +194,18 @@ class Params:
         return Params(self.alpha.copy(), self.beta.copy(), self.mu.copy(), self.var.copy())
 
 
-def estep_stats(gidx, ucol, X, ufeat, params, gamma, tol, max_iter, rweight=None):
+def estep_stats(gidx, ucol, X, ufeat, params, gamma, tol, max_iter, rweight=None, clip=None):
     """E-step of a block of rows: returns the packed statistics vector; ``gamma`` is updated in place.
 
     This NumPy-level function is what the Dask layer maps over row blocks and what a site
-    runs on its own rows. ``rweight`` gives each row's multiplicity (default 1).
+    runs on its own rows. ``rweight`` gives each row's multiplicity (default 1). With ``clip``, each row's
+    terms of ``ss`` and ``bound`` are clipped to ``[-clip, clip]`` and the vector ends with one more entry,
+    the (weighted) count of rows clipped (see :func:`._kernels.estep_block`).
     """
     k = params.alpha.size
     if rweight is None:
         rweight = np.ones(gidx.shape[0])
-    counts, wsum, wy, wy2, ss, bound, n_rows, _ = kern.estep_block(
+    counts, wsum, wy, wy2, ss, bound, n_rows, _, clipped = kern.estep_block(
         gidx,
         rweight,
         ucol,
@@ -215,9 +218,10 @@ def estep_stats(gidx, ucol, X, ufeat, params, gamma, tol, max_iter, rweight=None
         gamma,
         tol,
         max_iter,
+        math.inf if clip is None else float(clip),
     )
-    layout = StatsLayout(k, params.beta.shape[1], X.shape[1])
-    return layout.pack(counts, wsum, wy, wy2, ss, bound, n_rows)
+    vec = StatsLayout(k, params.beta.shape[1], X.shape[1]).pack(counts, wsum, wy, wy2, ss, bound, n_rows)
+    return vec if clip is None else np.append(vec, clipped)
 
 
 # --------------------------------------------------------------------------- M-step

@@ -188,7 +188,7 @@ def _lg_alpha_const(alpha):
 
 
 @numba.njit(cache=True, nogil=True)
-def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, tol, max_iter):
+def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, tol, max_iter, clip=math.inf):
     """E-step of a block of rows and its sufficient statistics.
 
     Parameters
@@ -211,6 +211,10 @@ def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, t
         means a fresh start). A row without any observed entry gets ``gamma = alpha``.
     tol, max_iter : float, int
         E-step stopping rule of :func:`row_estep`.
+    clip : float, default inf
+        Bound on a row's terms of ``ss`` and ``bound``: a larger magnitude (or a NaN) is set to ``-clip``
+        or ``clip``. A federated site passes one, so that its sums stay in the fixed-point range whatever
+        parameters it is sent; a fit's parameters give terms far inside it.
 
     Returns
     -------
@@ -220,6 +224,7 @@ def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, t
     bound : float, sum of the rows' lower bounds
     n_rows : float, (weighted) rows with at least one observed entry
     sweeps : int, total inner sweeps (for diagnostics)
+    clipped : float, (weighted) rows with a term clipped
     """
     n, N = gidx.shape
     k = alpha.size
@@ -242,6 +247,7 @@ def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, t
     bound = 0.0
     n_rows = 0.0
     sweeps = 0
+    clipped = 0.0
     mtot = N + D
     ll = np.empty((mtot, k))
     el = np.empty((mtot, k))
@@ -292,7 +298,11 @@ def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, t
             ll[:m], el[:m], lmax[:m], w[:m], alpha, gamma[i], phi[:m], dig, lognorm[:m], tol, max_iter
         )
         rw = rweight[i]
-        bound += rw * row_bound(w[:m], alpha, lgc, gamma[i], phi[:m], dig, lognorm[:m], elog)
+        rb = row_bound(w[:m], alpha, lgc, gamma[i], phi[:m], dig, lognorm[:m], elog)
+        if clip < math.inf and _clip_row(elog, rb, clip):
+            rb = min(max(rb, -clip), clip) if rb == rb else -clip
+            clipped += rw
+        bound += rw * rb
         n_rows += rw
         for h in range(k):
             ss[h] += rw * elog[h]
@@ -309,7 +319,18 @@ def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, t
                 wy[h, d] += a * y
                 wy2[h, d] += a * y * y
     counts = np.ascontiguousarray(countsT.T)
-    return counts, wsum, wy, wy2, ss, bound, n_rows, sweeps
+    return counts, wsum, wy, wy2, ss, bound, n_rows, sweeps, clipped
+
+
+@numba.njit(cache=True, nogil=True)
+def _clip_row(elog, rb, clip):
+    """Clip ``elog`` into ``[-clip, clip]`` in place (a NaN to ``-clip``); whether it or ``rb`` was out."""
+    out = not -clip <= rb <= clip
+    for h in range(elog.size):
+        if not -clip <= elog[h] <= clip:
+            elog[h] = min(max(elog[h], -clip), clip) if elog[h] == elog[h] else -clip
+            out = True
+    return out
 
 
 @numba.njit(cache=True, nogil=True)
