@@ -243,12 +243,12 @@ def _kcc_centroids(MT, st):
     and their block norms, which the site computes itself from them (the coordinator sends none). So a row's
     squared error is at most twice the clusterings, whatever centroids are sent (see
     :func:`.secure.rows_in_range`)."""
-    from ..consensus.kcc._blocks import block_norms
+    from ..consensus.kcc._blocks import block_norms, block_sums
 
     G, K = st.n_categories, st.data["k"]
     MT = _array(MT, "centroids", ndim=2, shape=(G, K), min_value=0.0, max_value=1.0)
     offsets = np.concatenate([[0], np.cumsum([len(c) for c in st.data["categories"]])])
-    if G and np.add.reduceat(MT, offsets[:-1], axis=0).max() > 1.0 + 1e-9:
+    if block_sums(MT, offsets).max(initial=0.0) > 1.0 + 1e-9:  # an empty block sums to 0
         raise Refused("each clustering's block of a centroid must sum to at most 1 (a label distribution)")
     return MT, block_norms(MT, offsets)
 

@@ -713,3 +713,33 @@ def test_a_site_lost_at_confirm_is_dropped_not_taken_for_an_attack(five):
         fed.sum("label_bits", what="round 1")
     assert exc.value.dropped == ["site-e"] and "site-e" not in fed.alive
     fed.sum("label_bits", what="round 2")  # over the four that finished round 1 alike
+
+
+# =========================================================================== F20: empty category blocks
+
+
+def test_kcc_centroids_with_no_categories_are_not_read_out_of_bounds(three):
+    """F20. KCC's ``prepare`` takes empty category arrays, and with none at all the site computed the block
+    norms of its (0 x K) centroids as a (K x 0) array: the Lloyd kernel then read ``sq[c, i]`` for each of
+    the N clusterings past its end (numba checks no bounds), so whatever lay in the site's memory entered
+    the summed squared error (or made it NaN: a refusal that depends on the site's memory). Every row is
+    all-missing under no categories: its squared error is 0."""
+    fed = federation(three, "kcc")
+    fed.call("prepare", ([np.zeros(0, dtype=np.int64)] * N_CLUSTERINGS, 2), what="prepare")
+    total = fed.sum("kcc_step", (np.zeros((0, 2)),), what="no categories")
+    n = sum(lab.shape[0] for lab in three.labels.values())
+    assert total.tolist() == [n, 0.0, 0.0, n], total  # sizes, sse 0, every row moved (from -1)
+
+
+def test_kcc_centroids_with_an_empty_last_clustering_are_checked(three):
+    """F20 (its other end). With the last clustering's categories empty, the centroid check and the block
+    norms (``np.add.reduceat`` at offset G) failed at the site with an IndexError (a fault, not a refusal);
+    an empty block between others took the next block's first entry as its sum. Empty blocks sum to 0."""
+    fed = federation(three, "kcc")
+    cats = [np.arange(3, dtype=np.int64)] * (N_CLUSTERINGS - 1) + [np.zeros(0, dtype=np.int64)]
+    fed.call("prepare", (cats, 2), what="prepare")
+    MT = np.full((3 * (N_CLUSTERINGS - 1), 2), 1 / 3)
+    total = fed.sum("kcc_step", (MT,), what="an empty last clustering")
+    n = sum(lab.shape[0] for lab in three.labels.values())
+    # every row at distance (N - 1) (1 - 2/3 + 1/3) = 2 from both centroids: all in cluster 0
+    assert np.allclose(total[-4:], [n, 0.0, 2.0 * n, n]), total[-4:]

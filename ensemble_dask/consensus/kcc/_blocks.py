@@ -66,11 +66,21 @@ def combine_stats(*parts):
     return out
 
 
+def block_sums(A, offsets):
+    """Sum of each block ``offsets[i]:offsets[i + 1]`` of ``A``'s rows (``len(offsets) - 1`` of them). An
+    empty block sums to 0: ``np.add.reduceat`` gives it the next row instead, or fails when it is the last;
+    the other blocks' sums are ``reduceat``'s, bit for bit."""
+    offsets = np.asarray(offsets)
+    out = np.zeros((offsets.size - 1, *A.shape[1:]))
+    full = np.flatnonzero(np.diff(offsets) > 0)
+    if full.size:
+        out[full] = np.add.reduceat(A, offsets[full], axis=0)
+    return out
+
+
 def block_norms(MT, offsets):
-    """``sq[k, i] = ||m_{k,i}||^2`` of centroids ``MT`` (``G x K``)."""
-    return (
-        np.add.reduceat(MT * MT, offsets[:-1], axis=0).T.copy() if MT.shape[0] else np.zeros((MT.shape[1], 0))
-    )
+    """``sq[k, i] = ||m_{k,i}||^2`` of centroids ``MT`` (``G x K``): ``K x N``, 0 for an empty block."""
+    return block_sums(MT * MT, offsets).T.copy()
 
 
 def _row_center(row, enc, prior):
