@@ -89,6 +89,8 @@ def _categories(value, st):
     ]
     if sum(c.size for c in cats) > _MAX_LABEL_SPACE or any(np.any(np.diff(c) <= 0) for c in cats):
         raise Refused("categories must be sorted distinct labels, at most 2**24 in all")
+    if not any(c.size for c in cats):  # the kernels index category 0 for a missing entry (times 0)
+        raise Refused("categories must hold at least one label")
     return cats
 
 

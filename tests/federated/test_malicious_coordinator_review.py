@@ -719,13 +719,18 @@ def test_a_site_lost_at_confirm_is_dropped_not_taken_for_an_attack(five):
 
 
 def test_kcc_centroids_with_no_categories_are_not_read_out_of_bounds(three):
-    """F20. KCC's ``prepare`` takes empty category arrays, and with none at all the site computed the block
-    norms of its (0 x K) centroids as a (K x 0) array: the Lloyd kernel then read ``sq[c, i]`` for each of
-    the N clusterings past its end (numba checks no bounds), so whatever lay in the site's memory entered
-    the summed squared error (or made it NaN: a refusal that depends on the site's memory). Every row is
-    all-missing under no categories: its squared error is 0."""
+    """F20. KCC's ``prepare`` took empty category arrays, and with none at all (G = 0) the kernels went past
+    their arrays' ends (numba checks no bounds): the block norms of the (0 x K) centroids were K x 0 and the
+    Lloyd kernel read N entries beyond them into the summed squared error (whatever lay in the site's
+    memory: 4 per row here, or a NaN, a refusal that depends on it), and ``kcc_sizes`` added 0 at category
+    0 of a 0-entry vector (a write past its end). Every row is all-missing under no categories: its squared
+    error is 0. Now a prepare without a single category is refused (a test on the arguments alone)."""
     fed = federation(three, "kcc")
-    fed.call("prepare", ([np.zeros(0, dtype=np.int64)] * N_CLUSTERINGS, 2), what="prepare")
+    try:
+        fed.call("prepare", ([np.zeros(0, dtype=np.int64)] * N_CLUSTERINGS, 2), what="prepare")
+    except SiteRefusedError as exc:
+        assert "at least one label" in str(exc)
+        return
     total = fed.sum("kcc_step", (np.zeros((0, 2)),), what="no categories")
     n = sum(lab.shape[0] for lab in three.labels.values())
     assert total.tolist() == [n, 0.0, 0.0, n], total  # sizes, sse 0, every row moved (from -1)
