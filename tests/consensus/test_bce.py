@@ -19,6 +19,7 @@ from ensemble_dask import InputError
 from ensemble_dask.consensus._common.encoding import compress_rows
 from ensemble_dask.consensus.bce import BCE, GBCE, MM, EmptyRowsWarning, UnseenLabelsWarning
 from ensemble_dask.consensus.bce import _kernels as kern
+from ensemble_dask.consensus.bce._digamma import _DIGAMMA_SMALL
 from ensemble_dask.consensus.bce._em import encode_labels, label_categories, update_alpha
 from ensemble_dask.consensus.bce._seeding import seed_partition, seeded_alpha, seeded_beta
 from ensemble_dask.metrics import micro_precision
@@ -95,7 +96,7 @@ def test_digamma_kernel_matches_the_one_step_recurrence():
 
 def test_digamma_kernel_near_zero_is_exact_to_rounding():
     # below 1e-2 the kernel takes the series of Psi at 0 (one division): as exact as the recurrence was
-    xs = np.concatenate([np.geomspace(1e-12, 2e-2, 3000), np.nextafter(kern._DIGAMMA_SMALL, [0.0, 1.0])])
+    xs = np.concatenate([np.geomspace(1e-12, 2e-2, 3000), np.nextafter(_DIGAMMA_SMALL, [0.0, 1.0])])
     got = np.array([kern.digamma(x) for x in xs])
     np.testing.assert_allclose(got, digamma(xs), rtol=2e-15, atol=0)
 
