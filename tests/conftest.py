@@ -21,6 +21,10 @@ import pytest
 #: every command that ends in a report), and with them where a test is about them (:func:`figures_on`:
 #: tests/report). Set before any command starts, so the commands the tests run as subprocesses inherit it.
 os.environ.setdefault("DASK_ENSEMBLE_DASK__REPORT__FIGURES", "False")  # a run with =True draws them all
+#: And an embedded cluster of one worker process where a test gives no number (the tests run side by side on
+#: a 2-core machine, and each worker process costs its start-up: imports, kernels loaded from the cache);
+#: a test about several workers says how many.
+os.environ.setdefault("DASK_ENSEMBLE_DASK__CLUSTER__N_WORKERS", "1")
 import dask  # noqa: E402  (after the environment it reads)
 
 dask.config.refresh()

@@ -196,6 +196,22 @@ def cluster_facts(client):
     }
 
 
+def default_n_workers():
+    """Workers of an embedded cluster when none are given: the dask config ``ensemble-dask.cluster.n-workers``
+    (``DASK_ENSEMBLE_DASK__CLUSTER__N_WORKERS=1`` in the environment, or ``cluster: {n-workers: 1}`` under
+    ``ensemble-dask`` in a dask config file), or one per core when it is unset or null."""
+    import dask
+
+    value = dask.config.get("ensemble-dask.cluster.n-workers", default=None)
+    if value is None:
+        return max(1, os.cpu_count() or 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(
+            f"the dask config 'ensemble-dask.cluster.n-workers' must be an int >= 1 or null; got {value!r}"
+        )
+    return value
+
+
 @contextlib.contextmanager
 def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, processes=True, resources=None):
     """Yield a ``distributed.Client``.
@@ -206,7 +222,8 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
         Address of an existing scheduler (``tcp://host:8786``) or a Client to use as is. When
         None, an embedded ``LocalCluster`` is started (and closed on exit).
     n_workers : int, default=None
-        Workers of the embedded cluster (default: one per core).
+        Workers of the embedded cluster (default: the dask config ``ensemble-dask.cluster.n-workers`` when
+        set, else one per core; see :func:`default_n_workers`).
     threads_per_worker : int, default=1
     processes : bool, default=True
         Worker processes (False: threads of this process, required for ``memory://`` stores,
@@ -246,7 +263,7 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
             client.register_plugin(_quiet_worker_logs(), name=_QUIET_PLUGIN)
             yield client
         return
-    n_workers = n_workers or max(1, os.cpu_count() or 1)
+    n_workers = n_workers or default_n_workers()
     network = (
         {"host": "127.0.0.1", "worker_class": _patient_nanny(), "preload": [__name__]} if processes else {}
     )

@@ -115,3 +115,30 @@ def test_a_failing_close_does_not_replace_the_error(caplog):
     with pytest.raises(AttributeError):  # without an error, a failing close is still raised
         with lazy:
             pass
+
+
+def test_the_embedded_cluster_s_default_workers_come_from_the_dask_config():
+    """``ensemble-dask.cluster.n-workers`` (the suite sets it to 1) is the default; unset, one per core; a bad
+    value is an error naming the setting."""
+    import dask
+
+    from ensemble_dask import InputError
+    from ensemble_dask.runtime.clients import default_n_workers
+
+    with dask.config.set({"ensemble-dask.cluster.n-workers": 3}):
+        assert default_n_workers() == 3
+    with dask.config.set({"ensemble-dask.cluster.n-workers": None}):
+        assert default_n_workers() == max(1, os.cpu_count() or 1)
+    for bad in (0, "two", True):
+        with dask.config.set({"ensemble-dask.cluster.n-workers": bad}):
+            with pytest.raises(InputError, match="ensemble-dask.cluster.n-workers"):
+                default_n_workers()
+
+
+@pytest.mark.slow
+def test_the_config_s_workers_are_the_embedded_cluster_s():
+    """The setting reaches a command's embedded cluster: two workers here, where the suite says one."""
+    import dask
+
+    with dask.config.set({"ensemble-dask.cluster.n-workers": 2}), dask_client() as client:
+        assert len(client.scheduler_info()["workers"]) == 2
