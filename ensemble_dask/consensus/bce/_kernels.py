@@ -254,7 +254,7 @@ def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, t
         rw = rweight[i]
         rb = row_bound(w[:m], alpha, lgc, gamma[i], phi[:m], dig, lognorm[:m], elog)
         if clip < math.inf and _clip_row(elog, rb, clip):
-            rb = min(max(rb, -clip), clip) if rb == rb else -clip
+            rb = _clamp(rb, clip)
             clipped += rw
         bound += rw * rb
         n_rows += rw
@@ -277,12 +277,18 @@ def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, t
 
 
 @numba.njit(cache=True, nogil=True)
+def _clamp(x, clip):
+    """``x`` in ``[-clip, clip]`` (a NaN: ``-clip``)."""
+    return min(max(x, -clip), clip) if x == x else -clip
+
+
+@numba.njit(cache=True, nogil=True)
 def _clip_row(elog, rb, clip):
-    """Clip ``elog`` into ``[-clip, clip]`` in place (a NaN to ``-clip``); whether it or ``rb`` was out."""
+    """Clip ``elog`` into ``[-clip, clip]`` in place (:func:`_clamp`); whether it or ``rb`` was out."""
     out = not -clip <= rb <= clip
     for h in range(elog.size):
         if not -clip <= elog[h] <= clip:
-            elog[h] = min(max(elog[h], -clip), clip) if elog[h] == elog[h] else -clip
+            elog[h] = _clamp(elog[h], clip)
             out = True
     return out
 
