@@ -160,6 +160,42 @@ def test_ctrl_c_between_making_a_coroutine_and_scheduling_it_is_one_line(monkeyp
         signal.signal(signal.SIGINT, before)
 
 
+def test_ctrl_c_inside_a_catch_warnings_block_is_one_line(monkeypatch, capsys):
+    """CI again: Ctrl-C 0.01 s into a consensus stage printed "coroutine '_runner' was never awaited" and
+    "coroutine 'AsyncGroup.getitem' ..." after the interrupt's line. The interrupt fell inside a
+    ``warnings.catch_warnings()`` block (as around zarr's writes), which dropped the filter the handler had
+    added in it when the interrupt left it; the coroutines were collected after that."""
+    import gc
+    import signal
+    import warnings
+
+    from ensemble_dask import cli
+
+    async def _runner():
+        pass
+
+    def interrupted_in_a_block(args):
+        coro = None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # a block of the code that runs: a zarr write
+            coro = _runner()  # made, not yet handed to a loop
+            signal.raise_signal(signal.SIGINT)
+        coro.send(None)  # not reached
+
+    monkeypatch.setattr(cli.report, "run", interrupted_in_a_block)
+    monkeypatch.setattr(warnings, "_warn_unawaited_coroutine", warnings._warn_unawaited_coroutine)  # restored
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            assert cli.main(["report", "--store", "x.zarr"]) == 130
+            gc.collect()
+        assert capsys.readouterr().err == "ensemble-dask: interrupted; run the same command to resume\n"
+        assert [str(w.message) for w in seen] == []
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.slow
 def test_ctrl_c_with_a_task_left_pending_in_an_event_loop_thread_is_one_line(tmp_path):
     """CI: Ctrl-C in the consensus stage printed the interrupt's line and then two "ERROR asyncio: Task was

@@ -39,13 +39,20 @@ def _on_sigint(signum, frame):
     if quiet:  # the callbacks and finalisers the interrupt cuts short would each say so at exit
         sys.unraisablehook = _unraisable_after_interrupt
         # and so would a coroutine it stopped before it was scheduled (zarr's sync() makes one and then hands
-        # it to its event loop's thread): "coroutine ... was never awaited" when it is collected
-        warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited", category=RuntimeWarning)
+        # it to its event loop's thread): "coroutine ... was never awaited" when it is collected. Not a
+        # warnings filter: the interrupt may fall inside a ``warnings.catch_warnings()`` block (ours around
+        # zarr's writes, or a library's), which drops the filters added in it when the interrupt leaves it;
+        # the hook that the interpreter calls for such a coroutine is no filter, and stays.
+        warnings._warn_unawaited_coroutine = _unawaited_after_interrupt
     raise KeyboardInterrupt
 
 
 def _unraisable_after_interrupt(unraisable):
     """Nothing: after Ctrl-C, what a cut-short callback or finaliser raises is the interrupt itself."""
+
+
+def _unawaited_after_interrupt(coro):
+    """Nothing: after Ctrl-C, a coroutine collected before it was scheduled is the interrupt itself."""
 
 
 _INTERRUPTED_LINE = "interrupted; run the same command to resume"
