@@ -128,61 +128,20 @@ def test_an_error_that_ctrl_c_caused_is_the_interrupt(monkeypatch, capsys):
         signal.signal(signal.SIGINT, before)
 
 
-def test_ctrl_c_between_making_a_coroutine_and_scheduling_it_is_one_line(monkeypatch, capsys):
-    """CI: Ctrl-C at the start of a stage printed the interrupt's line and then two RuntimeWarnings,
-    "coroutine '_runner' was never awaited" and "coroutine 'AsyncArray._get_selection' ...": zarr's sync()
-    makes the coroutines and hands them to its event loop's thread, and the interrupt fell in between. The
-    coroutines, collected with the traceback, each warned. After Ctrl-C that warning is the interrupt too."""
+async def _runner():
+    pass
+
+
+def _interrupted_report_is_one_line(monkeypatch, capsys, run):
+    """``ensemble-dask report`` whose work is ``run`` (which raises SIGINT): exit 130, the interrupt's line
+    alone on stderr and no warning, the coroutines it left collected."""
     import gc
     import signal
     import warnings
 
     from ensemble_dask import cli
 
-    async def _runner():
-        pass
-
-    def interrupted_in_sync(args):
-        coro = _runner()  # made, not yet handed to a loop
-        signal.raise_signal(signal.SIGINT)
-        coro.send(None)  # not reached
-
-    monkeypatch.setattr(cli.report, "run", interrupted_in_sync)
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with warnings.catch_warnings(record=True) as seen:
-            warnings.simplefilter("always")
-            assert cli.main(["report", "--store", "x.zarr"]) == 130
-            gc.collect()
-        assert capsys.readouterr().err == "ensemble-dask: interrupted; run the same command to resume\n"
-        assert [str(w.message) for w in seen] == []
-    finally:
-        signal.signal(signal.SIGINT, before)
-
-
-def test_ctrl_c_inside_a_catch_warnings_block_is_one_line(monkeypatch, capsys):
-    """CI again: Ctrl-C 0.01 s into a consensus stage printed "coroutine '_runner' was never awaited" and
-    "coroutine 'AsyncGroup.getitem' ..." after the interrupt's line. The interrupt fell inside a
-    ``warnings.catch_warnings()`` block (as around zarr's writes), which dropped the filter the handler had
-    added in it when the interrupt left it; the coroutines were collected after that."""
-    import gc
-    import signal
-    import warnings
-
-    from ensemble_dask import cli
-
-    async def _runner():
-        pass
-
-    def interrupted_in_a_block(args):
-        coro = None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # a block of the code that runs: a zarr write
-            coro = _runner()  # made, not yet handed to a loop
-            signal.raise_signal(signal.SIGINT)
-        coro.send(None)  # not reached
-
-    monkeypatch.setattr(cli.report, "run", interrupted_in_a_block)
+    monkeypatch.setattr(cli.report, "run", run)
     monkeypatch.setattr(warnings, "_warn_unawaited_coroutine", warnings._warn_unawaited_coroutine)  # restored
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
@@ -194,6 +153,40 @@ def test_ctrl_c_inside_a_catch_warnings_block_is_one_line(monkeypatch, capsys):
         assert [str(w.message) for w in seen] == []
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_ctrl_c_between_making_a_coroutine_and_scheduling_it_is_one_line(monkeypatch, capsys):
+    """CI: Ctrl-C at the start of a stage printed the interrupt's line and then two RuntimeWarnings,
+    "coroutine '_runner' was never awaited" and "coroutine 'AsyncArray._get_selection' ...": zarr's sync()
+    makes the coroutines and hands them to its event loop's thread, and the interrupt fell in between. The
+    coroutines, collected with the traceback, each warned. After Ctrl-C that warning is the interrupt too."""
+    import signal
+
+    def interrupted_in_sync(args):
+        coro = _runner()  # made, not yet handed to a loop
+        signal.raise_signal(signal.SIGINT)
+        coro.send(None)  # not reached
+
+    _interrupted_report_is_one_line(monkeypatch, capsys, interrupted_in_sync)
+
+
+def test_ctrl_c_inside_a_catch_warnings_block_is_one_line(monkeypatch, capsys):
+    """CI again: Ctrl-C 0.01 s into a consensus stage printed "coroutine '_runner' was never awaited" and
+    "coroutine 'AsyncGroup.getitem' ..." after the interrupt's line. The interrupt fell inside a
+    ``warnings.catch_warnings()`` block (as around zarr's writes), which dropped the filter the handler had
+    added in it when the interrupt left it; the coroutines were collected after that."""
+    import signal
+    import warnings
+
+    def interrupted_in_a_block(args):
+        coro = None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # a block of the code that runs: a zarr write
+            coro = _runner()  # made, not yet handed to a loop
+            signal.raise_signal(signal.SIGINT)
+        coro.send(None)  # not reached
+
+    _interrupted_report_is_one_line(monkeypatch, capsys, interrupted_in_a_block)
 
 
 @pytest.mark.slow
