@@ -170,15 +170,22 @@ def dask_scheduler_address(tmp_path_factory):
             _stop(p)
 
 
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory):
-    """A moto S3 server process on 127.0.0.1; yields the storage_options to reach it."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [_exe("moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+def start_s3_server(port, *options):
+    """``python -m tests._s3_server 127.0.0.1 PORT *options`` (moto's server), as a process."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests._s3_server", "127.0.0.1", str(port), *options],
+        cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A moto S3 server process on 127.0.0.1 (with S3's atomic conditional writes:
+    tests/_s3_server.py); yields the storage_options to reach it."""
+    port = _free_port()
+    proc = start_s3_server(port)
     try:
         _wait_port(port, proc)
         yield {
