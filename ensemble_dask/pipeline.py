@@ -31,6 +31,7 @@ from pathlib import Path
 
 import yaml
 
+from ._config import flag
 from ._validation import InputError
 from ._workflow_checks import STRATEGY_PARAMS, check_against_data, validate_workflow
 from .io.store import RunStore, workflow_store_url
@@ -232,7 +233,8 @@ def client_for_store(store, scheduler=None, dask_options=None, *, report=True):
     It yields a :class:`~ensemble_dask.runtime.clients.LazyClient`: the cluster (embedded or remote)
     is started only when a stage has work to do, so a re-run of a finished workflow starts none.
     When it was started, a Dask performance report of the work is written to
-    ``report/dask-performance.html`` in the store (``report=False``: none, and no cluster facts).
+    ``report/dask-performance.html`` in the store (``report=False``: none, and no cluster facts; the dask
+    config ``ensemble-dask.report.dask-performance`` false: none, about a second of a command's time).
     """
     in_memory = store.url.startswith("memory://")
     if in_memory and scheduler:
@@ -246,7 +248,8 @@ def client_for_store(store, scheduler=None, dask_options=None, *, report=True):
         store.write_json("report/cluster.json", cluster_facts(client))
 
     with tempfile.TemporaryDirectory(prefix="ensemble-dask-") as tmp:
-        path = os.path.join(tmp, "dask-performance.html") if report else None
+        performance = report and flag("report.dask-performance")
+        path = os.path.join(tmp, "dask-performance.html") if performance else None
         lazy = LazyClient(
             functools.partial(dask_client, scheduler, processes=not in_memory, **opts),
             path,

@@ -25,6 +25,9 @@ os.environ.setdefault("DASK_ENSEMBLE_DASK__REPORT__FIGURES", "False")  # a run w
 #: a 2-core machine, and each worker process costs its start-up: imports, kernels loaded from the cache);
 #: a test about several workers says how many.
 os.environ.setdefault("DASK_ENSEMBLE_DASK__CLUSTER__N_WORKERS", "1")
+#: And no Dask performance report (about a second of CPU in every command that starts a cluster, rendering
+#: bokeh's page), except where a test is about it (:func:`performance_report_on`).
+os.environ.setdefault("DASK_ENSEMBLE_DASK__REPORT__DASK_PERFORMANCE", "False")
 import dask  # noqa: E402  (after the environment it reads)
 
 dask.config.refresh()
@@ -82,6 +85,14 @@ def figures_drawn():
 def figures_on():
     """:func:`figures_drawn` for one test."""
     with figures_drawn():
+        yield
+
+
+@pytest.fixture
+def performance_report_on(monkeypatch):
+    """Commands write Dask's performance report, as by default, in this test and the commands it starts."""
+    monkeypatch.setenv("DASK_ENSEMBLE_DASK__REPORT__DASK_PERFORMANCE", "True")
+    with dask.config.set({"ensemble-dask.report.dask-performance": True}):
         yield
 
 

@@ -1,11 +1,11 @@
 """The package tree shows the data flow: imports point one way, no cycles, no overlong module.
 
-Layers, lowest first, in the order of the data flow (a module may import its own layer and the layers
-below it, never above): the leaf helpers ``_validation`` and ``metrics`` < ``io`` (URLs, readers,
-datasets, the run store) < ``runtime`` (clients, clusters, threads) < ``partitions`` (base clusterers)
-< ``coassoc`` < ``consensus`` < ``rowblocks`` (BCE and KCC on one cluster's row blocks) < ``federated``
-< ``report`` (figures and HTML) < ``stages`` < ``pipeline`` (with ``_workflow_checks``, its validation
-of a whole workflow) < ``cli`` (with ``__main__``, ``python -m ensemble_dask``). The package's own
+Layers, lowest first, in the order of the data flow (a module may import its own layer and the layers below
+it, never above): the leaf helpers ``_validation``, ``_config`` and ``metrics`` < ``io`` (URLs, readers,
+datasets, the run store) < ``runtime`` (clients, clusters, threads) < ``partitions`` (base clusterers) <
+``coassoc`` < ``consensus`` < ``rowblocks`` (BCE and KCC on one cluster's row blocks) < ``federated`` <
+``report`` (figures and HTML) < ``stages`` < ``pipeline`` (with ``_workflow_checks``, its validation of a
+whole workflow) < ``cli`` (with ``__main__``, ``python -m ensemble_dask``). The package's own
 ``__init__`` is the public facade and may import from any layer. Inside ``consensus`` the families
 stand on floors of their own (:data:`CONSENSUS_FLOORS`).
 """
@@ -38,7 +38,13 @@ MAX_LINES = 600
 
 
 #: the only modules at the top of the package: everything else is in a layer's folder
-LEAVES = {"ensemble_dask._validation", "ensemble_dask.metrics", "ensemble_dask.__main__", "ensemble_dask"}
+LEAVES = {
+    "ensemble_dask._validation",
+    "ensemble_dask._config",
+    "ensemble_dask.metrics",
+    "ensemble_dask.__main__",
+    "ensemble_dask",
+}
 
 
 def _module_name(path):

@@ -14,7 +14,7 @@ import sys
 
 import fsspec
 
-from .._validation import InputError
+from .._config import flag
 
 #: ``{"version", "figures": {figure file: {"key", "sha256"}}}`` of the method figures in ``report/``
 FIGURE_KEYS = "report/figures.json"
@@ -42,18 +42,7 @@ def figures_enabled(value=None):
     off: the page keeps its facts and tables, and drawing (about a second a figure) is left out, e.g. for runs
     in continuous integration. Accepted: true or false (also as the strings "true"/"false" in any case, and
     1/0); anything else raises :class:`InputError` naming the setting."""
-    if value is None:
-        import dask
-
-        value = dask.config.get("ensemble-dask.report.figures", default=True)
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    if isinstance(value, (bool, int)) and value in (0, 1):
-        return bool(value)
-    raise InputError(
-        f"the dask config 'ensemble-dask.report.figures' (env {FIGURES_ENV}) must be true or false; "
-        f"got {value!r}"
-    )
+    return flag("report.figures", value)
 
 
 def record_identity(rec):

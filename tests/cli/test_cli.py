@@ -16,7 +16,8 @@ def cli(*args, cwd=None):
     return subprocess.run([EXE, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
-def test_run_demo_workflow(tmp_path):
+def test_run_demo_workflow(tmp_path, performance_report_on):
+    """The demo as a user runs it, with Dask's performance report (its profiles made the workers warn)."""
     store = tmp_path / "demo.zarr"
     r = cli(
         "run", REPO / "workflows" / "demo.yaml", "--store", store, "--n-workers", 2, "--no-progress",
@@ -28,6 +29,7 @@ def test_run_demo_workflow(tmp_path):
     # a run that went well ends quietly: no worker killed at the end, no traceback, no sizeof warnings
     for noise in ("Traceback", "still alive", "Sizeof calculation", "CommClosedError"):
         assert noise not in r.stderr, r.stderr
+    assert (store / "report" / "dask-performance.html").stat().st_size > 10_000
     report = json.loads((store / "report" / "metrics.json").read_text())
     assert set(report) == {"dataset", "base_partitions", "methods"}
     assert report["dataset"]["n"] == 3000 and report["dataset"]["n_clusterings"] == 6

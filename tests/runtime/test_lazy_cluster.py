@@ -3,6 +3,7 @@ report."""
 
 import logging
 import os
+import re
 
 import pytest
 
@@ -28,7 +29,9 @@ def clients_started(monkeypatch):
 
 
 @pytest.mark.slow
-def test_rerun_of_a_finished_workflow_starts_no_cluster(tmp_path, caplog, clients_started, figures_on):
+def test_rerun_of_a_finished_workflow_starts_no_cluster(
+    tmp_path, caplog, clients_started, figures_on, performance_report_on
+):
     src = _small_csv(tmp_path / "x.csv.gz")
     spec = {
         "name": "lazy",
@@ -79,6 +82,37 @@ def test_rerun_of_a_finished_workflow_starts_no_cluster(tmp_path, caplog, client
     )
     assert third["base_partitions"] == first["base_partitions"]
     assert os.stat(pages[2]).st_mtime_ns != stamps[2]
+
+
+@pytest.mark.slow
+def test_no_performance_report_when_the_dask_config_says_so(tmp_path, monkeypatch):
+    """``ensemble-dask.report.dask-performance: false``: the run computes on its cluster and describes it, and
+    writes no performance report (the tests' default: tests/conftest.py); a value that is no boolean is an
+    error naming the setting, before any stage."""
+    import dask
+
+    from ensemble_dask import InputError
+
+    store = RunStore(tmp_path / "run.zarr")
+    with dask.config.set({"ensemble-dask.report.dask-performance": False}):
+        with client_for_store(store, dask_options={"n_workers": 1}) as client:
+            assert client.submit(sum, [1, 2]).result() == 3
+    report, facts = (tmp_path / "run.zarr" / p for p in (PERFORMANCE_REPORT, "report/cluster.json"))
+    assert client.started and facts.exists() and not report.exists()
+    with dask.config.set({"ensemble-dask.report.dask-performance": True}):
+        with client_for_store(store, dask_options={"n_workers": 1}) as client:
+            assert client.submit(sum, [1, 2]).result() == 3
+    assert report.exists()
+    monkeypatch.setenv("DASK_ENSEMBLE_DASK__REPORT__DASK_PERFORMANCE", "sometimes")
+    dask.config.refresh()
+    try:
+        said = "(env DASK_ENSEMBLE_DASK__REPORT__DASK_PERFORMANCE) must be true or false; got 'sometimes'"
+        with pytest.raises(InputError, match=re.escape(said)):
+            with client_for_store(RunStore(tmp_path / "other.zarr")):
+                pass
+    finally:
+        monkeypatch.undo()
+        dask.config.refresh()
 
 
 def test_lazy_client_starts_on_first_use_only(tmp_path):
