@@ -31,10 +31,6 @@ FIGURE_MODULES = (
 )
 
 
-#: the env variable of the dask config ``ensemble-dask.report.figures``
-FIGURES_ENV = "DASK_ENSEMBLE_DASK__REPORT__FIGURES"
-
-
 def figures_enabled(value=None):
     """Whether report pages draw their figures: ``value``, or when None the dask config
     ``ensemble-dask.report.figures`` (default true). ``DASK_ENSEMBLE_DASK__REPORT__FIGURES=False`` in the
