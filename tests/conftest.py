@@ -73,12 +73,18 @@ def _exe(name):
 
 
 @contextlib.contextmanager
+def _setting_on(key):
+    """Our dask setting ``ensemble-dask.KEY`` true, as by default, in this process and the commands it starts
+    (the environment above turns it off for the others)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DASK_ENSEMBLE_DASK__" + key.upper().replace(".", "__").replace("-", "_"), "True")
+        with dask.config.set({f"ensemble-dask.{key}": True}):
+            yield
+
+
 def figures_drawn():
     """Report pages drawn with their figures, as by default, in this process and the commands it starts."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DASK_ENSEMBLE_DASK__REPORT__FIGURES", "True")
-        with dask.config.set({"ensemble-dask.report.figures": True}):
-            yield
+    return _setting_on("report.figures")
 
 
 @pytest.fixture
@@ -89,10 +95,9 @@ def figures_on():
 
 
 @pytest.fixture
-def performance_report_on(monkeypatch):
+def performance_report_on():
     """Commands write Dask's performance report, as by default, in this test and the commands it starts."""
-    monkeypatch.setenv("DASK_ENSEMBLE_DASK__REPORT__DASK_PERFORMANCE", "True")
-    with dask.config.set({"ensemble-dask.report.dask-performance": True}):
+    with _setting_on("report.dask-performance"):
         yield
 
 
