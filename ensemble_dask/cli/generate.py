@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from ._options import cluster_args, csv_list, dask_options, progress, seed, stage_store, store_args
+from ._options import (
+    cluster_args,
+    csv_list,
+    dask_options,
+    progress,
+    seed,
+    stage_store,
+    storage_options,
+    store_args,
+)
 
 
 def add_parser(sub, common):
@@ -36,6 +45,12 @@ def add_parser(sub, common):
         default=None,
         help="the CSV's first line names the columns (default: guessed from its first two lines)",
     )
+    p.add_argument(
+        "--sep",
+        help="a CSV's field separator: one character, 'tab' or 'whitespace' "
+        "(default: guessed from its first lines among , tab ; | and whitespace)",
+    )
+    p.add_argument("--data-storage-options", help="fsspec options of the labels table, as JSON")
     p.set_defaults(run=run_import)
 
 
@@ -77,8 +92,9 @@ def run_import(args):
     from ..stages.generate import import_labels, read_labels_table
 
     # checked before a store is opened (or created)
-    labels = read_labels_table(args.labels, header=args.header)
+    options = storage_options(args.data_storage_options)
+    labels = read_labels_table(args.labels, storage_options=options, header=args.header, sep=args.sep)
     with stage_store(args, mode="a") as store:
-        info = import_labels(store, args.labels, labels=labels)
+        info = import_labels(store, args.labels, storage_options=options, labels=labels)
     print(f"import-labels: {info['n_clusterings']} clusterings")
     return 0

@@ -29,7 +29,7 @@ from .urls import FORMATS, _check_exists, infer_format, make_zarr_store, strip_f
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["iter_table_chunks", "zarr_has_labels", "csv_has_header", "detect_separator"]
+__all__ = ["iter_table_chunks", "zarr_has_labels", "csv_has_header", "detect_separator", "check_sep"]
 
 _MISSING_TOKENS = {"", "?", "na", "nan", "null", "none", "n/a"}
 
@@ -73,6 +73,25 @@ def _split(line, sep):
     if sep == WHITESPACE:
         return line.split()
     return next(csv.reader([line], delimiter=sep, skipinitialspace=True))
+
+
+_SEP_NAMES = {"tab": "\t", "whitespace": WHITESPACE, "space": WHITESPACE}
+
+
+def check_sep(sep):
+    r"""``sep`` as the CSV reader takes it (the ``sep`` of ``ingest``, ``predict`` and ``import-labels``):
+    None (guess it), one character, whitespace (``r"\s+"``), or a name of :data:`_SEP_NAMES`."""
+    if sep is None or sep == WHITESPACE:
+        return sep
+    if isinstance(sep, str) and sep.lower() in _SEP_NAMES:
+        return _SEP_NAMES[sep.lower()]
+    if sep == "\\t":  # a shell's literal backslash-t
+        return "\t"
+    if not isinstance(sep, str) or len(sep) != 1 or sep in ('"', "\n", "\r"):
+        raise InputError(
+            f"The 'sep' parameter must be one character, 'tab', 'whitespace' or None (guessed); got {sep!r}"
+        )
+    return sep
 
 
 def detect_separator(url, storage_options=None, lines=20):

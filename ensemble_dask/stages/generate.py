@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from .._validation import InputError, check_int, check_labels_matrix
-from ..io.readers import csv_has_header, iter_table_chunks
+from ..io.readers import check_sep, csv_has_header, detect_separator, iter_table_chunks
 from ..io.store import RunStore
 from ..io.urls import infer_format, strip_file_scheme
 from ..partitions.clusterers import plan_ensemble, run_clustering, subsample_of
@@ -250,22 +250,27 @@ def _summary(p):
     return {"n_clusterings": p["n_clusterings"], "k_min": p["k_min"], "k_max": p["k_max"]}
 
 
-def read_labels_table(url, *, storage_options=None, fmt=None, header=None):
+def read_labels_table(url, *, storage_options=None, fmt=None, header=None, sep=None):
     """Read and check an ``n x N`` labels table (CSV, Parquet, zarr, npy): an int32 array.
 
     One column per clustering with integer cluster ids, ``-1`` (or an empty CSV field) for a point
-    absent from that clustering. A CSV's first line names the columns if ``header`` (None: guessed as
-    ``ingest`` guesses, :func:`~ensemble_dask.io.readers.csv_has_header`). Raises :class:`InputError`
-    naming ``url`` for an empty table, text or NaN where a cluster id belongs (NaN is absent only as
-    an empty CSV field), non-integer ids, a table that labels nothing or a column that labels no point.
+    absent from that clustering. A CSV's fields are split at ``sep`` (one character, ``"tab"`` or
+    ``"whitespace"``; None: guessed as ``ingest`` guesses, :func:`~ensemble_dask.io.readers.detect_separator`)
+    and its first line names the columns if ``header`` (None: guessed as ``ingest`` guesses,
+    :func:`~ensemble_dask.io.readers.csv_has_header`). Raises :class:`InputError` naming ``url`` for an
+    empty table, text or NaN where a cluster id belongs (NaN is absent only as an empty CSV field),
+    non-integer ids, a table that labels nothing or a column that labels no point.
     """
     fmt = fmt or infer_format(str(url))
     csv = fmt == "csv"
+    sep = check_sep(sep)
+    if csv and sep is None:
+        sep = detect_separator(strip_file_scheme(str(url)), storage_options)
     if csv and header is None:
-        header = csv_has_header(strip_file_scheme(str(url)), storage_options)
+        header = csv_has_header(strip_file_scheme(str(url)), storage_options, sep)
     blocks = []
     for offset, frame in iter_table_chunks(
-        url, format=fmt, storage_options=storage_options, header=bool(header)
+        url, format=fmt, storage_options=storage_options, header=bool(header), sep=sep or ","
     ):
         if csv:
             blocks.append(_csv_ids(url, offset, frame, 2 if header else 1))

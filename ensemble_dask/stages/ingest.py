@@ -41,7 +41,7 @@ import numpy as np
 
 from .._validation import InputError, check_int, stage_seed
 from ..io import datasets
-from ..io.readers import WHITESPACE, csv_has_header, detect_separator, iter_table_chunks, zarr_has_labels
+from ..io.readers import check_sep, csv_has_header, detect_separator, iter_table_chunks, zarr_has_labels
 from ..io.store import RECORDS_DIR
 from ..io.urls import infer_format, source_fingerprint
 
@@ -117,7 +117,7 @@ def ingest_params(
         categorical=list(categorical) or list(base.get("categorical", [])),
         drop=list(drop),
         header=None if header is None else bool(header),
-        sep=_check_sep(sep),
+        sep=check_sep(sep),
         classes=None if classes is None else [str(c) for c in classes],
         subset=None if subset is None else check_int(subset, "subset", min_value=1),
         standardize=bool(base.get("standardize", True) if standardize is None else standardize),
@@ -137,25 +137,6 @@ def ingest_params(
         if drop_constant is None:
             p["drop_constant"] = True
     return p
-
-
-_SEP_NAMES = {"tab": "\t", "whitespace": WHITESPACE, "space": WHITESPACE}
-
-
-def _check_sep(sep):
-    r"""``sep`` as the CSV reader takes it: None (guess it), one character, whitespace (``r"\s+"``), or a
-    name of :data:`_SEP_NAMES`."""
-    if sep is None or sep == WHITESPACE:
-        return sep
-    if isinstance(sep, str) and sep.lower() in _SEP_NAMES:
-        return _SEP_NAMES[sep.lower()]
-    if sep == "\\t":  # a shell's literal backslash-t
-        return "\t"
-    if not isinstance(sep, str) or len(sep) != 1 or sep in ('"', "\n", "\r"):
-        raise InputError(
-            f"The 'sep' parameter must be one character, 'tab', 'whitespace' or None (guessed); got {sep!r}"
-        )
-    return sep
 
 
 def _label_strings(series):

@@ -445,5 +445,22 @@ def test_import_labels_takes_a_header(tmp_path, capsys):
     assert rc == 0 and RunStore(tmp_path / "row.zarr", mode="r").n == 41, err
 
 
+def test_import_labels_takes_a_separator(tmp_path, capsys):
+    """import-labels read a CSV as comma-separated only: a tab-separated table was one column of text
+    ("'0\\t1\\t2' in column 0 is no cluster id"). The separator is guessed as ingest guesses it, or said
+    with --sep. (Its own storage options, --data-storage-options: tests/io/test_s3.py.)"""
+    lab = np.random.default_rng(0).integers(0, 3, (30, 3))
+    for name, sep, said in (("tab.tsv", "\t", []), ("ws.data", "  ", []), ("semi.csv", ";", ["--sep", ";"])):
+        table = tmp_path / name
+        table.write_text("".join(sep.join(map(str, row)) + "\n" for row in lab))
+        store = tmp_path / f"{name}.zarr"
+        rc, out, err = main(capsys, "import-labels", table, "--store", store, *said)
+        assert rc == 0 and "3 clusterings" in out, (name, err)
+        np.testing.assert_array_equal(RunStore(store, mode="r")["labels"][:], lab)
+    store = tmp_path / "x.zarr"
+    rc, _, err = main(capsys, "import-labels", tmp_path / "semi.csv", "--store", store, "--sep", "::")
+    assert rc == 2 and "The 'sep' parameter must be one character" in err and not store.exists()
+
+
 # every test here runs the command, a workflow or a process: the quick set (-m "not slow") leaves them out
 pytestmark = pytest.mark.slow

@@ -54,6 +54,21 @@ def test_cli_on_s3(s3_bucket, tmp_path):
     assert report["dataset"]["n"] == 1000 and sorted(report["methods"]) == ["bce", "pcc-kl"]
 
 
+def test_import_labels_from_s3_with_the_tables_own_storage_options(s3_bucket, tmp_path, capsys):
+    """import-labels took no options for the labels table (only the store's): a table in an object store
+    that needs them (here: the endpoint of the S3 server) could not be read. --data-storage-options."""
+    from ensemble_dask.cli import main
+
+    bucket, opts = s3_bucket
+    lab = np.random.default_rng(0).integers(0, 3, (30, 3))
+    table = "".join("\t".join(map(str, row)) + "\n" for row in lab)
+    s3fs.S3FileSystem(**opts).pipe(f"{bucket}/labels.tsv", table.encode())
+    store = tmp_path / "byo.zarr"
+    args = ["import-labels", f"s3://{bucket}/labels.tsv", "--store", str(store)]
+    assert main([*args, "--data-storage-options", json.dumps(opts)]) == 0, capsys.readouterr().err
+    np.testing.assert_array_equal(RunStore(store, mode="r")["labels"][:], lab)
+
+
 def test_missing_bucket_and_key(s3_server):
     with pytest.raises(InputError, match="does not exist"):
         ingest(RunStore("memory://s3-missing"), "s3://no-such-bucket/x.csv", storage_options=s3_server)
