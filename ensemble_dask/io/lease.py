@@ -12,6 +12,13 @@ killed run resumes with the same command.
 
 The lease is the workflow's, not the process's: the client process takes it, and the stages' tasks on
 any number of Dask workers write under it. Readers never need it.
+
+A holder that lost its lease (it stalled for longer than :data:`STALE_AFTER`, and another writer took it over)
+marks no stage complete: :meth:`~ensemble_dask.io.store.RunStore.stage` asks :func:`check_held` before it
+does, which reads the lease again and raises :class:`StoreBusyError`. What the two wrote before that is
+not fenced (zarr's writes are not conditional): the stage stays unmarked, and the writer that holds the lease
+writes it again. Nor is the heartbeat: it reads the lease and then rewrites it, so a take-over between the two
+can be overwritten; the writer that then finds another owner in the lease stops marking too.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import fsspec
 from .._validation import EnsembleDaskError
 from .urls import strip_file_scheme
 
-__all__ = ["StoreLease", "StoreBusyError", "LEASE_SUFFIX", "HEARTBEAT", "STALE_AFTER"]
+__all__ = ["StoreLease", "StoreBusyError", "check_held", "LEASE_SUFFIX", "HEARTBEAT", "STALE_AFTER"]
 
 LEASE_SUFFIX = ".lease"
 HEARTBEAT = 10.0  # seconds between two heartbeats of the holder
@@ -56,6 +63,25 @@ def _process_started(pid):
 
 def _now():
     return _dt.datetime.now(_dt.UTC)
+
+
+#: the leases this process holds, by their store (:func:`_key`)
+_HELD = {}
+
+
+def _key(url):
+    """A store's URL as the lease and the store both name it (a local path made absolute)."""
+    url = strip_file_scheme(str(url)).rstrip("/")
+    return url if "://" in url else os.path.abspath(url)
+
+
+def check_held(url):
+    """Raise :class:`StoreBusyError` when this process took the lease of the run store at ``url`` and another
+    writer holds it now; nothing when it still holds it, or never took it (a library caller that writes a
+    store without its lease)."""
+    lease = _HELD.get(_key(url))
+    if lease is not None:
+        lease.check()
 
 
 def _iso(t):
@@ -90,6 +116,7 @@ class StoreLease:
         self.doc = None
         self._stop = threading.Event()
         self._thread = None
+        self._io = threading.Lock()  # the heartbeat's rewrite and :meth:`check`'s read, one at a time
         self.lost = False
 
     # -- the file ------------------------------------------------------------------------------
@@ -152,7 +179,26 @@ class StoreLease:
                 raise StoreBusyError(self._busy_message(held, age))
         self._thread = threading.Thread(target=self._beat, name="store-lease", daemon=True)
         self._thread.start()
+        _HELD[_key(self.url)] = self
         return self
+
+    def check(self):
+        """Raise :class:`StoreBusyError` unless the lease file still names this holder (read now)."""
+        held = None
+        if not self.lost:
+            for attempt in range(3):  # a lease another writer is writing reads as owner "?": a moment
+                with self._io:
+                    held = self.read()
+                if held is None or held.get("owner") != "?":
+                    break
+                self._stop.wait(0.1 * (attempt + 1))
+            self.lost = held is None or held.get("owner") != self.doc["owner"]
+        if self.lost:
+            who = "nobody" if held is None else f"pid {held.get('pid', '?')} on {held.get('host', '?')}"
+            raise StoreBusyError(
+                f"run store {self.url!r}: this writer lost its lease (now held by {who}: another writer took "
+                "it over after no heartbeat); its stage is not marked complete"
+            )
 
     @staticmethod
     def _holder_is_gone(held):
@@ -180,17 +226,20 @@ class StoreLease:
 
     def _beat(self):
         while not self._stop.wait(self.heartbeat):
-            held = self.read()
-            if held is None or held.get("owner") != self.doc["owner"]:
-                self.lost = True
-                logger.error("lost the lease of run store %s to %s", self.url, (held or {}).get("pid"))
-                return
-            self.doc["heartbeat"] = _iso(_now())
-            with contextlib.suppress(OSError):
-                with self.fs.open(self.path, "wb") as f:
-                    f.write(json.dumps(self.doc).encode())
+            with self._io:
+                held = self.read()
+                if held is None or held.get("owner") != self.doc["owner"]:
+                    self.lost = True
+                    logger.error("lost the lease of run store %s to %s", self.url, (held or {}).get("pid"))
+                    return
+                self.doc["heartbeat"] = _iso(_now())
+                with contextlib.suppress(OSError):
+                    with self.fs.open(self.path, "wb") as f:
+                        f.write(json.dumps(self.doc).encode())
 
     def release(self):
+        if _HELD.get(_key(self.url)) is self:
+            del _HELD[_key(self.url)]
         if self._thread is not None:
             self._stop.set()
             self._thread.join()

@@ -23,6 +23,7 @@ import zarr
 import zarr.errors
 
 from .._validation import EnsembleDaskError, InputError
+from .lease import check_held
 from .urls import make_zarr_store, strip_file_scheme
 
 __all__ = [
@@ -326,7 +327,10 @@ class RunStore:
         the stages after it then key on (see :meth:`stage_hash`). ``meta`` is stored in the record
         but is not part of the stage's identity (e.g. the URL the input was read from). ``writes``
         names the arrays or groups the stage writes: they are stamped with its hash and described
-        in its record, which a re-run verifies (:meth:`verify`).
+        in its record, which a re-run verifies (:meth:`verify`). A process that took the store's lease and
+        has lost it since (another writer took it over) marks nothing:
+        :func:`~ensemble_dask.io.lease.check_held` raises :class:`~ensemble_dask.io.lease.StoreBusyError`
+        before the record is written.
         """
         if self.mode == "r":
             raise EnsembleDaskError(f"run store {self.url!r} is open read-only")
@@ -339,6 +343,7 @@ class RunStore:
         result = {}
         yield result
         seconds = time.perf_counter() - t0
+        check_held(self.url)  # a writer whose lease was taken over marks nothing complete
         digest = stage_hash(params, inputs)
         content = self._seal(name, digest, writes)
         self._set_record(

@@ -114,6 +114,33 @@ def test_a_stale_lease_is_taken_over_only_when_asked(tmp_path):
     assert not (tmp_path / f"s.zarr{LEASE_SUFFIX}").exists()
 
 
+def test_a_writer_whose_lease_was_taken_over_marks_nothing_complete(tmp_path):
+    """A writer that stalls past STALE_AFTER (here: no heartbeat at all) can have its lease taken over with
+    --take-over by another; it went on and marked its stages complete over what both wrote (its lease's
+    ``lost`` was set, and read by nothing). It now stops at the mark, with the lease's holder named."""
+    from ensemble_dask.io.store import RunStore
+
+    url = str(tmp_path / "s.zarr")
+    store = RunStore(url)
+    take_over = (
+        "import os; from ensemble_dask.io.lease import StoreLease; "
+        f"StoreLease({url!r}, stale_after=0, take_over=True).acquire(); os._exit(0)"
+    )
+    with StoreLease(url, heartbeat=3600) as lease:
+        with store.stage("one", {"a": 1}, []):
+            store.group.create_array("one", data=np.arange(3))
+        assert store.is_complete("one", {"a": 1}, [])
+        lost = r"lost its lease \(now held by pid \d+ on .*not marked complete"
+        with pytest.raises(StoreBusyError, match=lost):
+            with store.stage("two", {"a": 2}, []):
+                store.group.create_array("two", data=np.arange(3))
+                subprocess.run([sys.executable, "-c", take_over], check=True, cwd=REPO)  # another writer
+        assert lease.lost and not (store.record("two") or {}).get("complete")
+        mine = lease.doc["owner"]
+    # its release left the other writer's lease in place
+    assert json.loads((tmp_path / f"s.zarr{LEASE_SUFFIX}").read_text())["owner"] != mine
+
+
 def test_the_holder_keeps_the_lease_alive(tmp_path):
     url = str(tmp_path / "s.zarr")
     with StoreLease(url, heartbeat=0.05) as lease:
