@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["iter_table_chunks", "zarr_has_labels", "csv_has_header", "detect_separator", "check_sep"]
 
-_MISSING_TOKENS = {"", "?", "na", "nan", "null", "none", "n/a"}
+MISSING_TOKENS = {"", "?", "na", "nan", "null", "none", "n/a"}
 
 
 def _is_number(field):
@@ -140,7 +140,7 @@ def csv_has_header(url, storage_options=None, sep=","):
     first, second = (_split(line, sep) for line in lines)
 
     def kinds(fields):
-        vals = [f.strip() for f in fields if f.strip().lower() not in _MISSING_TOKENS]
+        vals = [f.strip() for f in fields if f.strip().lower() not in MISSING_TOKENS]
         return [_is_number(f) for f in vals]
 
     head, row = kinds(first), kinds(second)

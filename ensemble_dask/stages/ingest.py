@@ -20,7 +20,10 @@ Preprocessing
   names it (``constant_columns`` when kept, ``dropped_constant`` when dropped).
 - Categorical columns are **ordinal-coded**: a value's code is its rank in the sorted list of
   the values present in the kept rows (so the coding does not depend on row order or chunking),
-  and the code column is then standardised like any numeric column. This is the "discretising"
+  and the code column is then standardised like any numeric column. Values are ranked as text, so a
+  categorical column of numbers with decimals (a measurement declared categorical by mistake) is
+  coded in the order of its text, not of its value: a warning names it, and the summary's
+  ``numbers_as_categories`` gives its number of distinct values. This is the "discretising"
   of papers/003 Sect. 7.3, which turns the 41 KDD attributes into a 39-d space once the two
   constant columns of its 120,000-record subset are dropped.
 - The label column is kept apart as ``y_true`` (int32 codes; the class names are in the
@@ -41,7 +44,14 @@ import numpy as np
 
 from .._validation import InputError, check_int, stage_seed
 from ..io import datasets
-from ..io.readers import check_sep, csv_has_header, detect_separator, iter_table_chunks, zarr_has_labels
+from ..io.readers import (
+    MISSING_TOKENS,
+    check_sep,
+    csv_has_header,
+    detect_separator,
+    iter_table_chunks,
+    zarr_has_labels,
+)
 from ..io.store import RECORDS_DIR
 from ..io.urls import infer_format, source_fingerprint
 
@@ -213,7 +223,7 @@ class _Reader:
                     )
                 labels.append(pd.Categorical(_label_strings(lab)))
             for c in p["categorical"]:
-                cats[c].append(pd.Categorical(self._column(frame, c).astype(str).str.strip()))
+                cats[c].append(pd.Categorical(self._category_text(self._column(frame, c), c, offset)))
         if n_total == 0:
             raise InputError(f"{p['url']}: the table is empty")
         self.n_total = n_total
@@ -248,12 +258,27 @@ class _Reader:
         for c, parts in cats.items():
             allc = pd.api.types.union_categoricals(parts)
             self.vocab[c] = sorted(set(np.asarray(allc)[self.keep]))
+        self.numbers_as_categories = {
+            str(c): len(v) for c, v in self.vocab.items() if _numbers_with_decimals(v)
+        }
         if self.labels is not None:
             kept = np.asarray(self.labels)[self.keep]
             self.classes = sorted(set(kept))
             self.y = np.searchsorted(self.classes, kept).astype(np.int32)
         else:
             self.classes, self.y = None, None
+
+    def _category_text(self, s, c, offset, rows=None):
+        """The values of categorical column ``c`` as stripped text; a missing value is an error naming its row
+        (pandas keeps it missing as text, and it would sort against the text of the others)."""
+        missing = s.isna().to_numpy()
+        if missing.any():
+            i = int(np.flatnonzero(missing)[0])
+            raise InputError(
+                f"{self.where(offset, i if rows is None else rows[i])}: missing value in categorical column "
+                f"{c!r}; fill it in the input (a missing category can be a value of its own, such as 'none')"
+            )
+        return s.astype(str).str.strip()
 
     # -- passes 2 and 3 -------------------------------------------------------------------------
     def features(self, offset, frame, unseen=None):
@@ -276,7 +301,7 @@ class _Reader:
         for j, c in enumerate(cols):
             s = frame[c]
             if c in self.vocab:
-                values = s.astype(str).str.strip().to_numpy()
+                values = self._category_text(s, c, offset, rows).to_numpy()
                 codes = np.searchsorted(self.vocab[c], values)
                 if unseen == "error":
                     vocab = np.asarray(self.vocab[c], dtype=object)
@@ -311,6 +336,23 @@ class _Reader:
                 raise InputError(f"{self.where(offset, rows[i])}: infinite value in column {c!r}")
             out[:, j] = v
         return out
+
+
+def _numbers_with_decimals(values):
+    """Whether the text ``values`` of a categorical column are all numbers (missing tokens aside) and one of
+    them has a fractional part: a measurement, most likely, that ordinal coding ranks by its text."""
+    fractional = False
+    for v in values:
+        if v.lower() in MISSING_TOKENS:
+            continue
+        try:
+            x = float(v)
+        except ValueError:
+            return False
+        if not np.isfinite(x):
+            return False
+        fractional = fractional or not x.is_integer()
+    return fractional
 
 
 def _shorten(names, k=8):
@@ -461,6 +503,7 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
             "dropped_constant": [nm for nm, k in zip(names, keep_cols, strict=True) if not k],
             # kept although constant over the kept rows: all zeros when standardised, else as read
             "constant_columns": [nm for nm, c, k in zip(names, constant, keep_cols, strict=True) if c and k],
+            "numbers_as_categories": reader.numbers_as_categories,
             "classes": reader.classes,
         }
         if reader.y is not None:
@@ -493,6 +536,12 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
                 "vocabularies": reader.vocab,
                 "summary": summary,
             }
+        )
+    if summary.get("numbers_as_categories"):
+        logger.warning(
+            "ingest: categorical column(s) of numbers with decimals, coded in the order of their text, "
+            "not of their value: %s; leave a measurement out of 'categorical'",
+            ", ".join(f"{c!r} ({k} values)" for c, k in summary["numbers_as_categories"].items()),
         )
     if summary["constant_columns"]:
         logger.info(

@@ -512,3 +512,40 @@ def test_a_first_line_of_column_numbers(tmp_path):
     assert (
         ingest(other, str(tmp_path / "ints.csv"), label_column="3", header=False, overwrite=True)["n"] == 21
     )
+
+
+def test_a_categorical_column_of_numbers_with_decimals_is_named(tmp_path, caplog):
+    """A measurement declared categorical was coded silently, ranked by its text ('10.5' before '2.25'): a
+    warning names it and its number of values; whole numbers and text stay quiet, as they were."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "size": rng.normal(5, 3, 40).round(2),  # a measurement
+            "code": rng.integers(1, 12, 40).astype(float),  # whole numbers: codes written as floats
+            "proto": rng.choice(["tcp", "udp"], 40),
+            "x": rng.normal(size=40),
+        }
+    )
+    path = tmp_path / "t.csv"
+    frame.to_csv(path, index=False)
+    with caplog.at_level("WARNING", logger="ensemble_dask.stages.ingest"):
+        info = ingest(RunStore(tmp_path / "a.zarr"), str(path), categorical=["size", "code", "proto"])
+    n_sizes = frame["size"].astype(str).nunique()
+    assert info["numbers_as_categories"] == {"size": n_sizes}
+    assert f"'size' ({n_sizes} values)" in caplog.text
+    assert "leave a measurement out of 'categorical'" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="ensemble_dask.stages.ingest"):
+        info = ingest(RunStore(tmp_path / "b.zarr"), str(path), categorical=["code", "proto"])
+    assert info["numbers_as_categories"] == {} and "categorical" not in caplog.text
+
+
+def test_a_missing_value_of_a_categorical_column_is_named(tmp_path):
+    """An empty field of a categorical column ended ingest in a TypeError traceback (pandas 3 keeps it
+    missing as text, which does not sort against the other values): an error naming its line and column."""
+    path = tmp_path / "gap.csv"
+    path.write_text("proto,x\ntcp,1\n,2\nudp,3\n")
+    store = RunStore(tmp_path / "gap.zarr")
+    with pytest.raises(InputError, match="gap.csv, line 3: missing value in categorical column 'proto'"):
+        ingest(store, str(path), categorical=["proto"])
+    assert store.records() == {}

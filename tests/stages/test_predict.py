@@ -122,6 +122,11 @@ def test_what_predict_refuses(fitted, tmp_path):
         InputError, match="odd.csv, line 4: value 'no_such_service' of categorical column 'service'"
     ):
         predict_rows(store, "kcc", str(tmp_path / "odd.csv"))
+    odd = df[new].copy()
+    odd.iloc[5, 2] = None  # an empty field of a categorical column (pandas 3 keeps it missing as text)
+    odd.to_csv(tmp_path / "gap.csv", index=False, header=False)
+    with pytest.raises(InputError, match="gap.csv, line 6: missing value in categorical column 'service'"):
+        predict_rows(store, "kcc", str(tmp_path / "gap.csv"))
     import shutil
 
     shutil.copytree(d / "run.zarr", tmp_path / "old.zarr")  # a KCC result from before its centroids were kept
