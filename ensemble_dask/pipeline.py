@@ -423,7 +423,9 @@ def _run_workflow(spec, progress, report=True):
         elif client.started and not spec.get("scheduler") and not store.url.startswith("memory://"):
             _fresh_workers(client)  # worker processes of our own embedded cluster (threads cannot restart)
         for name, params in consensus.items():
-            metrics = consensus_stage(store, name, seed=seed, client=client, **(params or {}))
+            metrics = consensus_stage(
+                store, name, seed=seed, client=client, progress=progress, **(params or {})
+            )
             logger.info("consensus %s: %s", name, metrics)
     if not report:
         from .stages.consensus import current_results

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from .._validation import InputError
-from ._options import print_summary, seed, set_args, stage_store, store_args
+from ._options import print_summary, progress, seed, set_args, stage_store, store_args
 
 
 def add_parser(sub, common):
@@ -32,6 +32,7 @@ def add_parser(sub, common):
     )
     set_args(p, help="a method parameter")
     p.add_argument("--seed", type=seed, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no line counting the fit's time")
     p.set_defaults(run=run)
 
 
@@ -57,7 +58,7 @@ def run(args):
                 f"--n-clusters {args.n_clusters} and --set n_clusters={params['n_clusters']} disagree"
             )
     with stage_store(args, writes_report=True) as store:
-        metrics = consensus_stage(store, args.name, seed=args.seed, **params)
+        metrics = consensus_stage(store, args.name, seed=args.seed, progress=progress(args), **params)
         report = pipeline.write_report(store)
     print_summary({"dataset": report["dataset"], "methods": {args.name: metrics}})
     return 0

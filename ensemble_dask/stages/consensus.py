@@ -25,6 +25,7 @@ import numpy as np
 from .._validation import InputError, stage_seed
 from ..consensus import registry
 from ..io.store import RunStore, stage_hash
+from ..runtime.progress import elapsed_line
 
 __all__ = [
     "resolve_method",
@@ -395,14 +396,15 @@ def _fit(store, method, kwargs, client):
     return est.fit(labels)
 
 
-def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
+def consensus_stage(store: RunStore, name, *, seed=0, client=None, progress=False, **params):
     """Run consensus method ``name`` on ``store`` unless its record is up to date.
 
     With a ``client`` and labels larger than :data:`DASK_LABELS_BYTES`, BCE's E-step
     (:func:`~ensemble_dask.rowblocks.bce.fit_bce_dask`: the seeded start is a KCC partition computed
     on the blocks; ``init: random`` takes at least 5 random starts) and KCC's Lloyd assignment
     (:func:`~ensemble_dask.rowblocks.kcc.fit_kcc_dask`, the in-memory fit's starts) run on the cluster's
-    workers on row blocks of ``labels``; everything else runs in this process.
+    workers on row blocks of ``labels``; everything else runs in this process. ``progress``: a line on a
+    terminal counts the fit's time (:func:`~ensemble_dask.runtime.progress.elapsed_line`).
 
     Returns
     -------
@@ -430,7 +432,8 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, **params):
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:  # recorded with the result, and logged
         warnings.simplefilter("always")
-        est = _fit(store, method, kwargs, client)
+        with elapsed_line(f"consensus {name}", progress=progress):
+            est = _fit(store, method, kwargs, client)
         _check_clusters_used(est)
     seconds = time.perf_counter() - t0
     notes = list(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))  # once each

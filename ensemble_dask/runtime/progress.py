@@ -1,0 +1,44 @@
+"""A progress line for a step that reports no steps of its own: the time spent in it, on a terminal.
+
+The stages that run on the cluster show a bar of their tasks (:func:`~ensemble_dask.runtime.clients.
+gather_with_progress`); a consensus fit in this process reports nothing while it runs (10-20 s each at the
+size of KDD 10%), so it shows how long it has been running, as a sign of life and no more: no fraction done
+is claimed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+
+__all__ = ["elapsed_line"]
+
+
+@contextlib.contextmanager
+def elapsed_line(desc, *, progress=True, every=1.0, file=None):
+    """Within: a line ``DESC: 00:12`` on ``file`` (default stderr) counting the time spent in the block,
+    redrawn every ``every`` seconds by a thread and cleared at the end. Only on a terminal (a pipe or a log
+    file gets nothing) and when ``progress`` is true."""
+    file = sys.stderr if file is None else file
+    isatty = getattr(file, "isatty", None)
+    if not progress or not (callable(isatty) and isatty()):
+        yield
+        return
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=None, desc=desc, file=file, bar_format="{desc}: {elapsed}", leave=False)
+    stop = threading.Event()
+
+    def tick():
+        while not stop.wait(every):
+            bar.refresh()
+
+    thread = threading.Thread(target=tick, name="ensemble-dask-elapsed", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        bar.close()
