@@ -31,6 +31,13 @@ def add_parser(sub, common):
         help="the CSV's field separator: one character, 'tab' or 'whitespace' (default: as ingest read the "
         "store's data if that was a CSV, else guessed)",
     )
+    p.add_argument(
+        "--unseen",
+        choices=["error", "mean"],
+        default="error",
+        help="a value of a categorical column the store's data set never held: an error naming it (default), "
+        "or placed at the column's mean, counted in a warning",
+    )
     p.add_argument("--out-storage-options", help="fsspec options of --out, as JSON")
     p.add_argument("--overwrite", action="store_true", help="replace an --out that exists")
     cluster_args(p)
@@ -79,6 +86,7 @@ def run(args):
             progress=progress(args),
             header=args.header,
             sep=args.sep,
+            unseen=args.unseen,
         )
     write_predictions(args.out, labels, memberships, uncertainty, storage_options(args.out_storage_options))
     counts = np.bincount(labels, minlength=memberships.shape[1]).tolist()

@@ -171,6 +171,7 @@ class _Reader:
         self.storage_options = storage_options
         self.fmt = p["format"]
         self.row_base = 2 if p["header"] else 1  # line number of row 0 in a text file
+        self.unseen_counts = {}  # predict's unseen="mean": values outside the vocabulary, by column
 
     def chunks(self, usecols=None, check_fields=False):
         """The source's blocks; only the first pass checks the CSV lines' field counts."""
@@ -285,7 +286,8 @@ class _Reader:
         """Numeric float64 block of the kept rows of ``frame`` (categoricals coded; ``keep`` None: every row).
 
         ``unseen="error"``: a categorical value outside the vocabulary is an error naming it (new rows coded
-        with the vocabulary of a fitted data set)."""
+        with the vocabulary of a fitted data set); ``"mean"``: its code is NaN (the caller puts the column's
+        mean there), counted by column in ``unseen_counts``."""
         import pandas as pd
 
         p = self.p
@@ -303,16 +305,20 @@ class _Reader:
             if c in self.vocab:
                 values = self._category_text(s, c, offset, rows).to_numpy()
                 codes = np.searchsorted(self.vocab[c], values)
-                if unseen == "error":
+                out[:, j] = codes
+                if unseen in ("error", "mean"):
                     vocab = np.asarray(self.vocab[c], dtype=object)
                     bad = (codes >= len(vocab)) | (vocab[np.minimum(codes, len(vocab) - 1)] != values)
-                    if bad.any():
+                    if bad.any() and unseen == "error":
                         i = int(np.flatnonzero(bad)[0])
                         raise InputError(
                             f"{self.where(offset, rows[i])}: value {values[i]!r} of categorical column {c!r} "
-                            f"is none of the {len(vocab)} the store's data set holds"
+                            f"is none of the {len(vocab)} the store's data set holds (--unseen mean: place "
+                            "such values at the column's mean)"
                         )
-                out[:, j] = codes
+                    if bad.any():
+                        out[bad, j] = np.nan
+                        self.unseen_counts[str(c)] = self.unseen_counts.get(str(c), 0) + int(bad.sum())
                 continue
             if pd.api.types.is_numeric_dtype(s.dtype):
                 v = s.to_numpy(dtype=np.float64, na_value=np.nan)

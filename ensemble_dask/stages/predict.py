@@ -65,14 +65,19 @@ def base_centers(store, block_rows=65536):
     return centers
 
 
-def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None, sep=None):
+def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None, sep=None, unseen="error"):
     """The rows of the table at ``url`` in the store's ``X`` space, block by block (float64 arrays): the
     ingest's columns by name (only those are read), its categorical codes, its imputation, centring and
     scaling.
 
     A CSV is read with the ``header`` and ``sep`` given (as :func:`~ensemble_dask.stages.ingest.ingest_params`
     takes them); not given, with those ``ingest`` read the store's data with, when that was a CSV (so a first
-    line of column numbers is read as it was: a header, or a row); else guessed as ``ingest`` guesses them."""
+    line of column numbers is read as it was: a header, or a row); else guessed as ``ingest`` guesses them.
+
+    A value of a categorical column that the store's data set never held is an error naming it
+    (``unseen="error"``), or placed at that column's mean over the data set, as ``impute: mean`` places a
+    missing number (``unseen="mean"``; a warning counts them by column). Either needs the data set's column
+    means, so ``"mean"`` is refused for a store ingested without standardising."""
     from ..io.readers import csv_has_header, detect_separator
     from .ingest import _Reader, ingest_params
 
@@ -80,6 +85,13 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None
     if not rec.get("complete"):
         raise InputError(f"run store {store.url!r} holds no ingested data set to label new rows like")
     fitted = rec["params"]
+    if unseen not in ("error", "mean"):
+        raise InputError(f"The 'unseen' parameter must be 'error' or 'mean'; got {unseen!r}")
+    if unseen == "mean" and not fitted.get("standardize", True):
+        raise InputError(
+            f"unseen='mean' needs the column means of the store's data set, which was ingested without being "
+            f"standardised (run store {store.url!r}): they were not kept"
+        )
     attrs = store["X"].attrs.asdict()
     names = list(attrs["feature_names"])
     center, scale = np.asarray(attrs["center"]), np.asarray(attrs["scale"])
@@ -110,7 +122,10 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None
                 f"{list(frame.columns)[:20]}"
             )
         frame = frame[[column(nm) for nm in names]]
-        block = reader.features(offset, frame, unseen="error")
+        block = reader.features(offset, frame, unseen=unseen)
+        if unseen == "mean" and np.isnan(block).any():  # unseen categories: each column's mean code
+            cat = np.isin(names, list(reader.unseen_counts))
+            block[:, cat] = np.where(np.isnan(block[:, cat]), center[cat], block[:, cat])
         if fitted.get("impute") == "mean" and np.isnan(block).any():
             if not fitted.get("standardize", True):
                 raise InputError(
@@ -119,6 +134,12 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None
                 )
             block = np.where(np.isnan(block), center, block)
         yield offset, (block - center) / scale
+    if reader.unseen_counts:
+        logger.warning(
+            "predict: values of categorical columns that the store's data set never held, placed at the "
+            "column's mean: %s",
+            ", ".join(f"{c!r} {k} row(s)" for c, k in reader.unseen_counts.items()),
+        )
 
 
 def _consensus_model(store, name, labels):
@@ -234,9 +255,11 @@ def predict_rows(
     progress=False,
     header=None,
     sep=None,
+    unseen="error",
 ):
     """``(labels, memberships, uncertainty)`` of the rows of the table at ``url`` by the store's consensus
-    result ``name`` (a CSV's ``header`` and ``sep``: as :func:`new_rows` reads them).
+    result ``name`` (a CSV's ``header`` and ``sep``, and a category the data set never held (``unseen``): as
+    :func:`new_rows` reads them).
 
     This process reads the table block by block (``chunk_rows`` rows) as ``ingest`` read the store's data, and
     labels each block (:func:`label_block`) in this process, or, with a ``client``, as a task of its Dask
@@ -248,7 +271,13 @@ def predict_rows(
     centers = base_centers(store)  # kept in the store when it may be written
     del labels
     blocks = new_rows(
-        store, url, storage_options=storage_options, chunk_rows=chunk_rows, header=header, sep=sep
+        store,
+        url,
+        storage_options=storage_options,
+        chunk_rows=chunk_rows,
+        header=header,
+        sep=sep,
+        unseen=unseen,
     )
     if client is None:
         parts = [label_block(model, centers, block) for block in _counted(blocks, progress)]

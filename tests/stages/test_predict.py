@@ -172,6 +172,35 @@ def test_the_cli_refuses_an_out_that_exists_or_is_the_store(fitted, tmp_path, ca
     assert (d / "run.zarr" / "consensus").exists()  # the store is whole
 
 
+def test_an_unseen_category_can_be_placed_at_the_column_mean(fitted, tmp_path, caplog):
+    """New traffic holds services the fitted data never had: predict stopped at the first. With
+    unseen="mean" (--unseen mean) such a value is placed at its column's mean, as impute: mean places a
+    missing number, and a warning counts them; every other row is labelled as before."""
+    from ensemble_dask.stages.predict import new_rows, predict_rows
+
+    d, df, new = fitted
+    store = RunStore(str(d / "run.zarr"), mode="r+")
+    odd = df[new].copy()
+    odd.iloc[3, 2] = "no_such_service"
+    odd.iloc[7, 2] = "another_one"
+    odd.to_csv(tmp_path / "odd.csv", index=False, header=False)
+    plain = predict_rows(store, "kcc", str(d / "new.csv"))
+    with caplog.at_level("WARNING", logger="ensemble_dask.stages.predict"):
+        got = predict_rows(store, "kcc", str(tmp_path / "odd.csv"), unseen="mean")
+    assert "'service' 2 row(s)" in caplog.text
+    others = np.ones(new.sum(), dtype=bool)
+    others[[3, 7]] = False
+    for a, b in zip(got, plain, strict=True):
+        np.testing.assert_array_equal(a[others], b[others])
+    X = np.concatenate([b for _, b in new_rows(store, str(tmp_path / "odd.csv"), unseen="mean")])
+    service = list(store["X"].attrs["feature_names"]).index("service")
+    np.testing.assert_allclose(X[[3, 7], service], 0.0, atol=1e-12)  # the mean, standardised
+    Xp = np.concatenate([b for _, b in new_rows(store, str(d / "new.csv"))])
+    np.testing.assert_array_equal(np.delete(X, service, axis=1), np.delete(Xp, service, axis=1))
+    with pytest.raises(InputError, match="The 'unseen' parameter must be 'error' or 'mean'; got 'drop'"):
+        predict_rows(store, "kcc", str(tmp_path / "odd.csv"), unseen="drop")
+
+
 def test_a_headerless_table_with_categorical_columns_by_position(fitted, tmp_path):
     """A CSV without header names its columns 0, 1, ...; the store keeps them as text: new rows are coded
     with the same vocabularies, and an extra column of other content is never read."""
