@@ -107,6 +107,7 @@ class StoreLease:
         self, url, storage_options=None, *, take_over=False, heartbeat=HEARTBEAT, stale_after=STALE_AFTER
     ):
         self.url = strip_file_scheme(str(url)).rstrip("/")
+        self._key = _key(self.url)  # the store as check_held names it (a relative path: from here)
         self.fs, root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
         self.root = root.rstrip("/")
         self.path = f"{self.root}{LEASE_SUFFIX}"
@@ -179,21 +180,32 @@ class StoreLease:
                 raise StoreBusyError(self._busy_message(held, age))
         self._thread = threading.Thread(target=self._beat, name="store-lease", daemon=True)
         self._thread.start()
-        _HELD[_key(self.url)] = self
+        _HELD[self._key] = self
         return self
 
+    def _read_checked(self):
+        """:meth:`read` under the lock the heartbeat takes; any failure reads as owner ``"?"``."""
+        with self._io:
+            try:
+                return self.read()
+            except Exception:  # an object store's error that is no OSError: unreadable this time
+                return {"owner": "?"}
+
     def check(self):
-        """Raise :class:`StoreBusyError` unless the lease file still names this holder (read now)."""
-        held = None
-        if not self.lost:
-            for attempt in range(3):  # a lease another writer is writing reads as owner "?": a moment
-                with self._io:
-                    held = self.read()
-                if held is None or held.get("owner") != "?":
-                    break
-                self._stop.wait(0.1 * (attempt + 1))
-            self.lost = held is None or held.get("owner") != self.doc["owner"]
-        if self.lost:
+        """Raise :class:`StoreBusyError` unless the lease file still names this holder, read now (a lease
+        unreadable for a moment, being written or behind a failing request, is read again)."""
+        for attempt in range(4):
+            held = self._read_checked()
+            if held is None or held.get("owner") != "?":
+                break
+            self._stop.wait(0.2 * (attempt + 1))
+        if held is not None and held.get("owner") == "?":
+            raise StoreBusyError(
+                f"run store {self.url!r}: its lease {self.path!r} could not be read to confirm that this "
+                "writer still holds it; its stage is not marked complete (run the same command again)"
+            )
+        if held is None or held.get("owner") != self.doc["owner"]:
+            self.lost = True
             who = "nobody" if held is None else f"pid {held.get('pid', '?')} on {held.get('host', '?')}"
             raise StoreBusyError(
                 f"run store {self.url!r}: this writer lost its lease (now held by {who}: another writer took "
@@ -227,7 +239,13 @@ class StoreLease:
     def _beat(self):
         while not self._stop.wait(self.heartbeat):
             with self._io:
-                held = self.read()
+                try:
+                    held = self.read()
+                except Exception:  # an object store's error that is no OSError
+                    held = {"owner": "?"}
+                if held is not None and held.get("owner") == "?":  # unreadable this time: the next beat
+                    logger.debug("lease of run store %s unreadable; again at the next beat", self.url)
+                    continue
                 if held is None or held.get("owner") != self.doc["owner"]:
                     self.lost = True
                     logger.error("lost the lease of run store %s to %s", self.url, (held or {}).get("pid"))
@@ -238,8 +256,8 @@ class StoreLease:
                         f.write(json.dumps(self.doc).encode())
 
     def release(self):
-        if _HELD.get(_key(self.url)) is self:
-            del _HELD[_key(self.url)]
+        if _HELD.get(self._key) is self:
+            del _HELD[self._key]
         if self._thread is not None:
             self._stop.set()
             self._thread.join()

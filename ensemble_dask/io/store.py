@@ -328,13 +328,14 @@ class RunStore:
         but is not part of the stage's identity (e.g. the URL the input was read from). ``writes``
         names the arrays or groups the stage writes: they are stamped with its hash and described
         in its record, which a re-run verifies (:meth:`verify`). A process that took the store's lease and
-        has lost it since (another writer took it over) marks nothing:
+        has lost it since (another writer took it over) starts and marks nothing:
         :func:`~ensemble_dask.io.lease.check_held` raises :class:`~ensemble_dask.io.lease.StoreBusyError`
-        before the record is written.
+        before the stage's record is unmarked, and again before it is marked complete.
         """
         if self.mode == "r":
             raise EnsembleDaskError(f"run store {self.url!r} is open read-only")
         params = _jsonable(params)
+        check_held(self.url)  # a writer whose lease was taken over unmarks and writes nothing of the holder's
         before = self.record(name) or {}
         old_identity = (before.get("output") or before.get("hash")) if before.get("complete") else None
         self._set_record(name, None)

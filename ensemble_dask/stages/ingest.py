@@ -44,6 +44,7 @@ import numpy as np
 
 from .._validation import InputError, check_int, stage_seed
 from ..io import datasets
+from ..io.lease import check_held
 from ..io.readers import (
     MISSING_TOKENS,
     check_sep,
@@ -532,6 +533,7 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
             for name in names:
                 if name not in ("X", "y_true", RECORDS_DIR):
                     del store.group[name]
+            check_held(store.url)  # a writer whose lease was taken over clears nothing of the holder's
             store.clear_records()
             store.clear_report()
         X.attrs.update(

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 import pytest
 
-from ensemble_dask.io.lease import LEASE_SUFFIX, StoreBusyError, StoreLease
+from ensemble_dask.io.lease import LEASE_SUFFIX, StoreBusyError, StoreLease, check_held
 from tests.conftest import REPO, _free_port, _stop, _wait_port, start_s3_server
 
 EXE = [sys.executable, "-m", "ensemble_dask.cli"]
@@ -136,9 +136,51 @@ def test_a_writer_whose_lease_was_taken_over_marks_nothing_complete(tmp_path):
                 store.group.create_array("two", data=np.arange(3))
                 subprocess.run([sys.executable, "-c", take_over], check=True, cwd=REPO)  # another writer
         assert lease.lost and not (store.record("two") or {}).get("complete")
+        with pytest.raises(StoreBusyError, match=lost):  # nor does it start one: "one" stays as it is
+            with store.stage("one", {"a": 1}, []):
+                raise AssertionError("a lost writer ran a stage")
+        assert store.is_complete("one", {"a": 1}, [])
         mine = lease.doc["owner"]
     # its release left the other writer's lease in place
     assert json.loads((tmp_path / f"s.zarr{LEASE_SUFFIX}").read_text())["owner"] != mine
+
+
+def test_a_lease_unreadable_for_a_moment_is_not_lost(tmp_path, monkeypatch):
+    """Review: one failed read of the lease in a heartbeat (an S3 503, a reset connection) read as owner "?",
+    set ``lost`` for good and ended the heartbeat, and the next stage stopped saying another writer held the
+    lease. An unreadable lease is read again at the next beat; one that stays unreadable is said to be so."""
+    url = str(tmp_path / "s.zarr")
+    with StoreLease(url, heartbeat=0.05) as lease:
+        real, failures = lease.read, [2]
+
+        def flaky():
+            if failures[0]:
+                failures[0] -= 1
+                raise OSError("503 Slow Down")
+            return real()
+
+        monkeypatch.setattr(lease, "read", flaky)
+        lease._stop.wait(0.5)
+        assert failures == [0] and not lease.lost and lease._thread.is_alive()
+        check_held(url)  # still this writer's
+        monkeypatch.setattr(lease, "read", lambda: {"owner": "?"})
+        with pytest.raises(StoreBusyError, match="could not be read to confirm that this writer still holds"):
+            check_held(url)
+        assert not lease.lost
+
+
+def test_the_lease_of_a_relative_path_is_found_after_a_change_of_directory(tmp_path, monkeypatch):
+    """Review: the lease's key was made again from its relative path at release, so after a change of
+    directory it stayed registered, and a later write to that store without a lease was refused."""
+    from ensemble_dask.io import lease as lease_module
+
+    monkeypatch.chdir(tmp_path)
+    lease = StoreLease("s.zarr").acquire()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    lease.release()
+    assert str(tmp_path / "s.zarr") not in lease_module._HELD
+    check_held(str(tmp_path / "s.zarr"))
 
 
 def test_the_holder_keeps_the_lease_alive(tmp_path):
