@@ -210,7 +210,7 @@ class _Reader:
         first = None
         if self.fmt == "csv" and p["columns"] is None and not p["header"] and not keys:
             first = [0]
-        labels, cats, n_total = [], {c: [] for c in p["categorical"]}, 0
+        labels, cats, n_total, gaps_of = [], {c: [] for c in p["categorical"]}, 0, {}
         for offset, frame in self.chunks(usecols=keys or first, check_fields=True):
             n_total = offset + len(frame)
             for c in p["drop"]:
@@ -225,7 +225,11 @@ class _Reader:
                     )
                 labels.append(pd.Categorical(_label_strings(lab)))
             for c in p["categorical"]:
-                cats[c].append(pd.Categorical(self._category_text(self._column(frame, c), c, offset)))
+                col = self._column(frame, c)
+                gaps = np.flatnonzero(col.isna().to_numpy())
+                if gaps.size:  # an error only if a kept row holds it (the rows kept are known below)
+                    gaps_of.setdefault(c, []).append(offset + gaps)
+                cats[c].append(pd.Categorical(col.astype(str).str.strip().mask(col.isna())))
         if n_total == 0:
             raise InputError(f"{p['url']}: the table is empty")
         self.n_total = n_total
@@ -256,6 +260,11 @@ class _Reader:
         self.keep = np.zeros(n_total, dtype=bool)
         self.keep[idx] = True
         self.n = int(idx.size)
+        for c, parts in gaps_of.items():
+            gaps = np.concatenate(parts)
+            kept = gaps[self.keep[gaps]]
+            if kept.size:
+                raise InputError(f"{self.where(0, int(kept[0]))}: {_missing_category(c)}")
         self.vocab = {}
         for c, parts in cats.items():
             allc = pd.api.types.union_categoricals(parts)
@@ -276,10 +285,7 @@ class _Reader:
         missing = s.isna().to_numpy()
         if missing.any():
             i = int(np.flatnonzero(missing)[0])
-            raise InputError(
-                f"{self.where(offset, i if rows is None else rows[i])}: missing value in categorical column "
-                f"{c!r}; fill it in the input (a missing category can be a value of its own, such as 'none')"
-            )
+            raise InputError(f"{self.where(offset, i if rows is None else rows[i])}: {_missing_category(c)}")
         return s.astype(str).str.strip()
 
     # -- passes 2 and 3 -------------------------------------------------------------------------
@@ -343,6 +349,13 @@ class _Reader:
                 raise InputError(f"{self.where(offset, rows[i])}: infinite value in column {c!r}")
             out[:, j] = v
         return out
+
+
+def _missing_category(c):
+    return (
+        f"missing value in categorical column {c!r} (an empty field, or a token read as missing: NA, N/A, "
+        "null, None, NaN, #N/A ...); give a missing category a value of its own in the input, e.g. 'unknown'"
+    )
 
 
 def _numbers_with_decimals(values):

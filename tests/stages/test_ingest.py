@@ -549,3 +549,12 @@ def test_a_missing_value_of_a_categorical_column_is_named(tmp_path):
     with pytest.raises(InputError, match="gap.csv, line 3: missing value in categorical column 'proto'"):
         ingest(store, str(path), categorical=["proto"])
     assert store.records() == {}
+    # review: only the rows kept count (a class filter drops the row with the gap), and a token pandas reads
+    # as missing (region "NA") is said to be one
+    (tmp_path / "kept.csv").write_text("proto,x,label\ntcp,1,a\n,2,b\nudp,3,a\ntcp,4,a\n")
+    info = ingest(RunStore(tmp_path / "k.zarr"), str(tmp_path / "kept.csv"), categorical=["proto"],
+                  label_column="label", classes=["a"])  # fmt: skip
+    assert info["n"] == 3
+    (tmp_path / "na.csv").write_text("region,x\nEU,1\nNA,2\nEU,3\n")
+    with pytest.raises(InputError, match=r"line 3: missing value .* a token read as missing: NA"):
+        ingest(RunStore(tmp_path / "na.zarr"), str(tmp_path / "na.csv"), categorical=["region"])
