@@ -174,6 +174,7 @@ def iter_table_chunks(
     header: bool = False,
     sep: str = ",",
     check_fields: bool = True,
+    text_columns: list | None = None,
 ) -> Iterator[tuple[int, pd.DataFrame]]:
     """Yield ``(first_row, frame)`` blocks of the table at ``url``.
 
@@ -198,6 +199,9 @@ def iter_table_chunks(
     check_fields : bool, default=True
         Check that every CSV line has as many fields as the first (single-character separators);
         a caller that reads the same file again may leave it to its first pass.
+    text_columns : list, default=None
+        A CSV's columns read as the text written (names or positions): a column of numbers is otherwise
+        parsed block by block, and ``1`` reads as ``1.0`` in a block that also holds ``1.5``.
     """
     fmt = format or infer_format(url)
     if fmt not in FORMATS:
@@ -210,7 +214,9 @@ def iter_table_chunks(
         return
     url = strip_file_scheme(url)
     if fmt == "csv":
-        yield from _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep, check_fields)
+        yield from _iter_csv(
+            url, storage_options, chunk_rows, columns, usecols, header, sep, check_fields, text_columns
+        )
     elif fmt == "parquet":
         yield from _iter_parquet(url, storage_options, usecols)
     elif fmt == "zarr":
@@ -360,7 +366,9 @@ def _csv_columns(url, first, columns, header):
     return list(range(len(first)))
 
 
-def _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep, check_fields=True):
+def _iter_csv(
+    url, storage_options, chunk_rows, columns, usecols, header, sep, check_fields=True, text_columns=None
+):
     import pandas as pd  # here, not at the top: a command that reads no table does not pay its import
 
     _check_exists(url, storage_options)
@@ -372,6 +380,7 @@ def _iter_csv(url, storage_options, chunk_rows, columns, usecols, header, sep, c
         chunksize=chunk_rows,
         skipinitialspace=True,
         low_memory=False,
+        dtype=dict.fromkeys(text_columns, str) if text_columns else None,
     )
     single = len(sep) == 1 and sep != '"' and sep.isascii()
     if single:

@@ -186,6 +186,8 @@ class _Reader:
             header=p["header"],
             sep=p["sep"],
         )
+        if self.fmt == "csv" and p["categorical"]:  # codes of the text written, whatever else a block holds
+            kw["text_columns"] = list(p["categorical"])
         if usecols is not None and self.fmt in ("csv", "parquet"):
             kw["usecols"] = usecols
         yield from iter_table_chunks(p["url"], **kw)

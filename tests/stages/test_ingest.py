@@ -558,3 +558,19 @@ def test_a_missing_value_of_a_categorical_column_is_named(tmp_path):
     (tmp_path / "na.csv").write_text("region,x\nEU,1\nNA,2\nEU,3\n")
     with pytest.raises(InputError, match=r"line 3: missing value .* a token read as missing: NA"):
         ingest(RunStore(tmp_path / "na.zarr"), str(tmp_path / "na.csv"), categorical=["region"])
+
+
+def test_a_categorical_column_of_numbers_is_coded_as_written_in_any_block(tmp_path):
+    """Review: a CSV's categorical column of numbers was parsed block by block, so 1 read as '1' in a block of
+    whole numbers and as '1.0' in a block that also held 1.5: two categories of one value, and codes that
+    depended on the block size. It is read as the text written."""
+    sizes = ["1", "2", "3", "1", "2", "1.5", "2.5", "1", "2", "3"]
+    path = tmp_path / "t.csv"
+    path.write_text("size,x\n" + "".join(f"{v},{i}\n" for i, v in enumerate(sizes)))
+    stores = {}
+    for rows in (5, 100):
+        stores[rows] = RunStore(tmp_path / f"b{rows}.zarr")
+        info = ingest(stores[rows], str(path), categorical=["size"], chunk_rows=rows)
+        assert info["numbers_as_categories"] == {"size": 5}
+        assert stores[rows]["X"].attrs["vocabularies"] == {"size": ["1", "1.5", "2", "2.5", "3"]}
+    np.testing.assert_array_equal(stores[5]["X"][:], stores[100]["X"][:])
