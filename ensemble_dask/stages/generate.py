@@ -304,6 +304,8 @@ def _csv_ids(url, offset, frame, first_line):
             i = int(np.flatnonzero(text)[0])
             line = offset + i + first_line
             hint = " (if the first line names the columns, say --header / header=True)" if line == 1 else ""
+            if any(ch in str(frame[col].iloc[i]) for ch in ",;|\t "):  # fields left joined: another separator
+                hint += " (are its fields split at another separator? say it with --sep / sep=)"
             raise InputError(
                 f"{url}, line {line}: {frame[col].iloc[i]!r} in column {j} is no cluster id{hint}"
             )
@@ -322,7 +324,7 @@ def _dense(lab):
     return out
 
 
-def import_labels(store, url, *, storage_options=None, fmt=None, header=None, labels=None):
+def import_labels(store, url, *, storage_options=None, fmt=None, header=None, sep=None, labels=None):
     """Bring precomputed partitions: read an ``n x N`` labels table into ``labels``.
 
     The table (CSV, Parquet, zarr, npy) holds one column per clustering with integer cluster
@@ -330,12 +332,12 @@ def import_labels(store, url, *, storage_options=None, fmt=None, header=None, la
     rows must match the store's data set, if it has one; a store without data takes its ``n``
     from the labels. The stage is identified by the labels' content (not the table's URL): the
     same labels imported again, from any path, are skipped. ``labels``, when given, is the table
-    already read by :func:`read_labels_table` from ``url``.
+    already read by :func:`read_labels_table` from ``url`` (else read with ``fmt``, ``header`` and ``sep``).
     """
     lab = (
         labels
         if labels is not None
-        else read_labels_table(url, storage_options=storage_options, fmt=fmt, header=header)
+        else read_labels_table(url, storage_options=storage_options, fmt=fmt, header=header, sep=sep)
     )
     n, n_clust = lab.shape
     store.check_n(n, f"labels table {url!r}")

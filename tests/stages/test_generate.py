@@ -186,7 +186,7 @@ def test_a_labels_csv_with_a_header_and_nan_in_an_array(tmp_path):
     """import-labels read a CSV as headerless: names ``p0,p1,...`` failed with "got dtype object", numbers
     ``0,1,...`` became a point; and NaN in a .npy became -1 (absent) silently. A header is guessed (or
     said), text names its line, and NaN is absent only as an empty CSV field."""
-    from ensemble_dask.stages.generate import read_labels_table
+    from ensemble_dask.stages.generate import import_labels, read_labels_table
 
     lab = np.random.default_rng(0).integers(0, 3, (12, 4))
     lab[5, 2] = -1
@@ -209,6 +209,10 @@ def test_a_labels_csv_with_a_header_and_nan_in_an_array(tmp_path):
     np.testing.assert_array_equal(
         read_labels_table(str(tmp_path / "gap.csv")), [[0, 1], [1, -1], [0, 0], [1, 1]]
     )
+    (tmp_path / "semi.txt").write_text("0;1\n1;0\n0;0\n")  # the library's import takes sep= as well
+    store = RunStore(tmp_path / "semi.zarr")
+    import_labels(store, str(tmp_path / "semi.txt"), sep=";")
+    np.testing.assert_array_equal(store["labels"][:], [[0, 1], [1, 0], [0, 0]])
     (tmp_path / "text.csv").write_text("0,1\n1,x\n0,0\n")
     with pytest.raises(InputError, match=r"text.csv, line 2: 'x' in column 1 is no cluster id$"):
         read_labels_table(str(tmp_path / "text.csv"))
