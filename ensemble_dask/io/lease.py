@@ -14,11 +14,12 @@ The lease is the workflow's, not the process's: the client process takes it, and
 any number of Dask workers write under it. Readers never need it.
 
 A holder that lost its lease (it stalled for longer than :data:`STALE_AFTER`, and another writer took it over)
-marks no stage complete: :meth:`~ensemble_dask.io.store.RunStore.stage` asks :func:`check_held` before it
-does, which reads the lease again and raises :class:`StoreBusyError`. What the two wrote before that is
-not fenced (zarr's writes are not conditional): the stage stays unmarked, and the writer that holds the lease
-writes it again. Nor is the heartbeat: it reads the lease and then rewrites it, so a take-over between the two
-can be overwritten; the writer that then finds another owner in the lease stops marking too.
+starts and marks no stage: :meth:`~ensemble_dask.io.store.RunStore.stage` asks :func:`check_held` before it
+unmarks a stage's record and again before it marks it complete, which reads the lease and raises
+:class:`StoreBusyError`. What a stage wrote between the two is not fenced (zarr's writes are not conditional):
+the stage stays unmarked, and the writer that holds the lease writes it again. Nor is the heartbeat: it reads
+the lease and then rewrites it, so a take-over between the two can be overwritten; the writer that then finds
+another owner in the lease stops too.
 """
 
 from __future__ import annotations
