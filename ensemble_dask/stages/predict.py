@@ -76,8 +76,8 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None
 
     A value of a categorical column that the store's data set never held is an error naming it
     (``unseen="error"``), or placed at that column's mean over the data set, as ``impute: mean`` places a
-    missing number (``unseen="mean"``; a warning counts them by column). Either needs the data set's column
-    means, so ``"mean"`` is refused for a store ingested without standardising."""
+    missing number (``unseen="mean"``; a warning counts them by column). ``"mean"`` needs the data set's
+    column means, so it is refused for a store ingested without standardising."""
     from ..io.readers import csv_has_header, detect_separator
     from .ingest import _Reader, ingest_params
 
