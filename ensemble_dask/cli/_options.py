@@ -55,6 +55,15 @@ def store_args(p, required=True):
     )
 
 
+def sep_arg(p):
+    """``--sep`` of a command that reads a CSV (``ingest``, ``import-labels``)."""
+    p.add_argument(
+        "--sep",
+        help="a CSV's field separator: one character, 'tab' or 'whitespace' "
+        "(default: guessed from its first lines among , tab ; | and whitespace)",
+    )
+
+
 def cluster_args(p):
     p.add_argument("--scheduler", help="address of an existing Dask scheduler (default: a LocalCluster)")
     p.add_argument("--n-workers", type=positive, help="workers of the embedded LocalCluster")

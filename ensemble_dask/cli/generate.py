@@ -10,6 +10,7 @@ from ._options import (
     dask_options,
     progress,
     seed,
+    sep_arg,
     stage_store,
     storage_options,
     store_args,
@@ -45,11 +46,7 @@ def add_parser(sub, common):
         default=None,
         help="the CSV's first line names the columns (default: guessed from its first two lines)",
     )
-    p.add_argument(
-        "--sep",
-        help="a CSV's field separator: one character, 'tab' or 'whitespace' "
-        "(default: guessed from its first lines among , tab ; | and whitespace)",
-    )
+    sep_arg(p)
     p.add_argument("--data-storage-options", help="fsspec options of the labels table, as JSON")
     p.set_defaults(run=run_import)
 

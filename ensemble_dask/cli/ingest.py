@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._options import csv_list, seed, stage_store, storage_options, store_args
+from ._options import csv_list, seed, sep_arg, stage_store, storage_options, store_args
 
 
 def add_parser(sub, common):
@@ -23,11 +23,7 @@ def add_parser(sub, common):
         default=None,
         help="the CSV's first line holds column names (default: guessed from its first two lines)",
     )
-    p.add_argument(
-        "--sep",
-        help="a CSV's field separator: one character, 'tab' or 'whitespace' "
-        "(default: guessed from its first lines among , tab ; | and whitespace)",
-    )
+    sep_arg(p)
     p.add_argument("--classes", type=csv_list)
     p.add_argument("--subset", type=int)
     p.add_argument(
