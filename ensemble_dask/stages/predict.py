@@ -123,11 +123,10 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None
             )
         frame = frame[[column(nm) for nm in names]]
         block = reader.features(offset, frame, unseen=unseen)
-        if unseen == "mean" and np.isnan(block).any():  # unseen categories: each column's mean code
-            cat = np.isin(names, list(reader.unseen_counts))
-            block[:, cat] = np.where(np.isnan(block[:, cat]), center[cat], block[:, cat])
-        if fitted.get("impute") == "mean" and np.isnan(block).any():
-            if not fitted.get("standardize", True):
+        # NaN only where ingest's imputation (a missing number) or unseen="mean" (a category the data set
+        # never held) puts the column's mean: anything else non-finite was refused in reader.features
+        if np.isnan(block).any():
+            if fitted.get("impute") == "mean" and not fitted.get("standardize", True):
                 raise InputError(
                     f"{url}: missing values, and the store's data was imputed without being standardised: "
                     "its column means were not kept"
