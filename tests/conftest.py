@@ -230,31 +230,19 @@ def s3_bucket(s3_server):
 _STARTS_SOMETHING = {"client", "process_client", "dask_scheduler_address", "s3_server", "s3_bucket"}
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     """Mark ``slow`` every test that starts a cluster or a process through a shared fixture (the others that
     do carry the mark themselves), so that ``pytest -m "not slow"`` is the quick set.
 
-    On several test processes (``-n 2 --dist loadgroup``, the project's default): a module whose slow tests
-    share a module-scoped fixture of its own (a workflow run, a demo, site agents: seconds to a minute and a
-    half) runs on one process, so that the fixture runs once, not once per process; and the modules with
-    slow tests come first, so that the quick tests fill the processes' ends instead of one long test."""
+    On several test processes (``-n 2 --dist loadfile --no-loadscope-reorder``, the project's default) each
+    module runs whole on one process, so that a module-scoped fixture (a workflow run, a demo, site agents:
+    seconds to a minute and a half) runs once, not once per process; and the modules with slow tests come
+    first, so that the quick ones fill the processes' ends instead of one long module. (Not ``--dist
+    loadgroup`` with ``xdist_group`` marks, as before: pytest-xdist 3.8 puts a test in its group by
+    rewriting its node id, which pytest 9.2 ignores, so each process ran every module fixture again and
+    the suite took minutes longer: pytest-dev/pytest-xdist#1386.)"""
     for item in items:
         if _STARTS_SOMETHING & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    heavy = set()
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None or not item.get_closest_marker("slow"):
-            continue
-        module = item.nodeid.split("::")[0]
-        if any(d[-1].scope == "module" and d[-1].baseid == module for d in info.name2fixturedefs.values()):
-            heavy.add(module)
-    slow_modules = set()
-    for item in items:
-        module = item.nodeid.split("::")[0]
-        if module in heavy:
-            item.add_marker(pytest.mark.xdist_group(module))
-        if item.get_closest_marker("slow"):
-            slow_modules.add(module)
+    slow_modules = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)  # stable: modules stay whole

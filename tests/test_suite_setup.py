@@ -1,0 +1,60 @@
+"""The test suite's own set-up: how ``pytest`` (the README's second command) spreads the tests over processes.
+
+A module-scoped fixture of a slow module (a demo run, a workflow, site agents: up to a minute and a half) must
+run once per suite, not once per test process. With ``--dist loadgroup`` it ran once per process under
+pytest 9.2: pytest-xdist 3.8 put a test in its group by rewriting the test's node id, which pytest 9.2 no
+longer reads (pytest-dev/pytest-xdist#1386), and the suite took minutes longer in a fresh environment.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+import tomllib
+
+import pytest
+
+from tests.conftest import REPO
+
+MODULE = textwrap.dedent(
+    """
+    import os, time
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def expensive():
+        with open(os.environ["FIXTURE_LOG"], "a") as f:
+            f.write(__name__ + "\\n")
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("i", range(6))
+    def test_uses_it(expensive, i):
+        time.sleep(0.1)  # long enough that both processes ask for work while the module runs
+    """
+)
+
+
+@pytest.mark.slow
+def test_each_module_fixture_runs_once_on_the_suite_s_processes(tmp_path):
+    """Two modules of slow tests sharing a module fixture, run with the project's ``addopts`` (two processes)
+    and its conftest's ordering: each fixture ran once."""
+    addopts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "conftest.py").write_text("from tests.conftest import pytest_collection_modifyitems  # noqa\n")
+    for name in ("test_first", "test_second"):
+        (project / f"{name}.py").write_text(MODULE)
+    log = tmp_path / "fixture.log"
+    options = [o for o in addopts if o != "--doctest-modules"]
+    (project / "pytest.ini").write_text(f"[pytest]\naddopts = {shlex.join(options)}\nmarkers = slow\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(project)],
+        cwd=project, env={**os.environ, "FIXTURE_LOG": str(log), "PYTHONPATH": str(REPO)},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "-n" in options, shlex.join(options)  # the suite runs on several processes
+    assert sorted(log.read_text().split()) == ["test_first", "test_second"], (shlex.join(options), r.stdout)
