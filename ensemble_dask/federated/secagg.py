@@ -226,30 +226,54 @@ def receive_shares(me, secrets, keys, ciphertexts, channel, session):
     secrets.keys = {k: bytes(v) for k, v in keys.items()}
 
 
-def _self_mask(seed, session, round_id, size):
-    key = _hkdf(seed, _salt(session), _LABEL + b"|self")
-    return keystream_words(key, round_id, size)
+#: entries masked at a time, so that the encoding's and the masks' temporaries (about 60 bytes an entry) are
+#: of this many entries, not of the whole vector: a site answering a round of 2**24 entries (the most it
+#: computes) peaked at 1.48 GB, now 1.01 GB, most of it the 256 MB answer and its encoding for the wire
+#: (``benchmarks/site_memory.py``)
+MASK_CHUNK = 1 << 20
 
 
-def _pair_mask(private, other_public, me, other, session, round_id, size):
+def _self_key(seed, session):
+    return _hkdf(seed, _salt(session), _LABEL + b"|self")
+
+
+def _pair_key(private, other_public, me, other, session, round_id):
     shared = _exchange(private, other_public, f"the round key of site {other!r}")
     a, b = sorted([me, other])
     info = _LABEL + b"|pair|" + str(int(round_id)).encode() + b"|" + a.encode() + b"|" + b.encode()
-    return keystream_words(_hkdf(shared, _salt(session), info), round_id, size)
+    return _hkdf(shared, _salt(session), info)
 
 
-def masked_input(values, me, secrets, session, *, n_sites):
+def _self_mask(seed, session, round_id, size):
+    return keystream_words(_self_key(seed, session), round_id, size)
+
+
+def _pair_mask(private, other_public, me, other, session, round_id, size):
+    return keystream_words(_pair_key(private, other_public, me, other, session, round_id), round_id, size)
+
+
+def masked_input(values, me, secrets, session, *, n_sites, chunk=MASK_CHUNK):
     """Phase 2's answer: ``values`` in fixed point plus the self mask and the pair masks with every site
-    that advertised this round (:attr:`RoundSecrets.keys`), as ``(2, size)`` uint64 words."""
-    words = encode_fixed(values, n_sites=n_sites, name=f"site {me!r}")
-    size = words.shape[1]
-    words = add_words(words, _self_mask(secrets.seed, session, secrets.round_id, size))
-    for other in sorted(secrets.keys):
-        if other == me:
-            continue
-        m = _pair_mask(secrets.private, secrets.keys[other], me, other, session, secrets.round_id, size)
-        words = add_words(words, m if me < other else neg_words(m))
-    return words
+    that advertised this round (:attr:`RoundSecrets.keys`), as ``(2, size)`` uint64 words (computed
+    ``chunk`` entries at a time: the same words)."""
+    values = np.asarray(values, dtype=np.float64).ravel()
+    size = values.size
+    r = secrets.round_id
+    masks = [(_self_key(secrets.seed, session), False)] + [
+        (_pair_key(secrets.private, secrets.keys[other], me, other, session, r), me > other)
+        for other in sorted(secrets.keys)
+        if other != me
+    ]
+    out = np.empty((2, size), dtype=np.uint64)
+    for lo in range(0, size, max(int(chunk), 1)):
+        hi = min(lo + chunk, size)
+        # (out of range: the error names the first bad value, as for the whole vector: chunks in order)
+        words = encode_fixed(values[lo:hi], n_sites=n_sites, name=f"site {me!r}")
+        for key, subtract in masks:
+            m = keystream_words(key, r, size, lo, hi)
+            words = add_words(words, neg_words(m) if subtract else m)
+        out[:, lo:hi] = words
+    return out
 
 
 def confirm_tag(channel_key, session, secrets, me, peer, survivors):

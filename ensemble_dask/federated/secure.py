@@ -83,7 +83,7 @@ def encode_fixed(values, *, n_sites=1, name="values"):
     x = np.asarray(values, dtype=np.float64).ravel()
     limit = fixed_point_limit(n_sites)
     if not np.all(np.isfinite(x)) or np.max(np.abs(x), initial=0.0) >= limit:
-        bad = x[~np.isfinite(x) | (np.abs(x) >= limit)][0]
+        bad = float(x[~np.isfinite(x) | (np.abs(x) >= limit)][0])  # printed as inf, not np.float64(inf)
         raise InputError(
             f"{name}: value {bad!r} outside the fixed-point range (finite, |x| < {limit:.3g} for "
             f"{n_sites} sites)"
@@ -156,14 +156,28 @@ def sum_words(words_list):
 # --------------------------------------------------------------------------- keys and masks
 
 
-def keystream_words(key, round_id, size):
-    """ChaCha20 keystream of ``key`` for round ``round_id``, as ``(2, size)`` uint64 words."""
+def keystream_words(key, round_id, size, start=0, stop=None):
+    """ChaCha20 keystream of ``key`` for round ``round_id``, as ``(2, size)`` uint64 words: the stream's
+    first ``size`` words are the high words, the next ``size`` the low words.
+
+    ``start``, ``stop``: only the columns ``start:stop`` of that array (the same words; the stream is
+    entered at the 64-byte block that holds each part), so that a long vector is masked a piece at a time.
+    """
+    stop = size if stop is None else stop
+    if not 0 <= start <= stop <= size:
+        raise ValueError(f"columns {start}:{stop} outside a keystream of {size}")
+    return np.stack([_stream(key, round_id, start, stop), _stream(key, round_id, size + start, size + stop)])
+
+
+def _stream(key, round_id, lo, hi):
+    """Words ``lo:hi`` of the ChaCha20 keystream of ``key`` for round ``round_id`` (8 words a block)."""
     from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
-    nonce = struct.pack("<IQI", 0, int(round_id), 0)  # 32-bit block counter, then the round
+    block, skip = divmod(lo, 8)
+    nonce = struct.pack("<IQI", block, int(round_id), 0)  # 32-bit block counter, then the round
     enc = Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor()
-    raw = enc.update(bytes(16 * size))
-    return np.frombuffer(raw, dtype=np.uint64).reshape(2, size).copy()
+    raw = enc.update(bytes(8 * (hi - lo + skip)))
+    return np.frombuffer(raw, dtype=np.uint64)[skip:]
 
 
 # --------------------------------------------------------------------------- message log (column variant)

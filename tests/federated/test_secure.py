@@ -153,6 +153,44 @@ def test_a_secagg_round_sums_the_survivors_and_hides_each_site():
         _round(names, t, x, drop=("c", "d"))
 
 
+def test_a_keystream_window_is_those_columns_of_the_whole_stream():
+    """A site masks a long vector a piece at a time (its memory: a round of 2**24 entries peaked at 1.48 GB):
+    each piece's keystream enters the stream at the block (8 words) that holds it."""
+    key = b"k" * 32
+    for size in (1, 7, 8, 9, 37, 200):
+        whole = keystream_words(key, 3, size)
+        for start, stop in [(0, size), (0, 0), (size, size), (1, size), (size // 3, size - 1), (5, 6)]:
+            if start <= stop <= size:
+                window = keystream_words(key, 3, size, start, stop)
+                np.testing.assert_array_equal(window, whole[:, start:stop])
+    with pytest.raises(ValueError, match="outside a keystream of 5"):
+        keystream_words(key, 3, 5, 2, 6)
+
+
+def test_a_masked_input_computed_in_pieces_is_the_same_words():
+    """``masked_input`` a chunk at a time gives, for any chunk, the words of the whole vector masked at once
+    (the fixed point plus the self mask plus and minus the pair masks), which the unmasking takes away."""
+    names = ["a", "b", "c"]
+    rng = np.random.default_rng(2)
+    x = {n: rng.normal(0, 1e3, 101) for n in names}
+    total, masked, adv, _, keys = _round(names, 3, x)
+    np.testing.assert_allclose(total, sum(x.values()), rtol=1e-12, atol=1e-9)
+    secrets = adv["b"][0]
+    whole = encode_fixed(x["b"], n_sites=3)
+    whole = add_words(whole, secagg._self_mask(secrets.seed, "s1", 1, 101))
+    for other, sign in (("a", -1), ("c", 1)):  # b adds the mask it shares with c, subtracts a's
+        m = secagg._pair_mask(secrets.private, keys[other], "b", other, "s1", 1, 101)
+        whole = add_words(whole, m if sign > 0 else neg_words(m))
+    np.testing.assert_array_equal(masked["b"], whole)
+    for chunk in (1, 7, 8, 37, 100, 101, 1000):
+        got = secagg.masked_input(x["b"], "b", secrets, "s1", n_sites=3, chunk=chunk)
+        np.testing.assert_array_equal(got, whole, err_msg=f"chunk={chunk}")
+    bad = x["b"].copy()
+    bad[[40, 90]] = [np.inf, np.nan]  # in the second and the third chunk: the first of them is named
+    with pytest.raises(InputError, match="site 'b': value inf outside the fixed-point range"):
+        secagg.masked_input(bad, "b", secrets, "s1", n_sites=3, chunk=37)
+
+
 def test_a_relayed_key_or_share_that_was_altered_does_not_verify():
     names = ["a", "b", "c"]
     x = {n: np.ones(3) for n in names}
