@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._validation import InputError
-from .secure import add_words, encode_fixed, keystream_words, neg_words
+from .secure import add_words, check_fixed, encode_fixed, keystream_words, neg_words
 
 __all__ = [
     "RoundSecrets",
@@ -226,9 +226,9 @@ def receive_shares(me, secrets, keys, ciphertexts, channel, session):
     secrets.keys = {k: bytes(v) for k, v in keys.items()}
 
 
-#: entries masked at a time, so that the encoding's and the masks' temporaries (about 60 bytes an entry) are
+#: entries masked at a time, so that the encoding's and the masks' temporaries (about 110 bytes an entry) are
 #: of this many entries, not of the whole vector: a site answering a round of 2**24 entries (the most it
-#: computes) peaked at 1.48 GB, now 1.01 GB, most of it the 256 MB answer and its encoding for the wire
+#: computes) peaked at 1.48 GB, now 0.98 GB, most of it the 256 MB answer and its encoding for the wire
 #: (``benchmarks/site_memory.py``)
 MASK_CHUNK = 1 << 20
 
@@ -258,6 +258,11 @@ def masked_input(values, me, secrets, session, *, n_sites, chunk=MASK_CHUNK):
     ``chunk`` entries at a time: the same words)."""
     values = np.asarray(values, dtype=np.float64).ravel()
     size = values.size
+    chunk = int(chunk)
+    if chunk < 1:
+        raise ValueError(f"chunk must be a positive number of entries; got {chunk}")
+    # the whole vector's range first: a refusal takes the same time wherever its first bad value is
+    check_fixed(values, n_sites=n_sites, name=f"site {me!r}")
     r = secrets.round_id
     masks = [(_self_key(secrets.seed, session), False)] + [
         (_pair_key(secrets.private, secrets.keys[other], me, other, session, r), me > other)
@@ -267,7 +272,6 @@ def masked_input(values, me, secrets, session, *, n_sites, chunk=MASK_CHUNK):
     out = np.empty((2, size), dtype=np.uint64)
     for lo in range(0, size, max(int(chunk), 1)):
         hi = min(lo + chunk, size)
-        # (out of range: the error names the first bad value, as for the whole vector: chunks in order)
         words = encode_fixed(values[lo:hi], n_sites=n_sites, name=f"site {me!r}")
         for key, subtract in masks:
             m = keystream_words(key, r, size, lo, hi)

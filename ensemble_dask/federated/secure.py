@@ -37,6 +37,7 @@ __all__ = [
     "COORDINATOR",
     "Message",
     "MessageLog",
+    "check_fixed",
     "encode_fixed",
     "decode_fixed",
     "add_words",
@@ -73,6 +74,21 @@ def rows_in_range(n_rows, n_clusterings, n_sites):
     return n_rows * max(ROW_TERM_LIMIT, 2.0 * n_clusterings) < fixed_point_limit(n_sites)
 
 
+def check_fixed(values, *, n_sites=1, name="values"):
+    """``values`` as a flat float64 array, or :class:`InputError` (naming ``name`` and the first bad value)
+    if any is not finite or not below ``2**63 / n_sites`` in magnitude (:func:`encode_fixed`'s range)."""
+    x = np.asarray(values, dtype=np.float64).ravel()
+    limit = fixed_point_limit(n_sites)
+    bad = ~np.isfinite(x) | (np.abs(x) >= limit)
+    if bad.any():
+        first = float(x[np.flatnonzero(bad)[0]])  # printed as inf, not np.float64(inf)
+        raise InputError(
+            f"{name}: value {first!r} outside the fixed-point range (finite, |x| < {limit:.3g} for "
+            f"{n_sites} sites)"
+        )
+    return x
+
+
 def encode_fixed(values, *, n_sites=1, name="values"):
     """Signed fixed point ``round(x * 2**64)`` modulo ``2**128`` as two uint64 words: shape ``(2, n)``.
 
@@ -80,14 +96,7 @@ def encode_fixed(values, *, n_sites=1, name="values"):
     -encode(x)``). Raises :class:`InputError` (naming ``name``) for non-finite values or
     ``|x| >= 2**63 / n_sites``.
     """
-    x = np.asarray(values, dtype=np.float64).ravel()
-    limit = fixed_point_limit(n_sites)
-    if not np.all(np.isfinite(x)) or np.max(np.abs(x), initial=0.0) >= limit:
-        bad = float(x[~np.isfinite(x) | (np.abs(x) >= limit)][0])  # printed as inf, not np.float64(inf)
-        raise InputError(
-            f"{name}: value {bad!r} outside the fixed-point range (finite, |x| < {limit:.3g} for "
-            f"{n_sites} sites)"
-        )
+    x = check_fixed(values, n_sites=n_sites, name=name)
     # Encode |x| and negate the words: no float64 sum ever rounds. modf splits |x| < 2**63 exactly into
     # an integer part (the high word) and a fraction f < 1; f * 2**64 is exact (a power of two) and its
     # nearest integer is at most 2**64 - 2**11 (f <= 1 - 2**-53), so it never carries into the high word.

@@ -1,6 +1,7 @@
 """Secure-aggregation primitives on their own: two-word fixed point, pair keys, ChaCha20 masks."""
 
 import math
+import struct
 from fractions import Fraction
 
 import numpy as np
@@ -165,6 +166,13 @@ def test_a_keystream_window_is_those_columns_of_the_whole_stream():
                 np.testing.assert_array_equal(window, whole[:, start:stop])
     with pytest.raises(ValueError, match="outside a keystream of 5"):
         keystream_words(key, 3, 5, 2, 6)
+    # the words themselves, which every site and the coordinator must compute alike: ChaCha20 of the key from
+    # block 0 with the round in the nonce, the stream's first half the high words
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+
+    nonce = struct.pack("<IQI", 0, 3, 0)
+    raw = Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor().update(bytes(16 * 37))
+    np.testing.assert_array_equal(keystream_words(key, 3, 37), np.frombuffer(raw, np.uint64).reshape(2, 37))
 
 
 def test_a_masked_input_computed_in_pieces_is_the_same_words():
@@ -189,6 +197,9 @@ def test_a_masked_input_computed_in_pieces_is_the_same_words():
     bad[[40, 90]] = [np.inf, np.nan]  # in the second and the third chunk: the first of them is named
     with pytest.raises(InputError, match="site 'b': value inf outside the fixed-point range"):
         secagg.masked_input(bad, "b", secrets, "s1", n_sites=3, chunk=37)
+    for chunk in (0, -1):  # never words left unwritten
+        with pytest.raises(ValueError, match="chunk must be a positive number of entries"):
+            secagg.masked_input(x["b"], "b", secrets, "s1", n_sites=3, chunk=chunk)
 
 
 def test_a_relayed_key_or_share_that_was_altered_does_not_verify():
