@@ -32,7 +32,21 @@ MODULE = textwrap.dedent(
     @pytest.mark.slow
     @pytest.mark.parametrize("i", range(6))
     def test_uses_it(expensive, i):
+        with open(os.environ["RUN_LOG"], "a") as f:
+            f.write(f"{os.getpid()} {__name__}\\n")
         time.sleep(0.1)  # long enough that both processes ask for work while the module runs
+    """
+)
+#: a module of more quick tests, first by name: it runs after the slow ones all the same
+QUICK = textwrap.dedent(
+    """
+    import os
+    import pytest
+
+    @pytest.mark.parametrize("i", range(10))
+    def test_quick(i):
+        with open(os.environ["RUN_LOG"], "a") as f:
+            f.write(f"{os.getpid()} {__name__}\\n")
     """
 )
 
@@ -40,21 +54,29 @@ MODULE = textwrap.dedent(
 @pytest.mark.slow
 def test_each_module_fixture_runs_once_on_the_suite_s_processes(tmp_path):
     """Two modules of slow tests sharing a module fixture, run with the project's ``addopts`` (two processes)
-    and its conftest's ordering: each fixture ran once."""
+    and its conftest's ordering: each fixture ran once, and each process began with a slow module (the quick
+    tests fill the processes' ends)."""
     addopts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
     project = tmp_path / "project"
     project.mkdir()
     (project / "conftest.py").write_text("from tests.conftest import pytest_collection_modifyitems  # noqa\n")
     for name in ("test_first", "test_second"):
         (project / f"{name}.py").write_text(MODULE)
-    log = tmp_path / "fixture.log"
+    (project / "test_a_quick.py").write_text(QUICK)
+    log, run_log = tmp_path / "fixture.log", tmp_path / "run.log"
     options = [o for o in addopts if o != "--doctest-modules"]
     (project / "pytest.ini").write_text(f"[pytest]\naddopts = {shlex.join(options)}\nmarkers = slow\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}  # the project's options only
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(project)],
-        cwd=project, env={**os.environ, "FIXTURE_LOG": str(log), "PYTHONPATH": str(REPO)},
+        cwd=project, env={**env, "FIXTURE_LOG": str(log), "RUN_LOG": str(run_log), "PYTHONPATH": str(REPO)},
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     assert "-n" in options, shlex.join(options)  # the suite runs on several processes
     assert sorted(log.read_text().split()) == ["test_first", "test_second"], (shlex.join(options), r.stdout)
+    first = {}
+    for line in run_log.read_text().splitlines():
+        pid, module = line.split()
+        first.setdefault(pid, module)
+    assert len(first) == 2 and set(first.values()) <= {"test_first", "test_second"}, run_log.read_text()
