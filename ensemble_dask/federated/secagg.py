@@ -270,7 +270,7 @@ def masked_input(values, me, secrets, session, *, n_sites, chunk=MASK_CHUNK):
         if other != me
     ]
     out = np.empty((2, size), dtype=np.uint64)
-    for lo in range(0, size, max(int(chunk), 1)):
+    for lo in range(0, size, chunk):
         hi = min(lo + chunk, size)
         words = encode_fixed(values[lo:hi], n_sites=n_sites, name=f"site {me!r}")
         for key, subtract in masks:
