@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._validation import InputError
-from .secure import add_words, check_fixed, encode_fixed, keystream_words, neg_words
+from .secure import add_words, check_fixed, encode_checked, keystream_words, neg_words
 
 __all__ = [
     "RoundSecrets",
@@ -262,7 +262,7 @@ def masked_input(values, me, secrets, session, *, n_sites, chunk=MASK_CHUNK):
     if chunk < 1:
         raise ValueError(f"chunk must be a positive number of entries; got {chunk}")
     # the whole vector's range first: a refusal takes the same time wherever its first bad value is
-    check_fixed(values, n_sites=n_sites, name=f"site {me!r}")
+    values = check_fixed(values, n_sites=n_sites, name=f"site {me!r}")
     r = secrets.round_id
     masks = [(_self_key(secrets.seed, session), False)] + [
         (_pair_key(secrets.private, secrets.keys[other], me, other, session, r), me > other)
@@ -272,7 +272,7 @@ def masked_input(values, me, secrets, session, *, n_sites, chunk=MASK_CHUNK):
     out = np.empty((2, size), dtype=np.uint64)
     for lo in range(0, size, chunk):
         hi = min(lo + chunk, size)
-        words = encode_fixed(values[lo:hi], n_sites=n_sites, name=f"site {me!r}")
+        words = encode_checked(values[lo:hi])
         for key, subtract in masks:
             m = keystream_words(key, r, size, lo, hi)
             words = add_words(words, neg_words(m) if subtract else m)

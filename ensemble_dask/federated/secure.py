@@ -39,6 +39,7 @@ __all__ = [
     "MessageLog",
     "check_fixed",
     "encode_fixed",
+    "encode_checked",
     "decode_fixed",
     "add_words",
     "sum_words",
@@ -96,7 +97,12 @@ def encode_fixed(values, *, n_sites=1, name="values"):
     -encode(x)``). Raises :class:`InputError` (naming ``name``) for non-finite values or
     ``|x| >= 2**63 / n_sites``.
     """
-    x = check_fixed(values, n_sites=n_sites, name=name)
+    return encode_checked(check_fixed(values, n_sites=n_sites, name=name))
+
+
+def encode_checked(x):
+    """:func:`encode_fixed` of a flat float64 array that :func:`check_fixed` has passed (not checked again:
+    a caller that checks a whole vector once encodes it a piece at a time)."""
     # Encode |x| and negate the words: no float64 sum ever rounds. modf splits |x| < 2**63 exactly into
     # an integer part (the high word) and a fraction f < 1; f * 2**64 is exact (a power of two) and its
     # nearest integer is at most 2**64 - 2**11 (f <= 1 - 2**-53), so it never carries into the high word.
