@@ -17,9 +17,16 @@ A holder that lost its lease (it stalled for longer than :data:`STALE_AFTER`, an
 starts and marks no stage: :meth:`~ensemble_dask.io.store.RunStore.stage` asks :func:`check_held` before it
 unmarks a stage's record and again before it marks it complete, which reads the lease and raises
 :class:`StoreBusyError`. What a stage wrote between the two is not fenced (zarr's writes are not conditional):
-the stage stays unmarked, and the writer that holds the lease writes it again. Nor is the heartbeat: it reads
-the lease and then rewrites it, so a take-over between the two can be overwritten; the writer that then finds
-another owner in the lease stops too.
+the stage stays unmarked, and the writer that holds the lease writes it again.
+
+On S3 the heartbeat and the release are conditional too: each rewrites (``If-Match``) or removes (``DELETE``
+with ``If-Match``) only the lease this writer wrote last, by its ETag, so a take-over at any moment is never
+overwritten or removed; the writer whose heartbeat the store refuses has lost its lease and stops at its next
+check. A write whose answer was lost in the network (the store applied it, the writer never got the new ETag)
+is then refused too: the writer stops, as if it had lost its lease, and its lease goes stale. On a local disk,
+which has no such condition, the heartbeat reads the lease and then rewrites it, and the release reads it and
+then removes it: a take-over between the two can be overwritten (the writer that then finds another owner in
+the lease stops too) or removed.
 """
 
 from __future__ import annotations
@@ -60,6 +67,14 @@ def _process_started(pid):
         return round(psutil.Process(pid).create_time(), 3)
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return None
+
+
+def _precondition_failed(exc):
+    """Whether ``exc`` is S3's answer to a condition that did not hold (412 PreconditionFailed, which s3fs
+    raises as an ``OSError``)."""
+    cause = exc.__cause__
+    code = getattr(cause, "response", {}).get("Error", {}).get("Code") if cause is not None else None
+    return code == "PreconditionFailed" or "pre-conditions you specified did not hold" in str(exc)
 
 
 def _now():
@@ -120,16 +135,62 @@ class StoreLease:
         self._thread = None
         self._io = threading.Lock()  # the heartbeat's rewrite and :meth:`check`'s read, one at a time
         self.lost = False
+        protocols = self.fs.protocol if isinstance(self.fs.protocol, (tuple, list)) else (self.fs.protocol,)
+        #: S3: the lease is rewritten and removed only while it is the one this writer wrote (its ETag)
+        self._conditional = "s3" in protocols
+        self._etag = None
 
     # -- the file ------------------------------------------------------------------------------
     def _create(self, doc):
         """Create the lease file exclusively; False if it exists."""
+        data = json.dumps(doc).encode()
         try:
-            with self.fs.open(self.path, "xb") as f:
-                f.write(json.dumps(doc).encode())
+            if self._conditional:  # a PUT with If-None-Match: *, whose answer gives the ETag
+                self._etag = self.fs.pipe_file(self.path, data, mode="create")["ETag"]
+            else:
+                with self.fs.open(self.path, "xb") as f:
+                    f.write(data)
         except FileExistsError:
             return False
         return True
+
+    def _rewrite(self):
+        """Write :attr:`doc` over the lease this writer wrote last; False if the lease is no longer that one
+        (S3 refused the condition, or the lease is gone)."""
+        data = json.dumps(self.doc).encode()
+        if not self._conditional:
+            with self.fs.open(self.path, "wb") as f:
+                f.write(data)
+            return True
+        try:
+            self._etag = self.fs.pipe_file(self.path, data, IfMatch=self._etag)["ETag"]
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            if _precondition_failed(exc):
+                return False
+            raise
+        return True
+
+    def _remove(self):
+        """Remove the lease if it is still the one this writer wrote (on S3: by its ETag)."""
+        if not self._conditional:
+            held = self.read()
+            if held is not None and held.get("owner") == self.doc["owner"]:
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.rm(self.path)
+            return
+        bucket, key, _ = self.fs.split_path(self.path)
+        try:
+            self.fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=self._etag)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # never raised from a release: it may end a run that failed for another cause
+            if _precondition_failed(exc):
+                logger.warning("left the lease of run store %s: another writer holds it now", self.url)
+            else:
+                logger.warning("could not remove the lease of %s (%s): it goes stale", self.url, exc)
+        self.fs.invalidate_cache(self.path)
 
     def read(self):
         """The current lease document, or None."""
@@ -240,21 +301,32 @@ class StoreLease:
     def _beat(self):
         while not self._stop.wait(self.heartbeat):
             with self._io:
-                try:
-                    held = self.read()
-                except Exception:  # an object store's error that is no OSError
-                    held = {"owner": "?"}
-                if held is not None and held.get("owner") == "?":  # unreadable this time: the next beat
-                    logger.debug("lease of run store %s unreadable; again at the next beat", self.url)
-                    continue
-                if held is None or held.get("owner") != self.doc["owner"]:
+                if not self._beat_once():
                     self.lost = True
-                    logger.error("lost the lease of run store %s to %s", self.url, (held or {}).get("pid"))
                     return
-                self.doc["heartbeat"] = _iso(_now())
-                with contextlib.suppress(OSError):
-                    with self.fs.open(self.path, "wb") as f:
-                        f.write(json.dumps(self.doc).encode())
+
+    def _beat_once(self):
+        """One heartbeat; False when the lease is another writer's (or gone)."""
+        if not self._conditional:  # a local disk: read, then rewrite
+            try:
+                held = self.read()
+            except Exception:  # an object store's error that is no OSError
+                held = {"owner": "?"}
+            if held is not None and held.get("owner") == "?":  # unreadable this time: the next beat
+                logger.debug("lease of run store %s unreadable; again at the next beat", self.url)
+                return True
+            if held is None or held.get("owner") != self.doc["owner"]:
+                logger.error("lost the lease of run store %s to %s", self.url, (held or {}).get("pid"))
+                return False
+        self.doc["heartbeat"] = _iso(_now())
+        try:
+            if self._rewrite():
+                return True
+        except Exception:  # a failed request (an S3 503, a reset connection): the next beat
+            logger.debug("heartbeat of run store %s failed; again at the next beat", self.url)
+            return True
+        logger.error("lost the lease of run store %s: another writer's lease replaced it", self.url)
+        return False
 
     def release(self):
         if _HELD.get(self._key) is self:
@@ -264,10 +336,7 @@ class StoreLease:
             self._thread.join()
             self._thread = None
         if self.doc is not None:
-            held = self.read()
-            if held is not None and held.get("owner") == self.doc["owner"]:
-                with contextlib.suppress(FileNotFoundError):
-                    self.fs.rm(self.path)
+            self._remove()
             if getattr(self, "_made_parent", False):  # a folder made for the lease alone goes with it
                 with contextlib.suppress(Exception):
                     if not self.fs.ls(self.parent, detail=False):

@@ -58,6 +58,51 @@ def test_the_lease_is_atomic_on_s3(s3_bucket):
 
 
 @pytest.mark.slow
+def test_a_take_over_on_s3_is_never_overwritten_by_the_old_holder(s3_bucket, monkeypatch):
+    """A heartbeat read the lease, found its own, and rewrote it: a take-over between the read and the write
+    was overwritten, and the release removed the new holder's lease the same way. On S3 both are conditional
+    on the ETag of the lease the old holder wrote last: its view of the lease no longer matters."""
+    import s3fs
+
+    bucket, opts = s3_bucket
+    url = f"s3://{bucket}/s.zarr"
+    fs = s3fs.S3FileSystem(**opts)
+    old = StoreLease(url, opts, heartbeat=0.05).acquire()
+    mine = dict(old.doc)
+    monkeypatch.setattr(old, "read", lambda: dict(mine))  # each read came just before the take-over
+    with old._io:  # the take-over, between two heartbeats
+        fs.rm(f"{bucket}/s.zarr{LEASE_SUFFIX}")
+        new = StoreLease(url, opts, heartbeat=60).acquire()
+    try:
+        old._stop.wait(0.5)
+        held = json.loads(fs.cat(f"{bucket}/s.zarr{LEASE_SUFFIX}"))
+        assert held["owner"] == new.doc["owner"], "the old holder's heartbeat overwrote the new lease"
+        assert old.lost
+        old.release()
+        assert fs.exists(f"{bucket}/s.zarr{LEASE_SUFFIX}"), "the old holder's release removed the new lease"
+        assert json.loads(fs.cat(f"{bucket}/s.zarr{LEASE_SUFFIX}"))["owner"] == new.doc["owner"]
+    finally:
+        new.release()
+    assert not fs.exists(f"{bucket}/s.zarr{LEASE_SUFFIX}")
+
+
+def test_a_release_on_s3_after_a_take_over_leaves_the_new_lease(s3_bucket, monkeypatch):
+    """The release read the lease and then removed it: a take-over between the two lost its lease."""
+    import s3fs
+
+    bucket, opts = s3_bucket
+    url, path = f"s3://{bucket}/s.zarr", f"{bucket}/s.zarr{LEASE_SUFFIX}"
+    fs = s3fs.S3FileSystem(**opts)
+    old = StoreLease(url, opts, heartbeat=60).acquire()
+    mine = dict(old.doc)
+    monkeypatch.setattr(old, "read", lambda: dict(mine))  # the release's read came just before the take-over
+    fs.rm(path)
+    with StoreLease(url, opts, heartbeat=60) as new:
+        old.release()
+        assert fs.exists(path) and json.loads(fs.cat(path))["owner"] == new.doc["owner"]
+    assert not fs.exists(path)
+
+
 def test_the_test_s3_server_decides_conditional_writes_atomically():
     """The lease test above is only as good as its server: moto checks ``If-None-Match: *`` and then
     writes, so two PUTs of one new key could both win (the lease test failed so once in a full run).
