@@ -19,14 +19,15 @@ unmarks a stage's record and again before it marks it complete, which reads the 
 :class:`StoreBusyError`. What a stage wrote between the two is not fenced (zarr's writes are not conditional):
 the stage stays unmarked, and the writer that holds the lease writes it again.
 
-On S3 the heartbeat and the release are conditional too: each rewrites (``If-Match``) or removes (``DELETE``
-with ``If-Match``) only the lease this writer wrote last, by its ETag, so a take-over at any moment is never
-overwritten or removed; the writer whose heartbeat the store refuses has lost its lease and stops at its next
-check. A write whose answer was lost in the network (the store applied it, the writer never got the new ETag)
-is then refused too: the writer stops, as if it had lost its lease, and its lease goes stale. On a local disk,
-which has no such condition, the heartbeat reads the lease and then rewrites it, and the release reads it and
-then removes it: a take-over between the two can be overwritten (the writer that then finds another owner in
-the lease stops too) or removed.
+On S3 the heartbeat, the release and the take-over are conditional too: each reads the lease with its ETag
+(one consistent read), checks its owner, and then rewrites (``If-Match``) or removes (``DELETE`` with
+``If-Match``) only that version of it, so a take-over between the read and the write is never overwritten or
+removed; a heartbeat that the store refuses reads the lease again at the next beat and finds the new owner.
+This holds on S3 servers that honour conditional requests (AWS S3 and moto do); one that ignores ``If-Match``
+leaves the read-then-write window below. Every other file system (a local disk, GCS, Azure) has no such
+condition here: the heartbeat reads the lease and then rewrites it, and the release reads it and then removes
+it, so a take-over between the two can be overwritten (the writer that then finds another owner in the lease
+stops too) or removed.
 """
 
 from __future__ import annotations
@@ -70,11 +71,16 @@ def _process_started(pid):
 
 
 def _precondition_failed(exc):
-    """Whether ``exc`` is S3's answer to a condition that did not hold (412 PreconditionFailed, which s3fs
-    raises as an ``OSError``)."""
-    cause = exc.__cause__
-    code = getattr(cause, "response", {}).get("Error", {}).get("Code") if cause is not None else None
-    return code == "PreconditionFailed" or "pre-conditions you specified did not hold" in str(exc)
+    """Whether ``exc`` is S3's answer to a condition that did not hold (412 PreconditionFailed, or 409
+    ConditionalRequestConflict, which s3fs raises as an ``OSError``; a 412 without a body too)."""
+    response = getattr(exc.__cause__, "response", None) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return (
+        code in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
+        or status in (409, 412)
+        or "pre-conditions you specified did not hold" in str(exc)
+    )
 
 
 def _now():
@@ -136,61 +142,86 @@ class StoreLease:
         self._io = threading.Lock()  # the heartbeat's rewrite and :meth:`check`'s read, one at a time
         self.lost = False
         protocols = self.fs.protocol if isinstance(self.fs.protocol, (tuple, list)) else (self.fs.protocol,)
-        #: S3: the lease is rewritten and removed only while it is the one this writer wrote (its ETag)
+        #: S3: the lease is rewritten and removed only in the version last read (by its ETag)
         self._conditional = "s3" in protocols
-        self._etag = None
 
     # -- the file ------------------------------------------------------------------------------
     def _create(self, doc):
         """Create the lease file exclusively; False if it exists."""
-        data = json.dumps(doc).encode()
         try:
-            if self._conditional:  # a PUT with If-None-Match: *, whose answer gives the ETag
-                self._etag = self.fs.pipe_file(self.path, data, mode="create")["ETag"]
-            else:
-                with self.fs.open(self.path, "xb") as f:
-                    f.write(data)
+            with self.fs.open(self.path, "xb") as f:  # on S3 a PUT with If-None-Match: *
+                f.write(json.dumps(doc).encode())
         except FileExistsError:
             return False
         return True
 
-    def _rewrite(self):
-        """Write :attr:`doc` over the lease this writer wrote last; False if the lease is no longer that one
-        (S3 refused the condition, or the lease is gone)."""
-        data = json.dumps(self.doc).encode()
-        if not self._conditional:
-            with self.fs.open(self.path, "wb") as f:
-                f.write(data)
+    def _read_versioned(self):
+        """``(document, ETag)`` of the lease in one consistent read (s3fs reads the body on the condition
+        of the ETag it found), or ``(None, None)``."""
+        try:
+            with self.fs.open(self.path, "rb") as f:
+                data, etag = f.read(), f.details.get("ETag")
+        except FileNotFoundError:
+            return None, None
+        return json.loads(data.decode()), etag
+
+    def _replace(self, version, data=None):
+        """Write ``data`` over (``None``: remove) the lease, on the condition that it is still at ``version``
+        (its ETag; no condition on a file system without one). False if S3 refused the condition;
+        ``FileNotFoundError`` if the lease is gone."""
+        if not self._conditional or version is None:  # (an S3 answer without an ETag: as before)
+            if data is None:
+                self.fs.rm(self.path)
+            else:
+                with self.fs.open(self.path, "wb") as f:
+                    f.write(data)
             return True
         try:
-            self._etag = self.fs.pipe_file(self.path, data, IfMatch=self._etag)["ETag"]
+            if data is None:
+                bucket, key, _ = self.fs.split_path(self.path)
+                self.fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=version)
+                self.fs.invalidate_cache(self.path)
+            else:
+                self.fs.pipe_file(self.path, data, IfMatch=version)
         except FileNotFoundError:
-            return False
+            raise
         except OSError as exc:
-            if _precondition_failed(exc):
+            if _precondition_failed(exc):  # also a retry of a write the store had applied: read again
+                self.fs.invalidate_cache(self.path)
                 return False
             raise
         return True
 
-    def _remove(self):
-        """Remove the lease if it is still the one this writer wrote (on S3: by its ETag)."""
-        if not self._conditional:
-            held = self.read()
-            if held is not None and held.get("owner") == self.doc["owner"]:
-                with contextlib.suppress(FileNotFoundError):
-                    self.fs.rm(self.path)
-            return
-        bucket, key, _ = self.fs.split_path(self.path)
+    def _read_own(self):
+        """``(held, version)``: the lease as read now, and on S3 its version (ETag). A lease unreadable this
+        time reads as owner ``"?"``."""
         try:
-            self.fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=self._etag)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:  # never raised from a release: it may end a run that failed for another cause
-            if _precondition_failed(exc):
-                logger.warning("left the lease of run store %s: another writer holds it now", self.url)
+            if self._conditional:
+                held, version = self._read_versioned()
             else:
+                held, version = self.read(), None
+        except Exception:  # an S3 503, a reset connection, a half-written file
+            return {"owner": "?"}, None
+        return held, version
+
+    def _remove(self):
+        """Remove the lease if it is still this writer's (on S3: the version read, by its ETag)."""
+        for _ in range(3):  # a refused removal: the lease changed since it was read; read it again
+            held, version = self._read_own()
+            if held is None or held.get("owner") != self.doc["owner"]:
+                if held is not None:
+                    why = "it could not be read" if held.get("owner") == "?" else "another writer holds it"
+                    logger.warning("left the lease of run store %s: %s", self.url, why)
+                return
+            try:
+                if self._replace(version):
+                    return
+            except FileNotFoundError:
+                return
+            except OSError as exc:  # never raised from a release: it may end a run that failed otherwise
                 logger.warning("could not remove the lease of %s (%s): it goes stale", self.url, exc)
-        self.fs.invalidate_cache(self.path)
+                return
+        logger.warning("could not remove the lease of %s: it changed at each try; it goes stale", self.url)
 
     def read(self):
         """The current lease document, or None."""
@@ -225,7 +256,14 @@ class StoreLease:
             "heartbeat": now,
         }
         if not self._create(self.doc):
-            held = self.read() or {}
+            if self._conditional:
+                try:
+                    held, version = self._read_versioned()
+                except (ValueError, OSError):  # unreadable this time: as a lease being written, alive
+                    held, version = {"owner": "?", "heartbeat": _iso(_now())}, None
+            else:
+                held, version = self.read(), None
+            held = held or {}
             age = self._age(held)
             dead = self._holder_is_gone(held)
             if dead or (age > self.stale_after and self.take_over):
@@ -234,10 +272,12 @@ class StoreLease:
                     self.url,
                     "its writer on this host has exited" if dead else f"no heartbeat for {age:.0f} s",
                 )
+                first = f"run store {self.url!r}: another writer took over its lease first"
                 with contextlib.suppress(FileNotFoundError):
-                    self.fs.rm(self.path)
+                    if not self._replace(version):  # on S3 only the version read, the stale one
+                        raise StoreBusyError(first)
                 if not self._create(self.doc):
-                    raise StoreBusyError(f"run store {self.url!r}: another writer took over its lease first")
+                    raise StoreBusyError(first)
             else:
                 raise StoreBusyError(self._busy_message(held, age))
         self._thread = threading.Thread(target=self._beat, name="store-lease", daemon=True)
@@ -307,28 +347,22 @@ class StoreLease:
 
     def _beat_once(self):
         """One heartbeat; False when the lease is another writer's (or gone)."""
-        if not self._conditional:  # a local disk: read, then rewrite
-            try:
-                held = self.read()
-            except Exception:  # an object store's error that is no OSError
-                held = {"owner": "?"}
-            if held is not None and held.get("owner") == "?":  # unreadable this time: the next beat
-                logger.debug("lease of run store %s unreadable; again at the next beat", self.url)
-                return True
-            if held is None or held.get("owner") != self.doc["owner"]:
-                logger.error("lost the lease of run store %s to %s", self.url, (held or {}).get("pid"))
-                return False
+        held, version = self._read_own()
+        if held is not None and held.get("owner") == "?":  # unreadable this time: the next beat
+            logger.debug("lease of run store %s unreadable; again at the next beat", self.url)
+            return True
+        if held is None or held.get("owner") != self.doc["owner"]:
+            logger.error("lost the lease of run store %s to %s", self.url, (held or {}).get("pid"))
+            return False
         self.doc["heartbeat"] = _iso(_now())
-        try:
-            if self._rewrite():
-                return True
+        try:  # refused on S3 when the lease changed since the read: the next beat reads it again
+            self._replace(version, json.dumps(self.doc).encode())
         except Exception:  # a failed request (an S3 503, a reset connection): the next beat
             logger.debug("heartbeat of run store %s failed; again at the next beat", self.url)
-            return True
-        logger.error("lost the lease of run store %s: another writer's lease replaced it", self.url)
-        return False
+        return True
 
     def release(self):
+        acquired = self._thread is not None  # (after an acquire that failed: nothing of ours to remove)
         if _HELD.get(self._key) is self:
             del _HELD[self._key]
         if self._thread is not None:
@@ -336,7 +370,8 @@ class StoreLease:
             self._thread.join()
             self._thread = None
         if self.doc is not None:
-            self._remove()
+            if acquired:
+                self._remove()
             if getattr(self, "_made_parent", False):  # a folder made for the lease alone goes with it
                 with contextlib.suppress(Exception):
                     if not self.fs.ls(self.parent, detail=False):

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -58,32 +59,42 @@ def test_the_lease_is_atomic_on_s3(s3_bucket):
 
 
 @pytest.mark.slow
+def _stale_view(lease, monkeypatch):
+    """Every read ``lease`` makes from now on comes just before a take-over: it finds its own lease (at the
+    version it has now)."""
+    mine, version = lease.read(), lease.fs.info(lease.path)["ETag"]
+    monkeypatch.setattr(lease, "read", lambda: dict(mine))  # (the code before: read, then write)
+    monkeypatch.setattr(lease, "_read_versioned", lambda: (dict(mine), version), raising=False)
+    return mine
+
+
 def test_a_take_over_on_s3_is_never_overwritten_by_the_old_holder(s3_bucket, monkeypatch):
     """A heartbeat read the lease, found its own, and rewrote it: a take-over between the read and the write
-    was overwritten, and the release removed the new holder's lease the same way. On S3 both are conditional
-    on the ETag of the lease the old holder wrote last: its view of the lease no longer matters."""
+    was overwritten. On S3 the write is conditional on the version read (If-Match on its ETag)."""
     import s3fs
 
     bucket, opts = s3_bucket
-    url = f"s3://{bucket}/s.zarr"
+    url, path = f"s3://{bucket}/s.zarr", f"{bucket}/s.zarr{LEASE_SUFFIX}"
     fs = s3fs.S3FileSystem(**opts)
     old = StoreLease(url, opts, heartbeat=0.05).acquire()
-    mine = dict(old.doc)
-    monkeypatch.setattr(old, "read", lambda: dict(mine))  # each read came just before the take-over
+    _stale_view(old, monkeypatch)
     with old._io:  # the take-over, between two heartbeats
-        fs.rm(f"{bucket}/s.zarr{LEASE_SUFFIX}")
+        fs.rm(path)
         new = StoreLease(url, opts, heartbeat=60).acquire()
     try:
-        old._stop.wait(0.5)
-        held = json.loads(fs.cat(f"{bucket}/s.zarr{LEASE_SUFFIX}"))
-        assert held["owner"] == new.doc["owner"], "the old holder's heartbeat overwrote the new lease"
-        assert old.lost
-        old.release()
-        assert fs.exists(f"{bucket}/s.zarr{LEASE_SUFFIX}"), "the old holder's release removed the new lease"
-        assert json.loads(fs.cat(f"{bucket}/s.zarr{LEASE_SUFFIX}"))["owner"] == new.doc["owner"]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and json.loads(fs.cat(path))["heartbeat"] == new.doc["heartbeat"]:
+            time.sleep(0.05)  # until a second has passed: a heartbeat that overwrote would now differ
+        time.sleep(0.3)  # and a few beats more
+        held = json.loads(fs.cat(path))
+        assert held == new.doc, "the old holder's heartbeat overwrote the new lease"
+        monkeypatch.undo()
+        with pytest.raises(StoreBusyError, match="this writer lost its lease"):
+            old.check()
     finally:
+        old.release()
         new.release()
-    assert not fs.exists(f"{bucket}/s.zarr{LEASE_SUFFIX}")
+    assert not fs.exists(path)
 
 
 def test_a_release_on_s3_after_a_take_over_leaves_the_new_lease(s3_bucket, monkeypatch):
@@ -94,13 +105,58 @@ def test_a_release_on_s3_after_a_take_over_leaves_the_new_lease(s3_bucket, monke
     url, path = f"s3://{bucket}/s.zarr", f"{bucket}/s.zarr{LEASE_SUFFIX}"
     fs = s3fs.S3FileSystem(**opts)
     old = StoreLease(url, opts, heartbeat=60).acquire()
-    mine = dict(old.doc)
-    monkeypatch.setattr(old, "read", lambda: dict(mine))  # the release's read came just before the take-over
+    _stale_view(old, monkeypatch)  # the release's reads came just before the take-over
     fs.rm(path)
     with StoreLease(url, opts, heartbeat=60) as new:
         old.release()
         assert fs.exists(path) and json.loads(fs.cat(path))["owner"] == new.doc["owner"]
     assert not fs.exists(path)
+
+
+def test_two_take_overs_on_s3_end_with_one_holder(s3_bucket, monkeypatch):
+    """Review: a take-over read the stale lease and removed whatever lease was there: another writer's
+    take-over between the two lost its fresh lease. On S3 only the stale version read is removed."""
+    import s3fs
+
+    bucket, opts = s3_bucket
+    url, path = f"s3://{bucket}/s.zarr", f"{bucket}/s.zarr{LEASE_SUFFIX}"
+    fs = s3fs.S3FileSystem(**opts)
+    dead = {"owner": "dead", "host": "elsewhere", "pid": 1, "heartbeat": "2020-01-01T00:00:00+00:00"}
+    fs.pipe_file(path, json.dumps(dead).encode())
+    late = StoreLease(url, opts, take_over=True, heartbeat=60)
+    stale = (dead, fs.info(path)["ETag"])  # read before the other's take-over
+    monkeypatch.setattr(late, "read", lambda: dict(dead))  # (the code before: read, then remove)
+    monkeypatch.setattr(late, "_read_versioned", lambda: stale, raising=False)
+    with StoreLease(url, opts, take_over=True, heartbeat=60) as first:
+        with pytest.raises(StoreBusyError, match="another writer took over its lease first"):
+            late.acquire()
+        assert json.loads(fs.cat(path))["owner"] == first.doc["owner"]
+    assert not fs.exists(path)
+
+
+def test_a_heartbeat_whose_answer_was_lost_keeps_the_lease_on_s3(s3_bucket, monkeypatch):
+    """Review: a heartbeat PUT that S3 applied but whose answer was lost is sent again by botocore with the
+    same If-Match, and refused (the lease changed: by that very write). The writer keeps its lease (the next
+    beat reads it again), and its release removes it."""
+    bucket, opts = s3_bucket
+    url = f"s3://{bucket}/s.zarr"
+    with StoreLease(url, opts, heartbeat=0.05) as lease:
+        real = lease.fs.pipe_file
+
+        def applied_then_retried(path, data, **kw):
+            real(path, data, **kw)  # applied; its answer lost
+            return real(path, data, **kw)  # the retry
+
+        monkeypatch.setattr(lease.fs, "pipe_file", applied_then_retried)
+        first = lease.read()["heartbeat"]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and lease.read()["heartbeat"] == first:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        assert lease.read()["heartbeat"] > first and not lease.lost and lease._thread.is_alive()
+        check_held(url)
+        fs = lease.fs
+    assert not fs.exists(f"{bucket}/s.zarr{LEASE_SUFFIX}")
 
 
 def test_the_test_s3_server_decides_conditional_writes_atomically():
