@@ -20,14 +20,14 @@ unmarks a stage's record and again before it marks it complete, which reads the 
 the stage stays unmarked, and the writer that holds the lease writes it again.
 
 On S3 the heartbeat, the release and the take-over are conditional too: each reads the lease with its ETag
-(one consistent read), checks its owner, and then rewrites (``If-Match``) or removes (``DELETE`` with
-``If-Match``) only that version of it, so a take-over between the read and the write is never overwritten or
-removed; a heartbeat that the store refuses reads the lease again at the next beat and finds the new owner.
-This holds on S3 servers that honour conditional requests (AWS S3 and moto do); one that ignores ``If-Match``
-leaves the read-then-write window below. Every other file system (a local disk, GCS, Azure) has no such
-condition here: the heartbeat reads the lease and then rewrites it, and the release reads it and then removes
-it, so a take-over between the two can be overwritten (the writer that then finds another owner in the lease
-stops too) or removed.
+(one consistent read), checks its owner, and then rewrites (``If-Match``) or removes (``DELETE`` with ``If-
+Match``) only that version of it, so a take-over between the read and the write is never overwritten or
+removed; a heartbeat that the store refuses reads the lease again at the next beat (and stops if it is another
+writer's). This holds on S3 servers that honour conditional requests (AWS S3 and moto do); one that ignores
+``If-Match`` leaves the read-then-write window below. Every other file system (a local disk, GCS, Azure) has
+no such condition here: the heartbeat reads the lease and then rewrites it, and the release reads it and then
+removes it, so a take-over between the two can be overwritten (the writer that then finds another owner in the
+lease stops too) or removed.
 """
 
 from __future__ import annotations
@@ -158,6 +158,7 @@ class StoreLease:
     def _read_versioned(self):
         """``(document, ETag)`` of the lease in one consistent read (s3fs reads the body on the condition
         of the ETag it found), or ``(None, None)``."""
+        self.fs.invalidate_cache(self.path)  # the ETag from a request now, not from a cached listing
         try:
             with self.fs.open(self.path, "rb") as f:
                 data, etag = f.read(), f.details.get("ETag")
@@ -169,7 +170,11 @@ class StoreLease:
         """Write ``data`` over (``None``: remove) the lease, on the condition that it is still at ``version``
         (its ETag; no condition on a file system without one). False if S3 refused the condition;
         ``FileNotFoundError`` if the lease is gone."""
-        if not self._conditional or version is None:  # (an S3 answer without an ETag: as before)
+        if (
+            self._conditional and version is None
+        ):  # an S3 lease read without its ETag: no condition to write on
+            return False
+        if not self._conditional:
             if data is None:
                 self.fs.rm(self.path)
             else:
@@ -200,8 +205,8 @@ class StoreLease:
                 held, version = self._read_versioned()
             else:
                 held, version = self.read(), None
-        except Exception:  # an S3 503, a reset connection, a half-written file
-            return {"owner": "?"}, None
+        except Exception:  # an S3 503, a reset connection, a half-written file: as a lease being written
+            return {"owner": "?", "heartbeat": _iso(_now())}, None
         return held, version
 
     def _remove(self):
@@ -218,13 +223,14 @@ class StoreLease:
                     return
             except FileNotFoundError:
                 return
-            except OSError as exc:  # never raised from a release: it may end a run that failed otherwise
+            except Exception as exc:  # never raised from a release: it may end a run that failed otherwise
                 logger.warning("could not remove the lease of %s (%s): it goes stale", self.url, exc)
                 return
         logger.warning("could not remove the lease of %s: it changed at each try; it goes stale", self.url)
 
     def read(self):
         """The current lease document, or None."""
+        self.fs.invalidate_cache(self.path)  # its size from a request now, not from a cached listing
         try:
             with self.fs.open(self.path, "rb") as f:
                 return json.loads(f.read().decode())
@@ -255,31 +261,32 @@ class StoreLease:
             "started": now,
             "heartbeat": now,
         }
-        if not self._create(self.doc):
-            if self._conditional:
-                try:
-                    held, version = self._read_versioned()
-                except (ValueError, OSError):  # unreadable this time: as a lease being written, alive
-                    held, version = {"owner": "?", "heartbeat": _iso(_now())}, None
-            else:
-                held, version = self.read(), None
-            held = held or {}
+        first = f"run store {self.url!r}: another writer took over its lease first"
+        created = self._create(self.doc)
+        for _ in range(3):
+            if created:
+                break
+            held, version = self._read_own()
+            if held is None:  # released since: create it again
+                created = self._create(self.doc)
+                continue
             age = self._age(held)
             dead = self._holder_is_gone(held)
-            if dead or (age > self.stale_after and self.take_over):
-                logger.warning(
-                    "taking over the lease of %s: %s",
-                    self.url,
-                    "its writer on this host has exited" if dead else f"no heartbeat for {age:.0f} s",
-                )
-                first = f"run store {self.url!r}: another writer took over its lease first"
-                with contextlib.suppress(FileNotFoundError):
-                    if not self._replace(version):  # on S3 only the version read, the stale one
-                        raise StoreBusyError(first)
-                if not self._create(self.doc):
-                    raise StoreBusyError(first)
-            else:
+            if not (dead or (age > self.stale_after and self.take_over)):
                 raise StoreBusyError(self._busy_message(held, age))
+            logger.warning(
+                "taking over the lease of %s: %s",
+                self.url,
+                "its writer on this host has exited" if dead else f"no heartbeat for {age:.0f} s",
+            )
+            with contextlib.suppress(FileNotFoundError):
+                if not self._replace(version):  # on S3 only the version read, the stale one
+                    raise StoreBusyError(first)
+            if not self._create(self.doc):
+                raise StoreBusyError(first)
+            created = True
+        if not created:
+            raise StoreBusyError(first)
         self._thread = threading.Thread(target=self._beat, name="store-lease", daemon=True)
         self._thread.start()
         _HELD[self._key] = self

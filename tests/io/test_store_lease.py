@@ -134,6 +134,45 @@ def test_two_take_overs_on_s3_end_with_one_holder(s3_bucket, monkeypatch):
     assert not fs.exists(path)
 
 
+def test_a_take_over_that_finds_no_lease_never_removes_a_new_one_on_s3(s3_bucket, monkeypatch):
+    """Review: a take-over whose exclusive create failed, and whose read then found no lease (its holder had
+    released it), took the missing lease for a stale one and removed, without a condition, the lease a third
+    writer had created since."""
+    import s3fs
+
+    bucket, opts = s3_bucket
+    url, path = f"s3://{bucket}/s.zarr", f"{bucket}/s.zarr{LEASE_SUFFIX}"
+    fs = s3fs.S3FileSystem(**opts)
+    late, third, tries = StoreLease(url, opts, take_over=True, heartbeat=60), [], []
+    real_create = late._create
+
+    def create(doc):  # the first create meets the lease of a writer that releases it at once
+        tries.append(1)
+        return False if len(tries) == 1 else real_create(doc)
+
+    def then_third(read):  # the lease read as gone; a third writer creates it just after
+        def wrapped():
+            out = read()
+            if not third:
+                third.append(StoreLease(url, opts, heartbeat=60).acquire())
+            return out
+
+        return wrapped
+
+    monkeypatch.setattr(late, "_create", create)
+    monkeypatch.setattr(late, "read", then_third(late.read))
+    if hasattr(late, "_read_versioned"):
+        monkeypatch.setattr(late, "_read_versioned", then_third(late._read_versioned))
+    try:
+        with pytest.raises(StoreBusyError, match="is being written by"):
+            late.acquire()
+        assert json.loads(fs.cat(path))["owner"] == third[0].doc["owner"], "the third writer lost its lease"
+    finally:
+        for lease in third:
+            lease.release()
+    assert not fs.exists(path)
+
+
 def test_a_heartbeat_whose_answer_was_lost_keeps_the_lease_on_s3(s3_bucket, monkeypatch):
     """Review: a heartbeat PUT that S3 applied but whose answer was lost is sent again by botocore with the
     same If-Match, and refused (the lease changed: by that very write). The writer keeps its lease (the next
