@@ -20,8 +20,8 @@ unmarks a stage's record and again before it marks it complete, which reads the 
 the stage stays unmarked, and the writer that holds the lease writes it again.
 
 On S3 the heartbeat, the release and the take-over are conditional too: each reads the lease with its ETag
-(one consistent read), checks its owner, and then rewrites (``If-Match``) or removes (``DELETE`` with ``If-
-Match``) only that version of it, so a take-over between the read and the write is never overwritten or
+(one consistent read), checks its owner, and then rewrites (``If-Match``) or removes (``DELETE`` with
+``If-Match``) only that version of it, so a take-over between the read and the write is never overwritten or
 removed; a heartbeat that the store refuses reads the lease again at the next beat (and stops if it is another
 writer's). This holds on S3 servers that honour conditional requests (AWS S3 and moto do); one that ignores
 ``If-Match`` leaves the read-then-write window below. Every other file system (a local disk, GCS, Azure) has
@@ -170,10 +170,6 @@ class StoreLease:
         """Write ``data`` over (``None``: remove) the lease, on the condition that it is still at ``version``
         (its ETag; no condition on a file system without one). False if S3 refused the condition;
         ``FileNotFoundError`` if the lease is gone."""
-        if (
-            self._conditional and version is None
-        ):  # an S3 lease read without its ETag: no condition to write on
-            return False
         if not self._conditional:
             if data is None:
                 self.fs.rm(self.path)
@@ -181,6 +177,8 @@ class StoreLease:
                 with self.fs.open(self.path, "wb") as f:
                     f.write(data)
             return True
+        if version is None:  # an S3 lease read without its ETag: no condition to write on
+            return False
         try:
             if data is None:
                 bucket, key, _ = self.fs.split_path(self.path)
@@ -293,12 +291,9 @@ class StoreLease:
         return self
 
     def _read_checked(self):
-        """:meth:`read` under the lock the heartbeat takes; any failure reads as owner ``"?"``."""
+        """The lease read under the lock the heartbeat takes; any failure reads as owner ``"?"``."""
         with self._io:
-            try:
-                return self.read()
-            except Exception:  # an object store's error that is no OSError: unreadable this time
-                return {"owner": "?"}
+            return self._read_own()[0]
 
     def check(self):
         """Raise :class:`StoreBusyError` unless the lease file still names this holder, read now (a lease
