@@ -80,3 +80,46 @@ def test_each_module_fixture_runs_once_on_the_suite_s_processes(tmp_path):
         pid, module = line.split()
         first.setdefault(pid, module)
     assert len(first) == 2 and set(first.values()) <= {"test_first", "test_second"}, run_log.read_text()
+
+
+class _Item:
+    """What the conftest's ordering reads of a collected test: its node id, fixtures and marks."""
+
+    def __init__(self, nodeid, slow=False):
+        self.nodeid, self.fixturenames, self._slow = nodeid, (), slow
+
+    def add_marker(self, mark):  # pragma: no cover - these items start nothing
+        raise AssertionError(mark)
+
+    def get_closest_marker(self, name):
+        return name == "slow" and self._slow or None
+
+
+def test_kernel_tests_first_then_slow_modules_each_module_whole():
+    """The kernels' own tests run first (they fill the numba cache before the slow tests' commands, workers
+    and agents start, each of which compiled the kernels again), then the modules with slow tests, then the
+    rest; each module stays whole and in its order."""
+    from tests.conftest import pytest_collection_modifyitems
+
+    ids = [
+        ("tests/cli/test_cli.py::test_a", True),
+        ("tests/cli/test_cli.py::test_b", False),
+        ("tests/coassoc/test_coassoc.py::test_a", True),
+        ("tests/coassoc/test_coassoc.py::test_b", False),
+        ("tests/consensus/test_kcc.py::test_a", False),
+        ("tests/consensus/test_kcc.py::test_b", False),
+        ("tests/test_metrics.py::test_a", False),
+        ("tests/test_deploy.py::test_a", True),
+    ]
+    items = [_Item(nodeid, slow) for nodeid, slow in ids]
+    pytest_collection_modifyitems(None, items)
+    assert [item.nodeid for item in items] == [
+        "tests/coassoc/test_coassoc.py::test_a",
+        "tests/coassoc/test_coassoc.py::test_b",
+        "tests/consensus/test_kcc.py::test_a",
+        "tests/consensus/test_kcc.py::test_b",
+        "tests/cli/test_cli.py::test_a",
+        "tests/cli/test_cli.py::test_b",
+        "tests/test_deploy.py::test_a",
+        "tests/test_metrics.py::test_a",
+    ]
