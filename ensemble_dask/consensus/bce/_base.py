@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from numbers import Integral, Real
 
@@ -291,6 +292,7 @@ class _BCEBase(ParamsMixin):
             gamma,
             float(self.e_step_tol),
             int(self.e_step_max_iter),
+            math.inf,
         )
         return gamma / gamma.sum(axis=1, keepdims=True)
 

@@ -294,7 +294,7 @@ def seeded_alpha(gidx, w, beta, rng, *, assign=None, lower=1e-3, upper=1.0, max_
         if r or assign is None:
             kern.estep_block(
                 gidx, w, ones, logbeta, X0, np.empty(0), np.zeros((k, 0)), np.ones((k, 0)),
-                np.full(k, a), gamma, 1e-4, 100,
+                np.full(k, a), gamma, 1e-4, 100, math.inf,
             )  # fmt: skip
         n_ih = np.ascontiguousarray(np.maximum(gamma - a, 0.0))
         new = math.exp(
