@@ -403,3 +403,27 @@ def test_gkcc_keeps_kcc_where_the_greedy_steps_split_a_dominant_cluster():
     assert adjusted_rand_score(y, g.labels_) == adjusted_rand_score(y, kcc.labels_) > 0.99
     greedy = GKCC(8, n_candidates=10, random_state=0, compare=None).fit(labels)
     assert greedy.start_ == "greedy" and adjusted_rand_score(y, greedy.labels_) < 0.5
+
+
+def test_fit_transform_and_from_partition_compile_one_kernel_per_layout(monkeypatch):
+    """KCC's ``transform`` and ``from_partition`` widened the fit's int32 indices to int64, so numba compiled
+    the memberships kernel (and its row distance) a second time for a fit and its transform."""
+    import numba
+
+    from ensemble_dask.consensus.kcc import _kernels as kern
+
+    seen = []
+    real = kern.memberships
+
+    def spy(gidx, *args):
+        seen.append(str(numba.typeof(gidx)))
+        return real(gidx, *args)
+
+    monkeypatch.setattr(kern, "memberships", spy)
+    X, _ = make_blobs(300, centers=3, random_state=0)
+    labels = np.column_stack([KMeans(k, n_init=1, random_state=k).fit_predict(X) for k in range(2, 7)])
+    kcc = KCC(3, random_state=0).fit(labels)
+    Y = kcc.transform(labels)
+    np.testing.assert_allclose(Y, kcc.memberships_)
+    KCC.from_partition(labels, kcc.labels_).transform(labels)
+    assert len(seen) >= 3 and len(set(seen)) == 1, seen

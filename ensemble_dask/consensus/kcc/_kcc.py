@@ -285,7 +285,7 @@ def assign_new_rows(est, labels):
             f"labels must have the {enc.n_clusterings} clusterings of the fit; got {labels.shape[1]}"
         )
     MT = np.ascontiguousarray(np.concatenate(est.cluster_centers_, axis=1).T)
-    gidx = np.ascontiguousarray(enc.transform(labels), dtype=np.int64)
+    gidx = enc.transform(labels)  # int32, C-contiguous, as the fit's (one compiled kernel)
     return block_memberships(gidx, MT, block_norms(MT, enc.offsets))
 
 
@@ -486,7 +486,7 @@ class KCC(ParamsMixin):
             )
         K = int(partition.max()) + 1
         enc = Encoding.from_categories(column_categories(labels))
-        gidx = np.ascontiguousarray(enc.transform(labels), dtype=np.int64)
+        gidx = enc.transform(labels)  # int32, C-contiguous, as the fit's (one compiled kernel)
         weight = np.ones(labels.shape[0])
         counts, _ = LocalBlocks([gidx], [weight]).sizes(enc.n_categories)
         prior = _proportions(counts[None, :], enc)[0]
