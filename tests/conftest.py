@@ -230,8 +230,9 @@ def s3_bucket(s3_server):
 _STARTS_SOMETHING = {"client", "process_client", "dask_scheduler_address", "s3_server", "s3_bucket"}
 
 
-#: the kernels' own tests, run in the test processes: first, so that the numba cache is warm before the
-#: commands, workers and site agents of the slow tests start (each of them compiled every kernel it met again)
+#: the kernels' own tests, most of them in the test processes themselves: first, so that the numba cache is
+#: warm before the commands, workers and site agents of the slow tests start (each compiled every kernel it
+#: met again)
 _KERNEL_TESTS = ("tests/consensus/", "tests/coassoc/", "tests/rowblocks/")
 
 
@@ -241,15 +242,15 @@ def pytest_collection_modifyitems(config, items):
 
     On several test processes (``-n 2 --dist loadfile --no-loadscope-reorder``, the project's default) each
     module runs whole on one process, so that a module-scoped fixture (a workflow run, a demo, site agents:
-    seconds to a minute and a half) runs once, not once per process. The kernels' own tests come first: they
-    compile the numba kernels in the two test processes and fill the cache, which every later command, worker
-    and site agent reads (in a fresh environment, where only the README's first command had filled it, the
-    slow tests' processes each compiled the kernels they met again, side by side: the suite took 1,438 s of
-    CPU against 1,179 s in this order). Then the modules with slow tests, so that the quick ones fill the
-    processes' ends instead of one long module. (Not ``--dist
-    loadgroup`` with ``xdist_group`` marks, as before: pytest-xdist 3.8 puts a test in its group by
-    rewriting its node id, which pytest 9.2 ignores, so each process ran every module fixture again and
-    the suite took minutes longer: pytest-dev/pytest-xdist#1386.)"""
+    seconds to a minute and a half) runs once, not once per process. The kernels' own tests come first: most
+    of them compile the numba kernels in the two test processes and fill the cache, which every later command,
+    worker and site agent reads (in a fresh environment, where only the README's first command had filled it,
+    the slow tests' processes each compiled the kernels they met again, side by side: the suite took 1,438 s
+    of CPU against 1,179 s in this order). Then the modules with slow tests, so that the quick ones fill the
+    processes' ends instead of one long module. (Not ``--dist loadgroup`` with ``xdist_group`` marks, as
+    before: pytest-xdist 3.8 puts a test in its group by rewriting its node id, which pytest 9.2 ignores, so
+    each process ran every module fixture again and the suite took minutes longer:
+    pytest-dev/pytest-xdist#1386.)"""
     for item in items:
         if _STARTS_SOMETHING & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
