@@ -296,15 +296,7 @@ class RunStore:
             with contextlib.suppress(FileNotFoundError):
                 fs.rm(path)
             return
-        if "://" not in url:  # local: write beside and rename, so a reader never sees half a record
-            os.makedirs(os.path.dirname(url), exist_ok=True)
-            tmp = f"{url}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-            with open(tmp, "w") as fh:
-                json.dump(rec, fh, sort_keys=True, default=str)
-            os.replace(tmp, url)
-            return
-        with fsspec.open(url, "w", **self.storage_options) as fh:  # one object PUT
-            json.dump(rec, fh, sort_keys=True, default=str)
+        self._put(url, json.dumps(rec, sort_keys=True, default=str).encode())
 
     def clear_records(self):
         """Forget every stage record (the data they describe is being replaced)."""
@@ -400,12 +392,26 @@ class RunStore:
             )
 
     def write_json(self, path, obj):
+        """Write ``obj`` as the JSON document ``path`` of the store, in one step (:meth:`write_bytes`)."""
+        self.write_bytes(path, json.dumps(obj, indent=2, default=float).encode())
+
+    def write_bytes(self, path, data):
+        """Write the file ``path`` of the store in one step: a local file beside and renamed, so a reader
+        never sees half of it; an object store's in one PUT. Returns its path or URL."""
         url = self._file_url(path)
-        opts = dict(self.storage_options)
+        self._put(url, data)
+        return url
+
+    def _put(self, url, data):
         if "://" not in url:
-            opts["auto_mkdir"] = True
-        with fsspec.open(url, "w", **opts) as fh:
-            json.dump(obj, fh, indent=2, sort_keys=False, default=float)
+            os.makedirs(os.path.dirname(url), exist_ok=True)
+            tmp = f"{url}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, url)
+            return
+        fs, path = fsspec.core.url_to_fs(url, **self.storage_options)
+        fs.pipe_file(path, data)
 
     def write_file(self, path, local_path):
         """Copy the local file ``local_path`` to ``path`` in the store (e.g. ``report/x.html``)."""

@@ -300,16 +300,6 @@ def _base_partitions(store, lab, y_sample):
 # --------------------------------------------------------------------------- the page
 
 
-def _write(store, path, data):
-    url = store._file_url(path)
-    opts = dict(store.storage_options)
-    if "://" not in url:
-        opts["auto_mkdir"] = True
-    with fsspec.open(url, "wb", **opts) as fh:
-        fh.write(data)
-    return url
-
-
 def _forget_report_key(store):
     fs, path = fsspec.core.url_to_fs(store._file_url(REPORT_INPUTS), **store.storage_options)
     try:
@@ -471,10 +461,10 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png", figur
     _forget_report_key(store)  # a page not written by write_report is not the one it keyed
     _clear_old_figures(store)
     for fname, data in figures.items():
-        _write(store, f"report/{fname}", data)
+        store.write_bytes(f"report/{fname}", data)
     # after the figures: an entry names bytes that were written (and kept_figure checks them)
-    _write(store, FIGURE_KEYS, keys_document(keys))
-    url = _write(store, "report/index.html", page_html.encode("utf-8"))
+    store.write_bytes(FIGURE_KEYS, keys_document(keys))
+    url = store.write_bytes("report/index.html", page_html.encode("utf-8"))
     logger.info("report: %s (%d figures) in %.2f s", url, len(figures), time.perf_counter() - t0)
     return url
 
