@@ -406,9 +406,16 @@ class RunStore:
         if "://" not in url:
             os.makedirs(os.path.dirname(url), exist_ok=True)
             tmp = f"{url}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, url)
+            try:
+                with open(tmp, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())  # on disk before it takes the name (a machine that stops then)
+                os.replace(tmp, url)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.remove(tmp)
+                raise
             return
         fs, path = fsspec.core.url_to_fs(url, **self.storage_options)
         fs.pipe_file(path, data)

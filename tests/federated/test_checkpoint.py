@@ -75,17 +75,56 @@ def test_each_save_is_one_request_to_an_object_store_and_reads_back_exactly(s3_b
     assert not fsspec.filesystem("s3", **opts).exists(f"{bucket}/coordinator.zarr/{CHECKPOINT}")
 
 
-def test_a_local_checkpoint_is_replaced_whole_and_reads_back_exactly(tmp_path):
+def test_a_local_checkpoint_is_replaced_whole_and_reads_back_exactly(tmp_path, monkeypatch):
+    import os
+
     store = RunStore(tmp_path / "coordinator.zarr", mode="a")
+    folder = tmp_path / "coordinator.zarr" / "federated"
     checkpoint = StoreCheckpoint(store)
-    for state in states():
+    saved = states()
+    for state in saved:
         checkpoint.save(state)
         assert_same_state(checkpoint.load(), state)
-        # written beside and renamed: no partial file is ever in the checkpoint's place, none left beside it
-        assert [p.name for p in (tmp_path / "coordinator.zarr" / "federated").iterdir()] == ["checkpoint.npz"]
+        assert [p.name for p in folder.iterdir()] == ["checkpoint.npz"]  # nothing left beside it
+    # a save that fails before its file takes the name (a full disk, Ctrl-C): the last one stays, whole
+    replace = os.replace
+
+    def fails(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", fails)
+    with pytest.raises(OSError, match="No space left"):
+        checkpoint.save(saved[0])
+    monkeypatch.setattr(os, "replace", replace)
+    assert_same_state(checkpoint.load(), saved[-1])
+    assert [p.name for p in folder.iterdir()] == ["checkpoint.npz"]
     checkpoint.clear()
     checkpoint.clear()  # nothing there: nothing to do
     assert checkpoint.load() is None
+
+
+def test_the_zarr_group_of_earlier_versions_is_named_and_cleared(tmp_path, caplog):
+    """Before, the checkpoint was the zarr group federated/checkpoint: a run stopped then starts over (it
+    says so), and --restart or the end of the run removes the group (else the stage's record lists it)."""
+    store = RunStore(tmp_path / "coordinator.zarr", mode="a")
+    old = store.group.require_group("federated").require_group("checkpoint")
+    old.create_array("alpha", data=np.ones(3))
+    old.attrs.update({"run_key": "0123456789abcdef", "init": 0, "trace": [1.0], "complete": True})
+    checkpoint = StoreCheckpoint(store)
+    assert checkpoint.load() is None
+    assert "checkpoint of an earlier version" in caplog.text
+    checkpoint.clear()
+    assert "federated/checkpoint" not in store.group and "federated" in store.group
+
+
+def test_a_checkpoint_that_cannot_be_reached_is_not_called_unreadable(tmp_path):
+    """An I/O error (a folder in its place here; a permission or a network error) is raised as it is: no
+    advice to discard a checkpoint that may be sound."""
+    store = RunStore(tmp_path / "coordinator.zarr", mode="a")
+    (tmp_path / "coordinator.zarr" / CHECKPOINT).mkdir(parents=True)
+    with pytest.raises(OSError) as info:
+        StoreCheckpoint(store).load()
+    assert not isinstance(info.value, InputError)
 
 
 @pytest.mark.parametrize("content", [b"", b"not a checkpoint", b"PK\x03\x04 a broken zip"])
