@@ -226,6 +226,25 @@ def s3_bucket(s3_server):
     return name, s3_server
 
 
+@pytest.fixture
+def s3_requests(monkeypatch):
+    """The requests this process's S3 clients send while the test runs (zarr's too), as ``(method, key)``;
+    the test clears the list where it starts counting."""
+    from urllib.parse import unquote, urlsplit
+
+    from aiobotocore.endpoint import AioEndpoint
+
+    sent = []
+    send = AioEndpoint._send
+
+    async def counted(self, request):
+        sent.append((request.method, unquote(urlsplit(request.url).path).lstrip("/")))
+        return await send(self, request)
+
+    monkeypatch.setattr(AioEndpoint, "_send", counted)
+    return sent
+
+
 #: fixtures that start a Dask cluster or a process: every test that uses one is ``slow``
 _STARTS_SOMETHING = {"client", "process_client", "dask_scheduler_address", "s3_server", "s3_bucket"}
 

@@ -176,9 +176,10 @@ class RunStore:
 
     def record(self, name):
         """The record of stage ``name``, or None."""
+        fs, path = fsspec.core.url_to_fs(self._record_url(name), **self.storage_options)
         try:
-            with fsspec.open(self._record_url(name), "r", **self.storage_options) as fh:
-                return json.load(fh)
+            # one GET on an object store: an open file, and s3fs's cat_file with no start, ask the size first
+            return json.loads(fs.cat_file(path, start=0))
         except FileNotFoundError:
             return None
 
@@ -215,9 +216,10 @@ class RunStore:
     # data and record) then disagrees with the record instead of passing as up to date.
     def _arrays(self, paths):
         for path in paths:
-            if path not in self.group:
+            try:
+                node = self.group[path]  # (one read: `path in group` and then `group[path]` were two)
+            except KeyError:
                 continue
-            node = self.group[path]
             if isinstance(node, zarr.Array):
                 yield path, node
             else:
@@ -240,10 +242,11 @@ class RunStore:
         rec = self.record(name) or {}
         problems, count_chunks = [], chunks
         for path, (shape, dtype, chunks) in (rec.get("content") or {}).items():
-            if path not in self.group:
+            try:
+                arr = self.group[path]
+            except KeyError:
                 problems.append(f"{path} is missing")
                 continue
-            arr = self.group[path]
             if not isinstance(arr, zarr.Array):
                 problems.append(f"{path} is not an array")
                 continue

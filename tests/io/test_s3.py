@@ -72,3 +72,22 @@ def test_import_labels_from_s3_with_the_tables_own_storage_options(s3_bucket, tm
 def test_missing_bucket_and_key(s3_server):
     with pytest.raises(InputError, match="does not exist"):
         ingest(RunStore("memory://s3-missing"), "s3://no-such-bucket/x.csv", storage_options=s3_server)
+
+
+def test_a_record_is_one_request_and_a_check_reads_each_array_once(s3_bucket, s3_requests):
+    """Each command reads the records of the stages before it and checks their arrays: a record was opened
+    as a file (its size asked first, then read) and each array was looked up, then opened."""
+    bucket, opts = s3_bucket
+    store = RunStore(f"s3://{bucket}/run.zarr", opts)
+    with store.stage("generate", {"n": 1}, [], writes=("labels", "extra")):
+        store.group.create_array("labels", data=np.zeros((10, 3), dtype=np.int32))
+        store.group.require_group("extra").create_array("a", data=np.ones(4))
+    s3_requests.clear()
+    assert store.record("generate")["complete"]
+    assert s3_requests == [("GET", f"{bucket}/run.zarr/_stages/generate.json")]
+    s3_requests.clear()
+    assert store.verify("generate", chunks=False) == []
+    for array in ("labels", "extra/a"):
+        assert [r for r in s3_requests if r[1].startswith(f"{bucket}/run.zarr/{array}/")] == [
+            ("GET", f"{bucket}/run.zarr/{array}/zarr.json")
+        ], s3_requests
