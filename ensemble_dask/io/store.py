@@ -176,10 +176,8 @@ class RunStore:
 
     def record(self, name):
         """The record of stage ``name``, or None."""
-        fs, path = fsspec.core.url_to_fs(self._record_url(name), **self.storage_options)
         try:
-            # one GET on an object store: an open file, and s3fs's cat_file with no start, ask the size first
-            return json.loads(fs.cat_file(path, start=0))
+            return json.loads(self.read_bytes(f"{RECORDS_DIR}/{name}.json"))
         except FileNotFoundError:
             return None
 
@@ -393,6 +391,13 @@ class RunStore:
                 f"{path!r} is a file, but the report of run store {self.url!r} is written into a folder "
                 "of that name; move or remove that file"
             )
+
+    def read_bytes(self, path):
+        """The bytes of the file ``path`` of the store (:class:`FileNotFoundError` when there is none), in
+        one request to an object store (an open file, and s3fs's ``cat_file`` with no start, ask the size
+        first)."""
+        fs, target = fsspec.core.url_to_fs(self._file_url(path), **self.storage_options)
+        return fs.cat_file(target, start=0)
 
     def write_json(self, path, obj):
         """Write ``obj`` as the JSON document ``path`` of the store, in one step (:meth:`write_bytes`)."""

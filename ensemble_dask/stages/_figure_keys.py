@@ -12,8 +12,6 @@ import hashlib
 import json
 import sys
 
-import fsspec
-
 from .._config import flag
 
 #: ``{"version", "figures": {figure file: {"key", "sha256"}}}`` of the method figures in ``report/``
@@ -96,9 +94,17 @@ def figure_key(name, records, context):
 def read_bytes(store, path):
     """The bytes of ``path`` in ``store``, or None when it cannot be read."""
     try:
-        with fsspec.open(store._file_url(path), "rb", **store.storage_options) as fh:
-            return fh.read()
-    except (FileNotFoundError, OSError):
+        return store.read_bytes(path)
+    except OSError:
+        return None
+
+
+def read_json(store, path):
+    """The JSON document at ``path`` in ``store``, or None when it cannot be read or parsed."""
+    raw = read_bytes(store, path)
+    try:
+        return None if raw is None else json.loads(raw)
+    except ValueError:
         return None
 
 

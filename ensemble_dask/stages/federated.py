@@ -114,8 +114,7 @@ class StoreCheckpoint:
         """The saved state, or None; :class:`InputError` naming the file when it cannot be read."""
         url = self.store._file_url(CHECKPOINT)
         try:
-            with fsspec.open(url, "rb", **self.store.storage_options) as fh:
-                saved = np.load(io.BytesIO(fh.read()), allow_pickle=False)
+            saved = np.load(io.BytesIO(self.store.read_bytes(CHECKPOINT)), allow_pickle=False)
             meta = json.loads(str(saved["meta"]))
             state = {"run_key": meta["run_key"], "init": meta["init"], "trace": meta["trace"], "params": None}
             if "alpha" in saved:

@@ -9,7 +9,6 @@ costly part of a report on many clusterings, are kept under the identity of the 
 
 from __future__ import annotations
 
-import json
 import logging
 
 import fsspec
@@ -17,7 +16,7 @@ import numpy as np
 
 from .._validation import InputError
 from ..io.store import stage_hash
-from ._figure_keys import REPORT_INPUTS, figures_enabled, record_identity
+from ._figure_keys import REPORT_INPUTS, figures_enabled, read_json, record_identity
 from .consensus import current_results
 from .generate import base_partition_scores
 
@@ -29,15 +28,6 @@ logger = logging.getLogger(__name__)
 #: the base partitions' scores with the identities of the labels and y_true they were computed on
 BASE_SCORES = "_cache/base-partitions.json"
 _REPORT_VERSION = 1  # bump when the report's content changes for the same records
-
-
-def _json_doc(store, path):
-    """The JSON document at ``path`` in the store, or None (no matplotlib import, unlike the page's)."""
-    try:
-        with fsspec.open(store._file_url(path), "r", **store.storage_options) as fh:
-            return json.load(fh)
-    except (FileNotFoundError, OSError, ValueError):
-        return None
 
 
 def _exists(store, path):
@@ -72,7 +62,7 @@ def cached_base_scores(store):
         key = stage_hash({"base_scores": 1}, [store.stage_hash("generate"), store.stage_hash("ingest")])
     except InputError:  # a stage without a record: nothing to key on, score afresh
         return base_partition_scores(store)
-    cached = _json_doc(store, BASE_SCORES)
+    cached = read_json(store, BASE_SCORES)
     if cached and cached.get("key") == key:
         logger.info("report: base partition scores from the store")
         return cached["scores"]
@@ -94,17 +84,17 @@ def write_report(store, *, force=False):
     store.check_report_folder()
     if "X" not in store and "labels" not in store and "federated" in store:
         # a federated coordinator's store: the model and the summary its run wrote; redraw the page
-        from .report_page import _read_json, report_page
+        from .report_page import report_page
 
-        return {**(_read_json(store, "report/metrics.json") or {}), "html": report_page(store)}
+        return {**(read_json(store, "report/metrics.json") or {}), "html": report_page(store)}
     if "X" not in store and "labels" not in store:
         raise InputError(
             f"run store {store.url!r} holds no data set (no 'X' and no 'labels'); "
             "run ingest or import-labels first"
         )
     key = report_key(store)
-    if not force and (_json_doc(store, REPORT_INPUTS) or {}).get("key") == key:
-        report = _json_doc(store, "report/metrics.json")
+    if not force and (read_json(store, REPORT_INPUTS) or {}).get("key") == key:
+        report = read_json(store, "report/metrics.json")
         if report is not None and _exists(store, "report/index.html"):
             logger.info("report: up to date, skipped")
             return {**report, "html": store._file_url("report/index.html")}

@@ -21,7 +21,6 @@ method's labels and ``y_true`` (n int32 each) and counts a contingency table.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 
@@ -42,6 +41,7 @@ from ._figure_keys import (
     kept_figure,
     keys_document,
     known_figures,
+    read_json,
 )
 from .consensus import current_results
 
@@ -145,15 +145,6 @@ def _run_seed(store):
         if seed is not None:
             return int(seed)
     return 0
-
-
-def _read_json(store, path):
-    url = store._file_url(path)
-    try:
-        with fsspec.open(url, "r", **store.storage_options) as fh:
-            return json.load(fh)
-    except (FileNotFoundError, OSError, ValueError):
-        return None
 
 
 def _sample_pairs(store, rows):
@@ -479,7 +470,7 @@ def _federated(store):
         return None
     a = {}
     for doc in ("report/federated.json", "report/metrics.json"):
-        a.update(_read_json(store, doc) or {})
+        a.update(read_json(store, doc) or {})
     a.update(dict(store["federated"].attrs))
     sites = a.get("sites") or []
     names = [s.get("name", "?") if isinstance(s, dict) else str(s) for s in sites]
@@ -558,7 +549,7 @@ def _facts(store, report, sample, seed):
                 ),
             )
         )
-    cluster = _read_json(store, "report/cluster.json")
+    cluster = read_json(store, "report/cluster.json")
     if cluster:
         mem = cluster.get("memory_bytes") or 0
         rows.append(

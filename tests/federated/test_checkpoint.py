@@ -59,7 +59,9 @@ def test_each_save_is_one_request_to_an_object_store_and_reads_back_exactly(s3_b
         s3_requests.clear()
         checkpoint.save(state)
         assert [method for method, _ in s3_requests] == ["PUT"]
+        s3_requests.clear()
         assert_same_state(checkpoint.load(), state)
+        assert [method for method, _ in s3_requests] == ["GET"]  # (a resumed run reads it once)
     checkpoint.clear()
     assert checkpoint.load() is None
     assert not fsspec.filesystem("s3", **opts).exists(f"{bucket}/coordinator.zarr/{CHECKPOINT}")
