@@ -160,6 +160,9 @@ def test_ctrl_c_in_each_stage_is_one_line_and_each_rerun_resumes(clean, tmp_path
         # the stage it stopped in (a late signal lands in a later stage): the next run completes it and is
         # interrupted in the one after
         stopped = _first_incomplete(store)
+        if stopped == len(STAGES):  # a late signal, in the report that follows the last stage (seen in CI)
+            hit.append(("report", what))
+            break
         hit.append((STAGES[stopped], what))
         target = stopped + 1
     assert hit, "every run finished before its signal"
