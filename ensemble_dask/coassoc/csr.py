@@ -36,11 +36,11 @@ def _open_url(url, storage_options=None, mode="a"):
     """Open the run store at a URL the way :class:`~ensemble_dask.io.store.RunStore` does."""
     import zarr
 
-    from ..io.urls import make_zarr_store
+    from ..io.urls import GROUP_FORMAT, make_zarr_store
 
     try:
         store = make_zarr_store(url, storage_options, read_only=mode == "r")
-        return zarr.open_group(store=store, mode=mode)
+        return zarr.open_group(store=store, mode=mode, **GROUP_FORMAT)
     except FileNotFoundError as exc:
         raise InputError(f"no run store at {url!r}") from exc
 

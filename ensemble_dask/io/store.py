@@ -24,7 +24,7 @@ import zarr.errors
 
 from .._validation import EnsembleDaskError, InputError
 from .lease import check_held
-from .urls import make_zarr_store, strip_file_scheme
+from .urls import GROUP_FORMAT, make_zarr_store, strip_file_scheme
 
 __all__ = [
     "RunStore",
@@ -111,7 +111,7 @@ class RunStore:
             raise InputError(f"run store {self.url!r} does not exist")
         try:
             store = make_zarr_store(self.url, self.storage_options, read_only=mode == "r")
-            self.group = zarr.open_group(store=store, mode=mode)
+            self.group = zarr.open_group(store=store, mode=mode, **GROUP_FORMAT)
         except (FileNotFoundError, zarr.errors.NodeNotFoundError) as exc:
             raise InputError(f"run store {self.url!r} does not exist") from exc
         except OSError as exc:  # missing bucket, permission, unreachable endpoint

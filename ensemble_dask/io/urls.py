@@ -115,6 +115,11 @@ def source_fingerprint(url, storage_options=None) -> dict:
     return {"size": int(info.get("size") or 0), "content": _file_identity(fs, path, info, _FULL_HASH_BYTES)}
 
 
+#: how run stores are opened: zarr 3, as they are made (no probe for a zarr 2 store's three keys), and never
+#: through consolidated metadata (a copy that goes stale when a stage writes)
+GROUP_FORMAT = {"zarr_format": 3, "use_consolidated": False}
+
+
 def make_zarr_store(url, storage_options=None, *, read_only=False):
     """A zarr store for ``url``: a :class:`LocalStore` for paths and ``file://``, else fsspec."""
     url = strip_file_scheme(str(url))

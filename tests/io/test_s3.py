@@ -91,3 +91,13 @@ def test_a_record_is_one_request_and_a_check_reads_each_array_once(s3_bucket, s3
         assert [r for r in s3_requests if r[1].startswith(f"{bucket}/run.zarr/{array}/")] == [
             ("GET", f"{bucket}/run.zarr/{array}/zarr.json")
         ], s3_requests
+
+
+def test_opening_a_run_store_reads_its_metadata_only(s3_bucket, s3_requests):
+    """A run store is zarr 3: opened without probing for a zarr 2 store's .zgroup, .zattrs and .zmetadata
+    (three more requests each time a command or a worker opened it)."""
+    bucket, opts = s3_bucket
+    RunStore(f"s3://{bucket}/run.zarr", opts).group.create_array("X", data=np.ones(3))
+    s3_requests.clear()
+    assert RunStore(f"s3://{bucket}/run.zarr", opts, mode="r")["X"].shape == (3,)
+    assert {key.rsplit("/", 1)[-1] for _, key in s3_requests} == {"zarr.json"}, s3_requests
