@@ -293,9 +293,7 @@ class RunStore:
             with contextlib.suppress(zarr.errors.ContainsGroupError):
                 self.group.require_group(RECORDS_DIR).attrs["about"] = "one JSON record per stage"
         if rec is None:
-            fs, path = fsspec.core.url_to_fs(url, **self.storage_options)
-            with contextlib.suppress(FileNotFoundError):
-                fs.rm(path)
+            self.remove(f"{RECORDS_DIR}/{name}.json")
             return
         self._put(url, json.dumps(rec, sort_keys=True, default=str).encode())
 
@@ -409,6 +407,12 @@ class RunStore:
         url = self._file_url(path)
         self._put(url, data)
         return url
+
+    def remove(self, path):
+        """Remove the file ``path`` of the store, if there is one."""
+        fs, target = fsspec.core.url_to_fs(self._file_url(path), **self.storage_options)
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(target)
 
     def _put(self, url, data):
         if "://" not in url:

@@ -40,7 +40,6 @@ import time
 import zipfile
 from pathlib import Path
 
-import fsspec
 import numpy as np
 
 from .._validation import InputError, check_int, stage_seed
@@ -138,9 +137,7 @@ class StoreCheckpoint:
         return state
 
     def clear(self):
-        fs, path = fsspec.core.url_to_fs(self.store._file_url(CHECKPOINT), **self.store.storage_options)
-        with contextlib.suppress(FileNotFoundError):
-            fs.rm(path)
+        self.store.remove(CHECKPOINT)
         if _OLD_CHECKPOINT in self.store.group:
             del self.store.group[_OLD_CHECKPOINT]
 

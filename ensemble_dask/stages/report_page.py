@@ -20,6 +20,7 @@ method's labels and ``y_true`` (n int32 each) and counts a contingency table.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
@@ -292,11 +293,8 @@ def _base_partitions(store, lab, y_sample):
 
 
 def _forget_report_key(store):
-    fs, path = fsspec.core.url_to_fs(store._file_url(REPORT_INPUTS), **store.storage_options)
-    try:
-        fs.rm(path)
-    except (FileNotFoundError, OSError):
-        pass
+    with contextlib.suppress(OSError):
+        store.remove(REPORT_INPUTS)
 
 
 def _clear_old_figures(store):
