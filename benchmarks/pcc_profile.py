@@ -77,7 +77,7 @@ def profile(labels, y, K, l=None):
         w = data.w if diag == 0.0 else np.ones(data.nnz, dtype=np.int32)  # as the fits make them
         ind = data.indices.astype(np.int32)
         cands = check_init(starts, n, K)
-        (best_y, _), t_choose = _timed(_best_start, cands, data, w, ind, code, diag)
+        (best_y, _), t_choose = _timed(_best_start, cands, data, w, ind, code, diag, K, need_f=False)
         best = starts[next(q for q, c in enumerate(cands) if c is best_y)]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -111,9 +111,11 @@ def _best_start(starts, data, w, indices, code, diag, k=None, need_f=True, matri
     P for PPC), and that objective (nan for a random start: not drawn yet). Vertex starts (hard labels) are
     compared by f(B) - f(A), summed over the pairs of the points whose (matched) labels differ: near-identical
     starts cost next to nothing. ``k`` (the matrices' width) is needed when a start is given as vertex
-    labels. Without ``need_f`` a single candidate is returned with f = nan, not computed (the caller's
-    descent starts elsewhere, or computes it). Without ``matrix`` a start of vertex labels is returned as
-    them (for :func:`_work_rows`)."""
+    labels. Without ``need_f`` f is nan, not computed (the caller's descent starts elsewhere, or computes
+    it): a single candidate is returned as it is, and vertex starts are compared by their changes alone,
+    without the first one's f, a pass over every pair (PCC-KL given HBGF's and KCC's labels, 500,000 points,
+    K = 8: chosen in 0.23 -> 0.003 s). Without ``matrix`` a start of vertex labels is returned as them (for
+    :func:`_work_rows`)."""
     if starts is None:
         return None, np.nan
     if not isinstance(starts, list):
@@ -125,7 +127,7 @@ def _best_start(starts, data, w, indices, code, diag, k=None, need_f=True, matri
     labs = [_vertex_labels(Y) for Y in starts]
     if all(lab is not None for lab in labs):
         base = labs[0]
-        objs = [_pairk.objective_labels(*args, base, code, _KL_EPS)]
+        objs = [_pairk.objective_labels(*args, base, code, _KL_EPS) if need_f else 0.0]
         for lab in labs[1:]:
             objs.append(
                 objs[0] + _pairk.objective_change_labels(*args, base, _matched(base, lab, k), code, _KL_EPS)
@@ -134,7 +136,7 @@ def _best_start(starts, data, w, indices, code, diag, k=None, need_f=True, matri
         starts = [_start_matrix(Y, k) for Y in starts]
         objs = [_k.objective(*args, Y, code, _KL_EPS, diag) for Y in starts]
     best = int(np.argmin(objs))
-    return _start_matrix(starts[best], k) if matrix else starts[best], float(objs[best])
+    return _start_matrix(starts[best], k) if matrix else starts[best], float(objs[best]) if need_f else np.nan
 
 
 def _start(rng, n, k):
