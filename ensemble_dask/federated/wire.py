@@ -14,6 +14,8 @@ array([0., 1., 2.])
 
 from __future__ import annotations
 
+import math
+
 import msgpack
 import numpy as np
 
@@ -48,8 +50,14 @@ MAX_BYTES = 1 << 31  # 2 GiB: a body larger than this is refused before it is pa
 MAX_LEN = 1 << 16
 MAX_ENTRIES = 1 << 20
 _MAX_DIMS = 4
-#: an array's header, [dtype code, shape], takes at most 1 + 3 + 1 + 9 * _MAX_DIMS bytes
+#: an array's header, [dtype code, shape], takes 1 + 3 + 1 + 9 * _MAX_DIMS bytes at most in msgpack's
+#: shortest encoding, 53 in its longest
 _MAX_HEADER = 64
+#: containers holding large arrays are walked by :func:`_pack` to this depth (the package's messages: a few)
+_MAX_DEPTH = 32
+#: arrays of this many bytes or more are copied once into a message; smaller ones go through msgpack (three
+#: copies of a few bytes, and their containers packed at msgpack's speed)
+_INLINE_BYTES = 1 << 16
 
 
 class WireError(InputError):
@@ -68,10 +76,20 @@ def _array_parts(obj):
 
 
 def _default(obj):
-    """msgpack's fallback for a value :func:`_pack` leaves to it (containers and arrays never reach it)."""
+    """msgpack's fallback for the values it does not know: a small array as its extension, a large one left to
+    :func:`_pack` (``_HasArray``), a NumPy scalar as its Python value; anything else does not travel."""
+    if isinstance(obj, np.ndarray):
+        if obj.nbytes >= _INLINE_BYTES:
+            raise _HasArray
+        head, arr = _array_parts(obj)
+        return msgpack.ExtType(ARRAY_EXT, head + arr.tobytes())
     if isinstance(obj, np.generic):
         return obj.item()
     raise WireError(f"{type(obj).__name__} values do not travel on the wire")
+
+
+class _HasArray(Exception):
+    """A value holds a large array: :func:`_pack` walks it."""
 
 
 def _ext_header(size):
@@ -86,23 +104,66 @@ def _ext_header(size):
     return b"\xc9" + size.to_bytes(4, "big") + bytes((ARRAY_EXT,))
 
 
-def _pack(obj, out, packer):
-    """Append the msgpack of ``obj`` to ``out`` as pieces: an array's bytes as a view of the array (no copy),
-    the rest as msgpack writes it."""
+def _holders(obj, found, depth=0):
+    """Whether ``obj`` holds a large array; maps the id of every container within it that does to the
+    positions of its values that do, in ``found``. One pass over the values (containers deeper than
+    :data:`_MAX_DEPTH` are not looked into: msgpack packs them, and refuses a large array there)."""
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes >= _INLINE_BYTES
     if isinstance(obj, dict):
-        out.append(packer.pack_map_header(len(obj)))
-        for key, value in obj.items():
-            _pack(key, out, packer)
-            _pack(value, out, packer)
+        values = obj.values()
     elif isinstance(obj, (list, tuple)):
-        out.append(packer.pack_array_header(len(obj)))
-        for value in obj:
-            _pack(value, out, packer)
-    elif isinstance(obj, np.ndarray):
+        values = obj
+    else:
+        return False
+    if depth >= _MAX_DEPTH:
+        return False
+    held = [i for i, v in enumerate(values) if type(v) not in _PLAIN and _holders(v, found, depth + 1)]
+    if held:
+        found[id(obj)] = held
+    return bool(held)
+
+
+_PLAIN = frozenset({int, float, str, bytes, bool, type(None)})
+
+
+def _pack(obj, out, headers, holders):
+    """Append the msgpack of ``obj`` to ``out`` as pieces: msgpack's own bytes for a value that holds no large
+    array (one call, at msgpack's speed), a large array's bytes as a view of the array (no copy), and a
+    container among ``holders`` walked: the runs of its values that hold no large array packed by msgpack
+    at once (``headers``: a ``msgpack.Packer`` for the maps' and lists' headers)."""
+    if _large(obj):
         head, arr = _array_parts(obj)
         out += (_ext_header(len(head) + arr.nbytes), head, memoryview(arr.reshape(-1).view(np.uint8)))
-    else:
-        out.append(packer.pack(obj))
+        return
+    held = holders.get(id(obj))
+    if held is None:
+        try:
+            out.append(msgpack.packb(obj, default=_default, use_bin_type=True, strict_types=False))
+        except _HasArray:  # one below the depth the walk looks
+            raise WireError(
+                f"arrays nested deeper than {_MAX_DEPTH} levels do not travel on the wire"
+            ) from None
+        return
+    as_map = isinstance(obj, dict)
+    items = list(obj.items()) if as_map else list(obj)
+    out.append(headers.pack_map_header(len(items)) if as_map else headers.pack_array_header(len(items)))
+    run = 0  # where the current run of values that hold no large array begins
+    for i in [*held, len(items)]:
+        if i > run:
+            n = i - run
+            part = dict(items[run:i]) if as_map else items[run:i]
+            packed = msgpack.packb(part, default=_default, use_bin_type=True, strict_types=False)
+            out.append(memoryview(packed)[1 if n < 16 else 3 if n < 1 << 16 else 5 :])  # its header off
+        if i < len(items):
+            if as_map:
+                _pack(items[i][0], out, headers, holders)
+            _pack(items[i][1] if as_map else items[i], out, headers, holders)
+        run = i + 1
+
+
+def _large(value):
+    return isinstance(value, np.ndarray) and value.nbytes >= _INLINE_BYTES
 
 
 def _ext_hook(code, data):
@@ -127,7 +188,7 @@ def _ext_hook(code, data):
     ):
         raise WireError(f"an array's header {head!r} is not [dtype code, shape]")
     dtype, shape = DTYPES[head[0]], tuple(head[1])
-    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize if shape else dtype.itemsize
+    size = math.prod(shape) * dtype.itemsize  # Python integers: no overflow, whatever the sender declares
     body = memoryview(data)[offset:]  # (a slice of the bytes would copy them)
     if len(body) != size:
         raise WireError(f"an array of shape {shape} and dtype {dtype} needs {size} bytes; got {len(body)}")
@@ -135,13 +196,17 @@ def _ext_hook(code, data):
 
 
 def encode(message):
-    """Bytes of a message (a map of plain values and NumPy arrays): msgpack's own bytes for it, with each
-    array's bytes copied once, into the message (``msgpack.packb`` with the arrays as extensions made three
-    copies of each: a site answering the largest vector held four times its size)."""
+    """Bytes of a message (a map of plain values and NumPy arrays): msgpack's own bytes for it, with the bytes
+    of each array of 64 KiB or more (little-endian, C-contiguous) copied once, into the message
+    (``msgpack.packb`` with the arrays as extensions made three copies of each: a site answering the largest
+    vector held four times its size). The containers that hold such arrays are found by a pass over the
+    message's values in Python, which costs a few times what msgpack takes on a message of many small
+    values; the rest is packed by msgpack at once."""
     if not isinstance(message, dict):
         raise WireError(f"a message is a map; got {type(message).__name__}")
-    out = []
-    _pack(message, out, msgpack.Packer(default=_default, use_bin_type=True, strict_types=False))
+    out, holders = [], {}
+    _holders(message, holders)
+    _pack(message, out, msgpack.Packer(), holders)
     return b"".join(out)
 
 

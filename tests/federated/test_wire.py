@@ -85,6 +85,13 @@ def test_the_encoding_is_msgpack_s_own_bytes(shape, dtype):
         "strided": np.arange(12.0)[::3],
         "many": list(range(wire.MAX_LEN)),  # a list header of 32 bits (and of 16 and 4 above)
         "map": {str(i): i for i in range(20)},
+        "runs": [
+            *range(40),
+            np.zeros(9000),
+            "x",
+            {"k": np.zeros(9000), "j": (2, a)},
+            *range(20),
+        ],  # 72 KB each
     }
     assert wire.encode(message) == _packb_encoding(message)
     out = wire.decode(wire.encode(message))
@@ -145,3 +152,17 @@ def test_an_array_header_that_is_not_one_is_refused(head):
     body = msgpack.packb({"a": msgpack.ExtType(wire.ARRAY_EXT, packed + b"\0" * 16)})
     with pytest.raises(wire.WireError, match="header|needs"):
         wire.decode(body)
+
+
+def test_large_arrays_nested_too_deep_are_refused():
+    """The encoder walks the containers that hold large arrays to a bounded depth (the package's messages
+    nest a few levels); deeper, a WireError, never a RecursionError."""
+    deep = [np.zeros(1 << 14)]
+    for _ in range(40):
+        deep = [deep]
+    with pytest.raises(wire.WireError, match="nested deeper than"):
+        wire.encode({"a": deep})
+    shallow = [1]
+    for _ in range(200):
+        shallow = [shallow]
+    assert wire.decode(wire.encode({"a": shallow, "b": np.zeros(1 << 14)}))["a"][0][0]
