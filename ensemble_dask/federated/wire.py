@@ -199,11 +199,15 @@ def encode(message):
     """Bytes of a message (a map of plain values and NumPy arrays): msgpack's own bytes for it, with the bytes
     of each array of 64 KiB or more (little-endian, C-contiguous) copied once, into the message
     (``msgpack.packb`` with the arrays as extensions made three copies of each: a site answering the largest
-    vector held four times its size). The containers that hold such arrays are found by a pass over the
-    message's values in Python, which costs a few times what msgpack takes on a message of many small
-    values; the rest is packed by msgpack at once."""
+    vector held four times its size). A message without such arrays is msgpack's at once; in one with them,
+    the containers that hold them are found by a pass over the message's values in Python, which costs a few
+    times what msgpack takes on many small values, and the rest is packed by msgpack at once."""
     if not isinstance(message, dict):
         raise WireError(f"a message is a map; got {type(message).__name__}")
+    try:  # most messages hold no large array: msgpack alone, at once
+        return msgpack.packb(message, default=_default, use_bin_type=True, strict_types=False)
+    except _HasArray:
+        pass
     out, holders = [], {}
     _holders(message, holders)
     _pack(message, out, msgpack.Packer(), holders)

@@ -166,3 +166,15 @@ def test_large_arrays_nested_too_deep_are_refused():
     for _ in range(200):
         shallow = [shallow]
     assert wire.decode(wire.encode({"a": shallow, "b": np.zeros(1 << 14)}))["a"][0][0]
+
+
+def test_a_message_without_large_arrays_is_msgpack_s_at_once(monkeypatch):
+    """The pass over a message's values (in Python: a few times msgpack's own time on many small values) is
+    for messages that carry arrays of 64 KiB or more; the others are packed by msgpack in one call."""
+    walked = []
+    real = wire._holders
+    monkeypatch.setattr(wire, "_holders", lambda *a, **k: walked.append(1) or real(*a, **k))
+    small = {"request": [list(range(1000)), {"alpha": np.ones(100)}, "x" * 40]}
+    assert wire.decode(wire.encode(small))["request"][0] == list(range(1000)) and walked == []
+    wire.encode({"result": {"words": np.zeros((2, 1 << 13), dtype=np.uint64)}})  # 128 KB
+    assert walked  # (the pass, one call per container it looks into)
