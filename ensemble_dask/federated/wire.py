@@ -226,6 +226,9 @@ def decode(body, *, max_bytes=MAX_BYTES, max_entries=MAX_ENTRIES):
         entries += 1 + len(container)  # an empty one costs memory too
         if entries > max_entries:
             raise WireError(f"a message of more than {max_entries} list and map entries")
+        # msgpack decodes its timestamp extension (-1) itself, never through ext_hook: refused here
+        if msgpack.Timestamp in map(type, container.values() if isinstance(container, dict) else container):
+            raise WireError("unknown extension type -1 in a message")
         return container
 
     try:

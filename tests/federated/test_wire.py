@@ -178,3 +178,23 @@ def test_a_message_without_large_arrays_is_msgpack_s_at_once(monkeypatch):
     assert wire.decode(wire.encode(small))["request"][0] == list(range(1000)) and walked == []
     wire.encode({"result": {"words": np.zeros((2, 1 << 13), dtype=np.uint64)}})  # 128 KB
     assert walked  # (the pass, one call per container it looks into)
+
+
+def test_msgpack_s_timestamps_and_overflowing_shapes_are_refused():
+    """Two ways past the format that a review found: msgpack decodes its timestamp extension (type -1)
+    itself, never asking the extension hook, so a message could hold a ``msgpack.Timestamp``; and a shape
+    with a dimension of 2**63 or more warned in NumPy's product (an exception where warnings are errors)
+    before it was refused (mended in d5e939b: Python's integers)."""
+    import warnings
+
+    import msgpack
+
+    for value in ({"t": msgpack.Timestamp(1)}, [1, msgpack.Timestamp(2)], msgpack.Timestamp(3)):
+        with pytest.raises(wire.WireError, match="unknown extension type -1"):
+            wire.decode(msgpack.packb({"a": value}))
+    header = msgpack.packb(["i8", [2**63, 2]])
+    body = msgpack.packb({"a": msgpack.ExtType(wire.ARRAY_EXT, header + b"\0" * 16)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(wire.WireError, match="needs"):
+            wire.decode(body)
