@@ -64,6 +64,11 @@ class WireError(InputError):
     """A message that is not in the federation's wire format."""
 
 
+def _large(value):
+    """Whether ``value`` is an array that :func:`encode` copies once into a message (64 KiB or more)."""
+    return isinstance(value, np.ndarray) and value.nbytes >= _INLINE_BYTES
+
+
 def _array_parts(obj):
     """``(header, array)`` of an array on the wire: its little-endian C-contiguous form and the msgpack of
     ``[dtype code, shape]`` that precedes its bytes in the extension."""
@@ -79,7 +84,7 @@ def _default(obj):
     """msgpack's fallback for the values it does not know: a small array as its extension, a large one left to
     :func:`_pack` (``_HasArray``), a NumPy scalar as its Python value; anything else does not travel."""
     if isinstance(obj, np.ndarray):
-        if obj.nbytes >= _INLINE_BYTES:
+        if _large(obj):
             raise _HasArray
         head, arr = _array_parts(obj)
         return msgpack.ExtType(ARRAY_EXT, head + arr.tobytes())
@@ -109,7 +114,7 @@ def _holders(obj, found, depth=0):
     positions of its values that do, in ``found``. One pass over the values (containers deeper than
     :data:`_MAX_DEPTH` are not looked into: msgpack packs them, and refuses a large array there)."""
     if isinstance(obj, np.ndarray):
-        return obj.nbytes >= _INLINE_BYTES
+        return _large(obj)
     if isinstance(obj, dict):
         values = obj.values()
     elif isinstance(obj, (list, tuple)):
@@ -160,10 +165,6 @@ def _pack(obj, out, headers, holders):
                 _pack(items[i][0], out, headers, holders)
             _pack(items[i][1] if as_map else items[i], out, headers, holders)
         run = i + 1
-
-
-def _large(value):
-    return isinstance(value, np.ndarray) and value.nbytes >= _INLINE_BYTES
 
 
 def _ext_hook(code, data):
