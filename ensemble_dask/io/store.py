@@ -375,6 +375,10 @@ class RunStore:
     def _file_url(self, path):
         return f"{strip_file_scheme(self.url)}/{path}"
 
+    def file_system(self, path):
+        """``(fsspec file system, path in it)`` of the file or folder ``path`` of the store."""
+        return fsspec.core.url_to_fs(self._file_url(path), **self.storage_options)
+
     def check_report_folder(self):
         """Raise :class:`InputError` when ``report`` in a local store exists but is not a folder.
 
@@ -394,7 +398,7 @@ class RunStore:
         """The bytes of the file ``path`` of the store (:class:`FileNotFoundError` when there is none), in
         one request to an object store (an open file, and s3fs's ``cat_file`` with no start, ask the size
         first)."""
-        fs, target = fsspec.core.url_to_fs(self._file_url(path), **self.storage_options)
+        fs, target = self.file_system(path)
         return fs.cat_file(target, start=0)
 
     def write_json(self, path, obj):
@@ -410,7 +414,7 @@ class RunStore:
 
     def remove(self, path):
         """Remove the file ``path`` of the store, if there is one."""
-        fs, target = fsspec.core.url_to_fs(self._file_url(path), **self.storage_options)
+        fs, target = self.file_system(path)
         with contextlib.suppress(FileNotFoundError):
             fs.rm(target)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 
-import fsspec
 import numpy as np
 
 from .._validation import InputError
@@ -31,7 +30,7 @@ _REPORT_VERSION = 1  # bump when the report's content changes for the same recor
 
 
 def _exists(store, path):
-    fs, target = fsspec.core.url_to_fs(store._file_url(path), **store.storage_options)
+    fs, target = store.file_system(path)
     return fs.exists(target)
 
 

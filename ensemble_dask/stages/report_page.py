@@ -25,7 +25,6 @@ import hashlib
 import logging
 import time
 
-import fsspec
 import numpy as np
 
 from .._validation import InputError
@@ -298,7 +297,7 @@ def _forget_report_key(store):
 
 
 def _clear_old_figures(store):
-    fs, root = fsspec.core.url_to_fs(store._file_url("report"), **store.storage_options)
+    fs, root = store.file_system("report")
     try:
         old = fs.glob(f"{root.rstrip('/')}/fig-*")
     except (FileNotFoundError, OSError):
