@@ -76,7 +76,7 @@ def _array_parts(obj):
     code = _CODES.get(np.dtype(dt))
     if code is None:
         raise WireError(f"arrays of dtype {obj.dtype} do not travel on the wire (allowed: {sorted(DTYPES)})")
-    arr = np.ascontiguousarray(obj, dtype=DTYPES[code])
+    arr = np.asarray(obj, dtype=DTYPES[code], order="C")  # (ascontiguousarray makes a 0-d array 1-d)
     return msgpack.packb([code, list(arr.shape)]), arr
 
 

@@ -19,6 +19,17 @@ def test_a_message_round_trips():
     np.testing.assert_array_equal(out["args"][2]["alpha"], np.ones(3))
 
 
+@pytest.mark.parametrize("shape", [(), (0,), (3,), (2, 0), (2, 3), (1, 1, 1)])
+@pytest.mark.parametrize("dtype", sorted(set(wire.DTYPES.values()), key=str))
+def test_an_array_keeps_its_shape_and_dtype(shape, dtype):
+    """A 0-d array came back of shape (1,) (``np.ascontiguousarray`` gives at least one dimension)."""
+    a = np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape)
+    for value in (a, np.array(a, order="F"), a.astype(a.dtype.newbyteorder(">"))):
+        out = wire.decode(wire.encode({"a": value}))["a"]
+        assert out.shape == a.shape and out.dtype == a.dtype
+        np.testing.assert_array_equal(out, a)
+
+
 def test_one_list_longer_than_the_limit_is_refused_before_it_is_built():
     body = b"\x81\xa1a" + _array_of(wire.MAX_LEN + 1)
     with pytest.raises(wire.WireError, match="max_array_len"):
@@ -54,7 +65,7 @@ def _packb_encoding(message):
             code = {"float64": "f8", "int64": "i8", "uint64": "u8", "int32": "i4", "float32": "f4"}[
                 obj.dtype.name
             ]
-            arr = np.ascontiguousarray(obj, dtype=wire.DTYPES[code])
+            arr = np.asarray(obj, dtype=wire.DTYPES[code], order="C")
             return msgpack.ExtType(wire.ARRAY_EXT, msgpack.packb([code, list(arr.shape)]) + arr.tobytes())
         if isinstance(obj, np.generic):
             return obj.item()
