@@ -27,7 +27,9 @@ it is the fit on their rows), while at least the sites' minimum remain.
 Checkpoints: after every M-step the driver hands ``(alpha, beta)``, the bound trace and the best
 start so far to ``checkpoint.save``; each site with a ``checkpoint`` directory saves its rows'
 ``gamma`` there after every E-step (the last two), so a run resumed from the coordinator's
-checkpoint continues exactly where it stopped.
+checkpoint continues exactly where it stopped. A site names each by the session and round of the E-step
+that made it, and a resume names that round (the ``gamma_tag`` and the best start's ``tag`` in the
+coordinator's checkpoint; :func:`~.site_rows.bce_prepare` says why).
 """
 
 from __future__ import annotations
@@ -373,18 +375,31 @@ def _fit_bce(agg, est, n_labels, checkpoint, progress):
     if state is not None and state.get("run_key") != run_key:
         logger.info("checkpoint belongs to another run; starting afresh")
         state = None
+    if state is not None and (
+        (state["trace"] and not state.get("gamma_tag")) or (state["best"] and not state["best"].get("tag"))
+    ):
+        logger.info(
+            "checkpoint of an earlier version names no E-step of the sites' checkpoints; starting afresh"
+        )
+        state = None
     if state is None:
-        state = {"run_key": run_key, "init": 0, "trace": [], "params": None, "best": None}
+        state = {"run_key": run_key, "init": 0, "trace": [], "params": None, "best": None, "gamma_tag": None}
     first = state["init"]
     resume = None
     if state["trace"] or state["best"] is not None:
+        best = state["best"] or {}
         resume = [
             first,
             len(state["trace"]) - 1 if state["trace"] else None,
-            (state["best"] or {}).get("init"),
+            state["gamma_tag"] if state["trace"] else None,
+            best.get("init"),
+            best.get("tag"),
         ]
     resumed_from = len(state["trace"]) if resume is not None else None
     agg.call("prepare", (categories, k, run_key, resume), what="preparing the sites' rows")
+    # the sites name each checkpoint of their rows by the session and round of the E-step that made it
+    # (site_rows.bce_prepare): the tag of the rows' current gamma, for a resume to name it
+    gamma_tag = state["gamma_tag"] if state["trace"] else None
     n_em = 0
     t_em = 0.0
     for i in range(first, est.n_init):
@@ -405,6 +420,7 @@ def _fit_bce(agg, est, n_labels, checkpoint, progress):
             )
             t_em += time.perf_counter() - t0
             n_em += 1
+            gamma_tag = f"{agg.session}-{agg.round}"
             vec, clipped = vec[:-1], vec[-1]
             if clipped > 0:
                 warnings.warn(
@@ -425,12 +441,15 @@ def _fit_bce(agg, est, n_labels, checkpoint, progress):
                 break
             params = m_step(stats, params, offsets)
             if checkpoint is not None:
-                checkpoint.save({**state, "init": i, "trace": trace, "params": _params_to(params)})
+                checkpoint.save(
+                    {**state, "init": i, "trace": trace, "params": _params_to(params), "gamma_tag": gamma_tag}
+                )
         best = state["best"]
         if best is None or trace[-1] > best["trace"][-1]:
             agg.call("promote", (i,), what=f"end of start {i + 1}")
             best = {"init": i, "trace": trace, "params": _params_to(params), "converged": converged}
-        state = {**state, "init": i + 1, "trace": [], "params": None, "best": best}
+            best["tag"] = gamma_tag  # the tag of the E-step that made the promoted gamma
+        state = {**state, "init": i + 1, "trace": [], "params": None, "best": best, "gamma_tag": None}
         if checkpoint is not None:
             checkpoint.save(state)
     best = state["best"]

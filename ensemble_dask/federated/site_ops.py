@@ -112,17 +112,33 @@ def _bce_prepare(agent, st, args):
     if not isinstance(run_key, str) or len(run_key) != 16 or not set(run_key) <= _RUN_KEY_CHARS:
         raise Refused(f"run_key must be 16 hex digits; got {run_key!r:.80}")
     if resume is not None:
-        if not isinstance(resume, list) or len(resume) != 3:
-            raise Refused("resume must be [start, iteration or null, best start or null]")
-        resume = [None if v is None else _int(v, "resume", 0, 1 << 30) for v in resume]
-        if resume[0] is None:
-            raise Refused("resume needs its start")
+        resume = _resume(resume)
     st.data["categories"] = cats
     scatter_rows(st, st.data.pop("labels"), agent.config.compute.get("block_rows"))
-    held = {s.data["run_key"] for s in agent.sessions.values() if "run_key" in s.data}
+    held = {s.data["ckpt_run"] for s in agent.sessions.values() if "ckpt_run" in s.data}
     bce_prepare(
         st, cats, k, agent.config.checkpoint, run_key, resume, keep_runs=agent.config.max_sessions, held=held
     )
+
+
+def _resume(resume):
+    """``[start, iteration, tag, best start, tag]`` checked: an iteration or a best start may be null, and its
+    tag (``<session>-<round>``, :data:`~.site_rows.TAG_RE`) is given with it and only with it."""
+    from .site_rows import TAG_RE
+
+    what = "resume must be [start, iteration or null, its tag or null, best start or null, its tag or null]"
+    if not isinstance(resume, list) or len(resume) != 5:
+        raise Refused(what)
+    init, t, tag, best_init, best_tag = resume
+    if init is None:
+        raise Refused("resume needs its start")
+    ints = [None if v is None else _int(v, "resume", 0, 1 << 30) for v in (init, t, best_init)]
+    for value, v_tag in ((t, tag), (best_init, best_tag)):
+        if (value is None) != (v_tag is None) or not (
+            v_tag is None or (isinstance(v_tag, str) and TAG_RE.match(v_tag))
+        ):
+            raise Refused(f"{what}; a tag is <session>-<round>, given with its iteration or start")
+    return [ints[0], ints[1], tag, ints[2], best_tag]
 
 
 def _bce_params(value, st):

@@ -60,10 +60,20 @@ def _submit(st, func, *args):
 # --------------------------------------------------------------------------- BCE
 
 
+#: a checkpoint's history: ``<session>-<round>`` of the E-step round that made its ``gamma`` (round 0: the
+#: session's fresh start)
+TAG_RE = re.compile(r"^[0-9a-f]{16,64}-[0-9]{1,10}$")
+
+
 def _ckpt(st, name, j):
     # the coordinator's run key, and the site's own fingerprint of what the file must fit (categories, k,
     # blocks): a run key the coordinator names cannot load a file made for other rows or another k
-    return str(Path(st.data["checkpoint"]) / f"{st.data['run_key']}-{st.data['fit_key']}-{name}-b{j}.npy")
+    return str(Path(st.data["checkpoint"]) / f"{st.data['ckpt_run']}-{name}-b{j}.npy")
+
+
+def _fresh(st):
+    """The session's rows start from fresh ``gamma`` (the same at every site): its history is round 0."""
+    st.data["gamma_tag"], st.data["gamma_name"] = f"{st.session}-0", None
 
 
 def _save(path, arr, keep):
@@ -79,13 +89,14 @@ def _save(path, arr, keep):
 
 
 #: the checkpoint files this module writes (``_ckpt``): run key, fit key, kind; nothing else is pruned
-_CKPT_NAME = re.compile(r"^([0-9a-f]{16})-[0-9a-f]{12}-(?:gamma|best)-.+\.npy$")
+_CKPT_NAME = re.compile(r"^([0-9a-f]{16}-[0-9a-f]{12})-(?:gamma|best)-.+\.npy$")
 
 
 def _prune_runs(directory, keep_keys, keep):
-    """Remove the checkpoints of all but the ``keep`` runs written last and those of ``keep_keys`` (the run
-    keys of the sessions open now): the coordinator names a new run key whenever it likes, and each run
-    leaves a ``gamma`` per block behind. Files of other names are never touched."""
+    """Remove the checkpoints of all but the ``keep`` runs written last and those of ``keep_keys`` (the runs
+    of the sessions open now). A run is a run key with the site's fit key (``_ckpt``): the coordinator names
+    a new run key whenever it likes, or another k or categories under one run key, and each run leaves a
+    ``gamma`` per block behind. Files of other names are never touched."""
     runs, files = {}, []
     for f in Path(directory).glob("*.npy"):
         m = _CKPT_NAME.match(f.name)
@@ -118,8 +129,18 @@ def _load(path, prepared, k):
 
 def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 100), keep_runs=4, held=()):
     """Encode the blocks (identical rows merged), fresh ``gamma`` or the site's checkpointed one; the
-    checkpoints of all but the last ``keep_runs`` runs are removed (never those of ``run_key`` and of the
-    run keys ``held`` by the site's open sessions)."""
+    checkpoints of all but the last ``keep_runs`` runs are removed (never those of this run and of the
+    runs ``held`` by the site's open sessions: their ``ckpt_run``).
+
+    ``resume`` is ``[start, iteration, its tag, best start, its tag]`` (an iteration or a best start may be
+    None, with its tag). A checkpoint is named by its tag, the session and round of the E-step that made it
+    (:data:`TAG_RE`), and only loaded by it. Every site that computed one round of a session shares its
+    transcript (the round's shares are bound to it, and each round takes more than half of the sites), so
+    files of one tag hold the same history at every site; files of sessions that left one site apart (a
+    round computed at that site alone, a start promoted there alone) carry tags of their own, and sites
+    asked to resume from one tag that some of them lack refuse. Without it a coordinator could leave one
+    site's checkpoint apart from the others' in one session and resume all of them in the next: the
+    complete, consistent rounds that followed summed that site's statistics apart from the rest."""
     import hashlib
     import json
 
@@ -127,55 +148,64 @@ def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 10
     prepared = [_submit(st, prepare_block, b, categories) for b in blocks]
     layout = {"k": int(k), "categories": [c.tolist() for c in categories], "blocks": len(blocks)}
     fit_key = hashlib.sha256(json.dumps(layout).encode()).hexdigest()[:12]
-    st.data.update(k=int(k), checkpoint=checkpoint, run_key=run_key, fit_key=fit_key, best=None)
+    ckpt_run = f"{run_key}-{fit_key}"
+    st.data.update(k=int(k), checkpoint=checkpoint, run_key=run_key, ckpt_run=ckpt_run, best=None)
+    _fresh(st)
     # each row's unbounded terms clipped: no parameters sent can push a sum out of the fixed-point range
     st.data["estep"] = DaskBlockEStep(st.client, prepared, int(k), *e_step, clip=ROW_TERM_LIMIT)
     if checkpoint:
         Path(checkpoint).mkdir(parents=True, exist_ok=True)
-        _prune_runs(checkpoint, {run_key, *held}, keep_runs)
+        _prune_runs(checkpoint, {ckpt_run, *held}, keep_runs)
     if resume is None:
         return
-    init, t, best_init = resume
+    init, t, tag, best_init, best_tag = resume
     if not checkpoint:
         return  # the rows restart from fresh gamma (the coordinator's run still resumes)
     if t is not None:
+        name = f"gamma-{init}-{t}-{tag}"
         st.data["estep"].gamma = [
-            _submit(st, _load, _ckpt(st, f"gamma-{init}-{t}", j), p, int(k)) for j, p in enumerate(prepared)
+            _submit(st, _load, _ckpt(st, name, j), p, int(k)) for j, p in enumerate(prepared)
         ]
+        st.data["gamma_tag"], st.data["gamma_name"] = tag, name
     if best_init is not None:
-        st.data["best"] = [
-            _submit(st, _load, _ckpt(st, f"best-{best_init}", j), p, int(k)) for j, p in enumerate(prepared)
-        ]
+        name = f"best-{best_init}-{best_tag}"
+        st.data["best"] = [_submit(st, _load, _ckpt(st, name, j), p, int(k)) for j, p in enumerate(prepared)]
     st.client.gather(st.data["estep"].gamma + (st.data["best"] or []))  # a missing file is named now
 
 
 def bce_reset(st):
     st.data["estep"].reset()
+    _fresh(st)
 
 
 def bce_estep(st, params, init, t, tol, max_iter):
-    """The E-step over the site's blocks: the summed statistics vector; ``gamma`` stays on the workers."""
+    """The E-step over the site's blocks (in the session's current round): the summed statistics vector;
+    ``gamma`` stays on the workers, and is checkpointed under this round's tag (:func:`bce_prepare`)."""
     estep = st.data["estep"]
     estep.tol, estep.max_iter = tol, max_iter
     vec = estep(params, t)
+    tag = f"{st.session}-{st.last_round}"
+    name, last = f"gamma-{init}-{t}-{tag}", st.data["gamma_name"]
+    st.data["gamma_tag"], st.data["gamma_name"] = tag, name
     if st.data["checkpoint"]:  # this iteration's and the last one's (the coordinator resumes from either)
         saves = []
         for j, g in enumerate(estep.gamma):
-            keep = {Path(_ckpt(st, f"gamma-{init}-{u}", j)).name for u in (t, t - 1)}
-            saves.append(_submit(st, _save, _ckpt(st, f"gamma-{init}-{t}", j), g, keep))
+            keep = {Path(_ckpt(st, n, j)).name for n in (name, last) if n is not None}
+            saves.append(_submit(st, _save, _ckpt(st, name, j), g, keep))
         st.client.gather(saves)
     return vec
 
 
 def bce_promote(st, init):
-    """The current start is the best so far: keep its ``gamma`` (on the workers) for the memberships."""
+    """The current start is the best so far: keep its ``gamma`` (on the workers) for the memberships, and
+    checkpoint it under the tag of the E-step that made it."""
     st.data["best"] = list(st.data["estep"].gamma)
     if st.data["checkpoint"]:
         st.client.gather(
             [
                 _submit(st, _save, path, g, {Path(path).name})
                 for j, g in enumerate(st.data["best"])
-                for path in [_ckpt(st, f"best-{init}", j)]
+                for path in [_ckpt(st, f"best-{init}-{st.data['gamma_tag']}", j)]
             ]
         )
 

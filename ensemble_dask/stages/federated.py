@@ -91,6 +91,7 @@ class StoreCheckpoint:
             "run_key": state["run_key"],
             "init": int(state["init"]),
             "trace": [float(v) for v in state["trace"]],
+            "gamma_tag": state.get("gamma_tag"),
         }
         arrays = {}
         if state["params"] is not None:
@@ -101,6 +102,7 @@ class StoreCheckpoint:
                 "init": int(b["init"]),
                 "trace": [float(v) for v in b["trace"]],
                 "converged": bool(b["converged"]),
+                "tag": b.get("tag"),
             }
             arrays["best_alpha"], arrays["best_beta"] = b["params"]["alpha"], b["params"]["beta"]
         buf = io.BytesIO()
@@ -115,7 +117,10 @@ class StoreCheckpoint:
         try:
             saved = np.load(io.BytesIO(self.store.read_bytes(CHECKPOINT)), allow_pickle=False)
             meta = json.loads(str(saved["meta"]))
-            state = {"run_key": meta["run_key"], "init": meta["init"], "trace": meta["trace"], "params": None}
+            state = {
+                "run_key": meta["run_key"], "init": meta["init"], "trace": meta["trace"], "params": None,
+                "gamma_tag": meta.get("gamma_tag"),
+            }  # fmt: skip
             if "alpha" in saved:
                 state["params"] = {"alpha": saved["alpha"], "beta": saved["beta"]}
             state["best"] = meta.get("best") and {

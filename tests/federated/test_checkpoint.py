@@ -19,18 +19,29 @@ def states(k=3, n_cat=40, iterations=4):
     trace, out = [], []
     for t in range(iterations):
         trace = [*trace, -100.0 / (t + 1)]
+        tag = f"{'ab' * 16}-{t + 1}"  # the session and round of the sites' E-step (their checkpoint's name)
         out.append(
-            {"run_key": "0123456789abcdef", "init": 0, "trace": trace, "params": params(), "best": None}
-        )
-    best = {"init": 0, "trace": trace, "params": out[-1]["params"], "converged": False}
-    out.append({"run_key": "0123456789abcdef", "init": 1, "trace": [], "params": None, "best": best})
-    out.append({**out[-1], "trace": [-7.5], "params": params()})
+            {"run_key": "0123456789abcdef", "init": 0, "trace": trace, "params": params(), "best": None,
+             "gamma_tag": tag}
+        )  # fmt: skip
+    best = {"init": 0, "trace": trace, "params": out[-1]["params"], "converged": False, "tag": tag}
+    out.append(
+        {
+            "run_key": "0123456789abcdef",
+            "init": 1,
+            "trace": [],
+            "params": None,
+            "best": best,
+            "gamma_tag": None,
+        }
+    )
+    out.append({**out[-1], "trace": [-7.5], "params": params(), "gamma_tag": f"{'cd' * 16}-1"})
     return out
 
 
 def assert_same_state(got, want):
-    assert {k: got[k] for k in ("run_key", "init", "trace")} == {
-        k: want[k] for k in ("run_key", "init", "trace")
+    assert {k: got[k] for k in ("run_key", "init", "trace", "gamma_tag")} == {
+        k: want[k] for k in ("run_key", "init", "trace", "gamma_tag")
     }
     for key in ("params", "best"):
         assert (got[key] is None) == (want[key] is None)
@@ -42,8 +53,8 @@ def assert_same_state(got, want):
             for name in ("alpha", "beta"):
                 assert a[name].dtype == np.float64 and np.array_equal(a[name], b[name])  # exactly
     if want["best"] is not None:
-        assert {k: got["best"][k] for k in ("init", "trace", "converged")} == {
-            k: want["best"][k] for k in ("init", "trace", "converged")
+        assert {k: got["best"][k] for k in ("init", "trace", "converged", "tag")} == {
+            k: want["best"][k] for k in ("init", "trace", "converged", "tag")
         }
 
 

@@ -276,13 +276,14 @@ def test_a_checkpoint_of_another_shape_is_refused(tmp_path):
             (agents.configs["site-a"].parent / "state" / "gamma").glob(f"{run_key}-*gamma-0-0*.npy")
         )
         assert ckpt and np.load(ckpt[0]).shape == (3, 2)
+        tag = f"{fed.session}-{fed.round}"  # (F21: a checkpoint is resumed by the round that made it)
         fed.close()
         fed = federation(agents)
         real = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
         k = 16
         try:
             with pytest.raises(SiteRefusedError):
-                fed.call("prepare", (real, k, run_key, [0, 0, None]), what="prepare")
+                fed.call("prepare", (real, k, run_key, [0, 0, tag, None, None]), what="prepare")
                 params = {"alpha": np.full(k, 1e6), "beta": np.full((k, 3 * N_CLUSTERINGS), 0.5)}
                 base, adv = advertise(fed, "estep", (params, 0, 1, 1e-4, 5))
                 masked(fed, base, adv, "site-a", "estep", (params, 0, 1, 1e-4, 5))
@@ -467,7 +468,17 @@ def test_refused_resume_and_run_key_that_name_other_files(three):
     fed = federation(three)
     lk = fed.links["site-a"]
     real = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
-    for resume in (["../x", None, None], [-1, 0, None], [0, "../../etc/passwd", None], [None, 0, 0]):
+    tag = "ab" * 8 + "-1"
+    for resume in (
+        ["../x", None, None, None, None],
+        [-1, 0, tag, None, None],
+        [0, "../../etc/passwd", tag, None, None],
+        [None, 0, tag, 0, tag],
+        [0, 0, "../" + tag, None, None],  # a tag is <session>-<round>: no path
+        [0, 0, None, None, None],  # an iteration without its tag
+        [0, None, None, 0, None],  # a best start without its tag
+        [0, 0, None],  # the former format
+    ):
         with pytest.raises(SiteRefusedError, match="resume"):
             lk.post("call", {"session": fed.session, "op": "prepare",
                              "args": [real, 2, "0123456789abcdef", resume]})  # fmt: skip
