@@ -85,6 +85,7 @@ class Session:
     client: object = field(default=None, repr=False)  # the site's own Dask cluster
     transcript: bytes = b""  # hash of every request answered in the session and its outcome (bound to shares)
     pending: bytes = b""  # the digest of the round's operation and arguments, committed at its keys
+    keyed: bytes = b""  # the transcript right after the round's keys (its shares are bound to the one before)
     confirmed: tuple = ()
 
     def record(self, *parts):
@@ -191,6 +192,8 @@ class SiteAgent:
         finally:
             if st is not None:
                 st.record("outcome", op, outcome)
+                if op == "keys" and outcome == "ok":
+                    st.keyed = st.transcript
 
     def _expire(self):
         now = time.monotonic()
@@ -270,6 +273,14 @@ class SiteAgent:
 
     def _op_call(self, msg):
         st = self._session(msg)
+        if st.mode == "secure" and st.phase not in ("joined", "unmasked"):
+            # a round's shares are bound to the transcript at its keys: a call that changed this site's state
+            # between its keys and its computation (a reset, a promote, a finish) would enter the round's sum
+            # with that site apart from its peers, and the round would complete (F23)
+            raise Refused(
+                f"round {st.last_round} of session {st.session} is open (phase {st.phase!r}): no call until "
+                "it is unmasked"
+            )
         op, args = msg.get("op"), msg.get("args")
         table = CALLS.get(st.method, {})
         if op not in table:
@@ -341,6 +352,8 @@ class SiteAgent:
         self._in_round(st, msg, "keys")
         if _digest("sum", msg.get("round"), op, msg.get("args")) != st.pending:
             raise Refused("the round's operation and arguments are not those its keys were made for")
+        if st.transcript != st.keyed:  # any request since the keys (even one refused): not the state keyed
+            raise Refused("the session took requests since this round's keys; the round cannot be computed")
         keys, shares = msg.get("keys"), msg.get("shares")
         if not isinstance(keys, dict) or not isinstance(shares, dict):
             raise Refused("a masked round needs the round keys and shares relayed")

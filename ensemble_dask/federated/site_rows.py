@@ -149,7 +149,9 @@ def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 10
     layout = {"k": int(k), "categories": [c.tolist() for c in categories], "blocks": len(blocks)}
     fit_key = hashlib.sha256(json.dumps(layout).encode()).hexdigest()[:12]
     ckpt_run = f"{run_key}-{fit_key}"
-    st.data.update(k=int(k), checkpoint=checkpoint, run_key=run_key, ckpt_run=ckpt_run, best=None)
+    st.data.update(
+        k=int(k), checkpoint=checkpoint, run_key=run_key, ckpt_run=ckpt_run, best=None, best_name=None
+    )
     _fresh(st)
     # each row's unbounded terms clipped: no parameters sent can push a sum out of the fixed-point range
     st.data["estep"] = DaskBlockEStep(st.client, prepared, int(k), *e_step, clip=ROW_TERM_LIMIT)
@@ -170,6 +172,7 @@ def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 10
     if best_init is not None:
         name = f"best-{best_init}-{best_tag}"
         st.data["best"] = [_submit(st, _load, _ckpt(st, name, j), p, int(k)) for j, p in enumerate(prepared)]
+        st.data["best_name"] = name
     st.client.gather(st.data["estep"].gamma + (st.data["best"] or []))  # a missing file is named now
 
 
@@ -198,16 +201,17 @@ def bce_estep(st, params, init, t, tol, max_iter):
 
 def bce_promote(st, init):
     """The current start is the best so far: keep its ``gamma`` (on the workers) for the memberships, and
-    checkpoint it under the tag of the E-step that made it."""
+    checkpoint it under the tag of the E-step that made it, beside the best before it (which the
+    coordinator's checkpoint names until it saves the new one)."""
     st.data["best"] = list(st.data["estep"].gamma)
+    name, last = f"best-{init}-{st.data['gamma_tag']}", st.data["best_name"]
+    st.data["best_name"] = name
     if st.data["checkpoint"]:
-        st.client.gather(
-            [
-                _submit(st, _save, path, g, {Path(path).name})
-                for j, g in enumerate(st.data["best"])
-                for path in [_ckpt(st, f"best-{init}-{st.data['gamma_tag']}", j)]
-            ]
-        )
+        saves = []
+        for j, g in enumerate(st.data["best"]):
+            keep = {Path(_ckpt(st, n, j)).name for n in (name, last) if n is not None}
+            saves.append(_submit(st, _save, _ckpt(st, name, j), g, keep))
+        st.client.gather(saves)
 
 
 def _memberships(gamma, prepared):

@@ -11,6 +11,8 @@ a third, honest-looking session: its complete, consistent rounds summed site-a's
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -69,8 +71,8 @@ def _computed_at(agents, only, run, params, t, promote=None):
                 {**base, "op": "estep", "args": args, "keys": {n: adv[n]["public"] for n in adv},
                  "shares": {u: adv[u]["shares"][me] for u in adv if u != me}},
             )  # fmt: skip
-            if promote is not None:
-                fed.links[me].post("call", {"session": fed.session, "op": "promote", "args": [promote]})
+            if promote is not None:  # (refused inside the open round since F23: nothing is saved then)
+                _calls(fed, [me], ("promote", [promote]))()
         return f"{fed.session}-{fed.round}"
     finally:
         fed.close()
@@ -174,3 +176,174 @@ def test_checkpoints_do_not_pile_up_under_one_run_key(three):
             fed.close()
     files = sorted(f.name for f in gdir.glob(f"{run}-*-gamma-*.npy"))
     assert len(files) <= 4, files
+
+
+# ------------------------------------------------------------------------- a call inside an open round (F23)
+# Found by a review of the F21 fix: a round's shares are bound to the transcript at its keys, and a call
+# between its keys and its computation (a reset at site-a alone) changed site-a's state after that. The round
+# completed over all sites with site-a's statistics apart, and its checkpoints, under one tag, held different
+# histories at different sites.
+
+TINY = {"alpha": np.full(2, 1e-10), "beta": np.ones((2, G))}
+
+
+def _round_with(fed, op, args, between):
+    """One secure round of ``op(*args)`` at every site with ``between()`` run after its keys: the sum, or None
+    when a site refused a step of it."""
+    from ensemble_dask.federated import secagg
+    from ensemble_dask.federated.secure import decode_fixed, sum_words
+
+    fed.round += 1
+    base = {"session": fed.session, "round": fed.round}
+    post = {n: fed.links[n].post for n in NAMES}
+    try:
+        adv = {n: post[n]("keys", {**base, "op": op, "args": list(args)}) for n in NAMES}
+        between()
+        keys = {n: a["public"] for n, a in adv.items()}
+        masked = {
+            n: post[n]("masked", {**base, "op": op, "args": list(args), "keys": keys,
+                                  "shares": {u: adv[u]["shares"][n] for u in adv if u != n}})
+            for n in NAMES
+        }  # fmt: skip
+        conf = {n: post[n]("confirm", {**base, "survivors": NAMES}) for n in NAMES}
+        tags = {n: {u: conf[u]["tags"][n] for u in NAMES if u != n} for n in NAMES}
+        shares = {n: post[n]("unmask", {**base, "tags": tags[n]})["shares"] for n in NAMES}
+    except SiteRefusedError:
+        return None
+    words = sum_words([masked[n]["words"] for n in NAMES])
+    total = secagg.unmask_words(words, fed.roster, keys, NAMES, shares, fed.session, fed.round, fed.threshold)
+    return decode_fixed(total)
+
+
+def _calls(fed, names, *calls):
+    """The calls at the sites ``names``, a refusal ignored (the attack goes on), as a function (``between``
+    for :func:`_round_with`)."""
+
+    def run():
+        for op, args in calls:
+            for n in names:
+                try:
+                    fed.links[n].post("call", {"session": fed.session, "op": op, "args": list(args)})
+                except SiteRefusedError:
+                    pass
+
+    return run
+
+
+def test_a_call_inside_an_open_round_is_refused_and_so_is_the_round(three):
+    fed = _federation(three)
+    try:
+        fed.call("prepare", (CATS, 2, "00000000deadbe02", None), what="prepare")
+        fed.round += 1
+        base = {"session": fed.session, "round": fed.round}
+        args = [TINY, 0, 0, 1e-12, 1]
+        adv = {n: fed.links[n].post("keys", {**base, "op": "estep", "args": args}) for n in NAMES}
+        with pytest.raises(SiteRefusedError, match="is open"):
+            fed.links["site-a"].post("call", {"session": fed.session, "op": "reset", "args": []})
+        keys = {n: a["public"] for n, a in adv.items()}
+        shares = {u: adv[u]["shares"]["site-a"] for u in adv if u != "site-a"}
+        with pytest.raises(SiteRefusedError, match="took requests since"):
+            fed.links["site-a"].post(
+                "masked", {**base, "op": "estep", "args": args, "keys": keys, "shares": shares}
+            )
+    finally:
+        fed.close()
+
+
+def test_a_reset_after_the_keys_does_not_single_out_a_site(three):
+    """Within the session, and in a later one resumed from the tag of that round."""
+    run = "00000000deadbe00"
+    site_a = _counts(three.labels["site-a"]).astype(float)
+    fed = _federation(three)
+    try:
+        fed.call("prepare", (CATS, 2, run, None), what="prepare")
+        fed.sum("estep", (_towards(1), 0, 0, 1e-12, 5), what="E-step")  # every row on cluster 1
+        sums = [_round_with(fed, "estep", (TINY, 0, 1, 1e-12, 1), _calls(fed, ["site-a"], ("reset", ())))]
+        tag = f"{fed.session}-{fed.round}"
+    finally:
+        fed.close()
+    flat = {"alpha": np.ones(2), "beta": np.ones((2, G))}
+    sums += [t for _, t in _resumed_sums(three, run, [[0, 1, tag, None, None]], lambda fed: fed.sum(
+        "estep", (flat, 0, 2, 1e-12, 1), what="E-step"))]  # fmt: skip
+    for total in filter(lambda t: t is not None, sums):
+        assert not np.allclose(2 * total[:G], site_a), "site-a's label counts apart"
+
+
+def test_a_best_changed_after_the_keys_does_not_single_out_a_site(three):
+    """Site-a's memberships from a fresh gamma, the others' from cluster 1: within the session (a reset,
+    promote and finish at site-a between the keys and the computation of the contingency round), and in a
+    later one resumed from a best promoted under one tag after a reset at site-a inside a round."""
+    run = "00000000deadbe01"
+    site_a = np.bincount(three.refs["site-a"], minlength=4).astype(float)
+    fed = _federation(three)
+    try:
+        fed.call("prepare", (CATS, 2, run, None), what="prepare")
+        fed.sum("estep", (_towards(1), 0, 0, 1e-12, 5), what="E-step")
+        fed.call("promote", (0,), what="promote")
+        fed.call("finish", what="finish")
+        between = _calls(fed, ["site-a"], ("reset", ()), ("promote", (0,)), ("finish", ()))
+        tables = [_round_with(fed, "contingency", (4,), between)]
+    finally:
+        fed.close()
+    fed = _federation(three)
+    try:
+        fed.call("prepare", (CATS, 2, run, None), what="prepare")
+        fed.sum("estep", (_towards(1), 0, 0, 1e-12, 5), what="E-step")
+        _round_with(fed, "estep", (TINY, 0, 1, 1e-12, 1), _calls(fed, ["site-a"], ("reset", ())))
+        tag = f"{fed.session}-{fed.round}"
+        _calls(fed, NAMES, ("promote", (7,)))()
+    finally:
+        fed.close()
+
+    def contingency(fed):
+        fed.call("finish", what="finish")
+        return fed.sum("contingency", (4,), what="contingency")
+
+    tables += [t for _, t in _resumed_sums(three, run, [[0, None, None, 7, tag]], contingency)]
+    for table in filter(lambda t: t is not None, tables):
+        rows = table[:-1].reshape(2, 4)
+        assert not any(np.array_equal(row, site_a) for row in rows), "site-a's reference classes apart"
+
+
+# ----------------------------------------------------------------------- an honest run resumes from any crash
+
+
+class _Crash(Exception):
+    pass
+
+
+class _Checkpoint:
+    """The coordinator's checkpoint in memory; the process "crashes" at its ``crash_at``-th save."""
+
+    def __init__(self, crash_at=None):
+        self.state, self.saves, self.crash_at = None, 0, crash_at
+
+    def load(self):
+        return copy.deepcopy(self.state)
+
+    def save(self, state):
+        self.saves += 1
+        if self.saves == self.crash_at:
+            raise _Crash(f"before save {self.saves}")
+        self.state = copy.deepcopy(state)
+
+
+@pytest.mark.filterwarnings("ignore:federated BCE did not converge")
+def test_an_honest_run_resumes_after_a_crash_before_any_of_its_saves(three):
+    """Found by the same review: ``promote`` removed the best before it at once, while the coordinator's
+    checkpoint named that one until its next save; a crash between the two left a run that no rerun could
+    resume. Each save in turn: the run stops there, and the same run resumes to the uninterrupted result."""
+    from ensemble_dask.federated.rows import run_federated_bce
+
+    kw = {"n_init": 3, "max_iter": 3, "tol": 1e-12, "e_step_max_iter": 5, "random_state": 3, "n_labels": 3}
+    whole = _Checkpoint()
+    ref = run_federated_bce(three.sites(), 2, three.context(), checkpoint=whole, **kw)
+    for crash_at in range(1, whole.saves + 1):
+        checkpoint = _Checkpoint(crash_at)
+        with pytest.raises(_Crash):
+            run_federated_bce(three.sites(), 2, three.context(), checkpoint=checkpoint, **kw)
+        checkpoint.crash_at = None
+        res = run_federated_bce(three.sites(), 2, three.context(), checkpoint=checkpoint, **kw)
+        assert res.resumed_from is not None or crash_at == 1
+        np.testing.assert_allclose(res.lower_bound_trace_, ref.lower_bound_trace_, rtol=1e-12)
+        np.testing.assert_allclose(res.alpha_, ref.alpha_, rtol=1e-12)

@@ -201,6 +201,16 @@ def _advertised(agents, session, op="label_bits", args=(), calls=()):
     return links, {n: lk.post("keys", keyed) for n, lk in links.items()}
 
 
+def _joined(agents, session):
+    """Every site joined to ``session`` (no round open: a call is answered); ``{site: link}``."""
+    links = {n: link(agents, n) for n in NAMES}
+    msg = {"session": session, "method": "bce", "roster": NAMES, "mode": "secure"}
+    for lk in links.values():
+        OPENED.append((lk, session))
+        lk.post("join", msg)
+    return links
+
+
 def _masked_msg(session, adv, me, keys=None, op="label_bits", args=()):
     keys = keys or {n: a["public"] for n, a in adv.items()}
     return {"session": session, "round": 1, "op": op, "args": list(args), "keys": keys,
@@ -295,7 +305,7 @@ def test_parameters_of_the_wrong_shape_or_non_finite_are_refused(agents, params,
 def test_a_path_from_the_coordinator_is_refused(agents):
     """The checkpoint's run key names a file at the site: only 16 hex digits are taken."""
     session = uuid.uuid4().hex
-    links, _ = _advertised(agents, session)
+    links = _joined(agents, session)
     cats = [np.arange(3, dtype=np.int64)] * 4
     with pytest.raises(SiteRefusedError, match="run_key must be 16 hex digits"):
         links["site-a"].post(
@@ -319,7 +329,7 @@ def test_outputs_and_data_chosen_by_the_coordinator_are_refused(tmp_path):
 
 def test_finish_takes_no_output_from_the_coordinator(agents):
     session = uuid.uuid4().hex
-    links, _ = _advertised(agents, session)
+    links = _joined(agents, session)
     with pytest.raises(SiteRefusedError, match="takes 0 argument"):
         links["site-a"].post("call", {"session": session, "op": "finish", "args": ["/tmp/stolen.zarr"]})
 
