@@ -502,10 +502,14 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, progress=Fals
 
 
 def current_results(store):
-    """``{name: metrics}`` of the consensus results that are complete and up to date with their inputs."""
+    """``{name: metrics}`` of the consensus results that are complete and up to date with their inputs.
+
+    A result fitted on imported labels before ``ingest`` brought ``y_true`` (which leaves it up to date) was
+    scored against none: it is scored here, as its fit would have scored it."""
     out = {}
     if "consensus" not in store:
         return out
+    y_true = None
     for name in sorted(store["consensus"].group_keys()):
         rec = store.record(f"consensus/{name}") or {}
         if not rec.get("complete"):
@@ -515,5 +519,10 @@ def current_results(store):
         except InputError:
             continue
         if rec.get("inputs") == current:
-            out[name] = store[f"consensus/{name}"].attrs["metrics"]
+            out[name] = metrics = store[f"consensus/{name}"].attrs["metrics"]
+            if "ARI" not in metrics and "y_true" in store:
+                from ..metrics import partition_scores
+
+                y_true = store["y_true"][:] if y_true is None else y_true
+                out[name] = {**partition_scores(store[f"consensus/{name}/labels"][:], y_true), **metrics}
     return out

@@ -499,6 +499,7 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
     center = mean if p["standardize"] else np.zeros_like(mean)
     d = int(keep_cols.sum())
 
+    ingested = store.record("ingest") is not None  # (a store of imported labels alone has none)
     before = (store.record("ingest") or {}).get("output")
     with store.stage("ingest", params, [], meta={"url": p["url"]}, writes=("X", "y_true")) as record:
         for name in ("X", "y_true"):
@@ -541,7 +542,8 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
         if reader.y is not None:
             content.update(reader.y.tobytes())
         record["output"] = content.hexdigest()[:32]
-        if record["output"] != before:  # other data: what was computed from the old X goes, its report too
+        if record["output"] != before and (ingested or overwrite):
+            # other data: what was computed from the old X goes, its report too
             with warnings.catch_warnings():  # the report folder is no zarr node, and zarr says so as it lists
                 warnings.filterwarnings("ignore", "Object at .* is not recognized", UserWarning)
                 names = list(store.group.keys())
@@ -550,6 +552,11 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
                     del store.group[name]
             check_held(store.url)  # a writer whose lease was taken over clears nothing of the holder's
             store.clear_records()
+            store.clear_report()
+        elif record["output"] != before:
+            # the first data of a store of imported labels (check_n: of their n): nothing was computed from
+            # an X, so the labels and their results stay (gbce and predict need X); the report gains y_true
+            check_held(store.url)
             store.clear_report()
         X.attrs.update(
             {

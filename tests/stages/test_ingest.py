@@ -574,3 +574,33 @@ def test_a_categorical_column_of_numbers_is_coded_as_written_in_any_block(tmp_pa
         assert info["numbers_as_categories"] == {"size": 5}
         assert stores[rows]["X"].attrs["vocabularies"] == {"size": ["1", "1.5", "2", "2.5", "3"]}
     np.testing.assert_array_equal(stores[5]["X"][:], stores[100]["X"][:])
+
+
+def test_data_ingested_into_a_store_of_imported_labels_keeps_them_and_their_results(tmp_path):
+    """Review: ``ingest`` into a store that held imported labels (and pairs and results made from them)
+    deleted all of them, exit 0, as if it replaced another data set; the guide says to ingest data there to
+    use gbce. They stay, and the results fitted before the data brought y_true are scored against it."""
+    from ensemble_dask.stages.coassoc import coassoc_stage
+    from ensemble_dask.stages.consensus import consensus_stage, current_results
+    from ensemble_dask.stages.generate import import_labels
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), 40)
+    X = rng.normal(size=(120, 3)) + 4.0 * y[:, None]
+    pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "c": X[:, 2], "class": y}).to_csv(
+        tmp_path / "t.csv", index=False
+    )
+    labels = np.column_stack([np.where(rng.random(120) < 0.9, y, rng.integers(0, 3, 120)) for _ in range(6)])
+    store = RunStore(tmp_path / "s.zarr")
+    import_labels(store, "mine", labels=labels.astype(np.int32))
+    coassoc_stage(store, seed=0)
+    consensus_stage(store, "bce", seed=0, n_clusters=3)
+    assert "ARI" not in current_results(store)["bce"]  # no y_true yet
+    before = {name: store.record(name)["finished"] for name in ("coassoc", "consensus/bce")}
+    ingest(store, str(tmp_path / "t.csv"), label_column="class")
+    np.testing.assert_array_equal(store["labels"][:], labels)
+    assert {name: (store.record(name) or {}).get("finished") for name in before} == before
+    results = current_results(store)
+    assert set(results) == {"bce"} and results["bce"]["ARI"] > 0.9  # up to date, now scored
+    consensus_stage(store, "gbce", seed=0, n_clusters=3)
+    assert set(current_results(store)) == {"bce", "gbce"}
