@@ -24,7 +24,7 @@ import numpy as np
 
 from .._validation import InputError, stage_seed
 from ..consensus import registry
-from ..io.store import RunStore, stage_hash
+from ..io.store import RunStore, StageContentError, stage_hash
 from ..runtime.progress import elapsed_line
 
 __all__ = [
@@ -516,6 +516,8 @@ def current_results(store):
             continue
         try:
             current = _inputs(store, rec["params"]["method"], rec["params"])
+        except StageContentError:  # an input that is not what its record says: named, never left out
+            raise
         except InputError:
             continue
         if rec.get("inputs") == current:

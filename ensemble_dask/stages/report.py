@@ -14,7 +14,7 @@ import logging
 import numpy as np
 
 from .._validation import InputError
-from ..io.store import stage_hash
+from ..io.store import StageContentError, stage_hash
 from ._figure_keys import REPORT_INPUTS, figures_enabled, read_json, record_identity
 from .consensus import current_results
 from .generate import base_partition_scores
@@ -59,6 +59,8 @@ def cached_base_scores(store):
         return None
     try:
         key = stage_hash({"base_scores": 1}, [store.stage_hash("generate"), store.stage_hash("ingest")])
+    except StageContentError:  # labels or data that are not what their record says: never scored as if
+        raise
     except InputError:  # a stage without a record: nothing to key on, score afresh
         return base_partition_scores(store)
     cached = read_json(store, BASE_SCORES)

@@ -257,3 +257,28 @@ def test_a_store_whose_metadata_was_consolidated_shows_what_stages_wrote_since(t
     later = RunStore(tmp_path / "run.zarr", mode="r")
     assert "labels" in later and later["labels"].shape == (4, 3)
     assert later.verify("generate") == [] and later.stage_hash("generate")
+
+
+def test_the_report_of_a_store_whose_labels_disagree_with_their_record_is_the_content_error(tmp_path):
+    """Review: with a chunk of the labels lost, consensus and predict stopped with the content error, but the
+    report wrote the base partitions' scores as nan (it scored the damaged labels) and left out every result
+    read from the labels, exit 0."""
+    from ensemble_dask.io.store import StageContentError
+    from ensemble_dask.stages.consensus import consensus_stage, current_results
+    from ensemble_dask.stages.report import write_report
+
+    src = _small_csv(tmp_path / "x.csv.gz", n=120)
+    store = RunStore(tmp_path / "run.zarr")
+    ingest(store, str(src), label_column=3)
+    labels = np.column_stack([np.repeat([0, 1], 60)] * 4).astype(np.int32)
+    import_labels(store, "labels-table", labels=labels)
+    consensus_stage(store, "kcc", seed=0, n_clusters=2)
+    assert set(current_results(store)) == {"kcc"}
+    next(
+        p for p in (tmp_path / "run.zarr" / "labels").rglob("*") if p.is_file() and p.name != "zarr.json"
+    ).unlink()
+    store = RunStore(tmp_path / "run.zarr")
+    with pytest.raises(StageContentError, match="'generate' is recorded complete.*--repair"):
+        current_results(store)
+    with pytest.raises(StageContentError, match="'generate' is recorded complete.*--repair"):
+        write_report(store, force=True)
