@@ -78,9 +78,10 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
     store : str or None, default=None
         URL of the run store (a path, ``s3://...``); None: one in this process's memory, kept by the
         estimator and removed with it (a copy reads its original's until its own first fit). A store given
-        here that holds another data set is refused, unless this estimator's last fit wrote it (its results
-        are then replaced): a fit never deletes results it did not make. So a clone (cross-validation, a
-        grid search) fitted on other rows needs a store of its own: leave ``store`` None there. With an int
+        here that holds another data set is refused, unless this estimator's last fit wrote it and nothing
+        ran in it since (its results are then replaced): a fit never deletes results it did not make. So a
+        clone (cross-validation, a grid search) fitted on other rows needs a store of its own: leave
+        ``store`` None there. With an int
         ``random_state``, a refit on the same data with another ``method`` or ``n_clusters`` reuses its
         base clusterings and pairs. A store in memory needs no cluster of processes: its stages run on
         threads.
@@ -165,12 +166,22 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
             url = f"memory://ensemble_dask/{uuid.uuid4().hex}.zarr"
         return url
 
+    _left = None  # the store's stage records as this estimator's last fit left them (:meth:`_records`)
+
+    def _records(self, store):
+        """``{stage: (identity, finished)}`` of the stage records of ``store``: what ran in it, and when."""
+        from .io.store import RunStore
+
+        records = RunStore(store, self.storage_options, mode="r").records()
+        return {name: (rec.get("hash"), rec.get("finished")) for name, rec in records.items()}
+
     def workflow(self, data_url, seed, store=None, n_rows=None):
         """The workflow :meth:`fit` runs (a dict, as :func:`ensemble_dask.pipeline.run_workflow` takes it).
 
         ``n_rows``: the data's rows, when known; on data so small that a subsample has fewer rows than the
         default largest base k, the base clusterings' k is at most the subsample's rows. The data replaces
-        the store's only in a store of the estimator's own (in memory) or one its last fit wrote."""
+        the store's only in a store of the estimator's own (in memory) or one its last fit wrote with
+        nothing run in it since."""
         name = self.method
         if name not in registry.names() and name not in registry.ALIASES:
             raise InputError(
@@ -178,8 +189,11 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
             )
         store = store or self._store_url()
         # a new X replaces the store's data (the results computed from the old go) in the estimator's own
-        # store only: a store the user named may hold results this estimator did not make
-        replace = self.store is None or getattr(self, "store_", None) == store
+        # store only, or in one that holds what its last fit left and nothing since: a store the user named
+        # may hold results this estimator did not make
+        replace = self.store is None or (
+            getattr(self, "store_", None) == store and self._records(store) == self._left
+        )
         spec = {
             "name": "consensus-clustering",
             "seed": seed,
@@ -214,8 +228,8 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
 
         An array or a data frame is written once to this process's memory for ``ingest`` to read, and
         removed after the fit. Data other than the store's replaces it (and the results computed from it)
-        in the estimator's own store, or one its last fit wrote; another store that holds other data is
-        refused. The same data again reuses the store's base clusterings and pairs.
+        in the estimator's own store, or one its last fit wrote with nothing run in it since; another store
+        that holds other data is refused. The same data again reuses the store's base clusterings and pairs.
         """
 
         from . import pipeline
@@ -245,6 +259,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         self.uncertainty_ = np.asarray(store[f"{group}/uncertainty"][:], dtype=np.float64)
         self.metrics_ = report["methods"][self.method]
         self.n_features_in_ = int(store["X"].shape[1]) if shape is None else shape[1]
+        self._left = self._records(store_url) if self.store is not None else None
         self.store_ = store_url  # last: a failed fit leaves no fitted look behind
         return self
 

@@ -163,6 +163,25 @@ def test_a_given_store_that_holds_another_data_set_is_not_wiped(blobs):
     assert not fsspec.filesystem("memory").exists(f"{store.removeprefix('memory://')}/report")
 
 
+def test_a_fit_does_not_replace_a_store_another_estimator_wrote_since(blobs):
+    """Review: estimator A fitted X into a named store, B added a kcc result on the same data, and A's fit of
+    other data then replaced the store because A's last fit had written it: B's result was deleted."""
+    import uuid
+
+    from ensemble_dask.io.store import RunStore
+
+    store = f"memory://shared-{uuid.uuid4().hex}.zarr"
+    params = dict(n_clusters=3, n_clusterings=4, random_state=0, store=store)
+    a = ConsensusClustering(method="bce", **params).fit(blobs)
+    ConsensusClustering(method="kcc", **params).fit(blobs)
+    kcc = RunStore(store, mode="r")["consensus/kcc/labels"][:]
+    with pytest.raises(InputError, match="holds"):
+        a.fit(blobs[:300] + 1.0)
+    np.testing.assert_array_equal(RunStore(store, mode="r")["consensus/kcc/labels"][:], kcc)
+    a.fit(blobs)  # its own data again: the store's results stay, and a's is current
+    assert {"consensus/bce", "consensus/kcc"} <= set(RunStore(store, mode="r").records())
+
+
 def test_a_store_in_memory_goes_with_its_estimator(blobs):
     """Removed at the next fit after the estimator is collected (a finaliser runs in any thread: removing
     the store there raced with a stage listing the memory file system)."""
