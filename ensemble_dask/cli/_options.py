@@ -120,12 +120,13 @@ def print_summary(report, out=None):
     if not rows:
         return
 
-    def fmt(v, spec):
-        return format(v, spec) if isinstance(v, (int, float)) else str(v if v is not None else "")
+    def fmt(v, width, spec=""):
+        """``v`` in its column: a number as ``spec`` says, anything else (nothing: no score) right-aligned."""
+        return (
+            format(v, f">{width}{spec}") if isinstance(v, (int, float)) else format(str(v or ""), f">{width}")
+        )
 
     print(f"{'':26s} {'H':>7s} {'ARI':>7s} {'NMI':>7s} {'k_eff':>6s} {'secs':>8s}", file=out)
     for name, h, a, nm, k, s in rows:
-        print(
-            f"{name:26s} {fmt(h, '7.4f')} {fmt(a, '7.4f')} {fmt(nm, '7.4f')} {fmt(k, '>6')} {fmt(s, '8.2f')}",
-            file=out,
-        )
+        scores = " ".join(fmt(v, 7, ".4f") for v in (h, a, nm))
+        print(f"{name:26s} {scores} {fmt(k, 6)} {fmt(s, 8, '.2f')}", file=out)

@@ -137,13 +137,13 @@ class RunStore:
                 return self.group[name].shape[0]
         return None
 
-    def check_n(self, n, what):
-        """Raise when ``n`` differs from the number of points already in the store."""
+    def check_n(self, n, what, remedy="use another store"):
+        """Raise when ``n`` differs from the number of points already in the store; the message ends with
+        ``remedy`` (what the caller's command offers)."""
         have = self.n
         if have is not None and have != n:
             raise InputError(
-                f"{what} has n={n} points but run store {self.url!r} holds a data set of n={have}; "
-                "use another store (or overwrite=True to replace its contents)"
+                f"{what} has n={n} points but run store {self.url!r} holds a data set of n={have}; {remedy}"
             )
 
     # -- stage records ----------------------------------------------------------------------

@@ -474,7 +474,12 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
     reader = _Reader(p, storage_options)
     reader.scan(int(seed))
     if not overwrite:
-        store.check_n(reader.n, f"input {p['url']!r}")
+        store.check_n(
+            reader.n,
+            f"input {p['url']!r}",
+            "use another store, or overwrite it (ingest --overwrite, or 'overwrite: true' under 'data' in a "
+            "workflow), which deletes every stage's results in it",
+        )
 
     # pass 2: validate everything and collect the column statistics before writing anything
     cnt = mean = m2 = None

@@ -164,3 +164,23 @@ def test_records_without_start_times_keep_the_pipeline_order(tmp_path):
     assert list(store.records()) == [
         "ingest", "generate", "coassoc", "consensus/bce", "consensus/zz", "consensus/a-late"
     ]  # fmt: skip
+
+
+def test_the_table_keeps_its_columns_where_a_result_has_no_scores():
+    """Review: on a store without y_true (imported labels) a result's k_eff and seconds were printed under
+    H and ARI: a missing score printed as nothing, not as a blank of its column's width."""
+    import io
+
+    from ensemble_dask.cli._options import print_summary
+
+    out = io.StringIO()
+    report = {
+        "dataset": {"n": 10, "n_clusterings": 3},
+        "methods": {"kcc": {"effective_k": 3, "seconds": 1.05}, "bce": {"H": 0.9, "ARI": 0.8, "NMI": 0.7,
+                                                                        "effective_k": 3, "seconds": 2.5}},
+    }  # fmt: skip
+    print_summary(report, out)
+    header, kcc, bce = out.getvalue().splitlines()[1:]
+    for line in (kcc, bce):
+        assert len(line) == len(header) and line.index(" 3 ") == bce.index(" 3 ")  # k_eff in its column
+    assert kcc[26:].split() == ["3", "1.05"]

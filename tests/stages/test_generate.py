@@ -139,8 +139,9 @@ def test_import_labels(kdd_store, tmp_path):
     import_labels(kdd_store, str(tmp_path / "lab.npy"))
     np.testing.assert_array_equal(kdd_store["labels"][:], lab)
     np.save(tmp_path / "short.npy", lab[:10])
-    with pytest.raises(InputError, match="n=10 points but run store .* n=2000"):
+    with pytest.raises(InputError, match="n=10 points but run store .* n=2000") as err:
         import_labels(kdd_store, str(tmp_path / "short.npy"))
+    assert str(err.value).endswith("; use another store")  # (it offered overwrite=True, which it has not)
     bad = lab.copy()
     bad[3, 2] = -5
     np.save(tmp_path / "bad.npy", bad)
