@@ -431,6 +431,12 @@ def test_init_from_labels_and_memberships():
     np.testing.assert_array_equal(a.memberships_, np.eye(3)[np.unique(codes, return_inverse=True)[1]])
     np.testing.assert_allclose(b.memberships_[0], 1 / 3)
     np.testing.assert_allclose(c.memberships_, (2 * np.eye(3)[truth] + 1) / 5)
+    # review: a plain list of labels (``labels_.tolist()``) was read as a list of starts and refused
+    with pytest.warns(ConvergenceWarning):
+        d = PCC(3, init=codes.tolist(), max_iter=0).fit(pairs)
+        e = PPC(3, init=tuple(codes.tolist()), max_iter=0).fit(pairs)
+    np.testing.assert_array_equal(d.memberships_, a.memberships_)
+    np.testing.assert_array_equal(e.labels_, a.labels_)
 
 
 def test_invariant_to_relabelling_a_base_clustering():

@@ -23,6 +23,12 @@ def check_init(init, n, k, smoothing=0.0, *, vertex_labels=False):
     With ``vertex_labels``, a start of hard labels that puts every row on a vertex (no smoothing, no
     ``-1``) is returned as its codes in ``[0, k)`` instead (int64, shape ``(n,)``): candidates are compared
     from their labels, and only the chosen one becomes a matrix (:func:`_start_matrix`)."""
+    if (
+        isinstance(init, (list, tuple))
+        and init
+        and all(np.ndim(v) == 0 and not isinstance(v, str) for v in init)
+    ):
+        init = np.asarray(init)  # one start given as a plain list of labels (``labels_.tolist()``)
     if isinstance(init, (list, tuple)):
         if not init:
             raise InputError("The 'init' list of candidate starts is empty")
