@@ -135,13 +135,15 @@ def csv_has_header(url, storage_options=None, sep=","):
     of them an :class:`InputError` asks to say which; two (``0,1``) are taken for a row.
     """
     lines = _head_lines(url, storage_options, 2)
-    if len(lines) < 2:
-        return False
-    first, second = (_split(line, sep) for line in lines)
 
     def kinds(fields):
         vals = [f.strip() for f in fields if f.strip().lower() not in MISSING_TOKENS]
         return [_is_number(f) for f in vals]
+
+    if len(lines) < 2:  # one line of names and no row is a header (the table is then empty, and said so)
+        head = kinds(_split(lines[0], sep)) if lines else []
+        return bool(head) and not any(head)
+    first, second = (_split(line, sep) for line in lines)
 
     head, row = kinds(first), kinds(second)
     if bool(head) and not any(head) and any(row):
@@ -444,12 +446,15 @@ def _iter_parquet(url, storage_options, usecols):
             offset += len(frame)
 
 
-def _numeric_frames(x, y, chunk_rows):
+def _numeric_frames(x, y, chunk_rows, url):
     import pandas as pd
 
-    n = x.shape[0]
     if x.ndim != 2:
-        raise InputError(f"expected a 2-d array of features; got shape {x.shape}")
+        raise InputError(
+            f"{url}: expected a 2-d array, a row per point and a column per feature (or partition); got "
+            f"shape {x.shape}"
+        )
+    n = x.shape[0]
     cols = [f"x{j}" for j in range(x.shape[1])]
     for start in range(0, n, chunk_rows):
         stop = min(n, start + chunk_rows)
@@ -485,7 +490,7 @@ def _iter_zarr(url, storage_options, chunk_rows):
         x, y = node["X"], node["y"] if "y" in node else None
     else:
         x, y = node, None
-    yield from _numeric_frames(x, y, chunk_rows)
+    yield from _numeric_frames(x, y, chunk_rows, url)
 
 
 #: NumPy parses a ``.npy`` header with ``ast.literal_eval``, and CPython 3.11's ``ast`` keeps state that
@@ -510,9 +515,9 @@ def _iter_npy(url, storage_options, chunk_rows):
         else:  # remote: read the header, then one row block at a time (never the whole file)
             with fs.open(path, "rb") as fh:
                 x = _NpyRows(fh)
-                yield from _numeric_frames(x, None, chunk_rows)
+                yield from _numeric_frames(x, None, chunk_rows, url)
                 return
-        yield from _numeric_frames(x, None, chunk_rows)
+        yield from _numeric_frames(x, None, chunk_rows, url)
 
 
 class _NpyRows:

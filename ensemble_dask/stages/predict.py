@@ -132,7 +132,8 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None
                     "its column means were not kept"
                 )
             block = np.where(np.isnan(block), center, block)
-        yield offset, (block - center) / scale
+        if len(block):  # (a CSV of a header alone reads as one empty block: no rows to label)
+            yield offset, (block - center) / scale
     if reader.unseen_counts:
         logger.warning(
             "predict: values of categorical columns that the store's data set never held, placed at the "

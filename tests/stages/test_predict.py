@@ -294,3 +294,24 @@ def test_predict_takes_header_and_sep(tmp_path, capsys):
         args = ["predict", str(tmp_path / name), "--store", store.url, "--method", "kcc", "--out", str(out)]
         assert main([*args, "--n-workers", "1", "--no-progress", *flags]) == 0, capsys.readouterr().err
         assert len(pd.read_parquet(out)) == 30
+
+
+def test_tables_of_no_rows_are_named_as_such(fitted, tmp_path):
+    """Review: a CSV of a header alone was read as one empty block and refused by the model as "labels must
+    have at least one point" (no file named) in predict, and as a table with no header in ingest; a 1-d .npy
+    was "expected a 2-d array of features" (no file named) in import-labels too."""
+    from ensemble_dask.stages.generate import import_labels
+    from ensemble_dask.stages.ingest import ingest
+    from ensemble_dask.stages.predict import predict_rows
+
+    d, df, new = fitted
+    store = RunStore(str(d / "run.zarr"), mode="r+")
+    (tmp_path / "none.csv").write_text("")
+    with pytest.raises(InputError, match="none.csv: no rows to label"):
+        predict_rows(store, "kcc", str(tmp_path / "none.csv"))
+    (tmp_path / "head.csv").write_text("a,b,class\n")
+    with pytest.raises(InputError, match="head.csv: the table is empty"):
+        ingest(RunStore(str(tmp_path / "h.zarr")), str(tmp_path / "head.csv"), label_column="class")
+    np.save(tmp_path / "flat.npy", np.arange(5))
+    with pytest.raises(InputError, match="flat.npy: expected a 2-d array"):
+        import_labels(RunStore(str(tmp_path / "f.zarr")), str(tmp_path / "flat.npy"))
