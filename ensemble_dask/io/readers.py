@@ -363,8 +363,8 @@ def _csv_columns(url, first, columns, header):
         return list(columns)
     if first is None:
         return []
-    if header:
-        return [f.strip() for f in first]
+    if header:  # an empty name is pandas' "Unnamed: j" (the index column to_csv writes, say)
+        return [f.strip() or f"Unnamed: {j}" for j, f in enumerate(first)]
     return list(range(len(first)))
 
 

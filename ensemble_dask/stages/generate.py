@@ -288,7 +288,16 @@ def read_labels_table(url, *, storage_options=None, fmt=None, header=None, sep=N
     lab = check_labels_matrix(np.concatenate(blocks), name=f"labels in {url!r}")
     lab = np.asarray(lab, dtype=np.int64)
     _check_imported_labels(lab, url)
-    return _dense(lab)
+    dense = _dense(lab)
+    for u in range(dense.shape[1]):  # ids 0 .. k-1: every labelled point apart when k is their number
+        labelled = int((dense[:, u] >= 0).sum())
+        if dense[:, u].max() + 1 == labelled:
+            raise InputError(
+                f"labels table {url!r}: column {u} puts each of its {labelled} points in a cluster of its "
+                "own (a row number or an id, such as the index pandas' to_csv writes?): it carries no "
+                "evidence of which points go together; drop it"
+            )
+    return dense
 
 
 def _csv_ids(url, offset, frame, first_line):

@@ -38,6 +38,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import warnings
 
 import numpy as np
@@ -577,6 +578,13 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
             "ingest: categorical column(s) of numbers with decimals, coded in the order of their text, "
             "not of their value: %s; leave a measurement out of 'categorical'",
             ", ".join(f"{c!r} ({k} values)" for c, k in summary["numbers_as_categories"].items()),
+        )
+    unnamed = [nm for nm in summary["feature_names"] if re.fullmatch(r"Unnamed: \d+", nm)]
+    if unnamed:  # pandas' name for a column whose header field is empty: often the index to_csv writes
+        logger.warning(
+            "ingest: column(s) without a name in the header, read as features: %s (the row index pandas' "
+            "to_csv writes?); drop them (--drop, or 'drop' under 'data') if they are not features",
+            _shorten(unnamed),
         )
     if summary["constant_columns"]:
         logger.info(

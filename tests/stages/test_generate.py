@@ -142,6 +142,11 @@ def test_import_labels(kdd_store, tmp_path):
     with pytest.raises(InputError, match="n=10 points but run store .* n=2000") as err:
         import_labels(kdd_store, str(tmp_path / "short.npy"))
     assert str(err.value).endswith("; use another store")  # (it offered overwrite=True, which it has not)
+    # review: pandas' to_csv index, imported as a partition that puts every point apart
+    pd_index = np.column_stack([np.arange(2000), lab[:, 0]])
+    np.save(tmp_path / "index.npy", pd_index)
+    with pytest.raises(InputError, match="column 0 puts each of its 2000 points in a cluster of its own"):
+        import_labels(kdd_store, str(tmp_path / "index.npy"))
     bad = lab.copy()
     bad[3, 2] = -5
     np.save(tmp_path / "bad.npy", bad)

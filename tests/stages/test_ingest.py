@@ -604,3 +604,20 @@ def test_data_ingested_into_a_store_of_imported_labels_keeps_them_and_their_resu
     assert set(results) == {"bce"} and results["bce"]["ARI"] > 0.9  # up to date, now scored
     consensus_stage(store, "gbce", seed=0, n_clusters=3)
     assert set(current_results(store)) == {"bce", "gbce"}
+
+
+def test_a_column_without_a_name_is_named_in_a_warning(tmp_path, caplog):
+    """Review: a CSV written by pandas' to_csv with its index was ingested with the row number as a feature,
+    'Unnamed: 0', with no word."""
+    import logging
+
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0, 4.0], "b": [0.5, 0.1, 0.7, 0.2]})
+    frame.to_csv(tmp_path / "t.csv")  # (index=True: an unnamed first column 0, 1, 2, 3)
+    with caplog.at_level(logging.WARNING, logger="ensemble_dask"):
+        info = ingest(RunStore(tmp_path / "s.zarr"), str(tmp_path / "t.csv"))
+    assert info["feature_names"] == ["Unnamed: 0", "a", "b"]
+    assert "without a name in the header, read as features: Unnamed: 0" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ensemble_dask"):
+        ingest(RunStore(tmp_path / "d.zarr"), str(tmp_path / "t.csv"), drop=["Unnamed: 0"])
+    assert "without a name" not in caplog.text
