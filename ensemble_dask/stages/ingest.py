@@ -159,6 +159,9 @@ def _label_strings(series):
 class _Reader:
     """The three passes over one source, sharing the row selection and the encodings."""
 
+    #: what a message about a missing number says to do (predict's reader says its own)
+    nan_remedy = "set impute: mean, or --impute mean, to replace NaN; or clean the input"
+
     def __init__(self, p, storage_options):
         if p["format"] == "csv" and not p["header"] and p["columns"] is None:
             # a CSV without header has columns 0, 1, ...: "3" (from the command line) means column 3
@@ -345,7 +348,7 @@ class _Reader:
                 i = int(np.flatnonzero(~np.isfinite(v))[0])
                 raise InputError(
                     f"{self.where(offset, rows[i])}: value {v[i]} in column {c!r}; X must be finite "
-                    "(set impute: mean, or --impute mean, to replace NaN; or clean the input)"
+                    f"({self.nan_remedy})"
                 )
             if np.isinf(v).any():
                 i = int(np.flatnonzero(np.isinf(v))[0])

@@ -112,6 +112,10 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None
         return int(name) if positional and str(name).isdigit() else name
 
     reader = _Reader(p, storage_options)
+    reader.nan_remedy = (
+        "the store's data was ingested without impute: mean, so new rows are read without it too: clean "
+        "them, or ingest the data with --impute mean and fit again"
+    )
     reader.keep = None
     reader.vocab = {column(c): list(v) for c, v in (attrs.get("vocabularies") or {}).items()}
     for offset, frame in reader.chunks(usecols=[column(nm) for nm in names]):

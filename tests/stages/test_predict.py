@@ -315,3 +315,18 @@ def test_tables_of_no_rows_are_named_as_such(fitted, tmp_path):
     np.save(tmp_path / "flat.npy", np.arange(5))
     with pytest.raises(InputError, match="flat.npy: expected a 2-d array"):
         import_labels(RunStore(str(tmp_path / "f.zarr")), str(tmp_path / "flat.npy"))
+
+
+def test_a_missing_number_in_new_rows_says_what_predict_can_do(fitted, tmp_path):
+    """Review: predict said "set impute: mean, or --impute mean", an option of ingest, not of predict."""
+    from ensemble_dask.stages.predict import predict_rows
+
+    d, df, new = fitted
+    odd = df[new].copy()
+    odd.iloc[2, 0] = np.nan  # duration, a number
+    odd.to_csv(tmp_path / "nan.csv", index=False, header=False)
+    with pytest.raises(
+        InputError, match=r"nan.csv, line 3: value nan .* ingested without impute: mean"
+    ) as err:
+        predict_rows(RunStore(str(d / "run.zarr"), mode="r+"), "kcc", str(tmp_path / "nan.csv"))
+    assert "--impute mean and fit again" in str(err.value) and "(set impute" not in str(err.value)
