@@ -398,9 +398,10 @@ def _run_workflow(spec, progress, report=True):
     check_report_settings(store)  # the report is written last: stop before the first stage instead
     data = dict(spec["data"])
     url = data.pop("url")
-    info = _call(ingest, "data", store, url, seed=seed, **data)
+    # the checks that need n run as soon as ingest has counted the rows, before it marks its stage
+    info = _call(ingest, "data", store, url, seed=seed, check_n=lambda n: check_against_data(spec, n), **data)
     logger.info("ingest: %s", info)
-    check_against_data(spec, store.n)
+    check_against_data(spec, store.n)  # (an ingest up to date counts nothing)
     consensus = spec.get("consensus") or {}
     gen_spec = _default_generate(spec, store, consensus)
     if gen_spec is None and spec.get("coassoc") is None and not consensus:

@@ -432,7 +432,7 @@ def _merge_moments(cnt, mean, m2, block):
     return total, mean + delta * frac, m2 + m2b + delta**2 * cnt * frac
 
 
-def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **options):
+def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n=None, **options):
     """Read the table at ``url`` into ``store`` (a :class:`~ensemble_dask.io.store.RunStore`).
 
     Parameters
@@ -447,6 +447,10 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
     overwrite : bool, default=False
         Allow replacing a store that holds another data set (read from another source, or with
         another number of points); otherwise that is an error.
+    check_n : callable or None, default=None
+        Called with the number of rows kept once they are counted, before anything is written: the caller's
+        checks of the data's size (a workflow's ``n_clusters``), so that one that fails leaves the stage
+        unmarked.
     **options
         See :func:`ingest_params` (``schema="kdd99"``, ``classes``, ``subset``, ``label_column``,
         ``categorical``, ``standardize``, ``impute``, ...).
@@ -477,6 +481,8 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, **optio
         _check_same_source(store, p, params["source"])
     reader = _Reader(p, storage_options)
     reader.scan(int(seed))
+    if check_n is not None:
+        check_n(reader.n)
     if not overwrite:
         store.check_n(
             reader.n,

@@ -309,8 +309,9 @@ def test_workflow_is_validated_before_the_first_stage(override, message, tmp_pat
     assert not store.exists()
 
 
-def test_more_clusters_than_points_stops_before_generate(tmp_path, capsys):
-    """Before: found by the consensus stage, after generate and coassoc had run."""
+def test_more_clusters_than_points_stops_before_ingest_marks_its_stage(tmp_path, capsys):
+    """Before: found by the consensus stage, after generate and coassoc had run; then (a review) after ingest
+    had written the data and marked its stage, leaving a new store behind. Now as ingest counts the rows."""
     store = tmp_path / "run.zarr"
     rc, _, err = main(
         capsys, "run", REPO / "workflows" / "demo.yaml", "--store", store,
@@ -321,7 +322,7 @@ def test_more_clusters_than_points_stops_before_generate(tmp_path, capsys):
         "consensus method 'pcc-l2': The 'n_clusters' parameter must be <= n=300 "
         "(the data set's points); got 301"
     )
-    assert set(_records(store)) == {"ingest"}
+    assert not store.exists()  # no stage marked: the new store is not left behind
 
 
 def test_failed_ingest_or_run_leaves_no_new_empty_store(tmp_path, capsys):
