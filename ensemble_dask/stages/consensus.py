@@ -427,7 +427,7 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, progress=Fals
         record["model"] = MODEL_KEPT[method]  # a result from before its model was kept is then stale
     if store.is_complete(stage, record, inputs):
         logger.info("%s: up to date, skipped", stage)
-        return store[stage].attrs["metrics"]
+        return _metrics(store, name)
     # fit first: bad parameters or data fail before the previous result is unmarked
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:  # recorded with the result, and logged
@@ -501,15 +501,22 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, progress=Fals
     return metrics
 
 
-def current_results(store):
-    """``{name: metrics}`` of the consensus results that are complete and up to date with their inputs.
+def _metrics(store, name):
+    """The metrics of the result ``name``. One fitted on imported labels before ``ingest`` brought ``y_true``
+    (which leaves it up to date) was scored against none: it is scored here, as its fit would have."""
+    metrics = store[f"consensus/{name}"].attrs["metrics"]
+    if "ARI" in metrics or "y_true" not in store:
+        return metrics
+    from ..metrics import partition_scores
 
-    A result fitted on imported labels before ``ingest`` brought ``y_true`` (which leaves it up to date) was
-    scored against none: it is scored here, as its fit would have scored it."""
+    return {**partition_scores(store[f"consensus/{name}/labels"][:], store["y_true"][:]), **metrics}
+
+
+def current_results(store):
+    """``{name: metrics}`` of the consensus results that are complete and up to date with their inputs."""
     out = {}
     if "consensus" not in store:
         return out
-    y_true = None
     for name in sorted(store["consensus"].group_keys()):
         rec = store.record(f"consensus/{name}") or {}
         if not rec.get("complete"):
@@ -521,10 +528,5 @@ def current_results(store):
         except InputError:
             continue
         if rec.get("inputs") == current:
-            out[name] = metrics = store[f"consensus/{name}"].attrs["metrics"]
-            if "ARI" not in metrics and "y_true" in store:
-                from ..metrics import partition_scores
-
-                y_true = store["y_true"][:] if y_true is None else y_true
-                out[name] = {**partition_scores(store[f"consensus/{name}/labels"][:], y_true), **metrics}
+            out[name] = _metrics(store, name)
     return out

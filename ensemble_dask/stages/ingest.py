@@ -392,6 +392,13 @@ def _same_location(a, b):
     return os.path.realpath(a) == os.path.realpath(b)
 
 
+#: what to do with a store that holds another data set
+_REPLACE = (
+    "use another store, or overwrite it (ingest --overwrite, or 'overwrite: true' under 'data' in a "
+    "workflow), which deletes every stage's results in it"
+)
+
+
 def _check_same_source(store, p, source):
     """Stop when ``store`` holds a data set ingested from another source (README: "a store holding
     another data set stops"); the same source with other options or new content is re-read."""
@@ -410,9 +417,7 @@ def _check_same_source(store, p, source):
     if (marks and marks == old_marks) or (source.get("files") and source["files"] == old_source.get("files")):
         return
     raise InputError(
-        f"run store {store.url!r} holds the data set read from {old_url!r}, not from {p['url']!r}; "
-        "use another store, or overwrite it (ingest --overwrite, or 'overwrite: true' under 'data' in a "
-        "workflow), which deletes every stage's results in it"
+        f"run store {store.url!r} holds the data set read from {old_url!r}, not from {p['url']!r}; {_REPLACE}"
     )
 
 
@@ -484,12 +489,7 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
     if check_n is not None:
         check_n(reader.n)
     if not overwrite:
-        store.check_n(
-            reader.n,
-            f"input {p['url']!r}",
-            "use another store, or overwrite it (ingest --overwrite, or 'overwrite: true' under 'data' in a "
-            "workflow), which deletes every stage's results in it",
-        )
+        store.check_n(reader.n, f"input {p['url']!r}", _REPLACE)
 
     # pass 2: validate everything and collect the column statistics before writing anything
     cnt = mean = m2 = None
@@ -514,7 +514,14 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
     center = mean if p["standardize"] else np.zeros_like(mean)
     d = int(keep_cols.sum())
 
-    ingested = store.record("ingest") is not None  # (a store of imported labels alone has none)
+    # a store of labels imported before any data: nothing in it was computed from an X (no ingest record, no
+    # X, and the labels' record reads none). Anything else, an ingest that stopped halfway included (its
+    # record is gone, its X partly written), is taken for other data.
+    labels_alone = (
+        store.record("ingest") is None
+        and "X" not in store
+        and (store.record("generate") or {}).get("inputs") == []
+    )
     before = (store.record("ingest") or {}).get("output")
     with store.stage("ingest", params, [], meta={"url": p["url"]}, writes=("X", "y_true")) as record:
         for name in ("X", "y_true"):
@@ -557,7 +564,7 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
         if reader.y is not None:
             content.update(reader.y.tobytes())
         record["output"] = content.hexdigest()[:32]
-        if record["output"] != before and (ingested or overwrite):
+        if record["output"] != before and (overwrite or not labels_alone):
             # other data: what was computed from the old X goes, its report too
             with warnings.catch_warnings():  # the report folder is no zarr node, and zarr says so as it lists
                 warnings.filterwarnings("ignore", "Object at .* is not recognized", UserWarning)
