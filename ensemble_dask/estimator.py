@@ -172,8 +172,13 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         """``{stage: (identity, finished)}`` of the stage records of ``store``: what ran in it, and when."""
         from .io.store import RunStore
 
-        records = RunStore(store, self.storage_options, mode="r").records()
-        return {name: (rec.get("hash"), rec.get("finished")) for name, rec in records.items()}
+        try:
+            records = RunStore(store, self.storage_options, mode="r").records()
+        except InputError:  # no store there (removed since): nothing in it to keep
+            return None
+        return {
+            name: (rec.get("hash"), rec.get("started"), rec.get("finished")) for name, rec in records.items()
+        }
 
     def workflow(self, data_url, seed, store=None, n_rows=None):
         """The workflow :meth:`fit` runs (a dict, as :func:`ensemble_dask.pipeline.run_workflow` takes it).
@@ -192,7 +197,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         # store only, or in one that holds what its last fit left and nothing since: a store the user named
         # may hold results this estimator did not make
         replace = self.store is None or (
-            getattr(self, "store_", None) == store and self._records(store) == self._left
+            getattr(self, "store_", None) == store and self._records(store) in (None, self._left)
         )
         spec = {
             "name": "consensus-clustering",
@@ -239,12 +244,16 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         store_url = self._store_url()
         seed = self._seed()
         folder = f"memory://ensemble_dask/input-{uuid.uuid4().hex}"
+        spec = None
         try:
             url, shape = _data_url(X, folder)
             spec = self.workflow(url, seed, store_url, n_rows=None if shape is None else shape[0])
             report = pipeline.run_workflow(spec, progress=self.progress, report=False)  # no HTML page
         finally:
             _remove(folder)
+            if spec is not None and spec["data"]["overwrite"] and self.store is not None:
+                # a fit that was let replace the store and stopped partway: what it left is its own
+                self._left = self._records(store_url)
         if store_url.startswith("memory://ensemble_dask/"):
             owned = getattr(self, "_memory_store", (None, None))
             if owned[0] == id(self) and owned[1] != store_url:

@@ -182,6 +182,31 @@ def test_a_fit_does_not_replace_a_store_another_estimator_wrote_since(blobs):
     assert {"consensus/bce", "consensus/kcc"} <= set(RunStore(store, mode="r").records())
 
 
+def test_a_fit_that_stopped_or_a_store_removed_does_not_lock_the_estimator_out(blobs, monkeypatch, tmp_path):
+    """Review of the rule above: an estimator's own fit that stopped partway changed the records, and its next
+    fit (of other data) was refused its own store; a named store removed between fits made the next fit fail
+    (it read the records of a store that is no more)."""
+    import shutil
+
+    import ensemble_dask.stages.consensus as consensus
+
+    store = str(tmp_path / "s.zarr")
+    a = ConsensusClustering(n_clusters=3, method="kcc", n_clusterings=4, random_state=0, store=store).fit(
+        blobs
+    )
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(consensus, "consensus_stage", stop)
+        with pytest.raises(KeyboardInterrupt):
+            a.fit(blobs + 1.0)  # ingest and generate ran, the consensus did not
+    assert a.fit(blobs[:300] + 2.0).labels_.shape == (300,)
+    shutil.rmtree(store)
+    assert a.fit(blobs).labels_.shape == (blobs.shape[0],)
+
+
 def test_a_store_in_memory_goes_with_its_estimator(blobs):
     """Removed at the next fit after the estimator is collected (a finaliser runs in any thread: removing
     the store there raced with a stage listing the memory file system)."""
