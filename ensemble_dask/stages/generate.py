@@ -287,16 +287,8 @@ def read_labels_table(url, *, storage_options=None, fmt=None, header=None, sep=N
         raise InputError(f"{url}: the labels table is empty")
     lab = check_labels_matrix(np.concatenate(blocks), name=f"labels in {url!r}")
     lab = np.asarray(lab, dtype=np.int64)
-    _check_imported_labels(lab, url)
     dense = _dense(lab)
-    for u in range(dense.shape[1]):  # ids 0 .. k-1: every labelled point apart when k is their number
-        labelled = int((dense[:, u] >= 0).sum())
-        if dense[:, u].max() + 1 == labelled:
-            raise InputError(
-                f"labels table {url!r}: column {u} puts each of its {labelled} points in a cluster of its "
-                "own (a row number or an id, such as the index pandas' to_csv writes?): it carries no "
-                "evidence of which points go together; drop it"
-            )
+    _check_imported_labels(dense, url)
     return dense
 
 
@@ -378,7 +370,8 @@ def import_labels(store, url, *, storage_options=None, fmt=None, header=None, se
 
 
 def _check_imported_labels(lab, url):
-    """Refuse a table that labels nothing, or a clustering (column) that labels no point."""
+    """Refuse a table that labels nothing, a clustering (column) that labels no point, and one that says
+    nothing about any pair (``lab``: each column's ids 0 .. k-1, :func:`_dense`)."""
     present = (lab >= 0).any(axis=0)
     if not present.any():
         raise InputError(
@@ -393,12 +386,21 @@ def _check_imported_labels(lab, url):
         )
     for u in range(lab.shape[1]):  # a partition that says nothing about any pair
         col = lab[:, u][lab[:, u] >= 0]
-        if col.size < 2 or col.min() == col.max():
-            what = "labels one point" if col.size < 2 else "puts every labelled point in one cluster"
-            raise InputError(
-                f"labels table {url!r}: column {u} {what}: it carries no evidence of which points go "
-                "together; drop it"
+        if col.size < 2:
+            what = "labels one point"
+        elif col.min() == col.max():
+            what = "puts every labelled point in one cluster"
+        elif col.max() + 1 == col.size:  # ids 0 .. k-1 with k the points: each apart
+            what = (
+                f"puts each of its {col.size} points in a cluster of its own (a row number or an id, such as "
+                "the index pandas' to_csv writes?)"
             )
+        else:
+            continue
+        raise InputError(
+            f"labels table {url!r}: column {u} {what}: it carries no evidence of which points go together; "
+            "drop it"
+        )
 
 
 def base_partition_scores(store):

@@ -309,6 +309,11 @@ def test_tables_of_no_rows_are_named_as_such(fitted, tmp_path):
     (tmp_path / "none.csv").write_text("")
     with pytest.raises(InputError, match="none.csv: no rows to label"):
         predict_rows(store, "kcc", str(tmp_path / "none.csv"))
+    from ensemble_dask.stages.predict import new_rows
+
+    named, frame = _numbered_table(tmp_path)  # a store read from a CSV with a header
+    frame.iloc[:0].to_csv(tmp_path / "names.csv", index=False)  # its header alone
+    assert list(new_rows(named, str(tmp_path / "names.csv"))) == []  # no empty block for the model to refuse
     (tmp_path / "head.csv").write_text("a,b,class\n")
     with pytest.raises(InputError, match="head.csv: the table is empty"):
         ingest(RunStore(str(tmp_path / "h.zarr")), str(tmp_path / "head.csv"), label_column="class")
