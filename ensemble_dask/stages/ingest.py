@@ -37,7 +37,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import warnings
 
@@ -56,6 +55,7 @@ from ..io.readers import (
 )
 from ..io.store import RECORDS_DIR
 from ..io.urls import infer_format, source_fingerprint
+from ._same_data import REPLACE, check_same_source
 
 __all__ = ["ingest", "ingest_params"]
 
@@ -386,41 +386,6 @@ def _shorten(names, k=8):
     return ", ".join(names[:k]) + (f", ... ({len(names)} columns)" if len(names) > k else "")
 
 
-def _same_location(a, b):
-    if "://" in a or "://" in b or a.startswith("synthetic:") or b.startswith("synthetic:"):
-        return a == b
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
-#: what to do with a store that holds another data set
-_REPLACE = (
-    "use another store, or overwrite it (ingest --overwrite, or 'overwrite: true' under 'data' in a "
-    "workflow), which deletes every stage's results in it"
-)
-
-
-def _check_same_source(store, p, source):
-    """Stop when ``store`` holds a data set ingested from another source (README: "a store holding
-    another data set stops"); the same source with other options or new content is re-read."""
-    rec = store.record("ingest")
-    if not rec or not rec.get("complete"):
-        return
-    old = rec.get("params") or {}
-    # the stage's identity leaves the URL out (content-addressed); the record's meta keeps it
-    old_url = (rec.get("meta") or {}).get("url", old.get("url"))
-    old_source = old.get("source") or {}
-    if old_url is None or _same_location(str(old_url), p["url"]):
-        return
-    # the same file under another name (a relative path seen from elsewhere, a copy): same identity
-    marks = {k: v for k, v in source.items() if k not in ("url", "files")}
-    old_marks = {k: v for k, v in old_source.items() if k not in ("url", "files")}
-    if (marks and marks == old_marks) or (source.get("files") and source["files"] == old_source.get("files")):
-        return
-    raise InputError(
-        f"run store {store.url!r} holds the data set read from {old_url!r}, not from {p['url']!r}; {_REPLACE}"
-    )
-
-
 def _merge_moments(cnt, mean, m2, block):
     """Merge a block's per-column count, mean and sum of squared deviations (Chan et al.).
 
@@ -483,13 +448,13 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
         return {**store["X"].attrs.asdict().get("summary", {}), "skipped": True}
 
     if not overwrite:
-        _check_same_source(store, p, params["source"])
+        check_same_source(store, p["url"], params["source"])
     reader = _Reader(p, storage_options)
     reader.scan(int(seed))
     if check_n is not None:
         check_n(reader.n)
     if not overwrite:
-        store.check_n(reader.n, f"input {p['url']!r}", _REPLACE)
+        store.check_n(reader.n, f"input {p['url']!r}", REPLACE)
 
     # pass 2: validate everything and collect the column statistics before writing anything
     cnt = mean = m2 = None

@@ -1,0 +1,44 @@
+"""Whether the data ``ingest`` is given is the data set a run store holds, and what to say when it is not
+(a store holding another data set stops, unless it is overwritten)."""
+
+from __future__ import annotations
+
+import os
+
+from .._validation import InputError
+
+__all__ = ["REPLACE", "check_same_source"]
+
+#: what to do with a store that holds another data set
+REPLACE = (
+    "use another store, or overwrite it (ingest --overwrite, or 'overwrite: true' under 'data' in a "
+    "workflow), which deletes every stage's results in it"
+)
+
+
+def _same_location(a, b):
+    if "://" in a or "://" in b or a.startswith("synthetic:") or b.startswith("synthetic:"):
+        return a == b
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_same_source(store, url, source):
+    """Stop when ``store`` holds a data set ingested from another source than ``url`` (whose fingerprint is
+    ``source``); the same source with other options or new content is re-read."""
+    rec = store.record("ingest")
+    if not rec or not rec.get("complete"):
+        return
+    old = rec.get("params") or {}
+    # the stage's identity leaves the URL out (content-addressed); the record's meta keeps it
+    old_url = (rec.get("meta") or {}).get("url", old.get("url"))
+    old_source = old.get("source") or {}
+    if old_url is None or _same_location(str(old_url), url):
+        return
+    # the same file under another name (a relative path seen from elsewhere, a copy): same identity
+    marks = {k: v for k, v in source.items() if k not in ("url", "files")}
+    old_marks = {k: v for k, v in old_source.items() if k not in ("url", "files")}
+    if (marks and marks == old_marks) or (source.get("files") and source["files"] == old_source.get("files")):
+        return
+    raise InputError(
+        f"run store {store.url!r} holds the data set read from {old_url!r}, not from {url!r}; {REPLACE}"
+    )
