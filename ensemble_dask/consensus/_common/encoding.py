@@ -4,14 +4,27 @@ distinct rows with their multiplicities (:func:`compress_rows`)."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..._validation import InputError
+from ..._validation import InputError, check_labels_matrix
 from . import _kernels as kern
 
-__all__ = ["Encoding", "column_categories", "encode", "check_encoding", "compress_rows"]
+__all__ = [
+    "Encoding",
+    "UnseenLabelsWarning",
+    "column_categories",
+    "encode",
+    "encode_new_labels",
+    "check_encoding",
+    "compress_rows",
+]
+
+
+class UnseenLabelsWarning(UserWarning):
+    """``transform`` or ``predict`` met base labels absent from the fit; they are treated as missing."""
 
 
 @dataclass(frozen=True)
@@ -141,3 +154,23 @@ def compress_rows(gidx):
         inverse = inverse.ravel().astype(np.int64)
         distinct = gidx[first]
     return np.ascontiguousarray(distinct), counts.astype(np.float64), inverse
+
+
+def encode_new_labels(labels, encoding, *, stacklevel):
+    """``(labels, gidx)``: new rows' labels checked and coded with the :class:`Encoding` of a fit; another
+    number of clusterings is refused, and labels the fit never saw are missing (an
+    :class:`UnseenLabelsWarning`, ``stacklevel`` frames up from the caller, says how many)."""
+    labels = check_labels_matrix(labels)
+    if labels.shape[1] != encoding.n_clusterings:
+        raise InputError(
+            f"labels must have the {encoding.n_clusterings} clusterings of the fit; got {labels.shape[1]}"
+        )
+    gidx = encoding.transform(labels)
+    n_unseen = int(np.count_nonzero(gidx < 0) - np.count_nonzero(labels < 0))
+    if n_unseen:
+        warnings.warn(
+            f"{n_unseen} base labels were not seen in the fit; they are treated as missing",
+            UnseenLabelsWarning,
+            stacklevel=stacklevel + 1,
+        )
+    return labels, gidx

@@ -20,15 +20,15 @@ shared estimator base class in :mod:`._base`.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import digamma, gammaln, polygamma
 
-from ..._validation import InputError, check_labels_matrix
+from ..._validation import InputError
 from ...runtime.threads import thread_map
-from .._common.encoding import Encoding, column_categories, compress_rows
+from .._common.encoding import Encoding, UnseenLabelsWarning, column_categories, compress_rows
+from .._common.encoding import encode_new_labels as _encode_new
 from . import _kernels as kern
 
 __all__ = [
@@ -59,10 +59,6 @@ class BCEWarning(UserWarning):
 
 class EmptyRowsWarning(BCEWarning):
     """Some rows have no observed base label (nor feature): they get the prior's memberships."""
-
-
-class UnseenLabelsWarning(BCEWarning):
-    """``transform`` met base labels absent from the fit; they are treated as missing."""
 
 
 # --------------------------------------------------------------------------- label coding
@@ -116,22 +112,10 @@ def check_fitted_labels(name, k, beta, categories):
 
 
 def encode_new_labels(labels, categories, *, stacklevel):
-    """``(labels, gidx)``: new rows' labels checked and coded with the ``categories`` of a fit; another number
-    of clusterings is refused, and labels the fit never saw are missing (an :class:`UnseenLabelsWarning`,
-    ``stacklevel`` frames up, says how many)."""
-    labels = check_labels_matrix(labels)
-    if labels.shape[1] != len(categories):
-        raise InputError(
-            f"labels must have the {len(categories)} clusterings of the fit; got {labels.shape[1]}"
-        )
-    gidx, n_unseen = encode_labels(labels, categories)
-    if n_unseen:
-        warnings.warn(
-            f"{n_unseen} base labels were not seen in the fit; they are treated as missing",
-            UnseenLabelsWarning,
-            stacklevel=stacklevel,
-        )
-    return labels, gidx
+    """``(labels, gidx)``: new rows' labels checked and coded with the ``categories`` of a fit
+    (:func:`~ensemble_dask.consensus._common.encoding.encode_new_labels`: labels the fit never saw are
+    missing, with an :class:`UnseenLabelsWarning` ``stacklevel`` frames up)."""
+    return _encode_new(labels, Encoding.from_categories(categories), stacklevel=stacklevel)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,14 @@ import numpy as np
 
 from ..._validation import InputError, check_labels_matrix, check_random_state, convergence_warning
 from .._common.base import normalized_entropy
-from .._common.encoding import Encoding, check_encoding, column_categories, compress_rows, encode  # noqa: F401 (re-exported)
+from .._common.encoding import (  # noqa: F401 (re-exported)
+    Encoding,
+    check_encoding,
+    column_categories,
+    compress_rows,
+    encode,
+    encode_new_labels,
+)
 from .._common.params import Interval, Options, ParamsMixin, check_n_clusters
 from ..starts import spectral_partition
 from ._blocks import (  # noqa: F401 (re-exported: the row-block API of KCC)
@@ -278,14 +285,10 @@ def assign_new_rows(est, labels):
     name = type(est).__name__
     if not hasattr(est, "cluster_centers_"):
         raise InputError(f"This {name} is not fitted yet; call fit first")
-    labels = check_labels_matrix(labels)
     enc = est.encoding_
-    if labels.shape[1] != enc.n_clusterings:
-        raise InputError(
-            f"labels must have the {enc.n_clusterings} clusterings of the fit; got {labels.shape[1]}"
-        )
+    # int32, C-contiguous, as the fit's (one compiled kernel); labels the fit never saw: missing, and said
+    _, gidx = encode_new_labels(labels, enc, stacklevel=3)
     MT = np.ascontiguousarray(np.concatenate(est.cluster_centers_, axis=1).T)
-    gidx = enc.transform(labels)  # int32, C-contiguous, as the fit's (one compiled kernel)
     return block_memberships(gidx, MT, block_norms(MT, enc.offsets))
 
 
