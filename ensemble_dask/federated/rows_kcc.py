@@ -21,7 +21,10 @@ The same federation as row-distributed BCE (:mod:`.rows`): each site's rows stay
 
 **Empty clusters.** In memory, KCC reseeds an empty cluster at the rows farthest from their
 centroids; those are individual rows, so here no site sends any (``n_far = 0``) and an empty
-cluster's centroid becomes the pooled label distribution (the prior), which reveals no row. As long as
+cluster's centroid becomes the pooled label distribution (the prior), which this driver takes from no
+single row. (That is what an honest coordinator sends. A site cannot tell honest centroids from crafted
+ones, and crafted ones turn the sums into counts of the federation's rows equal to a label tuple: the
+threat model in ``docs/guide/federation.md`` says what the sums reveal.) As long as
 no cluster empties - the usual case - the fit therefore equals ``KCC(n_clusters, init="clusters",
 random_state=seed, ...)`` on the pooled rows (counts are integers, summed exactly; the squared
 error up to floating-point summation order), with the same determinism for a seed and for any cut
@@ -106,7 +109,7 @@ class SiteSums:
             "sse": float(vec[K * G + K]),
             "changed": float(np.rint(vec[K * G + K + 1])),  # a count: exact up to the fixed point's 2**-64
             "far_d": np.empty(0),
-            "far_rows": np.zeros((0, self.N), dtype=np.int32),  # no row leaves a site
+            "far_rows": np.zeros((0, self.N), dtype=np.int32),  # no site sends a row of its own
         }
         trace.append(stats["sse"] / self.n**2)
         if self.progress is not None:
@@ -182,7 +185,7 @@ def run_federated_kcc(
     if isinstance(init, str) and init != "clusters":
         raise InputError(
             f"The 'init' parameter of federated KCC must be 'clusters' or an array; got {init!r} "
-            "('k-means++', 'random' and 'spectral' pick individual rows, which never leave a site)"
+            "('k-means++', 'random' and 'spectral' pick individual rows, which no site sends)"
         )
     sites = _check_sites(sites)
     est = KCC(n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol, random_state=random_state)
