@@ -38,7 +38,7 @@ __all__ = ["_BCEBase", "fit_em", "EM_CONSTRAINTS", "INIT_CONSTRAINT"]
 
 #: the parameters of the EM that BCE, GBCE and MM share
 EM_CONSTRAINTS = {
-    "n_clusters": [Interval(Integral, 1, None)],
+    "n_clusters": [Interval(Integral, 2, None)],
     "n_init": [Interval(Integral, 1, None)],
     "max_iter": [Interval(Integral, 1, None)],
     "tol": [Interval(Real, 0, None, inf_ok=True)],

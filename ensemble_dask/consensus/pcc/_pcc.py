@@ -72,7 +72,7 @@ def _resolve_tol(tol, start):
 
 #: the parameters PCC and PPC share
 _CONSTRAINTS = {
-    "n_clusters": [Interval(Integral, 1, None)],
+    "n_clusters": [Interval(Integral, 2, None)],
     "init": [Options("random"), "array-like"],
     "tol": [Options("auto"), Interval(Real, 0, None, closed="neither")],
     "max_iter": [Interval(Integral, 0, None)],
