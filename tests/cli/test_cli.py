@@ -277,7 +277,7 @@ def test_table_of_constant_columns(tmp_path, capsys):
         ),
         (
             "consensus.pcc-kl.n_clusters=0",
-            "consensus method 'pcc-kl': The 'n_clusters' parameter of PCC must be an integer >= 1; got 0",
+            "consensus method 'pcc-kl': The 'n_clusters' parameter of PCC must be an integer >= 2; got 0",
         ),
         (
             "consensus.pcc-kl.divergence=hellinger",
