@@ -169,7 +169,8 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
     _left = None  # the store's stage records as this estimator's last fit left them (:meth:`_records`)
 
     def _records(self, store):
-        """``{stage: (identity, finished)}`` of the stage records of ``store``: what ran in it, and when."""
+        """``{stage: (identity, started, finished)}`` of the stage records of ``store`` (what ran in it, and
+        when), or None when there is no store there."""
         from .io.store import RunStore
 
         try:
@@ -244,15 +245,17 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         store_url = self._store_url()
         seed = self._seed()
         folder = f"memory://ensemble_dask/input-{uuid.uuid4().hex}"
-        spec = None
+        spec, done = None, False
         try:
             url, shape = _data_url(X, folder)
             spec = self.workflow(url, seed, store_url, n_rows=None if shape is None else shape[0])
             report = pipeline.run_workflow(spec, progress=self.progress, report=False)  # no HTML page
+            done = True
         finally:
             _remove(folder)
-            if spec is not None and spec["data"]["overwrite"] and self.store is not None:
-                # a fit that was let replace the store and stopped partway: what it left is its own
+            # what a fit left in a named store is its own: one that completed, or one that was let replace
+            # the store and stopped partway
+            if self.store is not None and spec is not None and (done or spec["data"]["overwrite"]):
                 self._left = self._records(store_url)
         if store_url.startswith("memory://ensemble_dask/"):
             owned = getattr(self, "_memory_store", (None, None))
@@ -268,7 +271,6 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         self.uncertainty_ = np.asarray(store[f"{group}/uncertainty"][:], dtype=np.float64)
         self.metrics_ = report["methods"][self.method]
         self.n_features_in_ = int(store["X"].shape[1]) if shape is None else shape[1]
-        self._left = self._records(store_url) if self.store is not None else None
         self.store_ = store_url  # last: a failed fit leaves no fitted look behind
         return self
 

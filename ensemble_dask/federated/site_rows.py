@@ -181,6 +181,19 @@ def bce_reset(st):
     _fresh(st)
 
 
+def _checkpoint(st, name, last, blocks):
+    """Save each block's ``gamma`` (futures on the site's cluster) as checkpoint ``name``, keeping the one
+    before it (``last``, or None) and removing the other files of its kind; nothing without a checkpoint
+    directory."""
+    if not st.data["checkpoint"]:
+        return
+    saves = []
+    for j, g in enumerate(blocks):
+        keep = {Path(_ckpt(st, n, j)).name for n in (name, last) if n is not None}
+        saves.append(_submit(st, _save, _ckpt(st, name, j), g, keep))
+    st.client.gather(saves)
+
+
 def bce_estep(st, params, init, t, tol, max_iter):
     """The E-step over the site's blocks (in the session's current round): the summed statistics vector;
     ``gamma`` stays on the workers, and is checkpointed under this round's tag (:func:`bce_prepare`)."""
@@ -190,12 +203,8 @@ def bce_estep(st, params, init, t, tol, max_iter):
     tag = f"{st.session}-{st.last_round}"
     name, last = f"gamma-{init}-{t}-{tag}", st.data["gamma_name"]
     st.data["gamma_tag"], st.data["gamma_name"] = tag, name
-    if st.data["checkpoint"]:  # this iteration's and the last one's (the coordinator resumes from either)
-        saves = []
-        for j, g in enumerate(estep.gamma):
-            keep = {Path(_ckpt(st, n, j)).name for n in (name, last) if n is not None}
-            saves.append(_submit(st, _save, _ckpt(st, name, j), g, keep))
-        st.client.gather(saves)
+    # this iteration's and the last one's (the coordinator resumes from either)
+    _checkpoint(st, name, last, estep.gamma)
     return vec
 
 
@@ -206,12 +215,7 @@ def bce_promote(st, init):
     st.data["best"] = list(st.data["estep"].gamma)
     name, last = f"best-{init}-{st.data['gamma_tag']}", st.data["best_name"]
     st.data["best_name"] = name
-    if st.data["checkpoint"]:
-        saves = []
-        for j, g in enumerate(st.data["best"]):
-            keep = {Path(_ckpt(st, n, j)).name for n in (name, last) if n is not None}
-            saves.append(_submit(st, _save, _ckpt(st, name, j), g, keep))
-        st.client.gather(saves)
+    _checkpoint(st, name, last, st.data["best"])
 
 
 def _memberships(gamma, prepared):
