@@ -240,6 +240,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
 
         from . import pipeline
         from .io.store import RunStore
+        from .stages._same_data import OtherDataError
 
         _remove_abandoned()
         store_url = self._store_url()
@@ -251,6 +252,13 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
             spec = self.workflow(url, seed, store_url, n_rows=None if shape is None else shape[0])
             report = pipeline.run_workflow(spec, progress=self.progress, report=False)  # no HTML page
             done = True
+        except OtherDataError:  # its message names the data's folder in memory and the CLI's option
+            raise InputError(
+                f"store {store_url!r} holds another data set than X, and results this estimator's last fit "
+                "did not leave there (another estimator's or run's, or stages run since); a fit replaces the "
+                "data of a given store only when the store holds what its own last fit left: pass another "
+                "store, or store=None (one in memory), or remove this one"
+            ) from None
         finally:
             _remove(folder)
             # what a fit left in a named store is its own: one that completed, or one that was let replace

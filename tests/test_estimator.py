@@ -175,8 +175,11 @@ def test_a_fit_does_not_replace_a_store_another_estimator_wrote_since(blobs):
     a = ConsensusClustering(method="bce", **params).fit(blobs)
     ConsensusClustering(method="kcc", **params).fit(blobs)
     kcc = RunStore(store, mode="r")["consensus/kcc/labels"][:]
-    with pytest.raises(InputError, match="holds"):
+    with pytest.raises(InputError, match="holds") as info:
         a.fit(blobs[:300] + 1.0)
+    # the estimator's own words: not the data's folder in memory, nor the CLI's option
+    assert f"store {store!r} holds another data set than X" in str(info.value)
+    assert "input-" not in str(info.value) and "--overwrite" not in str(info.value)
     np.testing.assert_array_equal(RunStore(store, mode="r")["consensus/kcc/labels"][:], kcc)
     a.fit(blobs)  # its own data again: the store's results stay, and a's is current
     assert {"consensus/bce", "consensus/kcc"} <= set(RunStore(store, mode="r").records())
@@ -205,6 +208,25 @@ def test_a_fit_that_stopped_or_a_store_removed_does_not_lock_the_estimator_out(b
     assert a.fit(blobs[:300] + 2.0).labels_.shape == (300,)
     shutil.rmtree(store)
     assert a.fit(blobs).labels_.shape == (blobs.shape[0],)
+
+
+def test_a_file_of_other_rows_at_the_same_url_is_refused_in_the_estimators_words(blobs, tmp_path):
+    """The same file rewritten with other rows (ingest counts them): refused with the estimator's message, not
+    ingest's remedy (the CLI's --overwrite, a workflow's option), and the store keeps its data."""
+    import uuid
+
+    from ensemble_dask.io.store import RunStore
+
+    path = tmp_path / "X.npy"
+    np.save(path, blobs)
+    store = f"memory://url-{uuid.uuid4().hex}.zarr"
+    params = dict(n_clusters=3, method="kcc", n_clusterings=4, random_state=0, store=store)
+    ConsensusClustering(**params).fit(str(path))
+    np.save(path, blobs[:300])
+    with pytest.raises(InputError, match=f"store {store!r} holds another data set than X") as info:
+        ConsensusClustering(**params).fit(str(path))
+    assert "--overwrite" not in str(info.value)
+    assert RunStore(store, mode="r")["X"].shape[0] == blobs.shape[0]
 
 
 def test_a_store_in_memory_goes_with_its_estimator(blobs):

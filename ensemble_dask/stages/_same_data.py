@@ -7,13 +7,18 @@ import os
 
 from .._validation import InputError
 
-__all__ = ["REPLACE", "check_same_source"]
+__all__ = ["REPLACE", "OtherDataError", "check_same_n", "check_same_source"]
 
 #: what to do with a store that holds another data set
 REPLACE = (
     "use another store, or overwrite it (ingest --overwrite, or 'overwrite: true' under 'data' in a "
     "workflow), which deletes every stage's results in it"
 )
+
+
+class OtherDataError(InputError):
+    """The run store holds another data set than the one given, and may not replace it (its message says how
+    to replace it with the CLI or a workflow; :class:`~ensemble_dask.ConsensusClustering` says its own)."""
 
 
 def _same_location(a, b):
@@ -39,6 +44,14 @@ def check_same_source(store, url, source):
     old_marks = {k: v for k, v in old_source.items() if k not in ("url", "files")}
     if (marks and marks == old_marks) or (source.get("files") and source["files"] == old_source.get("files")):
         return
-    raise InputError(
+    raise OtherDataError(
         f"run store {store.url!r} holds the data set read from {old_url!r}, not from {url!r}; {REPLACE}"
     )
+
+
+def check_same_n(store, n, url):
+    """Stop when ``store`` holds a data set of other than ``n`` points (read from ``url``)."""
+    try:
+        store.check_n(n, f"input {url!r}", REPLACE)
+    except InputError as exc:
+        raise OtherDataError(str(exc)) from None

@@ -55,7 +55,7 @@ from ..io.readers import (
 )
 from ..io.store import RECORDS_DIR
 from ..io.urls import infer_format, source_fingerprint
-from ._same_data import REPLACE, check_same_source
+from ._same_data import check_same_n, check_same_source
 
 __all__ = ["ingest", "ingest_params"]
 
@@ -454,7 +454,7 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
     if check_n is not None:
         check_n(reader.n)
     if not overwrite:
-        store.check_n(reader.n, f"input {p['url']!r}", REPLACE)
+        check_same_n(store, reader.n, p["url"])
 
     # pass 2: validate everything and collect the column statistics before writing anything
     cnt = mean = m2 = None
