@@ -12,12 +12,14 @@ from ensemble_dask.federated.coordinator import client_context
 from ensemble_dask.stages.sites import LocalSiteAgents, _demo_layout, _write_array, write_demo_configs
 
 
-def start_sites(root, labels, *, references=None, min_sites=None, allow_plain=False, extra=("mallory",)):
+def start_sites(
+    root, labels, *, references=None, min_sites=None, allow_plain=False, extra=("mallory",), config=None
+):
     """Agents of one site per entry of ``labels`` (``{name: n_i x N int array}``); returns the started
     :class:`LocalSiteAgents` (stop it, or use it in ``with``) with ``.certs``, ``.context()`` and ``.sites``.
 
     ``extra`` names parties that get certificates and masking keys from the same CA but belong to no
-    federation (an attacker's credentials).
+    federation (an attacker's credentials). ``config(name, spec) -> spec`` edits each site's own config.
     """
     root = Path(root)
     names = sorted(labels)
@@ -29,10 +31,13 @@ def start_sites(root, labels, *, references=None, min_sites=None, allow_plain=Fa
         if references is not None:
             _write_array(s["reference"], np.asarray(references[s["name"]], dtype=np.int32))
     configs = write_demo_configs(local, certs, min_sites)
-    if allow_plain:
-        for cfg in configs:
-            spec = yaml.safe_load(cfg.read_text())
-            cfg.write_text(yaml.safe_dump({**spec, "allow_plain": True}, sort_keys=False))
+    for cfg in configs:
+        spec = yaml.safe_load(cfg.read_text())
+        if allow_plain:
+            spec["allow_plain"] = True
+        if config is not None:
+            spec = config(cfg.parent.name, spec)
+        cfg.write_text(yaml.safe_dump(spec, sort_keys=False))
     agents = LocalSiteAgents(configs).__enter__()
     agents.certs = certs
     agents.context = lambda name="coordinator": client_context(certs, name)

@@ -23,6 +23,7 @@ _EXPORTS = {
     "SiteRefusedError": ".coordinator",
     "SitesDropped": ".coordinator",
     "FederatedBCEResult": ".rows",
+    "ResumeRefusedWarning": ".rows",
     "run_federated_bce": ".rows",
     "FederatedKCCResult": ".rows_kcc",
     "run_federated_kcc": ".rows_kcc",

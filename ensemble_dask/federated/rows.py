@@ -48,10 +48,10 @@ from ..consensus.bce import BCE
 from ..consensus.bce._em import BCEWarning, Params, StatsLayout, _offsets, m_step
 from ..metrics import partition_scores
 from ..rowblocks.bce import read_labels
-from .coordinator import Federation, SitesDropped, SitesDroppedWarning
+from .coordinator import Federation, SiteRefusedError, SitesDropped, SitesDroppedWarning
 from .secure import ROW_TERM_LIMIT
 
-__all__ = ["FederatedBCEResult", "run_federated_bce", "scores_from_contingency"]
+__all__ = ["FederatedBCEResult", "ResumeRefusedWarning", "run_federated_bce", "scores_from_contingency"]
 
 logger = logging.getLogger(__name__)
 
@@ -292,7 +292,9 @@ def run_federated_bce(
     timeout : float, default=120
         Seconds a site may take for one request before it counts as dropped.
     checkpoint : object, default=None
-        With ``load() -> dict | None`` and ``save(dict)``: the coordinator's checkpoint.
+        With ``load() -> dict | None`` and ``save(dict)``: the coordinator's checkpoint. A site that cannot
+        resume from it (it keeps no checkpoints, or not the one named) refuses: the fit starts afresh, with
+        a :class:`ResumeRefusedWarning`.
     progress : callable, default=None
         Called as ``progress(iteration, bound)`` after every EM iteration.
 
@@ -320,10 +322,14 @@ def run_federated_bce(
     if n_labels is not None:
         n_labels = check_int(n_labels, "n_labels", min_value=1)
 
-    def fit(agg):
-        return _fit_bce(agg, est, n_labels, checkpoint, progress)
+    def fit(agg, fresh=False):
+        return _fit_bce(agg, est, n_labels, checkpoint, progress, fresh)
 
-    out, dropped = over_survivors(fit, sites, "bce", context, mode, timeout)
+    try:
+        out, dropped = over_survivors(fit, sites, "bce", context, mode, timeout)
+    except _ResumeRefused as exc:  # a site keeps no checkpoints, or not the one named: the run starts afresh
+        warnings.warn(f"{exc}; the fit starts afresh", ResumeRefusedWarning, stacklevel=2)
+        out, dropped = over_survivors(lambda agg: fit(agg, True), sites, "bce", context, mode, timeout)
     best, params, offsets, categories, rows_per_site, scores, resumed_from, t_em, n_em = out
     seconds = time.perf_counter() - t_start
     if not best["converged"]:
@@ -352,8 +358,17 @@ def run_federated_bce(
     )
 
 
-def _fit_bce(agg, est, n_labels, checkpoint, progress):
-    """One session's fit (see :func:`run_federated_bce`)."""
+class ResumeRefusedWarning(UserWarning):
+    """A federated BCE run could not resume from the coordinator's checkpoint: it starts afresh."""
+
+
+class _ResumeRefused(Exception):
+    pass
+
+
+def _fit_bce(agg, est, n_labels, checkpoint, progress, fresh=False):
+    """One session's fit (see :func:`run_federated_bce`); ``fresh``: the coordinator's checkpoint is not
+    read (a site refused to resume from it)."""
     k = est._k
     N, rows_per_site = joined_sites(agg)
     categories = _category_space(agg, n_labels, N)
@@ -371,7 +386,7 @@ def _fit_bce(agg, est, n_labels, checkpoint, progress):
             "mode": agg.mode,
         }
     )  # fmt: skip
-    state = checkpoint.load() if checkpoint is not None else None
+    state = checkpoint.load() if checkpoint is not None and not fresh else None
     if state is not None and state.get("run_key") != run_key:
         logger.info("checkpoint belongs to another run; starting afresh")
         state = None
@@ -396,7 +411,12 @@ def _fit_bce(agg, est, n_labels, checkpoint, progress):
             best.get("tag"),
         ]
     resumed_from = len(state["trace"]) if resume is not None else None
-    agg.call("prepare", (categories, k, run_key, resume), what="preparing the sites' rows")
+    try:
+        agg.call("prepare", (categories, k, run_key, resume), what="preparing the sites' rows")
+    except SiteRefusedError as exc:
+        if resume is None:
+            raise
+        raise _ResumeRefused(f"resuming from EM iteration {resumed_from}: {exc}") from exc
     # the sites name each checkpoint of their rows by the session and round of the E-step that made it
     # (site_rows.bce_prepare): the tag of the rows' current gamma, for a resume to name it
     gamma_tag = state["gamma_tag"] if state["trace"] else None

@@ -16,6 +16,7 @@ Everything that decides what leaves the site is here, never in a message of the 
     data: {labels: labels.zarr, reference: reference.zarr, storage_options: {}}
     output: memberships.zarr        # where this site writes its rows' memberships
     checkpoint: state/gamma         # E-step state for resuming (optional; of the last max_sessions runs)
+    max_state_entries: 134217728    # rows x k a BCE session may keep (its gamma, best start, checkpoints)
     state: state                    # audit log and the sessions already joined
     compute:                        # the site's own Dask cluster for its row blocks (federated.site_rows)
       processes: false              # false: threads of the agent (no port); true: worker processes over TLS
@@ -40,7 +41,7 @@ __all__ = ["SiteConfig", "load_config"]
 _CONFIG_KEYS = {
     "name", "listen", "coordinator", "tls", "mask_key", "federation", "min_sites", "allow_plain", "data",
     "output", "checkpoint", "state", "ready_file", "idle_timeout", "max_sessions", "storage_options",
-    "compute", "max_body_bytes",
+    "compute", "max_body_bytes", "max_state_entries",
 }  # fmt: skip
 
 
@@ -68,6 +69,9 @@ class SiteConfig:
     max_sessions: int = 4
     compute: dict = field(default_factory=dict)
     max_body_bytes: int = 256 << 20  # no message of the protocol comes near (the vectors are per cluster)
+    #: rows x k of the state a BCE session keeps (gamma and the best start, 8 bytes an entry each, and their
+    #: checkpoints): 2**27, 1 GiB a copy (5,000,000 rows at k = 26)
+    max_state_entries: int = 1 << 27
 
     @property
     def federation(self):
@@ -186,4 +190,12 @@ def load_config(path):
         max_sessions=int(spec.get("max_sessions", 4)),
         compute=compute,
         max_body_bytes=int(spec.get("max_body_bytes", 256 << 20)),
+        max_state_entries=_positive(spec, "max_state_entries", 1 << 27, where),
     )
+
+
+def _positive(spec, key, default, where):
+    value = spec.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InputError(f"{key!r} {where} must be a positive integer; got {value!r}")
+    return value

@@ -111,8 +111,16 @@ def _bce_prepare(agent, st, args):
         raise Refused(f"k x categories = {k} x {sum(c.size for c in cats)} is over 2**24")
     if not isinstance(run_key, str) or len(run_key) != 16 or not set(run_key) <= _RUN_KEY_CHARS:
         raise Refused(f"run_key must be 16 hex digits; got {run_key!r:.80}")
+    # the session's state (gamma, the best start, their checkpoints) is rows x k: bounded by the site's own
+    # config, on the row count the site told at join (the refusal depends on nothing else)
+    rows, cap = st.data["labels"].shape[0], agent.config.max_state_entries
+    if rows * k > cap:
+        raise Refused(f"rows x k = {rows} x {k} is over this site's max_state_entries ({cap}, its config)")
     if resume is not None:
         resume = _resume(resume)
+        if not agent.config.checkpoint:
+            # resumed beside peers that load theirs, fresh rows here would sum apart from them
+            raise Refused("this site keeps no checkpoints (no 'checkpoint' in its config): it cannot resume")
     st.data["categories"] = cats
     scatter_rows(st, st.data.pop("labels"), agent.config.compute.get("block_rows"))
     held = {s.data["ckpt_run"] for s in agent.sessions.values() if "ckpt_run" in s.data}

@@ -161,8 +161,8 @@ def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 10
     if resume is None:
         return
     init, t, tag, best_init, best_tag = resume
-    if not checkpoint:
-        return  # the rows restart from fresh gamma (the coordinator's run still resumes)
+    if not checkpoint:  # (the agent refuses such a prepare: fresh rows would sum apart from resumed ones)
+        raise InputError("this site keeps no checkpoints; cannot resume")
     if t is not None:
         name = f"gamma-{init}-{t}-{tag}"
         st.data["estep"].gamma = [

@@ -390,6 +390,8 @@ def test_a_config_that_weakens_the_site_is_refused(agents, tmp_path):
         ({"min_sites": 1}, "min_sites"),
         ({"federation": {"site-a": spec["federation"]["site-a"]}, "min_sites": 1}, "min_sites"),
         ({"allow_plain": "yes"}, "allow_plain"),
+        ({"max_state_entries": 0}, "'max_state_entries' .* must be a positive integer; got 0"),
+        ({"max_state_entries": True}, "max_state_entries"),
         ({"mask_key": str(agents.certs / "site-b-mask.key")}, "is not the key pinned for 'site-a'"),
     ]:
         bad = cfg.parent / "bad.yaml"
