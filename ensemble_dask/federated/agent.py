@@ -144,7 +144,12 @@ class SiteAgent:
         }
         if reason:
             line["reason"] = _short(reason, 400)
-        with open(self._audit_path, "a") as f:
+        path = self._audit_path
+        # at most twice audit_max_bytes on disk, whatever a coordinator sends: the log, and the one before it
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_size >= self.config.audit_max_bytes:
+                path.replace(path.with_name(path.name + ".1"))
+        with open(path, "a") as f:
             f.write(json.dumps(line, default=str) + "\n")
 
     # -- dispatch ------------------------------------------------------------------------------

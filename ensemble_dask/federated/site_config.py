@@ -18,6 +18,7 @@ Everything that decides what leaves the site is here, never in a message of the 
     checkpoint: state/gamma         # E-step state for resuming (optional; of the last max_sessions runs)
     max_state_entries: 134217728    # rows x k a BCE session may keep (its gamma, best start, checkpoints)
     state: state                    # audit log and the sessions already joined
+    audit_max_bytes: 67108864       # the audit log is renamed audit.log.1 at this size (two on disk at most)
     compute:                        # the site's own Dask cluster for its row blocks (federated.site_rows)
       processes: false              # false: threads of the agent (no port); true: worker processes over TLS
       n_workers: 1                  #   with credentials made in the agent; or scheduler: (+ tls:) the
@@ -41,7 +42,7 @@ __all__ = ["SiteConfig", "load_config"]
 _CONFIG_KEYS = {
     "name", "listen", "coordinator", "tls", "mask_key", "federation", "min_sites", "allow_plain", "data",
     "output", "checkpoint", "state", "ready_file", "idle_timeout", "max_sessions", "storage_options",
-    "compute", "max_body_bytes", "max_state_entries",
+    "compute", "max_body_bytes", "max_state_entries", "audit_max_bytes",
 }  # fmt: skip
 
 
@@ -72,6 +73,7 @@ class SiteConfig:
     #: rows x k of the state a BCE session keeps (gamma and the best start, 8 bytes an entry each, and their
     #: checkpoints): 2**27, 1 GiB a copy (5,000,000 rows at k = 26)
     max_state_entries: int = 1 << 27
+    audit_max_bytes: int = 64 << 20
 
     @property
     def federation(self):
@@ -191,6 +193,7 @@ def load_config(path):
         compute=compute,
         max_body_bytes=int(spec.get("max_body_bytes", 256 << 20)),
         max_state_entries=_positive(spec, "max_state_entries", 1 << 27, where),
+        audit_max_bytes=_positive(spec, "audit_max_bytes", 64 << 20, where),
     )
 
 

@@ -149,7 +149,7 @@ def test_an_honest_run_that_a_site_cannot_resume_starts_afresh(mixed):
 
 
 def _small_state(name, spec):
-    return {**spec, "max_state_entries": 50 * 20}
+    return {**spec, "max_state_entries": 50 * 20, "audit_max_bytes": 4096}
 
 
 @pytest.fixture(scope="module")
@@ -175,3 +175,23 @@ def test_a_site_bounds_the_rows_x_k_it_keeps_by_its_own_config(wide):
         fed.sum("estep", ({"alpha": np.ones(20), "beta": np.full((20, 300), 0.02)}, 0, 0, 1.0, 1), what="E")
     finally:
         fed.close()
+
+
+def test_the_audit_log_is_bounded_by_the_sites_config(wide):
+    """Found by the same review: every request, refused or not, was a line appended to ``state/audit.log``
+    for good, a slow way to fill a site's disk. At ``audit_max_bytes`` the log is renamed ``audit.log.1``
+    (replacing the one before): two files at most."""
+    from ensemble_dask.federated.coordinator import SiteLink
+
+    state = wide.configs["site-a"].parent / "state"
+    lk = SiteLink("site-a", wide.addresses["site-a"], wide.context(), 60)
+    try:
+        for r in range(120):  # ~200 bytes a line
+            with pytest.raises(SiteRefusedError):
+                lk.post("keys", {"session": "f" * 64, "round": r})
+    finally:
+        lk.close()
+    logs = sorted(p.name for p in state.glob("audit.log*"))
+    assert logs == ["audit.log", "audit.log.1"]
+    assert all((state / name).stat().st_size < 4096 + 1024 for name in logs)
+    assert '"op": "keys"' in (state / "audit.log").read_text().splitlines()[-1]  # the newest line kept
