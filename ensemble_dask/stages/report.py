@@ -93,6 +93,11 @@ def write_report(store, *, force=False):
             f"run store {store.url!r} holds no data set (no 'X' and no 'labels'); "
             "run ingest or import-labels first"
         )
+    if not store.records():  # a zarr group of arrays that no stage wrote
+        raise InputError(
+            f"{store.url!r} holds no stage records: it is not a run store (ingest, import-labels or run "
+            "make one)"
+        )
     key = report_key(store)
     if not force and (read_json(store, REPORT_INPUTS) or {}).get("key") == key:
         report = read_json(store, "report/metrics.json")

@@ -265,6 +265,18 @@ def test_bad_input(tmp_path):
         report_page(empty, sample_size=0)
 
 
+def test_a_zarr_group_that_no_stage_wrote_is_named_not_a_run_store(tmp_path, capsys):
+    """From a user review: report on a zarr group of arrays (a 1-d 'labels') failed with an IndexError."""
+    import zarr
+
+    from ensemble_dask.cli import main
+
+    zarr.open_group(str(tmp_path / "other.zarr"), mode="w").create_array("labels", data=np.arange(5))
+    assert main(["report", "--store", str(tmp_path / "other.zarr")]) == 2
+    err = capsys.readouterr().err
+    assert "holds no stage records: it is not a run store" in err and "Traceback" not in err
+
+
 # --------------------------------------------------------------------------- figures kept between reports
 
 

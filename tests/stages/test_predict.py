@@ -161,7 +161,7 @@ def test_the_cli_refuses_an_out_that_exists_or_is_the_store(fitted, tmp_path, ca
     d, _, _ = fitted
     store, new = str(d / "run.zarr"), str(d / "new.csv")
     assert main(["predict", new, "--store", store, "--method", "kcc", "--out", store]) == 2
-    assert "is the run store or inside it" in capsys.readouterr().err
+    assert f"--out '{store}' is the run store ('{store}'), inside it or holds it" in capsys.readouterr().err
     assert main(["predict", new, "--store", store, "--method", "kcc", "--out", f"{store}/p.zarr"]) == 2
     out = tmp_path / "p.parquet"
     out.write_text("mine")
@@ -170,6 +170,71 @@ def test_the_cli_refuses_an_out_that_exists_or_is_the_store(fitted, tmp_path, ca
     assert main(["predict", new, "--store", store, "--method", "kcc", "--out", str(out), "--overwrite"]) == 0
     assert len(pd.read_parquet(out)) > 0
     assert (d / "run.zarr" / "consensus").exists()  # the store is whole
+
+
+def test_the_cli_refuses_an_out_that_is_the_store_or_the_rows_however_spelt(
+    fitted, tmp_path, capsys, monkeypatch
+):
+    """From a user review: --out compared as strings, so ./run.zarr, file:///.../run.zarr or a path through a
+    link passed, and --overwrite then deleted the whole run store (exit 0). The new rows too."""
+    import os
+    import shutil
+
+    from ensemble_dask.cli import main
+
+    d, _, _ = fitted
+    shutil.copytree(d / "run.zarr", tmp_path / "run.zarr")
+    store = str(tmp_path / "run.zarr")
+    monkeypatch.chdir(tmp_path)
+    os.symlink(tmp_path, tmp_path / "link")
+    before = sorted(p.name for p in (tmp_path / "run.zarr").iterdir())
+    for out in ("./run.zarr", f"file://{store}", str(tmp_path / "link" / "run.zarr"), "run.zarr/"):
+        argv = [
+            "predict",
+            str(d / "new.csv"),
+            "--store",
+            store,
+            "--method",
+            "kcc",
+            "--out",
+            out,
+            "--overwrite",
+        ]
+        assert main(argv) == 2, out
+        assert "is the run store" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "run.zarr").iterdir()) == before  # the store is whole
+    rows = pd.read_csv(d / "new.csv", header=None)
+    rows.columns = [str(c) for c in rows.columns]
+    rows.to_parquet(tmp_path / "rows.parquet")
+    argv = [
+        "predict",
+        "./rows.parquet",
+        "--store",
+        store,
+        "--method",
+        "kcc",
+        "--out",
+        str(tmp_path / "rows.parquet"),
+    ]
+    assert main([*argv, "--overwrite"]) == 2
+    assert "is the new rows ('./rows.parquet')" in capsys.readouterr().err
+    assert len(pd.read_parquet(tmp_path / "rows.parquet")) == len(rows)
+
+
+def test_an_out_that_cannot_be_reached_is_one_line(fitted, capsys):
+    """From the same review: an --out on an object store that cannot be reached was a botocore traceback and
+    exit 1 (its existence was asked outside any error handling)."""
+    import json
+
+    from ensemble_dask.cli import main
+
+    d, _, _ = fitted
+    dead = {"key": "k", "secret": "s", "client_kwargs": {"endpoint_url": "http://127.0.0.1:9"},
+            "config_kwargs": {"retries": {"max_attempts": 1}}}  # fmt: skip
+    argv = ["predict", str(d / "new.csv"), "--store", str(d / "run.zarr"), "--method", "kcc"]
+    assert main([*argv, "--out", "s3://bucket/p.parquet", "--out-storage-options", json.dumps(dead)]) == 2
+    err = capsys.readouterr().err
+    assert "--out 's3://bucket/p.parquet' cannot be reached" in err and "Traceback" not in err
 
 
 def test_an_unseen_category_can_be_placed_at_the_column_mean(fitted, tmp_path, caplog):
