@@ -66,6 +66,8 @@ def _check_out(args):
     the new rows, inside them or holding them (however each is spelt: an --overwrite there deleted them)."""
     import fsspec
 
+    from ..io.urls import is_local
+
     out = args.out.rstrip("/")
     if not out.endswith((".parquet", ".zarr")):
         raise EnsembleDaskError(f"--out must name a .parquet file or a .zarr folder; got {args.out!r}")
@@ -81,6 +83,12 @@ def _check_out(args):
                     f"--out {args.out!r} is {name} ({url!r}), inside it or holds it: name another place"
                 )
         fs, path = fsspec.core.url_to_fs(out, **(options or {}))
+        if not is_local(fs):  # writing would create a bucket that does not exist (in the user's account)
+            bucket = path.split("/", 1)[0]
+            try:
+                fs.info(bucket)  # (exists() says False for an endpoint that cannot be reached too)
+            except FileNotFoundError:
+                raise EnsembleDaskError(f"--out {args.out!r}: bucket {bucket!r} does not exist") from None
         exists = fs.exists(path)
     except EnsembleDaskError:
         raise

@@ -20,6 +20,13 @@ def strip_file_scheme(url: str) -> str:
     return url[len("file://") :] if url.startswith("file://") else url
 
 
+def is_local(fs) -> bool:
+    """Whether the fsspec file system ``fs`` is this machine's (an object store's ``makedirs`` creates a
+    bucket: never called on one)."""
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return protocol in ("file", "local")
+
+
 def infer_format(url: str) -> str:
     """Guess the format of ``url`` from its scheme and suffix."""
     if url.startswith("synthetic:"):

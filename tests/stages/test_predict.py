@@ -400,3 +400,37 @@ def test_a_missing_number_in_new_rows_says_what_predict_can_do(fitted, tmp_path)
     ) as err:
         predict_rows(RunStore(str(d / "run.zarr"), mode="r+"), "kcc", str(tmp_path / "nan.csv"))
     assert "--impute mean and fit again" in str(err.value) and "(set impute" not in str(err.value)
+
+
+def test_a_bucket_that_does_not_exist_is_refused_not_created(fitted, s3_server, tmp_path, capsys):
+    """From a user review: the lease's makedirs of the store's folder, and fsspec's of --out's, created a
+    mistyped bucket (in the user's account, on AWS) and the command went on, exit 0."""
+    import json
+
+    import s3fs
+
+    from ensemble_dask.cli import main
+    from ensemble_dask.stages.predict import write_predictions
+
+    d, _, _ = fitted
+    fs = s3fs.S3FileSystem(**s3_server)
+    so = json.dumps(s3_server)
+    assert (
+        main(
+            ["ingest", str(d / "new.csv"), "--store", "s3://no-such-store/run.zarr", "--storage-options", so]
+        )
+        == 2
+    )
+    assert "cannot reach run store 's3://no-such-store/run.zarr'" in capsys.readouterr().err
+    argv = ["predict", str(d / "new.csv"), "--store", str(d / "run.zarr"), "--method", "kcc"]
+    assert main([*argv, "--out", "s3://no-such-out/p.parquet", "--out-storage-options", so]) == 2
+    assert "bucket 'no-such-out' does not exist" in capsys.readouterr().err
+    for out in ("s3://no-such-file/p.parquet", "s3://no-such-group/p.zarr"):
+        with pytest.raises(InputError, match="does not exist"):
+            write_predictions(out, np.zeros(3, dtype=int), np.full((3, 2), 0.5), np.zeros(3), s3_server)
+    assert not {"no-such-store", "no-such-out", "no-such-file", "no-such-group"} & set(
+        fs.ls("/", refresh=True)
+    )
+    out = tmp_path / "new" / "folder" / "p.parquet"  # a local folder is still made
+    write_predictions(str(out), np.zeros(3, dtype=int), np.full((3, 2), 0.5), np.zeros(3))
+    assert len(pd.read_parquet(out)) == 3
