@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import numbers
 import uuid
+import warnings
 import weakref
 
 import numpy as np
@@ -21,10 +22,20 @@ from .consensus import registry
 __all__ = ["ConsensusClustering"]
 
 
-def _data_url(X, folder):
+def _feature_names(X):
+    """A data frame's column names when they are all strings (scikit-learn's ``feature_names_in_``), else
+    None."""
+    columns = getattr(X, "columns", None)
+    if columns is None or not all(isinstance(c, str) for c in columns):
+        return None
+    return np.asarray(list(columns), dtype=object)
+
+
+def _data_url(X, folder, min_samples=2, names=None):
     """``(url, shape)``: a URL that ``ingest`` reads ``X`` from, and its shape (None for a URL): ``X`` itself
-    when it is a URL or path; an array or a numeric data frame, written once under
-    ``folder`` (``.npy``, or zarr block by block for Dask), its columns by position whatever their names."""
+    when it is a URL or path; an array or a numeric data frame, written once under ``folder`` (``.npy``, its
+    columns by position, or zarr block by block for Dask; with ``names``, Parquet with those column names).
+    """
     if isinstance(X, str):
         return X, None
     if hasattr(X, "to_dask_array"):  # a Dask DataFrame: its numeric values, block by block
@@ -43,9 +54,16 @@ def _data_url(X, folder):
     from sklearn.utils.validation import check_array
 
     try:  # a pandas DataFrame too: its values; scikit-learn's checks and messages (sparse, complex, 1 sample)
-        arr = check_array(X, dtype="numeric", ensure_min_samples=2, estimator="ConsensusClustering")
+        arr = check_array(X, dtype="numeric", ensure_min_samples=min_samples, estimator="ConsensusClustering")
     except ValueError as exc:  # a TypeError (an object that is no number) stays one, as scikit-learn's
         raise InputError(f"X must be a 2-d numeric array, a data frame or a URL: {exc}") from exc
+    if names is not None and len(names) == arr.shape[1]:
+        import pandas as pd
+
+        url = f"{folder}/X.parquet"
+        with fsspec.open(url, "wb") as fh:
+            pd.DataFrame(arr, columns=[str(c) for c in names]).to_parquet(fh, index=False)
+        return url, arr.shape
     url = f"{folder}/X.npy"
     with fsspec.open(url, "wb") as fh:
         np.save(fh, np.ascontiguousarray(arr))
@@ -107,6 +125,9 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
     store_ : str
         The run store's URL.
     n_features_in_ : int
+    feature_names_in_ : ndarray of str, shape (n_features_in_,)
+        The columns of a data frame ``X`` whose names are all strings; ``predict`` and ``transform`` take a
+        data frame's columns by these names (in any order).
 
     Examples
     --------
@@ -279,18 +300,51 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         self.uncertainty_ = np.asarray(store[f"{group}/uncertainty"][:], dtype=np.float64)
         self.metrics_ = report["methods"][self.method]
         self.n_features_in_ = int(store["X"].shape[1]) if shape is None else shape[1]
+        names = None if shape is None else _feature_names(X)
+        if names is not None:
+            self.feature_names_in_ = names
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        # what predict reads: the result of the method fitted (not one set since), and an array of new rows
+        # by the store's column names when X was a table read by name (an array was written by place)
+        self._fitted = (self.method, shape is None)
         self.store_ = store_url  # last: a failed fit leaves no fitted look behind
         return self
 
     def transform(self, X):
         """Memberships of new rows (an array, a data frame or a URL of the fitted table's columns): each base
-        clustering labels them by its nearest cluster centre, then the consensus labels their base labels
-        (see :mod:`ensemble_dask.stages.predict`)."""
+        clustering labels them by its nearest cluster centre, then the consensus of the method fitted labels
+        their base labels (see :mod:`ensemble_dask.stages.predict`). A data frame's columns are taken by the
+        names of ``feature_names_in_``, an array's by place."""
         return self._predict(X)[1]
 
     def predict(self, X):
         """The consensus cluster of new rows (see :meth:`transform`)."""
         return self._predict(X)[0]
+
+    def _by_feature_names(self, X):
+        """A data frame of new rows with its columns in the order of ``feature_names_in_`` (taken by name),
+        as scikit-learn's estimators check them: other names are an error, and names on one side only a
+        warning (the columns are then taken by place)."""
+        fitted = getattr(self, "feature_names_in_", None)
+        names = _feature_names(X) if not isinstance(X, str) else None
+        if fitted is None:
+            if names is not None:
+                _warn_names("X has feature names, but ConsensusClustering was fitted without feature names")
+            return X
+        if names is None:
+            if not isinstance(X, str):
+                _warn_names("X does not have valid feature names, but ConsensusClustering was fitted with "
+                            "feature names")  # fmt: skip
+            return X
+        if set(names) != set(fitted) or len(names) != len(fitted):
+            unseen = [c for c in names if c not in set(fitted)][:5]
+            missing = [c for c in fitted if c not in set(names)][:5]
+            raise InputError(
+                "The feature names should match those that were passed during fit: "
+                f"unseen at fit time {unseen}, seen at fit time but missing {missing}"
+            )
+        return X[list(fitted)]
 
     def _predict(self, X):
         from sklearn.utils.validation import check_is_fitted
@@ -300,9 +354,14 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         from .stages.predict import predict_rows
 
         check_is_fitted(self, "store_")
+        method, from_url = getattr(self, "_fitted", (self.method, False))
+        X = self._by_feature_names(X)
         folder = f"memory://ensemble_dask/input-{uuid.uuid4().hex}"
         try:
-            url, shape = _data_url(X, folder)
+            names = None
+            if from_url and not isinstance(X, str):
+                names = RunStore(self.store_, self.storage_options, mode="r")["X"].attrs["feature_names"]
+            url, shape = _data_url(X, folder, min_samples=1, names=names)
             n_columns = None if shape is None else shape[1]
             if n_columns is not None and n_columns != self.n_features_in_:
                 raise InputError(
@@ -315,11 +374,15 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
             store = RunStore(self.store_, self.storage_options, mode="r+" if in_memory else "r")
             with contextlib.nullcontext() if self.client is None else dask_client(self.client) as client:
                 labels, memberships, _ = predict_rows(
-                    store, self.method, url, client=client, storage_options=self.storage_options
+                    store, method, url, client=client, storage_options=self.storage_options
                 )
         finally:
             _remove(folder)
         return labels.astype(np.int64), memberships.astype(np.float64)
+
+
+def _warn_names(message):
+    warnings.warn(message, UserWarning, stacklevel=4)
 
 
 #: stores in memory of estimators that are gone: a finaliser runs in whatever thread collects the estimator,

@@ -156,6 +156,18 @@ def _label_strings(series):
     return s.str.removesuffix(".")
 
 
+def positional_width(p, frame):
+    """The columns of a table whose columns are named by their place (a ``.npy`` or zarr array: ``x0``,
+    ``x1``, ...; a CSV without header or ``columns``: 0, 1, ...), from a block of it read whole; None for a
+    table of named columns. New rows of another width would be read with their columns shifted
+    (``predict``)."""
+    if p["format"] in ("npy", "zarr"):
+        return sum(1 for c in frame.columns if re.fullmatch(r"x\d+", str(c)))  # (not a group's labels)
+    if p["format"] == "csv" and not p["header"] and p["columns"] is None:
+        return frame.shape[1]
+    return None
+
+
 class _Reader:
     """The three passes over one source, sharing the row selection and the encodings."""
 
@@ -496,7 +508,9 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
         row_chunk = max(1, min(reader.n, 2**22 // max(d, 1)))
         X = store.group.create_array("X", shape=(reader.n, d), chunks=(row_chunk, d), dtype="float32")
         pos = 0
+        width = None
         for offset, frame in reader.chunks():
+            width = positional_width(p, frame) if width is None else width
             block = reader.features(offset, frame)
             if p["impute"] == "mean":
                 block = np.where(np.isnan(block), mean, block)
@@ -516,6 +530,8 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
             "numbers_as_categories": reader.numbers_as_categories,
             "classes": reader.classes,
         }
+        if width is not None:  # new rows are read by place too: predict checks their width
+            summary["positional_width"] = width
         if reader.y is not None:
             y = store.group.create_array("y_true", shape=(reader.n,), chunks=(row_chunk,), dtype="int32")
             y[:] = reader.y

@@ -79,8 +79,8 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None
     (``unseen="error"``), or placed at that column's mean over the data set, as ``impute: mean`` places a
     missing number (``unseen="mean"``; a warning counts them by column). ``"mean"`` needs the data set's
     column means, so it is refused for a store ingested without standardising."""
-    from ..io.readers import csv_has_header, detect_separator
-    from .ingest import _Reader, ingest_params
+    from ..io.readers import csv_has_header, detect_separator, iter_table_chunks
+    from .ingest import _Reader, ingest_params, positional_width
 
     rec = store.record("ingest") or {}
     if not rec.get("complete"):
@@ -108,6 +108,21 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None
         if p["header"] is None:
             p["header"] = p["columns"] is None and csv_has_header(p["url"], storage_options, p["sep"])
     positional = p["format"] == "csv" and not p["header"] and p["columns"] is None
+    width = (attrs.get("summary") or {}).get("positional_width")
+    if width is not None:  # the store's columns are places: new rows of another width would be shifted
+        first = next(
+            iter_table_chunks(
+                p["url"], format=p["format"], storage_options=storage_options, chunk_rows=1,
+                columns=p["columns"], header=p["header"], sep=p["sep"] or ",", check_fields=False,
+            ),
+            None,
+        )  # fmt: skip
+        got = None if first is None else positional_width(p, first[1])
+        if got is not None and got != width:
+            raise InputError(
+                f"{url}: {got} columns, but the store's data set was read by their places from a table of "
+                f"{width}: new rows need the same columns in the same places"
+            )
 
     def column(name):  # a headerless CSV's columns are 0, 1, ...: the store keeps their names as text
         return int(name) if positional and str(name).isdigit() else name
