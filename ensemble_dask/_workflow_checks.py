@@ -90,6 +90,11 @@ def _check_generate(spec, seed):
     gen = _mapping(spec, "generate")
     if gen is None:
         return
+    replace = gen.pop("replace_imported", False)
+    if not isinstance(replace, bool):
+        raise InputError(
+            f"workflow section 'generate': 'replace_imported' must be true or false; got {replace!r}"
+        )
     _check_keys("generate", gen, _keywords(generate_params))
     gen.setdefault("seed", seed)
     _in_section("generate", check_int, gen["seed"], "seed", min_value=0)

@@ -33,6 +33,11 @@ def add_parser(sub, common):
     p.add_argument("--rate", type=float, default=1.0)
     p.add_argument("--algorithms", type=csv_list)
     p.add_argument("--seed", type=seed, default=0)
+    p.add_argument(
+        "--replace-imported",
+        action="store_true",
+        help="replace base clusterings brought with import-labels (else refused)",
+    )
     p.set_defaults(run=run)
 
     p = sub.add_parser(
@@ -53,25 +58,25 @@ def add_parser(sub, common):
 
 def run(args):
     from .. import pipeline
-    from ..stages.generate import generate
+    from ..stages.generate import check_not_imported, generate
 
-    with (
-        stage_store(args, writes_report=True) as store,
-        pipeline.client_for_store(store, args.scheduler, dask_options(args)) as client,
-    ):
-        info = generate(
-            store,
-            client,
-            progress=progress(args),
-            n_clusterings=args.n_clusterings,
-            ensemble=args.ensemble,
-            k_min=args.k_min,
-            k_max=args.k_max,
-            n_clusters=args.n_clusters,
-            rate=args.rate,
-            algorithms=args.algorithms,
-            seed=args.seed,
-        )
+    with stage_store(args, writes_report=True) as store:
+        check_not_imported(store, args.replace_imported)  # before a cluster starts
+        with pipeline.client_for_store(store, args.scheduler, dask_options(args)) as client:
+            info = generate(
+                store,
+                client,
+                progress=progress(args),
+                replace_imported=args.replace_imported,
+                n_clusterings=args.n_clusterings,
+                ensemble=args.ensemble,
+                k_min=args.k_min,
+                k_max=args.k_max,
+                n_clusters=args.n_clusters,
+                rate=args.rate,
+                algorithms=args.algorithms,
+                seed=args.seed,
+            )
     print(
         f"generate: {info['n_clusterings']} clusterings (k in [{info['k_min']}, {info['k_max']}]), "
         f"{info['computed']} computed"

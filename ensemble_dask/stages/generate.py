@@ -176,7 +176,19 @@ def _column_groups(specs, col_chunk):
     return list(groups.values())
 
 
-def generate(store, client, *, progress=False, **params):
+def check_not_imported(store, replace_imported=False):
+    """Stop unless ``replace_imported`` when ``store`` holds base clusterings brought with ``import-labels``
+    (the guide says they are never generated over)."""
+    prev = store.record("generate") or {}
+    if prev.get("complete") and "imported" in (prev.get("params") or {}) and not replace_imported:
+        raise InputError(
+            f"run store {store.url!r} holds {prev['params']['n_clusterings']} base clusterings brought with "
+            "import-labels, which generate would replace: use another store, or say so (generate "
+            "--replace-imported, or 'replace_imported: true' under 'generate' in a workflow)"
+        )
+
+
+def generate(store, client, *, progress=False, replace_imported=False, **params):
     """Run the ``generate`` stage on ``client`` (a ``distributed.Client``).
 
     One task per column chunk of ``labels`` (see :func:`label_chunks`), each running that
@@ -195,6 +207,7 @@ def generate(store, client, *, progress=False, **params):
     if store.is_complete("generate", p, inputs):
         logger.info("generate: up to date, skipped")
         return {**_summary(p), "computed": 0, "skipped": True}
+    check_not_imported(store, replace_imported)
     n = store["X"].shape[0]
     plans = plan_ensemble(
         n, **{k: v for k, v in p.items() if k != "n_clusterings"}, n_clusterings=p["n_clusterings"]

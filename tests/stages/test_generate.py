@@ -155,6 +155,31 @@ def test_import_labels(kdd_store, tmp_path):
     np.testing.assert_array_equal(kdd_store["labels"][:], lab)
 
 
+def test_imported_labels_are_not_generated_over_unless_asked(kdd_store, kdd_sample, tmp_path, client, capsys):
+    """From a user review: `generate` (or a workflow with a generate: section) replaced partitions brought
+    with import-labels with no word, where the guide says they are never generated over."""
+    from ensemble_dask import pipeline
+    from ensemble_dask.cli import main
+
+    lab = np.random.default_rng(0).integers(0, 4, size=(2000, 6))
+    np.save(tmp_path / "lab.npy", lab)
+    import_labels(kdd_store, str(tmp_path / "lab.npy"))
+    with pytest.raises(InputError, match="holds 6 base clusterings brought with import-labels"):
+        generate(kdd_store, client, n_clusterings=3, seed=1)
+    assert main(["generate", "--store", kdd_store.url, "-N", "3"]) == 2
+    assert "--replace-imported" in capsys.readouterr().err
+    classes = ["smurf", "neptune", "normal"]
+    data = {"url": str(kdd_sample), "schema": "kdd99", "classes": classes, "subset": 2000}
+    spec = {"store": kdd_store.url, "data": data, "generate": {"n_clusterings": 3}}  # (ingest: up to date)
+    with pytest.raises(InputError, match="brought with import-labels"):
+        pipeline.run_workflow(spec, report=False)
+    np.testing.assert_array_equal(kdd_store["labels"][:], lab)  # all three left them
+    with pytest.raises(InputError, match="'replace_imported' must be true or false; got 'yes'"):
+        pipeline.run_workflow({**spec, "generate": {"n_clusterings": 3, "replace_imported": "yes"}})
+    generate(kdd_store, client, n_clusterings=3, seed=1, replace_imported=True)
+    assert kdd_store["labels"].shape == (2000, 3)
+
+
 def test_workers_never_cluster_a_stale_x(kdd_sample, tmp_path, client):
     """Workers keep the last X they read; a re-ingested X (new ingest hash) is read afresh."""
     store = RunStore(tmp_path / "run.zarr")
