@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
 from .._validation import EnsembleDaskError
 from ._options import cluster_args, dask_options, progress, stage_store, storage_options, store_args
+
+logger = logging.getLogger(__name__)
 
 
 def add_parser(sub, common):
@@ -106,15 +109,18 @@ def run(args):
     import numpy as np
 
     from .. import pipeline
+    from ..io.lease import StoreBusyError
     from ..runtime.clients import LazyClient, dask_client
-    from ..stages.predict import base_centers, predict_rows, write_predictions
+    from ..stages.predict import base_centers, centers_kept, predict_rows, write_predictions
 
     _check_out(args)
-    with stage_store(
-        args
-    ) as store:  # the base clusterings' centres are kept in the store: its lease, briefly
-        base_centers(store)
     store = pipeline.open_store(args.store, storage_options(args.storage_options), mode="r")
+    if not centers_kept(store):  # the base clusterings' centres are kept in the store: its lease, briefly
+        try:
+            with stage_store(args) as held:
+                base_centers(held)
+        except StoreBusyError as exc:  # a workflow writes the store: the centres are computed, not kept
+            logger.info("predict: %s; the base centres are computed here, not kept", exc)
     # the cluster starts when the first block is ready: a refused result or table starts none
     with LazyClient(functools.partial(dask_client, args.scheduler, **(dask_options(args) or {}))) as client:
         labels, memberships, uncertainty = predict_rows(

@@ -42,16 +42,27 @@ MODELS = {
 }  # each with the arrays of its result that it reads
 
 
-def base_centers(store, block_rows=65536):
-    """``(N, k_max, d)`` centres of every base clustering's clusters (NaN: no such cluster), from the store's
-    ``X`` and ``labels``; computed once and kept in the store, keyed on both."""
+def _centers_path(store):
     try:
         key = stage_hash({"version": 1}, [store.stage_hash("ingest"), store.stage_hash("generate")])
     except InputError as exc:
         raise InputError(
             f"predict needs a store with X and base labels (ingest, then generate): {exc}"
         ) from None
-    path = f"{CENTERS_CACHE}/{key}"
+    return f"{CENTERS_CACHE}/{key}"
+
+
+def centers_kept(store):
+    """Whether ``store`` keeps the centres of its base clusterings (:func:`base_centers` reads them)."""
+    path = _centers_path(store)
+    return path in store and bool(store[path].attrs.get("complete"))
+
+
+def base_centers(store, block_rows=65536):
+    """``(N, k_max, d)`` centres of every base clustering's clusters (NaN: no such cluster), from the store's
+    ``X`` and ``labels``; computed once and kept in the store (unless it is open read-only), keyed on
+    both."""
+    path = _centers_path(store)
     if path in store and store[path].attrs.get("complete"):
         return np.asarray(store[path][:])
     X, labels = store["X"], store["labels"]

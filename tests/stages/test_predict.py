@@ -435,3 +435,32 @@ def test_a_bucket_that_does_not_exist_is_refused_not_created(fitted, s3_server, 
     out = tmp_path / "new" / "folder" / "p.parquet"  # a local folder is still made
     write_predictions(str(out), np.zeros(3, dtype=int), np.full((3, 2), 0.5), np.zeros(3))
     assert len(pd.read_parquet(out)) == 3
+
+
+def test_predict_labels_new_rows_while_another_command_writes_the_store(fitted, tmp_path):
+    """From the same review: predict took the store's lease at every call (to keep the base clusterings'
+    centres), so it failed while any workflow wrote the store ("being written by pid ..."), even with the
+    centres kept. It now reads; it takes the lease only to keep centres not kept yet, and when the store is
+    busy computes them without keeping them."""
+    import shutil
+
+    from ensemble_dask import pipeline
+    from ensemble_dask.cli import main
+    from ensemble_dask.stages.predict import centers_kept
+
+    d, _, _ = fitted
+    shutil.copytree(d / "run.zarr", tmp_path / "run.zarr")
+    store = str(tmp_path / "run.zarr")
+    argv = ["predict", str(d / "new.csv"), "--store", store, "--method", "kcc", "--out"]
+    with pipeline.store_lease(store, None):  # another writer holds it
+        shutil.rmtree(tmp_path / "run.zarr" / "_cache", ignore_errors=True)  # (no centres kept)
+        assert not centers_kept(RunStore(store, mode="r"))
+        assert main([*argv, str(tmp_path / "busy.parquet")]) == 0
+        assert not centers_kept(RunStore(store, mode="r"))
+    assert main([*argv, str(tmp_path / "free.parquet")]) == 0
+    assert centers_kept(RunStore(store, mode="r"))
+    with pipeline.store_lease(store, None):
+        assert main([*argv, str(tmp_path / "kept.parquet")]) == 0
+    frames = [pd.read_parquet(tmp_path / f"{name}.parquet") for name in ("busy", "free", "kept")]
+    pd.testing.assert_frame_equal(frames[0], frames[1])
+    pd.testing.assert_frame_equal(frames[0], frames[2])
