@@ -57,7 +57,7 @@ def _head_lines(url, storage_options, count):
             url, f"a CSV file compressed with {compression}" if compression else "a CSV file", _CORRUPT_TEXT
         ),
         fsspec.open(
-            url, "rt", compression="infer", encoding="utf-8", errors="replace", **(storage_options or {})
+            url, "rt", compression="infer", encoding="utf-8-sig", errors="replace", **(storage_options or {})
         ) as fh,
     ):
         for line in fh:
@@ -284,7 +284,7 @@ class _FieldCountingReader:
             buf += more
 
     def _fields(self, line):
-        text = line.decode("utf-8", errors="replace").rstrip("\r\n")
+        text = line.decode("utf-8-sig", errors="replace").rstrip("\r\n")  # (a byte-order mark is no text)
         return next(csv.reader([text], delimiter=self.sep, skipinitialspace=True))
 
     def read(self, size=-1):
@@ -383,6 +383,7 @@ def _iter_csv(
         skipinitialspace=True,
         low_memory=False,
         dtype=dict.fromkeys(text_columns, str) if text_columns else None,
+        encoding="utf-8-sig",  # Excel's "CSV UTF-8" begins with a byte-order mark: not part of the first name
     )
     single = len(sep) == 1 and sep != '"' and sep.isascii()
     if single:

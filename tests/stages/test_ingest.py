@@ -663,3 +663,19 @@ def test_an_ingest_that_stopped_halfway_is_not_taken_for_a_store_of_labels_alone
     assert store.record("ingest") is None
     ingest(store, str(tmp_path / "t.csv"), label_column="class")
     assert current_results(store) == {} and "labels" not in store
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_column_name(tmp_path):
+    """From a user review: Excel's "CSV UTF-8" begins with a byte-order mark, which became part of the first
+    column's name ('\\ufeffalcohol'): --label-column alcohol, or predict's new rows by name, missed it."""
+    from ensemble_dask.io.readers import iter_table_chunks
+
+    frame = pd.DataFrame({"alcohol": [1.0, 2.0, 3.0, 4.0], "hue": [0.5, 0.6, 0.7, 0.9], "kind": list("abab")})
+    frame.to_csv(tmp_path / "bom.csv", index=False, encoding="utf-8-sig")
+    assert (tmp_path / "bom.csv").read_bytes().startswith(b"\xef\xbb\xbf")
+    chunks = iter_table_chunks(str(tmp_path / "bom.csv"), header=True, sep=",", usecols=["alcohol", "kind"])
+    ((_, got),) = chunks
+    assert list(got.columns) == ["alcohol", "kind"]
+    store = RunStore(tmp_path / "run.zarr")
+    ingest(store, str(tmp_path / "bom.csv"), label_column="kind")
+    assert store["X"].attrs["feature_names"] == ["alcohol", "hue"]
