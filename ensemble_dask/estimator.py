@@ -214,13 +214,13 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
             raise InputError(
                 f"The 'method' parameter must be one of {registry.names()} or pcc-kl, pcc-l2; got {name!r}"
             )
-        store = store or self._store_url()
         # a new X replaces the store's data (the results computed from the old go) in the estimator's own
-        # store only, or in one that holds what its last fit left and nothing since: a store the user named
-        # may hold results this estimator did not make
-        replace = self.store is None or (
-            getattr(self, "store_", None) == store and self._records(store) in (None, self._left)
-        )
+        # store only (in memory), or in one that holds what its last fit left and nothing since: a store the
+        # user named, here or in ``store``, may hold results this estimator did not make
+        own = self.store is None and (store is None or store.startswith("memory://ensemble_dask/"))
+        store = store or self._store_url()
+        mine = getattr(self, "store_", None) == store and self._records(store) in (None, self._left)
+        replace = own or mine
         spec = {
             "name": "consensus-clustering",
             "seed": seed,

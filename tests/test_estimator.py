@@ -289,6 +289,15 @@ def test_an_array_of_new_rows_for_a_table_read_by_name(blobs, tmp_path):
         np.testing.assert_array_equal(model.predict(blobs[:40]), model.predict(str(path))[:40])
 
 
+def test_the_workflow_of_a_store_named_there_replaces_no_data(blobs, tmp_path):
+    """From a user review: ``model.workflow(url, seed, store=PATH)`` of an estimator with no store of its own
+    wrote 'overwrite: true' under data: run on an existing store, that workflow replaced its data set."""
+    model = ConsensusClustering(n_clusters=3, method="kcc", n_clusterings=4, random_state=0)
+    spec = model.workflow(str(tmp_path / "X.npy"), 7, store=str(tmp_path / "run.zarr"))
+    assert spec["data"]["overwrite"] is False
+    assert model.workflow(str(tmp_path / "X.npy"), 7)["data"]["overwrite"] is True  # its own store in memory
+
+
 def test_a_store_in_memory_goes_with_its_estimator(blobs):
     """Removed at the next fit after the estimator is collected (a finaliser runs in any thread: removing
     the store there raced with a stage listing the memory file system)."""
