@@ -35,7 +35,7 @@ from ._config import flag
 from ._validation import InputError
 from ._workflow_checks import STRATEGY_PARAMS, check_against_data, validate_workflow
 from .io.store import RunStore, workflow_store_url
-from .runtime.clients import LazyClient, cluster_facts, dask_client
+from .runtime.clients import LazyClient, cluster_facts, dask_client, probe_scheduler
 
 __all__ = [
     "load_workflow",
@@ -393,6 +393,7 @@ def _run_workflow(spec, progress, report=True):
         fed_store = open_store(workflow_store_url(spec), spec.get("storage_options"))
         return {"federated": summary, "html": report_page(fed_store)}
     validate_workflow(spec)
+    probe_scheduler(spec.get("scheduler"))  # a mistyped address stops the run before ingest, not after
     seed = int(spec.get("seed", 0))
     store = open_store(workflow_store_url(spec), spec.get("storage_options"))
     check_report_settings(store)  # the report is written last: stop before the first stage instead
