@@ -679,3 +679,16 @@ def test_a_byte_order_mark_is_not_part_of_the_first_column_name(tmp_path):
     store = RunStore(tmp_path / "run.zarr")
     ingest(store, str(tmp_path / "bom.csv"), label_column="kind")
     assert store["X"].attrs["feature_names"] == ["alcohol", "hue"]
+
+
+def test_a_csv_read_as_one_column_hints_at_its_separator(tmp_path):
+    """From a user review: new rows separated by ';' read with ',' said only "no column 'a'; columns are
+    ['a;b']"."""
+    from ensemble_dask.io.readers import iter_table_chunks
+
+    pd.DataFrame({"a": [1, 2], "b": [3, 4]}).to_csv(tmp_path / "semi.csv", sep=";", index=False)
+    with pytest.raises(InputError, match=r"columns are \['a;b'\] \(one column: are its fields separated by"):
+        list(iter_table_chunks(str(tmp_path / "semi.csv"), header=True, sep=",", usecols=["a"]))
+    pd.DataFrame({"a": [1, 2], "b": [3, 4]}).to_csv(tmp_path / "comma.csv", index=False)
+    with pytest.raises(InputError, match=r"columns are \['a', 'b'\]$"):  # no hint where it is split
+        list(iter_table_chunks(str(tmp_path / "comma.csv"), header=True, sep=",", usecols=["c"]))
