@@ -212,7 +212,6 @@ def default_n_workers():
     return value
 
 
-@contextlib.contextmanager
 def probe_scheduler(address, timeout=5.0):
     """Stop with :class:`InputError` when nothing listens at a ``tcp://`` or ``tls://`` scheduler address: a
     command finds a mistyped address before it works on the data, not after (other schemes and Clients are
@@ -236,6 +235,7 @@ def probe_scheduler(address, timeout=5.0):
         raise InputError(f"cannot reach the Dask scheduler at {address!r}: {exc}") from None
 
 
+@contextlib.contextmanager
 def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, processes=True, resources=None):
     """Yield a ``distributed.Client``.
 
