@@ -355,14 +355,21 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
 
         check_is_fitted(self, "store_")
         method, from_url = getattr(self, "_fitted", (self.method, False))
-        X = self._by_feature_names(X)
+        # fitted on a table read by name (a URL): a data frame's columns by its own names, as the CLI takes a
+        # table's, and an array's by place under the store's names; fitted on an array or a frame: by place,
+        # a frame's columns first put in the order of feature_names_in_
+        by_name = from_url and not isinstance(X, str) and _feature_names(X) is not None
+        if not from_url:
+            X = self._by_feature_names(X)
         folder = f"memory://ensemble_dask/input-{uuid.uuid4().hex}"
         try:
             names = None
-            if from_url and not isinstance(X, str):
+            if by_name:
+                names = _feature_names(X).tolist()
+            elif from_url and not isinstance(X, str):
                 names = RunStore(self.store_, self.storage_options, mode="r")["X"].attrs["feature_names"]
             url, shape = _data_url(X, folder, min_samples=1, names=names)
-            n_columns = None if shape is None else shape[1]
+            n_columns = None if shape is None or by_name else shape[1]
             if n_columns is not None and n_columns != self.n_features_in_:
                 raise InputError(
                     f"X has {n_columns} features, but ConsensusClustering is expecting {self.n_features_in_} "
@@ -382,7 +389,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
 
 
 def _warn_names(message):
-    warnings.warn(message, UserWarning, stacklevel=4)
+    warnings.warn(message, UserWarning, stacklevel=5)  # the user's predict or transform
 
 
 #: stores in memory of estimators that are gone: a finaliser runs in whatever thread collects the estimator,
