@@ -129,10 +129,10 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None
             None,
         )  # fmt: skip
         got = None if first is None else positional_width(p, first[1])
-        if got is not None and got != width:
+        if got is not None and got > width:  # (fewer may lack the label or dropped columns at the end)
             raise InputError(
                 f"{url}: {got} columns, but the store's data set was read by their places from a table of "
-                f"{width}: new rows need the same columns in the same places"
+                f"{width}: new rows need its columns in the same places, and no more"
             )
 
     def column(name):  # a headerless CSV's columns are 0, 1, ...: the store keeps their names as text

@@ -290,6 +290,9 @@ def test_a_headerless_table_with_categorical_columns_by_position(fitted, tmp_pat
         predict_rows(store, "kcc", str(tmp_path / "extra.csv"))
     labels = predict_rows(store, "kcc", str(d / "new.csv"))[0]
     assert labels.size == new.sum()
+    # new rows without the label column at the end (a review: refused once the width was checked)
+    df[new].drop(columns=df.columns[41]).to_csv(tmp_path / "unlabelled.csv", index=False, header=False)
+    np.testing.assert_array_equal(predict_rows(store, "kcc", str(tmp_path / "unlabelled.csv"))[0], labels)
 
 
 def test_a_result_older_than_the_base_clusterings_is_refused(fitted, tmp_path):
