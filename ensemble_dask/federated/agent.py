@@ -164,7 +164,7 @@ class SiteAgent:
                 result = self._run(op, msg)
         except (Refused, InputError) as exc:
             self.audit(peer, op, msg, "refused", getattr(exc, "detail", None) or str(exc))
-            raise Refused(str(exc)) from None
+            raise Refused(str(exc), code=getattr(exc, "code", None)) from None
         self.audit(peer, op, msg, "ok")
         return result
 
@@ -438,7 +438,10 @@ def make_app(agent):
             except (Refused, wire.WireError) as exc:
                 if not audited:
                     agent.audit(peer, op, {}, "refused", str(exc))
-                body, status = wire.encode({"error": str(exc), "refused": True}), 403
+                reply = {"error": str(exc), "refused": True}
+                if getattr(exc, "code", None):
+                    reply["code"] = exc.code
+                body, status = wire.encode(reply), 403
             except Exception as exc:  # a fault at the site: its details (maybe data) stay in the site's log
                 fault = uuid.uuid4().hex[:12]
                 logger.exception("site %s: %s failed (fault %s)", agent.config.name, op, fault)

@@ -50,7 +50,12 @@ class SiteLostError(EnsembleDaskError):
 
 
 class SiteRefusedError(EnsembleDaskError):
-    """A site refused a request (its reason, from its own policy, is in the message)."""
+    """A site refused a request (its reason, from its own policy, is in the message; ``code``, when the site
+    gives one, is a reason to act on: :data:`.wire.CANNOT_RESUME`)."""
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.code = code
 
 
 class SitesDroppedWarning(UserWarning):
@@ -121,7 +126,8 @@ class SiteLink:
                     raise
         reply = wire.decode(data)
         if resp.status == 403 and reply.get("refused"):
-            raise SiteRefusedError(f"site {self.name!r} refused {op}: {reply.get('error')}")
+            code = reply.get("code") if isinstance(reply.get("code"), str) else None
+            raise SiteRefusedError(f"site {self.name!r} refused {op}: {reply.get('error')}", code)
         if resp.status != 200:  # a fault at the site: it is lost to this run
             raise SiteLostError(f"site {self.name!r} failed in {op}: {reply.get('error')}")
         return reply.get("result")
@@ -184,7 +190,8 @@ class Federation:
         """Raise for refusals; drop lost sites while enough remain."""
         refusals = [failed[n] for n in sorted(failed) if isinstance(failed[n], SiteRefusedError)]
         if refusals:  # a site's policy said no: the run stops (never retried elsewhere)
-            raise SiteRefusedError(f"{refusals[0]} ({what})")
+            codes = {r.code for r in refusals}
+            raise SiteRefusedError(f"{refusals[0]} ({what})", codes.pop() if len(codes) == 1 else None)
         if failed:
             missing = sorted(failed)
             if not allow_drop or len(results) < self.threshold:

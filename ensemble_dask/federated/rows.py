@@ -50,6 +50,7 @@ from ..metrics import partition_scores
 from ..rowblocks.bce import read_labels
 from .coordinator import Federation, SiteRefusedError, SitesDropped, SitesDroppedWarning
 from .secure import ROW_TERM_LIMIT
+from .wire import CANNOT_RESUME
 
 __all__ = ["FederatedBCEResult", "ResumeRefusedWarning", "run_federated_bce", "scores_from_contingency"]
 
@@ -414,7 +415,7 @@ def _fit_bce(agg, est, n_labels, checkpoint, progress, fresh=False):
     try:
         agg.call("prepare", (categories, k, run_key, resume), what="preparing the sites' rows")
     except SiteRefusedError as exc:
-        if resume is None:
+        if resume is None or exc.code != CANNOT_RESUME:  # any other refusal stops the run
             raise
         raise _ResumeRefused(f"resuming from EM iteration {resumed_from}: {exc}") from exc
     # the sites name each checkpoint of their rows by the session and round of the E-step that made it

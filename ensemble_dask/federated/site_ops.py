@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import EnsembleDaskError
+from .wire import CANNOT_RESUME
 
 __all__ = ["CALLS", "SUMS", "Refused"]
 
@@ -26,9 +27,10 @@ class Refused(EnsembleDaskError):
     """A request the site refuses (the coordinator gets the message; the audit log gets a line, with
     ``detail`` when the reason holds what stays at the site: its paths, its values)."""
 
-    def __init__(self, message, detail=None):
+    def __init__(self, message, detail=None, code=None):
         super().__init__(message)
         self.detail = detail
+        self.code = code  # a reason the coordinator acts on (wire.CANNOT_RESUME: it then fits afresh)
 
 
 # --------------------------------------------------------------------------- argument checks
@@ -120,7 +122,10 @@ def _bce_prepare(agent, st, args):
         resume = _resume(resume)
         if not agent.config.checkpoint:
             # resumed beside peers that load theirs, fresh rows here would sum apart from them
-            raise Refused("this site keeps no checkpoints (no 'checkpoint' in its config): it cannot resume")
+            raise Refused(
+                "this site keeps no checkpoints (no 'checkpoint' in its config): it cannot resume",
+                code=CANNOT_RESUME,
+            )
     st.data["categories"] = cats
     scatter_rows(st, st.data.pop("labels"), agent.config.compute.get("block_rows"))
     held = {s.data["ckpt_run"] for s in agent.sessions.values() if "ckpt_run" in s.data}

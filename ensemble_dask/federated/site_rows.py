@@ -27,6 +27,7 @@ from ..rowblocks.bce import DaskBlockEStep, expand_gamma, prepare_block
 from ..rowblocks.blocks import DaskBlocks
 from .rows import write_memberships
 from .secure import ROW_TERM_LIMIT
+from .wire import CANNOT_RESUME
 
 __all__ = [
     "scatter_rows",
@@ -112,15 +113,21 @@ def _prune_runs(directory, keep_keys, keep):
             f.unlink(missing_ok=True)
 
 
+class CannotResume(InputError):
+    """This site cannot resume from the checkpoint named (the coordinator then fits afresh)."""
+
+    code = CANNOT_RESUME
+
+
 def _load(path, prepared, k):
     """A checkpointed ``gamma`` of a block, checked to fit its distinct rows and ``k`` (the coordinator is
     told which file and no more: neither the site's paths nor its blocks' distinct rows)."""
     if not Path(path).exists():
-        raise InputError(f"no checkpoint {Path(path).name} at this site; cannot resume")
+        raise CannotResume(f"no checkpoint {Path(path).name} at this site; cannot resume")
     gamma = load_npy(path, allow_pickle=False)
     want = (prepared["gidx"].shape[0], k)
     if gamma.shape != want or gamma.dtype != np.float64 or not np.isfinite(gamma).all():
-        raise InputError(
+        raise CannotResume(
             f"checkpoint {Path(path).name} does not fit this site's rows (they changed since it was "
             "written); cannot resume"
         )
@@ -162,7 +169,7 @@ def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 10
         return
     init, t, tag, best_init, best_tag = resume
     if not checkpoint:  # (the agent refuses such a prepare: fresh rows would sum apart from resumed ones)
-        raise InputError("this site keeps no checkpoints; cannot resume")
+        raise CannotResume("this site keeps no checkpoints; cannot resume")
     if t is not None:
         name = f"gamma-{init}-{t}-{tag}"
         st.data["estep"].gamma = [

@@ -23,6 +23,7 @@ from .._validation import InputError
 
 __all__ = [
     "ARRAY_EXT",
+    "CANNOT_RESUME",
     "DTYPES",
     "WireError",
     "encode",
@@ -32,6 +33,10 @@ __all__ = [
     "MAX_LEN",
     "peer_name",
 ]
+
+#: the ``code`` of a site's refusal to resume from the checkpoint a ``prepare`` names (the coordinator then
+#: fits afresh; any other refusal stops its run)
+CANNOT_RESUME = "cannot-resume"
 
 ARRAY_EXT = 1
 #: the dtypes an array may have on the wire (code -> NumPy dtype, little-endian)

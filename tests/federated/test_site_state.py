@@ -84,8 +84,9 @@ def test_a_site_without_checkpoints_refuses_to_resume_so_no_sum_holds_site_a_apa
     tag = _honest_round_towards(mixed, run, 0)  # every row of every site on cluster 0; only site-a keeps it
     fed = _federation(mixed)
     try:
-        with pytest.raises(SiteRefusedError, match="keeps no checkpoints"):
+        with pytest.raises(SiteRefusedError, match="keeps no checkpoints") as info:
             fed.call("prepare", (CATS, 2, run, [0, 0, tag, None, None]), what="prepare (resume)")
+        assert info.value.code == "cannot-resume"  # the coordinator fits afresh on this code alone
     finally:
         fed.close()
     # before: the E-step that followed (flat parameters, one sweep) left site-b's and site-c's fresh rows
@@ -165,8 +166,12 @@ def test_a_site_bounds_the_rows_x_k_it_keeps_by_its_own_config(wide):
     cats = [np.arange(50, dtype=np.int64)] * 6
     fed = _federation(wide, ["site-a", "site-b"])
     try:
-        with pytest.raises(SiteRefusedError, match=r"rows x k = 50 x 21 is over this site's max_state"):
-            fed.call("prepare", (cats, 21, "00000000f25f2500", None), what="prepare")
+        resume = [0, 0, "ab" * 16 + "-1", None, None]
+        with pytest.raises(SiteRefusedError, match=r"rows x k = 50 x 21 is over this site's max") as info:
+            fed.call("prepare", (cats, 21, "00000000f25f2500", resume), what="prepare")
+        # a review: a coordinator that resumed fitted afresh on any refusal of its prepare; only a site that
+        # cannot resume sends this code, and any other refusal stops the run
+        assert info.value.code is None
     finally:
         fed.close()
     fed = _federation(wide, ["site-a", "site-b"])  # at the bound: taken
