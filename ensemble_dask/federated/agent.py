@@ -110,6 +110,7 @@ class SiteAgent:
         config.state.mkdir(parents=True, exist_ok=True)
         self._seen_path = config.state / "sessions"
         self._audit_path = config.state / "audit.log"
+        self._audit_lock = threading.Lock()  # audit() runs on the agent's worker thread and its IO loop
         self.seen = set(self._seen_path.read_text().split()) if self._seen_path.exists() else set()
         self.executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="site")
         self._cluster = None
@@ -146,11 +147,13 @@ class SiteAgent:
             line["reason"] = _short(reason, 400)
         path = self._audit_path
         # at most twice audit_max_bytes on disk, whatever a coordinator sends: the log, and the one before it
-        with contextlib.suppress(FileNotFoundError):
-            if path.stat().st_size >= self.config.audit_max_bytes:
-                path.replace(path.with_name(path.name + ".1"))
-        with open(path, "a") as f:
-            f.write(json.dumps(line, default=str) + "\n")
+        # (one thread at a time: two that both found it full would rename the new one over the old)
+        with self._audit_lock:
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_size >= self.config.audit_max_bytes:
+                    path.replace(path.with_name(path.name + ".1"))
+            with open(path, "a") as f:
+                f.write(json.dumps(line, default=str) + "\n")
 
     # -- dispatch ------------------------------------------------------------------------------
     def handle(self, peer, op, msg):

@@ -200,3 +200,40 @@ def test_the_audit_log_is_bounded_by_the_sites_config(wide):
     assert logs == ["audit.log", "audit.log.1"]
     assert all((state / name).stat().st_size < 4096 + 1024 for name in logs)
     assert '"op": "keys"' in (state / "audit.log").read_text().splitlines()[-1]  # the newest line kept
+
+
+def test_two_threads_that_rotate_the_audit_log_at_once_lose_none_of_it(wide, tmp_path, monkeypatch):
+    """A review of the rotation: audit() runs on the agent's worker thread and on its IO loop (refusals before
+    a request is parsed). Two that both found the log full renamed it in turn: the second renamed the new,
+    one-line log over the full one, which was lost. Widened here by a slow rename."""
+    import pathlib
+    import threading
+    import time
+
+    from ensemble_dask.federated.agent import SiteAgent
+    from ensemble_dask.federated.site_config import load_config
+
+    config = load_config(wide.configs["site-a"])
+    config.state = tmp_path / "state"  # (not the running agent's)
+    agent = SiteAgent(config)
+    try:
+        log = config.state / "audit.log"
+        log.write_text("x" * config.audit_max_bytes + "\n")  # full: the next line rotates it
+        replace = pathlib.Path.replace
+
+        def slow(self, target):
+            time.sleep(0.2)
+            return replace(self, target)
+
+        monkeypatch.setattr(pathlib.Path, "replace", slow)
+        args = ("coordinator", "keys", {}, "refused")
+        threads = [threading.Thread(target=agent.audit, args=args) for _ in "ab"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        old = (config.state / "audit.log.1").read_text()
+        assert old.startswith("x" * 100), "the full log was renamed over by the new one"
+        assert log.read_text().count("\n") == 2  # both lines kept
+    finally:
+        agent.executor.shutdown()
