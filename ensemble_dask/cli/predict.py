@@ -47,46 +47,21 @@ def add_parser(sub, common):
     p.set_defaults(run=run)
 
 
-def _location(url, options):
-    """``(protocol, path)`` of ``url``, spelt one way: a local path made absolute, links resolved."""
-    import os
-
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(url, **(options or {}))
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    if protocol in ("file", "local"):
-        return "file", os.path.realpath(path)
-    return protocol, path.rstrip("/")
-
-
-def _overlap(a, b):
-    return a[0] == b[0] and (a[1] == b[1] or a[1].startswith(b[1] + "/") or b[1].startswith(a[1] + "/"))
-
-
 def _check_out(args):
     """``--out``: a .parquet file or a .zarr folder, new unless ``--overwrite``, and neither the store nor
     the new rows, inside them or holding them (however each is spelt: an --overwrite there deleted them)."""
     import fsspec
 
-    from ..io.urls import is_local
+    from ..io.urls import is_object_store, location, nested
 
     out = args.out.rstrip("/")
     if not out.endswith((".parquet", ".zarr")):
         raise EnsembleDaskError(f"--out must name a .parquet file or a .zarr folder; got {args.out!r}")
     options = storage_options(args.out_storage_options)
     try:
-        where = _location(out, options)
-        for name, url, opts in (
-            ("the run store", args.store, storage_options(args.storage_options)),
-            ("the new rows", args.data, storage_options(args.data_storage_options)),
-        ):
-            if _overlap(where, _location(url.rstrip("/"), opts)):
-                raise EnsembleDaskError(
-                    f"--out {args.out!r} is {name} ({url!r}), inside it or holds it: name another place"
-                )
+        where = location(out, options)
         fs, path = fsspec.core.url_to_fs(out, **(options or {}))
-        if not is_local(fs):  # writing would create a bucket that does not exist (in the user's account)
+        if is_object_store(fs):  # writing would create a bucket that does not exist (in the user's account)
             bucket = path.split("/", 1)[0]
             try:
                 fs.info(bucket)  # (exists() says False for an endpoint that cannot be reached too)
@@ -96,9 +71,20 @@ def _check_out(args):
     except EnsembleDaskError:
         raise
     except Exception as exc:  # an unknown protocol, an endpoint that cannot be reached, no credentials
-        raise EnsembleDaskError(
-            f"--out {args.out!r} cannot be reached: {type(exc).__name__}: {exc}"
-        ) from None
+        reason = f"{type(exc).__name__}: {exc}"
+        raise EnsembleDaskError(f"--out {args.out!r} cannot be reached: {reason}") from None
+    for name, url, opts in (
+        ("the run store", args.store, storage_options(args.storage_options)),
+        ("the new rows", args.data, storage_options(args.data_storage_options)),
+    ):
+        try:
+            other = location(url.rstrip("/"), opts)
+        except Exception:  # noqa: BLE001 - not resolved here: its own reader names what is wrong with it
+            continue
+        if nested(where, other):
+            raise EnsembleDaskError(
+                f"--out {args.out!r} is {name} ({url!r}), inside it or holds it: name another place"
+            )
     if exists and not args.overwrite:
         raise EnsembleDaskError(f"--out {args.out!r} exists: remove it, or give --overwrite")
 

@@ -45,7 +45,7 @@ import uuid
 import fsspec
 
 from .._validation import EnsembleDaskError
-from .urls import is_local, strip_file_scheme
+from .urls import is_object_store, strip_file_scheme
 
 __all__ = ["StoreLease", "StoreBusyError", "check_held", "LEASE_SUFFIX", "HEARTBEAT", "STALE_AFTER"]
 
@@ -248,7 +248,7 @@ class StoreLease:
         self._made_parent = False
         # a local path's folder; an object store has none, and its makedirs creates a bucket: a mistyped
         # bucket must stop the command (the lease's first write does), not be created in the user's account
-        if is_local(self.fs):
+        if not is_object_store(self.fs):
             with contextlib.suppress(Exception):
                 self._made_parent = not self.fs.exists(self.parent)
                 self.fs.makedirs(self.parent, exist_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from urllib.parse import urlsplit
 
 import fsspec
@@ -20,11 +21,32 @@ def strip_file_scheme(url: str) -> str:
     return url[len("file://") :] if url.startswith("file://") else url
 
 
-def is_local(fs) -> bool:
-    """Whether the fsspec file system ``fs`` is this machine's (an object store's ``makedirs`` creates a
-    bucket: never called on one)."""
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    return protocol in ("file", "local")
+#: fsspec protocols of object stores: their ``makedirs`` of a path creates its bucket (a mistyped one is an
+#: error here, never made in the user's account)
+OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl"})
+
+
+def protocol_of(fs) -> str:
+    """The name of the fsspec file system ``fs``'s protocol (its first, when it has several)."""
+    return fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+
+
+def is_object_store(fs) -> bool:
+    """Whether ``fs`` is an object store (:data:`OBJECT_STORES`): no folders to make, a bucket to find."""
+    return protocol_of(fs) in OBJECT_STORES
+
+
+def location(url, storage_options=None):
+    """``(protocol, path)`` of ``url`` spelt one way: a local path absolute, its links resolved."""
+    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    if protocol_of(fs) in ("file", "local"):
+        return "file", os.path.realpath(path)
+    return protocol_of(fs), path.rstrip("/")
+
+
+def nested(a, b) -> bool:
+    """Whether :func:`location` ``a`` is ``b``, inside it, or holds it."""
+    return a[0] == b[0] and (a[1] == b[1] or a[1].startswith(b[1] + "/") or b[1].startswith(a[1] + "/"))
 
 
 def infer_format(url: str) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 
 from .._validation import InputError
 from ..io.store import stage_hash
-from ..io.urls import is_local
+from ..io.urls import is_object_store
 from ..partitions.models import ClusterCenters, nearest_centers
 
 __all__ = ["MODELS", "base_centers", "new_rows", "predict_rows", "write_predictions"]
@@ -382,7 +382,7 @@ def _write(url, labels, memberships, uncertainty, storage_options, fsspec):
     for k in range(memberships.shape[1]):
         frame[f"m{k}"] = memberships[:, k]
     fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
-    if is_local(fs):  # a new local folder is made; never a bucket (a mistyped one is an error)
+    if not is_object_store(fs):  # a new folder is made; never a bucket (a mistyped one is an error)
         fs.makedirs(fs._parent(path), exist_ok=True)
     with fs.open(path, "wb") as fh:
         frame.to_parquet(fh, index=False)

@@ -235,6 +235,11 @@ def test_an_out_that_cannot_be_reached_is_one_line(fitted, capsys):
     assert main([*argv, "--out", "s3://bucket/p.parquet", "--out-storage-options", json.dumps(dead)]) == 2
     err = capsys.readouterr().err
     assert "--out 's3://bucket/p.parquet' cannot be reached" in err and "Traceback" not in err
+    # a review: new rows that cannot be resolved were blamed on --out; their own reader names them
+    out = str(d / "elsewhere.parquet")
+    assert main([*argv[:1], "zip://new.csv::/no/such.zip", *argv[2:], "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert "--out" not in err and "such.zip" in err
 
 
 def test_an_unseen_category_can_be_placed_at_the_column_mean(fitted, tmp_path, caplog):
