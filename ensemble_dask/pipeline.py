@@ -35,7 +35,8 @@ from ._config import flag
 from ._validation import InputError
 from ._workflow_checks import STRATEGY_PARAMS, check_against_data, validate_workflow
 from .io.store import RunStore, workflow_store_url
-from .runtime.clients import LazyClient, cluster_facts, dask_client, probe_scheduler
+from .runtime.clients import LazyClient, cluster_facts, dask_client
+from .runtime.probe import probe_scheduler
 
 __all__ = [
     "load_workflow",
@@ -226,6 +227,14 @@ def removed_if_left_empty(url, storage_options=None):
 PERFORMANCE_REPORT = "report/dask-performance.html"
 
 
+def _check_scheduler_sees(store_url, scheduler):
+    if scheduler and store_url.startswith("memory://"):
+        raise InputError(
+            f"run store {store_url!r} lives in this process's memory, which the workers of the cluster at "
+            f"{scheduler!r} cannot see; use a file or object-store URL"
+        )
+
+
 @contextlib.contextmanager
 def client_for_store(store, scheduler=None, dask_options=None, *, report=True):
     """A client context fit for ``store``: worker processes unless the store lives in memory.
@@ -237,11 +246,7 @@ def client_for_store(store, scheduler=None, dask_options=None, *, report=True):
     config ``ensemble-dask.report.dask-performance`` false: none, about a second of a command's time).
     """
     in_memory = store.url.startswith("memory://")
-    if in_memory and scheduler:
-        raise InputError(
-            f"run store {store.url!r} lives in this process's memory, which the workers of the cluster at "
-            f"{scheduler!r} cannot see; use a file or object-store URL"
-        )
+    _check_scheduler_sees(store.url, scheduler)
     opts = dict(dask_options or {})
 
     def describe(client):  # the report's "Dask cluster" line (only when a stage started one)
@@ -393,7 +398,9 @@ def _run_workflow(spec, progress, report=True):
         fed_store = open_store(workflow_store_url(spec), spec.get("storage_options"))
         return {"federated": summary, "html": report_page(fed_store)}
     validate_workflow(spec)
-    probe_scheduler(spec.get("scheduler"))  # a mistyped address stops the run before ingest, not after
+    # a scheduler that cannot see the store, or at an address nothing listens at, stops the run before ingest
+    _check_scheduler_sees(workflow_store_url(spec), spec.get("scheduler"))
+    probe_scheduler(spec.get("scheduler"))
     seed = int(spec.get("seed", 0))
     store = open_store(workflow_store_url(spec), spec.get("storage_options"))
     check_report_settings(store)  # the report is written last: stop before the first stage instead

@@ -212,29 +212,6 @@ def default_n_workers():
     return value
 
 
-def probe_scheduler(address, timeout=5.0):
-    """Stop with :class:`InputError` when nothing listens at a ``tcp://`` or ``tls://`` scheduler address: a
-    command finds a mistyped address before it works on the data, not after (other schemes and Clients are
-    left to :func:`dask_client`)."""
-    import socket
-
-    from distributed.comm.addressing import parse_address, parse_host_port
-
-    if not isinstance(address, str) or not address:
-        return
-    try:
-        scheme, loc = parse_address(address)
-        if scheme not in ("tcp", "tls"):
-            return
-        host, port = parse_host_port(loc)
-    except ValueError as exc:
-        raise InputError(f"the Dask scheduler address {address!r} is not host:port: {exc}") from None
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-    except OSError as exc:
-        raise InputError(f"cannot reach the Dask scheduler at {address!r}: {exc}") from None
-
-
 @contextlib.contextmanager
 def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, processes=True, resources=None):
     """Yield a ``distributed.Client``.
