@@ -297,6 +297,9 @@ def predict_rows(
     cluster: the model and the base clusterings' centres are sent to every worker once, then a few blocks at a
     time (the workers never read the table or the store). The result does not depend on where the blocks run.
     """
+    # predict reads the store without its lease (a command may write it meanwhile): what it read is checked
+    # to be one state of the store, the stage records the same before and after
+    records = store.records()
     labels = np.asarray(store["labels"][:])
     model = _consensus_model(store, name, labels)
     centers = base_centers(store)  # kept in the store when it may be written
@@ -316,6 +319,11 @@ def predict_rows(
         parts = _on_cluster(client, model, centers, _counted(blocks, progress))
     if not parts:
         raise InputError(f"{url}: no rows to label")
+    if store.records() != records:
+        raise InputError(
+            f"run store {store.url!r} changed while predict read it (another command wrote a stage): run "
+            "predict again"
+        )
     return tuple(np.concatenate(arrays) for arrays in zip(*parts, strict=True))
 
 

@@ -472,3 +472,26 @@ def test_predict_labels_new_rows_while_another_command_writes_the_store(fitted, 
     frames = [pd.read_parquet(tmp_path / f"{name}.parquet") for name in ("busy", "free", "kept")]
     pd.testing.assert_frame_equal(frames[0], frames[1])
     pd.testing.assert_frame_equal(frames[0], frames[2])
+
+
+def test_a_store_written_while_predict_reads_it_is_refused(fitted, tmp_path, monkeypatch):
+    """A review of 2e1786a: predict reads a store another command may be writing (it takes no lease to
+    read), so it could pair new base labels with an old consensus model. What it read must be one state of
+    the store: a stage recorded meanwhile (here, between its reads of the model and the rows) is refused."""
+    import shutil
+
+    from ensemble_dask.stages import predict as predict_stage
+
+    d, _, _ = fitted
+    shutil.copytree(d / "run.zarr", tmp_path / "run.zarr")
+    store = RunStore(str(tmp_path / "run.zarr"), mode="r+")
+    real = predict_stage.new_rows
+
+    def meanwhile(*args, **kwargs):  # another writer records a stage while predict reads
+        with store.stage("generate", {"n_clusterings": 1}, [store.stage_hash("ingest")], writes=()) as rec:
+            rec["output"] = "other"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(predict_stage, "new_rows", meanwhile)
+    with pytest.raises(InputError, match="changed while predict read it"):
+        predict_stage.predict_rows(store, "kcc", str(d / "new.csv"))
