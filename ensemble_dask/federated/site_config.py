@@ -191,7 +191,7 @@ def load_config(path):
         idle_timeout=float(spec.get("idle_timeout", 900.0)),
         max_sessions=int(spec.get("max_sessions", 4)),
         compute=compute,
-        max_body_bytes=int(spec.get("max_body_bytes", 256 << 20)),
+        max_body_bytes=_positive(spec, "max_body_bytes", 256 << 20, where),
         max_state_entries=_positive(spec, "max_state_entries", 1 << 27, where),
         audit_max_bytes=_positive(spec, "audit_max_bytes", 64 << 20, where),
     )

@@ -68,7 +68,7 @@ def _head_lines(url, storage_options, count):
     return lines
 
 
-def _sep_hint(columns, sep):
+def sep_hint(columns, sep):
     """A hint when a CSV read as one column holds another separator in its name: it was split wrongly."""
     if len(columns) == 1 and any(c in str(columns[0]) for c in ";,\t|" if c != sep):
         return f" (one column: are its fields separated by something other than {sep!r}? pass sep, or --sep)"
@@ -419,7 +419,7 @@ def _iter_csv(
                         f"--header if its first line names the columns), so its columns are "
                         f"numbered 0..{len(known) - 1}"
                     )
-                hint = _sep_hint(known, sep)
+                hint = sep_hint(known, sep)
                 raise InputError(f"{url}: no column {missing[0]!r}; columns are {known}{hint}")
         offset = 0
         try:

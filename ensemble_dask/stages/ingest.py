@@ -156,6 +156,12 @@ def _label_strings(series):
     return s.str.removesuffix(".")
 
 
+def positional_csv(p):
+    """Whether ``p`` (:func:`ingest_params`) reads a CSV whose columns are its places: no header, no
+    ``columns``."""
+    return p["format"] == "csv" and not p["header"] and p["columns"] is None
+
+
 def positional_width(p, frame):
     """The columns of a table whose columns are named by their place (a ``.npy`` or zarr array: ``x0``,
     ``x1``, ...; a CSV without header or ``columns``: 0, 1, ...), from a block of it read whole; None for a
@@ -163,7 +169,7 @@ def positional_width(p, frame):
     (``predict``)."""
     if p["format"] in ("npy", "zarr"):
         return sum(1 for c in frame.columns if re.fullmatch(r"x\d+", str(c)))  # (not a group's labels)
-    if p["format"] == "csv" and not p["header"] and p["columns"] is None:
+    if positional_csv(p):
         return frame.shape[1]
     return None
 
@@ -175,7 +181,7 @@ class _Reader:
     nan_remedy = "set impute: mean, or --impute mean, to replace NaN; or clean the input"
 
     def __init__(self, p, storage_options):
-        if p["format"] == "csv" and not p["header"] and p["columns"] is None:
+        if positional_csv(p):
             # a CSV without header has columns 0, 1, ...: "3" (from the command line) means column 3
             def position(c):
                 return int(c) if isinstance(c, str) and c.isdigit() else c

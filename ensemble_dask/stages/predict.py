@@ -91,7 +91,7 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None
     missing number (``unseen="mean"``; a warning counts them by column). ``"mean"`` needs the data set's
     column means, so it is refused for a store ingested without standardising."""
     from ..io.readers import csv_has_header, detect_separator, iter_table_chunks
-    from .ingest import _Reader, ingest_params, positional_width
+    from .ingest import _Reader, ingest_params, positional_csv, positional_width
 
     rec = store.record("ingest") or {}
     if not rec.get("complete"):
@@ -118,7 +118,7 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None
             p["sep"] = detect_separator(p["url"], storage_options)
         if p["header"] is None:
             p["header"] = p["columns"] is None and csv_has_header(p["url"], storage_options, p["sep"])
-    positional = p["format"] == "csv" and not p["header"] and p["columns"] is None
+    positional = positional_csv(p)
     width = (attrs.get("summary") or {}).get("positional_width")
     if width is not None:  # the store's columns are places: new rows of another width would be shifted
         first = next(

@@ -393,6 +393,7 @@ def test_a_config_that_weakens_the_site_is_refused(agents, tmp_path):
         ({"max_state_entries": 0}, "'max_state_entries' .* must be a positive integer; got 0"),
         ({"max_state_entries": True}, "max_state_entries"),
         ({"audit_max_bytes": -1}, "'audit_max_bytes' .* must be a positive integer"),
+        ({"max_body_bytes": "1e9"}, "'max_body_bytes' .* must be a positive integer; got '1e9'"),
         ({"mask_key": str(agents.certs / "site-b-mask.key")}, "is not the key pinned for 'site-a'"),
     ]:
         bad = cfg.parent / "bad.yaml"
