@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -51,3 +52,31 @@ def split_rows(labels, names, y=None):
     parts = {n: labels[a:b] for n, a, b in zip(names, bounds[:-1], bounds[1:], strict=True)}
     refs = None if y is None else {n: y[a:b] for n, a, b in zip(names, bounds[:-1], bounds[1:], strict=True)}
     return parts, refs
+
+
+class Crash(Exception):
+    """The coordinator's process "crashing" (:class:`CrashingCheckpoint`)."""
+
+
+class CrashingCheckpoint:
+    """The coordinator's checkpoint in memory; the process "crashes" at its ``crash_at``-th save."""
+
+    def __init__(self, crash_at=None):
+        self.state, self.saves, self.crash_at = None, 0, crash_at
+
+    def load(self):
+        return copy.deepcopy(self.state)
+
+    def save(self, state):
+        self.saves += 1
+        if self.saves == self.crash_at:
+            raise Crash(f"before save {self.saves}")
+        self.state = copy.deepcopy(state)
+
+
+def towards(n_categories, h, k=2):
+    """BCE parameters (k clusters, flat over ``n_categories`` labels) whose E-step puts every row's gamma on
+    cluster ``h``: a crafted query of the attacks' tests."""
+    alpha = np.full(k, 1e-10)
+    alpha[h] = 1e12
+    return {"alpha": alpha, "beta": np.ones((k, n_categories))}

@@ -11,13 +11,11 @@ a third, honest-looking session: its complete, consistent rounds summed site-a's
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
 
 from ensemble_dask.federated.coordinator import Federation, SiteRefusedError
-from tests._sites import start_sites
+from tests._sites import Crash, CrashingCheckpoint, start_sites, towards
 
 pytestmark = pytest.mark.slow
 
@@ -45,13 +43,6 @@ def three(tmp_path_factory):
 def _federation(agents):
     sites = [{"name": n, "address": agents.addresses[n]} for n in NAMES]
     return Federation(sites, "bce", agents.context(), timeout=120).open()
-
-
-def _towards(h):
-    """Parameters whose E-step puts every row's gamma on cluster ``h``."""
-    alpha = np.full(2, 1e-10)
-    alpha[h] = 1e12
-    return {"alpha": alpha, "beta": np.ones((2, G))}
 
 
 def _computed_at(agents, only, run, params, t, promote=None):
@@ -97,8 +88,8 @@ def _resumed_sums(agents, run, resumes, then):
 def test_a_gamma_computed_apart_is_not_resumed_beside_its_peers(three):
     """F21 through ``gamma``: no resume the coordinator can name sums site-a's label counts apart."""
     run = "00000000c0ffee00"
-    tag_a = _computed_at(three, ["site-a"], run, _towards(0), t=2)
-    tag_bc = _computed_at(three, ["site-b", "site-c"], run, _towards(1), t=2)
+    tag_a = _computed_at(three, ["site-a"], run, towards(G, 0), t=2)
+    tag_bc = _computed_at(three, ["site-b", "site-c"], run, towards(G, 1), t=2)
     flat = {"alpha": np.ones(2), "beta": np.ones((2, G))}
     resumes = [[0, 2, None]] + [[0, 2, tag, None, None] for tag in (tag_a, tag_bc)]  # (the former format too)
     sums = _resumed_sums(
@@ -115,8 +106,8 @@ def test_a_gamma_computed_apart_is_not_resumed_beside_its_peers(three):
 def test_a_best_promoted_apart_is_not_resumed_beside_its_peers(three):
     """F21 through ``best``: no resume sums site-a's reference classes apart in the contingency round."""
     run = "00000000c0ffee01"
-    tag_a = _computed_at(three, ["site-a"], run, _towards(0), t=0, promote=9)
-    tag_bc = _computed_at(three, ["site-b", "site-c"], run, _towards(1), t=0, promote=9)
+    tag_a = _computed_at(three, ["site-a"], run, towards(G, 0), t=0, promote=9)
+    tag_bc = _computed_at(three, ["site-b", "site-c"], run, towards(G, 1), t=0, promote=9)
 
     def contingency(fed):
         fed.call("finish", what="finish")
@@ -257,7 +248,7 @@ def test_a_reset_after_the_keys_does_not_single_out_a_site(three):
     fed = _federation(three)
     try:
         fed.call("prepare", (CATS, 2, run, None), what="prepare")
-        fed.sum("estep", (_towards(1), 0, 0, 1e-12, 5), what="E-step")  # every row on cluster 1
+        fed.sum("estep", (towards(G, 1), 0, 0, 1e-12, 5), what="E-step")  # every row on cluster 1
         sums = [_round_with(fed, "estep", (TINY, 0, 1, 1e-12, 1), _calls(fed, ["site-a"], ("reset", ())))]
         tag = f"{fed.session}-{fed.round}"
     finally:
@@ -278,7 +269,7 @@ def test_a_best_changed_after_the_keys_does_not_single_out_a_site(three):
     fed = _federation(three)
     try:
         fed.call("prepare", (CATS, 2, run, None), what="prepare")
-        fed.sum("estep", (_towards(1), 0, 0, 1e-12, 5), what="E-step")
+        fed.sum("estep", (towards(G, 1), 0, 0, 1e-12, 5), what="E-step")
         fed.call("promote", (0,), what="promote")
         fed.call("finish", what="finish")
         between = _calls(fed, ["site-a"], ("reset", ()), ("promote", (0,)), ("finish", ()))
@@ -288,7 +279,7 @@ def test_a_best_changed_after_the_keys_does_not_single_out_a_site(three):
     fed = _federation(three)
     try:
         fed.call("prepare", (CATS, 2, run, None), what="prepare")
-        fed.sum("estep", (_towards(1), 0, 0, 1e-12, 5), what="E-step")
+        fed.sum("estep", (towards(G, 1), 0, 0, 1e-12, 5), what="E-step")
         _round_with(fed, "estep", (TINY, 0, 1, 1e-12, 1), _calls(fed, ["site-a"], ("reset", ())))
         tag = f"{fed.session}-{fed.round}"
         _calls(fed, NAMES, ("promote", (7,)))()
@@ -308,26 +299,6 @@ def test_a_best_changed_after_the_keys_does_not_single_out_a_site(three):
 # ----------------------------------------------------------------------- an honest run resumes from any crash
 
 
-class _Crash(Exception):
-    pass
-
-
-class _Checkpoint:
-    """The coordinator's checkpoint in memory; the process "crashes" at its ``crash_at``-th save."""
-
-    def __init__(self, crash_at=None):
-        self.state, self.saves, self.crash_at = None, 0, crash_at
-
-    def load(self):
-        return copy.deepcopy(self.state)
-
-    def save(self, state):
-        self.saves += 1
-        if self.saves == self.crash_at:
-            raise _Crash(f"before save {self.saves}")
-        self.state = copy.deepcopy(state)
-
-
 @pytest.mark.filterwarnings("ignore:federated BCE did not converge")
 def test_an_honest_run_resumes_after_a_crash_before_any_of_its_saves(three):
     """Found by the same review: ``promote`` removed the best before it at once, while the coordinator's
@@ -336,11 +307,11 @@ def test_an_honest_run_resumes_after_a_crash_before_any_of_its_saves(three):
     from ensemble_dask.federated.rows import run_federated_bce
 
     kw = {"n_init": 3, "max_iter": 3, "tol": 1e-12, "e_step_max_iter": 5, "random_state": 3, "n_labels": 3}
-    whole = _Checkpoint()
+    whole = CrashingCheckpoint()
     ref = run_federated_bce(three.sites(), 2, three.context(), checkpoint=whole, **kw)
     for crash_at in range(1, whole.saves + 1):
-        checkpoint = _Checkpoint(crash_at)
-        with pytest.raises(_Crash):
+        checkpoint = CrashingCheckpoint(crash_at)
+        with pytest.raises(Crash):
             run_federated_bce(three.sites(), 2, three.context(), checkpoint=checkpoint, **kw)
         checkpoint.crash_at = None
         res = run_federated_bce(three.sites(), 2, three.context(), checkpoint=checkpoint, **kw)

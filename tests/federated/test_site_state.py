@@ -14,13 +14,11 @@ k = 4,200 left 135 MiB of checkpoints after one E-step). It is now bounded by th
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
 
 from ensemble_dask.federated.coordinator import Federation, SiteRefusedError
-from tests._sites import start_sites
+from tests._sites import Crash, CrashingCheckpoint, start_sites, towards
 
 pytestmark = pytest.mark.slow
 
@@ -54,13 +52,6 @@ def _federation(agents, names=NAMES):
     return Federation(sites, "bce", agents.context(), timeout=120).open()
 
 
-def _towards(h):
-    """Parameters whose E-step puts every row's gamma on cluster ``h``."""
-    alpha = np.full(2, 1e-10)
-    alpha[h] = 1e12
-    return {"alpha": alpha, "beta": np.ones((2, G))}
-
-
 FLAT = {"alpha": np.ones(2), "beta": np.ones((2, G))}
 
 
@@ -73,7 +64,7 @@ def _honest_round_towards(agents, run, h):
     fed = _federation(agents)
     try:
         fed.call("prepare", (CATS, 2, run, None), what="prepare")
-        fed.sum("estep", (_towards(h), 0, 0, 1e-12, 5), what="E-step")
+        fed.sum("estep", (towards(G, h), 0, 0, 1e-12, 5), what="E-step")
         return f"{fed.session}-{fed.round}"
     finally:
         fed.close()
@@ -107,26 +98,6 @@ def test_nor_one_that_holds_site_a_reference_classes_apart(mixed):
     # contingency round gave a row of the table equal to site-a's reference classes
 
 
-class _Crash(Exception):
-    pass
-
-
-class _Checkpoint:
-    """The coordinator's checkpoint in memory; the process "crashes" at its ``crash_at``-th save."""
-
-    def __init__(self, crash_at=None):
-        self.state, self.saves, self.crash_at = None, 0, crash_at
-
-    def load(self):
-        return copy.deepcopy(self.state)
-
-    def save(self, state):
-        self.saves += 1
-        if self.saves == self.crash_at:
-            raise _Crash(f"before save {self.saves}")
-        self.state = copy.deepcopy(state)
-
-
 @pytest.mark.filterwarnings("ignore:federated BCE did not converge")
 def test_an_honest_run_that_a_site_cannot_resume_starts_afresh(mixed):
     """Before, the sites without checkpoints took the resume with fresh rows: a run of mixed states. Now they
@@ -134,9 +105,9 @@ def test_an_honest_run_that_a_site_cannot_resume_starts_afresh(mixed):
     from ensemble_dask.federated.rows import ResumeRefusedWarning, run_federated_bce
 
     kw = {"n_init": 2, "max_iter": 3, "tol": 1e-12, "e_step_max_iter": 5, "random_state": 3, "n_labels": 3}
-    ref = run_federated_bce(mixed.sites(), 2, mixed.context(), checkpoint=_Checkpoint(), **kw)
-    checkpoint = _Checkpoint(crash_at=2)
-    with pytest.raises(_Crash):
+    ref = run_federated_bce(mixed.sites(), 2, mixed.context(), checkpoint=CrashingCheckpoint(), **kw)
+    checkpoint = CrashingCheckpoint(crash_at=2)
+    with pytest.raises(Crash):
         run_federated_bce(mixed.sites(), 2, mixed.context(), checkpoint=checkpoint, **kw)
     checkpoint.crash_at = None
     with pytest.warns(ResumeRefusedWarning, match="keeps no checkpoints.*starts afresh"):
