@@ -262,6 +262,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         from . import pipeline
         from .io.store import RunStore
         from .stages._same_data import OtherDataError
+        from .stages.generate import ImportedLabelsError
 
         _remove_abandoned()
         store_url = self._store_url()
@@ -279,6 +280,11 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
                 "did not leave there (another estimator's or run's, or stages run since); a fit replaces the "
                 "data of a given store only when the store holds what its own last fit left: pass another "
                 "store, or store=None (one in memory), or remove this one"
+            ) from None
+        except ImportedLabelsError:  # its message names the CLI's option and a workflow's
+            raise InputError(
+                f"store {store_url!r} holds base clusterings brought with import-labels, which a fit would "
+                "replace with its own: pass another store, or store=None (one in memory)"
             ) from None
         finally:
             _remove(folder)

@@ -309,6 +309,23 @@ def test_the_workflow_of_a_store_named_there_replaces_no_data(blobs, tmp_path):
     assert model.workflow(str(tmp_path / "X.npy"), 7)["data"]["overwrite"] is True  # its own store in memory
 
 
+def test_a_store_of_imported_labels_is_refused_in_the_estimators_words(blobs, tmp_path):
+    """A review of e7db10c: a fit into a store of labels brought with import-labels was refused naming the
+    CLI's --replace-imported and a workflow's key, which the estimator has not."""
+    from ensemble_dask.io.store import RunStore
+    from ensemble_dask.stages.generate import import_labels
+
+    store = str(tmp_path / "imported.zarr")
+    lab = np.random.default_rng(0).integers(0, 3, size=(len(blobs), 4))
+    np.save(tmp_path / "lab.npy", lab)
+    import_labels(RunStore(store, mode="a"), str(tmp_path / "lab.npy"))
+    model = ConsensusClustering(n_clusters=3, method="kcc", n_clusterings=4, random_state=0, store=store)
+    with pytest.raises(InputError, match=f"store {store!r} holds base clusterings brought with") as info:
+        model.fit(blobs)
+    assert "--replace-imported" not in str(info.value)
+    np.testing.assert_array_equal(RunStore(store, mode="r")["labels"][:], lab)
+
+
 def test_a_store_in_memory_goes_with_its_estimator(blobs):
     """Removed at the next fit after the estimator is collected (a finaliser runs in any thread: removing
     the store there raced with a stage listing the memory file system)."""

@@ -176,12 +176,18 @@ def _column_groups(specs, col_chunk):
     return list(groups.values())
 
 
+class ImportedLabelsError(InputError):
+    """The store holds base clusterings brought with ``import-labels``, which ``generate`` would replace (its
+    message names the CLI's and a workflow's way to allow it; :class:`~ensemble_dask.ConsensusClustering`
+    says its own)."""
+
+
 def check_not_imported(store, replace_imported=False):
     """Stop unless ``replace_imported`` when ``store`` holds base clusterings brought with ``import-labels``
     (the guide says they are never generated over)."""
     prev = store.record("generate") or {}
     if prev.get("complete") and "imported" in (prev.get("params") or {}) and not replace_imported:
-        raise InputError(
+        raise ImportedLabelsError(
             f"run store {store.url!r} holds {prev['params']['n_clusterings']} base clusterings brought with "
             "import-labels, which generate would replace: use another store, or say so (generate "
             "--replace-imported, or 'replace_imported: true' under 'generate' in a workflow)"
