@@ -58,10 +58,10 @@ def add_parser(sub, common):
 
 def run(args):
     from .. import pipeline
-    from ..stages.generate import check_not_imported, generate
+    from ..stages.generate import generate
 
+    # (the cluster starts when generate has work: a refusal of imported labels starts none)
     with stage_store(args, writes_report=True) as store:
-        check_not_imported(store, args.replace_imported)  # before a cluster starts
         with pipeline.client_for_store(store, args.scheduler, dask_options(args)) as client:
             info = generate(
                 store,

@@ -120,7 +120,9 @@ def new_rows(store, url, *, storage_options=None, chunk_rows=50_000, header=None
             p["header"] = p["columns"] is None and csv_has_header(p["url"], storage_options, p["sep"])
     positional = positional_csv(p)
     width = (attrs.get("summary") or {}).get("positional_width")
-    if width is not None:  # the store's columns are places: new rows of another width would be shifted
+    # the store's columns are places: new rows of more columns would be shifted (only a table whose columns
+    # are places is read for its width: a Parquet file's first block is a whole row group)
+    if width is not None and (p["format"] in ("npy", "zarr") or positional):
         first = next(
             iter_table_chunks(
                 p["url"], format=p["format"], storage_options=storage_options, chunk_rows=1,
