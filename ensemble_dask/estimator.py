@@ -31,6 +31,10 @@ def _feature_names(X):
     return np.asarray(list(columns), dtype=object)
 
 
+_WANTED = "X must be a 2-d numeric array, a data frame or a URL"
+_NAME = "ConsensusClustering"
+
+
 def _data_url(X, folder, min_samples=2, names=None):
     """``(url, shape)``: a URL that ``ingest`` reads ``X`` from, and its shape (None for a URL): ``X`` itself
     when it is a URL or path; an array or a numeric data frame, written once under ``folder`` (``.npy``, its
@@ -38,11 +42,13 @@ def _data_url(X, folder, min_samples=2, names=None):
     """
     if isinstance(X, str):
         return X, None
+    if hasattr(X, "to_dask_array") and names is not None:  # a Dask DataFrame by name: Parquet, block by block
+        return _dask_frame_parquet(X, f"{folder}/X.parquet", names)
     if hasattr(X, "to_dask_array"):  # a Dask DataFrame: its numeric values, block by block
         X = X.to_dask_array(lengths=True)
     if hasattr(X, "dask") and hasattr(X, "to_zarr"):  # a Dask array
         if X.ndim != 2:
-            raise InputError(f"X must be a 2-d numeric array, a data frame or a URL; got {shown(X)}")
+            raise InputError(f"{_WANTED}; got {shown(X)}")
         url = f"{folder}/X.zarr"
         if len(set(X.chunks[0][:-1])) > 1 or X.chunks[0][-1:] > X.chunks[0][:1]:  # zarr wants even row blocks
             X = X.rechunk({0: max(X.chunks[0]), 1: -1})
@@ -51,12 +57,8 @@ def _data_url(X, folder, min_samples=2, names=None):
         X.to_zarr(url, compute=False).compute(scheduler="threads")
         return url, tuple(int(d) for d in X.shape)
     import fsspec
-    from sklearn.utils.validation import check_array
 
-    try:  # a pandas DataFrame too: its values; scikit-learn's checks and messages (sparse, complex, 1 sample)
-        arr = check_array(X, dtype="numeric", ensure_min_samples=min_samples, estimator="ConsensusClustering")
-    except ValueError as exc:  # a TypeError (an object that is no number) stays one, as scikit-learn's
-        raise InputError(f"X must be a 2-d numeric array, a data frame or a URL: {exc}") from exc
+    arr = _numeric(X, min_samples)  # a pandas DataFrame too: its values
     if names is not None and len(names) == arr.shape[1]:
         import pandas as pd
 
@@ -68,6 +70,44 @@ def _data_url(X, folder, min_samples=2, names=None):
     with fsspec.open(url, "wb") as fh:
         np.save(fh, np.ascontiguousarray(arr))
     return url, arr.shape
+
+
+def _numeric(X, min_samples):
+    """``X``'s numeric values as scikit-learn checks them, with its messages (sparse, complex, few rows)."""
+    from sklearn.utils.validation import check_array
+
+    try:
+        return check_array(X, dtype="numeric", ensure_min_samples=min_samples, estimator=_NAME)
+    except ValueError as exc:  # a TypeError (an object that is no number) stays one, as scikit-learn's
+        raise InputError(f"{_WANTED}: {exc}") from exc
+
+
+def _dask_frame_parquet(X, url, names):
+    """``(url, shape)``: the Dask DataFrame ``X``'s columns ``names`` written to one Parquet file at ``url``,
+    a row group per partition (computed one at a time on this process's threads, as a Dask array is
+    written; numeric as :func:`_numeric` checks them)."""
+    import fsspec
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows, writer = 0, None
+    with fsspec.open(url, "wb") as fh:
+        try:
+            for part in X[list(names)].to_delayed():
+                frame = part.compute(scheduler="threads")
+                if len(frame):
+                    frame = pd.DataFrame(_numeric(frame, 1), columns=list(names))
+                    table = pa.Table.from_pandas(frame, preserve_index=False)
+                    writer = writer or pq.ParquetWriter(fh, table.schema)
+                    writer.write_table(table)
+                    rows += len(frame)
+        finally:
+            if writer is not None:
+                writer.close()
+    if writer is None:
+        raise InputError(f"{_WANTED}: the Dask DataFrame has no rows")
+    return url, (rows, len(names))
 
 
 class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):

@@ -298,6 +298,11 @@ def test_an_array_of_new_rows_for_a_table_read_by_name(blobs, tmp_path):
             np.testing.assert_array_equal(reordered, model.predict(blobs[:40]))
             with pytest.raises(InputError, match="no column"):
                 model.predict(frame.rename(columns={"width": "depth"}))
+            # a Dask DataFrame by its names too (it was written by place, its columns then x0, x1: refused)
+            import dask.dataframe as dd
+
+            lazy = dd.from_pandas(frame[["height", "width"]], npartitions=3)
+            np.testing.assert_array_equal(model.predict(lazy), reordered)
 
 
 def test_the_workflow_of_a_store_named_there_replaces_no_data(blobs, tmp_path):
