@@ -207,6 +207,12 @@ class RunStore:
         self._check_content(name, rec)
         return True
 
+    def stamped(self, path, name, params, inputs):
+        """Whether the array at ``path`` bears the stamp of stage ``name`` completed with these parameters and
+        inputs (the stamp outlives the record, which the stage's next run unmarks when it starts)."""
+        stamp = self.group[path].attrs.get(WRITTEN_BY)
+        return stamp == {"stage": name, "hash": stage_hash(_jsonable(params), inputs)}
+
     # -- content identity -------------------------------------------------------------------------
     # A stage's record lists what it wrote (``content``: shape, dtype and stored chunk count per array)
     # and stamps each array with the record's hash (``_written_by``); a re-run verifies both before it

@@ -219,18 +219,7 @@ def generate(store, client, *, progress=False, replace_imported=False, **params)
         n, **{k: v for k, v in p.items() if k != "n_clusterings"}, n_clusterings=p["n_clusterings"]
     )
 
-    start = 0
-    prev = store.record("generate")
-    if prev and prev.get("complete") and prev["inputs"] == inputs and "labels" in store:
-        old = dict(prev["params"])
-        have = store["labels"].attrs.get("partitions", [])
-        if (
-            {**old, "n_clusterings": p["n_clusterings"]} == p
-            and old["n_clusterings"] < p["n_clusterings"]
-            and all("sha256" in m for m in have)
-        ):
-            start = old["n_clusterings"]
-
+    start = _kept_columns(store, p, inputs)
     with store.stage("generate", p, inputs, writes=("labels",)) as record:
         if start == 0:
             if "labels" in store:
@@ -263,6 +252,36 @@ def generate(store, client, *, progress=False, replace_imported=False, **params)
         labels.attrs["partitions"] = meta
         record["output"] = labels_identity(n, [m["sha256"] for m in meta])
     return {**_summary(p), "computed": len(todo), "skipped": False}
+
+
+def _kept_columns(store, p, inputs):
+    """How many leading columns of ``labels`` a run of ``p`` on ``inputs`` keeps: those of a completed smaller
+    ensemble of the same parameters and data set. Its record says so; or, after a growth that did not finish
+    (whose start unmarked the record), the stamp that ``labels`` still bears from that ensemble's completion,
+    and each of its columns' hashes (a column the growth may have touched is read again)."""
+    if "labels" not in store:
+        return 0
+    prev = store.record("generate")
+    labels = store["labels"]
+    have = labels.attrs.get("partitions", [])
+    if not all("sha256" in m for m in have):
+        return 0
+    if prev is not None:
+        if not (prev.get("complete") and prev["inputs"] == inputs):
+            return 0
+        old = dict(prev["params"])
+        m = old["n_clusterings"]
+        return m if {**old, "n_clusterings": p["n_clusterings"]} == p and m < p["n_clusterings"] else 0
+    m = len(have)
+    if not 0 < m < p["n_clusterings"] or labels.shape[1] < m:
+        return 0
+    if not store.stamped("labels", "generate", {**p, "n_clusterings": m}, inputs):
+        return 0
+    block = labels[:, :m]
+    if any(column_hash(block[:, j]) != have[j]["sha256"] for j in range(m)):
+        return 0
+    logger.info("generate: the first %d clusterings of an unfinished growth are kept", m)
+    return m
 
 
 def _summary(p):

@@ -121,6 +121,46 @@ def test_extending_the_ensemble_computes_only_new_columns(kdd_store, client, tmp
     assert len(kdd_store["labels"].attrs["partitions"]) == 9
 
 
+def test_an_interrupted_growth_keeps_the_columns_it_grew_from(
+    kdd_store, client, tmp_path, kdd_sample, monkeypatch
+):
+    """A growth that failed part way unmarked the record, and the next run computed every column again. It
+    keeps the completed ensemble's columns (stamped, and each matching its hash): the same labels as at once;
+    a column changed since is not trusted, and every column is computed."""
+    from ensemble_dask.stages import generate as gen
+
+    generate(kdd_store, client, n_clusterings=5, rate=0.5, seed=2)
+    full = RunStore(tmp_path / "full.zarr")
+    ingest(full, str(kdd_sample), schema="kdd99", classes=["smurf", "neptune", "normal"], subset=2000)
+    generate(full, client, n_clusterings=9, rate=0.5, seed=2)
+    task = gen._cluster_task
+
+    def failing(url, options, ingest_hash, specs):
+        if specs[-1]["index"] == 8:
+            raise RuntimeError("worker lost")
+        return task(url, options, ingest_hash, specs)
+
+    monkeypatch.setattr(gen, "_cluster_task", failing)  # (a cluster of threads: the workers see it)
+    with pytest.raises(RuntimeError, match="worker lost"):
+        generate(kdd_store, client, n_clusterings=9, rate=0.5, seed=2)
+    monkeypatch.setattr(gen, "_cluster_task", task)
+    assert kdd_store.record("generate") is None
+    info = generate(kdd_store, client, n_clusterings=9, rate=0.5, seed=2)
+    assert info["computed"] == 4
+    np.testing.assert_array_equal(kdd_store["labels"][:], full["labels"][:])
+    assert kdd_store.stage_hash("generate") == full.stage_hash("generate")
+    # interrupted again, with one kept column changed meanwhile: nothing is kept
+    generate(kdd_store, client, n_clusterings=5, rate=0.5, seed=2)
+    monkeypatch.setattr(gen, "_cluster_task", failing)
+    with pytest.raises(RuntimeError, match="worker lost"):
+        generate(kdd_store, client, n_clusterings=9, rate=0.5, seed=2)
+    monkeypatch.setattr(gen, "_cluster_task", task)
+    labels = kdd_store["labels"]
+    labels[0, 2] = labels[0, 2] + 1
+    assert generate(kdd_store, client, n_clusterings=9, rate=0.5, seed=2)["computed"] == 9
+    np.testing.assert_array_equal(kdd_store["labels"][:], full["labels"][:])
+
+
 def test_failed_generate_is_not_marked_complete(kdd_store, client):
     with pytest.raises(InputError, match="k_max=1500 is larger than a subsample of 1000"):
         generate(kdd_store, client, n_clusterings=3, rate=0.5, k_max=1500)
