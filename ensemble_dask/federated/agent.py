@@ -35,7 +35,6 @@ import ssl
 import sys
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,9 +42,8 @@ import numpy as np
 from .._validation import InputError
 from . import secagg, wire
 from .secure import rows_in_range
-from .site_config import SiteConfig, _short, load_config
+from .site_config import SiteConfig, _short, load_config, shown
 from .site_ops import CALLS, SUMS, Refused
-from .wire import peer_name
 
 __all__ = ["SiteAgent", "SiteConfig", "Refused", "load_config", "serve", "serve_main", "OPERATIONS"]
 
@@ -161,7 +159,7 @@ class SiteAgent:
         try:
             self.check_caller(peer)
             if op not in OPERATIONS:
-                raise Refused(f"unknown operation {op!r:.80}; known: {list(OPERATIONS)}")
+                raise Refused(f"unknown operation {shown(op)}; known: {list(OPERATIONS)}")
             with self.lock:
                 self._expire()
                 result = self._run(op, msg)
@@ -176,7 +174,7 @@ class SiteAgent:
         if peer != self.config.coordinator:
             raise Refused(
                 f"site {self.config.name!r} answers only {self.config.coordinator!r}; the caller's "
-                f"certificate is {peer!r:.80}"
+                f"certificate is {shown(peer)}"
             )
 
     def _run(self, op, msg):
@@ -213,7 +211,7 @@ class SiteAgent:
         st = self.sessions.get(sid)
         if st is None:
             raise Refused(
-                f"site {self.config.name!r} holds no session {sid!r:.80} (never joined, closed or expired)"
+                f"site {self.config.name!r} holds no session {shown(sid)} (never joined, closed or expired)"
             )
         st.last_used = time.monotonic()
         return st
@@ -225,7 +223,7 @@ class SiteAgent:
         cfg = self.config
         sid = msg.get("session")
         if not isinstance(sid, str) or not _SESSION_RE.match(sid):
-            raise Refused(f"a session id is 16-64 lowercase hex digits; got {sid!r:.80}")
+            raise Refused(f"a session id is 16-64 lowercase hex digits; got {shown(sid)}")
         if sid in self.seen:
             raise Refused(
                 f"session {sid} was joined before: a session is joined once (its masks are not reused)"
@@ -233,21 +231,22 @@ class SiteAgent:
         roster = msg.get("roster")
         if (
             not isinstance(roster, list)
-            or sorted(map(str, roster)) != cfg.federation
+            or not all(isinstance(m, str) for m in roster)  # (str() of bytes is their whole repr)
+            or sorted(roster) != cfg.federation
             or len(roster) != len(set(roster))
         ):
             raise Refused(
-                f"the roster {roster!r:.200} is not this site's federation {cfg.federation} (a subset, a "
-                "superset or an unknown member is refused)"
+                f"the roster {shown(roster, 200)} is not this site's federation {cfg.federation} (a subset, "
+                "a superset or an unknown member is refused)"
             )
         mode = msg.get("mode")
         if mode not in ("secure", "plain"):
-            raise Refused(f"mode must be 'secure' or 'plain'; got {mode!r:.80}")
+            raise Refused(f"mode must be 'secure' or 'plain'; got {shown(mode)}")
         if mode == "plain" and not cfg.allow_plain:
             raise Refused(f"site {cfg.name!r} does not allow plain mode (allow_plain is false in its config)")
         method = msg.get("method")
         if method not in ("bce", "kcc"):
-            raise Refused(f"method must be 'bce' or 'kcc'; got {method!r:.80}")
+            raise Refused(f"method must be 'bce' or 'kcc'; got {shown(method)}")
         if len(self.sessions) >= cfg.max_sessions:
             raise Refused(f"site {cfg.name!r} already holds {len(self.sessions)} sessions (max_sessions)")
         self.seen.add(sid)
@@ -257,7 +256,10 @@ class SiteAgent:
         channel = secagg.channel_keys(cfg.mask_key, cfg.name, cfg.pins, sid) if mode == "secure" else {}
         st = Session(cfg.name, sid, method, mode, cfg.federation, t, channel, alive=set(cfg.federation))
         st.client = self.client
-        st.record("join", sid, method, mode, cfg.federation)
+        # the threshold too: every round's shares are bound to the transcript, so sites whose policies differ
+        # (min_sites 3 at one, 2 at its peers) complete no round together; else a round over the peers alone,
+        # beside one over all, gave the stricter site's vector as their difference
+        st.record("join", sid, method, mode, cfg.federation, t)
         try:
             info = bce_open(st, cfg.labels, cfg.storage_options, cfg.reference)
         except InputError as exc:  # its paths and whatever a reader quotes from the rows stay here
@@ -292,7 +294,7 @@ class SiteAgent:
         op, args = msg.get("op"), msg.get("args")
         table = CALLS.get(st.method, {})
         if op not in table:
-            raise Refused(f"a {st.method} session has no call {op!r:.80}; known: {sorted(table)}")
+            raise Refused(f"a {st.method} session has no call {shown(op)}; known: {sorted(table)}")
         st.record("call", op, args)  # before it runs (and its outcome after it: _run)
         return table[op](self, st, args)
 
@@ -300,7 +302,7 @@ class SiteAgent:
         r = msg.get("round")
         if not isinstance(r, int) or isinstance(r, bool) or r <= st.last_round:
             raise Refused(
-                f"round {r!r:.80} is not after the last round {st.last_round} of session {st.session}: "
+                f"round {shown(r)} is not after the last round {st.last_round} of session {st.session}: "
                 "a round is answered once"
             )
         return r
@@ -309,7 +311,7 @@ class SiteAgent:
         r = msg.get("round")
         if r != st.last_round or st.phase != phase:
             raise Refused(
-                f"round {r!r:.80} is not in phase {phase!r} here "
+                f"round {shown(r)} is not in phase {phase!r} here "
                 f"(round {st.last_round}, phase {st.phase!r}): "
                 "each phase of a round is answered once, in order"
             )
@@ -340,7 +342,7 @@ class SiteAgent:
         r = self._new_round(st, msg)
         op = msg.get("op")
         if op not in SUMS.get(st.method, {}):
-            raise Refused(f"a round's keys name its sum: a {st.method} session has no sum {op!r:.80}")
+            raise Refused(f"a round's keys name its sum: a {st.method} session has no sum {shown(op)}")
         st.last_round, st.phase = r, "keys"
         st.pending = st.record("sum", r, op, msg.get("args"))
         st.secrets, public, cts = secagg.advertise(
@@ -353,7 +355,7 @@ class SiteAgent:
         op = msg.get("op")
         table = SUMS.get(st.method, {})
         if op not in table:
-            raise Refused(f"a {st.method} session has no sum {op!r:.80}; known: {sorted(table)}")
+            raise Refused(f"a {st.method} session has no sum {shown(op)}; known: {sorted(table)}")
         if st.mode == "plain":
             st.last_round, st.phase = self._new_round(st, msg), "masked"
             return {"vector": np.asarray(table[op](self, st, msg.get("args")), dtype=np.float64)}
@@ -411,92 +413,11 @@ class SiteAgent:
 # --------------------------------------------------------------------------- HTTPS with mutual TLS
 
 
-def server_context(tls):
-    """Server TLS context: the site's certificate; callers must present one signed by the CA."""
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=tls["ca"])
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(tls["cert"], tls["key"])
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    return ctx
-
-
-def make_app(agent):
-    import tornado.web
-    from tornado.ioloop import IOLoop
-
-    class Handler(tornado.web.RequestHandler):
-        async def post(self, op):
-            stream = self.request.connection.stream
-            peer = peer_name(stream.socket.getpeercert()) if hasattr(stream, "socket") else None
-            audited = False  # handle() audits what it refuses
-            try:
-                agent.check_caller(peer)  # before the body is parsed: parsing costs memory
-                if len(self.request.body) > agent.config.max_body_bytes:
-                    raise wire.WireError(f"a message over {agent.config.max_body_bytes} bytes")
-                loop = IOLoop.current()
-                msg = await loop.run_in_executor(agent.executor, wire.decode, self.request.body)
-                audited = True
-                result = await loop.run_in_executor(agent.executor, agent.handle, peer, op, msg)
-                body, status = wire.encode({"result": result}), 200
-            except (Refused, wire.WireError) as exc:
-                if not audited:
-                    agent.audit(peer, op, {}, "refused", str(exc))
-                reply = {"error": str(exc), "refused": True}
-                if getattr(exc, "code", None):
-                    reply["code"] = exc.code
-                body, status = wire.encode(reply), 403
-            except Exception as exc:  # a fault at the site: its details (maybe data) stay in the site's log
-                fault = uuid.uuid4().hex[:12]
-                logger.exception("site %s: %s failed (fault %s)", agent.config.name, op, fault)
-                agent.audit(peer, op, {}, "failed", f"fault {fault}: {type(exc).__name__}: {exc}")
-                error = f"site {agent.config.name!r} failed in {_short(op)} (fault {fault} in its own log)"
-                body, status = wire.encode({"error": error, "refused": False}), 500
-            self.set_status(status)
-            self.set_header("Content-Type", "application/msgpack")
-            self.finish(body)
-
-    return tornado.web.Application([(r"/v1/([a-z_]+)", Handler)])
-
-
 def serve(config):
-    """Run the agent of ``config`` until SIGTERM or SIGINT; returns 0."""
-    import asyncio
-    import signal
+    """Run the agent of ``config`` behind mutual TLS (:mod:`.https`) until SIGTERM or SIGINT; returns 0."""
+    from .https import serve as serve_https
 
-    import tornado.httpserver
-    import tornado.netutil
-
-    agent = SiteAgent(config)
-
-    async def main():
-        server = tornado.httpserver.HTTPServer(
-            make_app(agent),
-            ssl_options=server_context(config.tls),
-            max_body_size=config.max_body_bytes,
-            max_buffer_size=config.max_body_bytes,
-            idle_connection_timeout=300,  # a caller that opens a connection and says nothing is dropped
-            body_timeout=600,
-        )
-        sockets = tornado.netutil.bind_sockets(config.port, address=config.host)
-        server.add_sockets(sockets)
-        port = sockets[0].getsockname()[1]
-        address = f"https://{config.host}:{port}"
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(agent.executor, lambda: agent.client)  # its own cluster, up before ready
-        print(f"site {config.name} listening on {address} (answers {config.coordinator!r} only)", flush=True)
-        if config.ready_file is not None:
-            tmp = config.ready_file.with_suffix(".tmp")
-            tmp.write_text(address)
-            tmp.replace(config.ready_file)
-        done = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, done.set)
-        await done.wait()
-        server.stop()
-        await loop.run_in_executor(agent.executor, agent.close)  # the site's own cluster, in its thread
-
-    asyncio.run(main())
-    return 0
+    return serve_https(SiteAgent(config))
 
 
 def serve_main(config_path):

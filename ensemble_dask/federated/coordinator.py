@@ -209,6 +209,13 @@ class Federation:
         results, failed = self._ask(self.alive, "join", dict.fromkeys(self.alive, msg), "joining the session")
         self.threshold = max([r["threshold"] for r in results.values()] + [2])
         self._require(results, failed, "joining the session", allow_drop=False)
+        told = {n: r["threshold"] for n, r in sorted(results.items())}
+        if len(set(told.values())) > 1:  # each site binds its own to every round: no round would complete
+            self._ask(sorted(results), "close", dict.fromkeys(results, {"session": self.session}), "closing")
+            raise InputError(
+                f"the sites take part in sums over different numbers of sites {told}: no round completes "
+                "over sites whose policies differ. Set the same min_sites in every site's config (site.yaml)"
+            )
         self.infos = results
         return self
 

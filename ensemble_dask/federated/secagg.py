@@ -115,6 +115,18 @@ def channel_keys(private_key, me, pins, session):
     return keys
 
 
+_KEY_BYTES = 32  # an X25519 public key
+_TAG_BYTES = 32  # an HMAC-SHA256 tag
+
+
+def _wire_bytes(value, size, what):
+    """``value`` (relayed by the coordinator) when it is bytes of length ``size``; else :class:`InputError`,
+    before anything reads it (``bytes(n)`` of an int ``n`` allocates n bytes)."""
+    if not isinstance(value, bytes) or len(value) != size:
+        raise InputError(f"{what} must be {size} bytes; got {type(value).__name__}")
+    return value
+
+
 def _nonce(sender, receiver, round_id):
     # one key per pair and session; the direction bit and the round make every nonce unique under it
     return struct.pack("<IQ", 0 if sender < receiver else 1, int(round_id))
@@ -197,7 +209,10 @@ def receive_shares(me, secrets, keys, ciphertexts, channel, session):
     from cryptography.exceptions import InvalidTag
     from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
-    if bytes(keys.get(me, b"")) != secrets.public:
+    # (the caller checked the sites' names; a ciphertext is the shares and ChaCha20-Poly1305's 16-byte tag)
+    keys = {k: _wire_bytes(v, _KEY_BYTES, "a round key") for k, v in keys.items()}
+    ciphertexts = {k: _wire_bytes(v, _PLAIN_BYTES + 16, "a site's shares") for k, v in ciphertexts.items()}
+    if keys.get(me) != secrets.public:
         raise InputError(f"the round key relayed for site {me!r} is not the one it advertised")
     if set(ciphertexts) != set(keys) - {me}:
         raise InputError(
@@ -210,8 +225,8 @@ def receive_shares(me, secrets, keys, ciphertexts, channel, session):
         try:
             plain = box.decrypt(
                 _nonce(sender, me, secrets.round_id),
-                bytes(ciphertexts[sender]),
-                _aad(session, secrets.round_id, sender, me, bytes(keys[sender]), secrets.context),
+                ciphertexts[sender],
+                _aad(session, secrets.round_id, sender, me, keys[sender], secrets.context),
             )
         except InvalidTag as exc:
             raise InputError(
@@ -223,7 +238,7 @@ def receive_shares(me, secrets, keys, ciphertexts, channel, session):
         secrets.held[sender] = tuple(
             plain[i : i + _SHARE_BYTES] for i in range(0, _PLAIN_BYTES, _SHARE_BYTES)
         )
-    secrets.keys = {k: bytes(v) for k, v in keys.items()}
+    secrets.keys = dict(keys)
 
 
 #: entries masked at a time, so that the encoding's and the masks' temporaries (about 110 bytes an entry) are
@@ -306,7 +321,7 @@ def check_tags(me, secrets, survivors, tags, channel, session, t):
         raise InputError(f"only {len(tags) + 1} survivors confirmed the round; {t} needed")
     for peer in sorted(tags):
         want = confirm_tag(channel[peer], session, secrets, peer, me, survivors)
-        if not constant_time.bytes_eq(bytes(tags[peer]), want):
+        if not constant_time.bytes_eq(_wire_bytes(tags[peer], _TAG_BYTES, "a confirmation tag"), want):
             raise InputError(
                 f"site {peer!r} did not confirm this round's survivors and keys as this site sees them "
                 "(the sites were told different rounds)"

@@ -32,6 +32,7 @@ one pinned for the site, and a ``min_sites`` outside ``[2, members]``.
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,12 +92,33 @@ def _path(base, value, what):
     return str(p if p.is_absolute() else (base / p))
 
 
+class _Shown(reprlib.Repr):
+    """reprlib's repr (strings cut before their repr, containers to their first entries, three levels deep)
+    with bytes cut before theirs too."""
+
+    def __init__(self, limit):
+        super().__init__()
+        self.maxstring = self.maxother = limit
+        self.maxlevel, self.maxlist, self.maxtuple, self.maxdict, self.maxset = 3, 8, 8, 8, 8
+
+    def repr_bytes(self, x, level):
+        return repr(x[: self.maxstring]) + ("..." if len(x) > self.maxstring else "")
+
+
+def shown(value, limit=80):
+    """A repr of a value a caller chose, at most about ``limit`` characters, made without the whole repr of a
+    large one (a 240 MB bytes value's repr is four times its size: cut after, it cost that much memory)."""
+    text = _Shown(limit).repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _short(value, limit=80):
     """A value the caller chose, cut for a log line or a message (the caller decides its size, not us)."""
     if value is None or isinstance(value, (bool, int, float)):
         return value
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + f"... ({len(value)} chars)"
+    return shown(value, limit)
 
 
 def load_config(path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import EnsembleDaskError
+from .site_config import shown
 from .wire import CANNOT_RESUME
 
 __all__ = ["CALLS", "SUMS", "Refused"]
@@ -58,21 +59,21 @@ def _array(value, what, *, dtype=np.float64, ndim=1, shape=None, finite=True, mi
 
 def _int(value, what, lo, hi):
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise Refused(f"{what} must be an integer in [{lo}, {hi}]; got {value!r:.80}")
+        raise Refused(f"{what} must be an integer in [{lo}, {hi}]; got {shown(value)}")
     return value
 
 
 def _float(value, what, lo, hi):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
-        raise Refused(f"{what} must be a finite number; got {value!r:.80}")
+        raise Refused(f"{what} must be a finite number; got {shown(value)}")
     if not lo <= value <= hi:
-        raise Refused(f"{what} must be in [{lo}, {hi}]; got {value!r:.80}")
+        raise Refused(f"{what} must be in [{lo}, {hi}]; got {shown(value)}")
     return float(value)
 
 
 def _args(args, n, op):
     if not isinstance(args, list) or len(args) != n:
-        raise Refused(f"operation {op!r:.80} takes {n} argument(s); got {args!r:.80}")
+        raise Refused(f"operation {shown(op)} takes {n} argument(s); got {shown(args)}")
     return args
 
 
@@ -112,7 +113,7 @@ def _bce_prepare(agent, st, args):
     if k * sum(c.size for c in cats) > _MAX_LABEL_SPACE:
         raise Refused(f"k x categories = {k} x {sum(c.size for c in cats)} is over 2**24")
     if not isinstance(run_key, str) or len(run_key) != 16 or not set(run_key) <= _RUN_KEY_CHARS:
-        raise Refused(f"run_key must be 16 hex digits; got {run_key!r:.80}")
+        raise Refused(f"run_key must be 16 hex digits; got {shown(run_key)}")
     # the session's state (gamma, the best start, their checkpoints) is rows x k: bounded by the site's own
     # config, on the row count the site told at join (the refusal depends on nothing else)
     rows, cap = st.data["labels"].shape[0], agent.config.max_state_entries
