@@ -31,7 +31,7 @@ from ..consensus.kcc import KCC
 from ..consensus.kcc._blocks import block_norms
 from ..consensus.kcc._kcc import kcc_starts
 from ..io.readers import load_npy
-from .blocks import DaskBlocks, sampled_kcc_start
+from .blocks import DaskBlocks, in_order, sampled_kcc_start
 
 __all__ = [
     "fit_bce_dask",
@@ -41,7 +41,6 @@ __all__ = [
     "block_meta",
     "prepare_block",
     "estep_task",
-    "sum_vectors",
 ]
 
 
@@ -152,23 +151,9 @@ def estep_task(prepared, gamma, params, tol, max_iter, clip=None):
     return vec, gamma
 
 
-def sum_vectors(*vecs):
-    """Sum of statistics vectors (one node of the reduction tree)."""
-    out = np.array(vecs[0], dtype=np.float64, copy=True)
-    for v in vecs[1:]:
-        out += v
-    return out
-
-
-def tree_sum(client, futures, *, fan_in=8, **submit_kwargs):
-    """Sum futures of vectors with a tree of ``sum_vectors`` tasks on the cluster; returns a future."""
-    level = list(futures)
-    while len(level) > 1:
-        level = [
-            client.submit(sum_vectors, *level[i : i + fan_in], pure=False, **submit_kwargs)
-            for i in range(0, len(level), fan_in)
-        ]
-    return level[0]
+def _added(total, vec):
+    """``total + vec`` as float64, a new array (a block's result is never changed in place)."""
+    return np.add(total, vec, dtype=np.float64)
 
 
 class DaskBlockEStep:
@@ -191,21 +176,18 @@ class DaskBlockEStep:
         ]
 
     def __call__(self, params, t):
-        results = [
-            self.client.submit(
-                estep_task, g, gam, params, self.tol, self.max_iter, self.clip, pure=False, **kw
-            )
-            for g, gam, kw in zip(self.gidx, self.gamma, self.kw, strict=True)
-        ]
-        self.gamma = [
-            self.client.submit(operator.getitem, r, 1, pure=False, **kw)
-            for r, kw in zip(results, self.kw, strict=True)
-        ]
-        vecs = [
-            self.client.submit(operator.getitem, r, 0, pure=False, **kw)
-            for r, kw in zip(results, self.kw, strict=True)
-        ]
-        return self.client.gather(tree_sum(self.client, vecs))
+        c = self.client
+        gamma = list(self.gamma)
+
+        def submit(b):
+            kw = self.kw[b]
+            r = c.submit(estep_task, self.gidx[b], gamma[b], params, self.tol, self.max_iter, self.clip,
+                         pure=False, **kw)  # fmt: skip
+            self.gamma[b] = c.submit(operator.getitem, r, 1, pure=False, **kw)
+            return c.submit(operator.getitem, r, 0, pure=False, **kw)
+
+        # the blocks' statistics summed in this process in block order, a few held at once (in_order)
+        return in_order(c, submit, len(self.gidx), _added)
 
     def gammas(self):
         full = [

@@ -27,7 +27,7 @@ from ..consensus._common.encoding import Encoding, check_encoding, column_catego
 from ..consensus.kcc import KCC
 from ..consensus.kcc._kcc import fit_kcc
 from .bce import LabelBlocks
-from .blocks import DaskBlocks, sampled_kcc_start, tree_reduce  # noqa: F401 (re-exported)
+from .blocks import DaskBlocks, sampled_kcc_start  # noqa: F401 (re-exported)
 
 __all__ = ["fit_kcc_dask", "fit_gkcc_dask", "DaskBlocks"]
 
