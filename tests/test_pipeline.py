@@ -225,6 +225,11 @@ def test_strategy_override_replaces_the_strategy_parameters(caplog):
         ),
         (
             "consensus",
+            {"bce": {"n_clusters": 3, "method": "kcc"}},  # (a user review) was a KCC fit recorded as bce
+            r"consensus result 'bce' is named after the method 'bce'; got method='kcc'",
+        ),
+        (
+            "consensus",
             {"ppc": {"n_clusters": 3, "tol": -1}},
             r"consensus method 'ppc': The 'tol' parameter of PPC must be 'auto' or a number > 0",
         ),

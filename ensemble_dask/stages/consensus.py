@@ -54,6 +54,12 @@ def resolve_method(name, params):
     """``(method, params)`` for the workflow entry ``name: params``."""
     params = dict(params or {})
     method = params.pop("method", None)
+    named = registry.ALIASES.get(name, (name if name in registry.names() else None,))[0]
+    if method is not None and named is not None and method != named:  # a result named after another method
+        raise InputError(
+            f"consensus result {name!r} is named after the method {named!r}; got method={method!r} (give the "
+            f"result another name, e.g. 'consensus my-{method} --set method={method}')"
+        )
     if method is None:
         method = name if name in registry.names() else name.split("-")[0]
         if name in registry.ALIASES:
@@ -293,12 +299,60 @@ def _check_clusters_used(est):
         )
 
 
+class UnlabelledRowsWarning(UserWarning):
+    """Some rows are in no base clustering: the consensus knows nothing of them (their memberships are the
+    clusters' shares of the other rows)."""
+
+
+#: methods that give the rows no base clustering labels the prior's memberships and warn themselves
+#: (:class:`~ensemble_dask.consensus.bce.EmptyRowsWarning`), or that read the features too (GBCE)
+_OWN_EMPTY_ROWS = ("bce", "gbce", "mm")
+
+
+def _unlabelled_rows(store):
+    """A boolean per row: no base clustering labels it (read a block of rows at a time)."""
+    labels = store["labels"]
+    n = labels.shape[0]
+    step = max(1, int(labels.chunks[0]))
+    empty = np.zeros(n, dtype=bool)
+    for r0 in range(0, n, step):
+        empty[r0 : r0 + step] = (np.asarray(labels[r0 : r0 + step]) < 0).all(axis=1)
+    return empty
+
+
+def _place_unlabelled(est, empty):
+    """Give the rows in no base clustering the clusters' shares of the other rows (the guess that knows
+    nothing of a row: the largest cluster, with the uncertainty of the shares), and warn. A pair method left
+    them at its start, a label method at an arbitrary cluster, each with uncertainty 0."""
+    from ..consensus._common.base import normalized_entropy
+
+    m, n = int(empty.sum()), empty.shape[0]
+    if m == 0 or m == n:
+        return
+    Y = np.array(est.memberships_, dtype=np.float64)
+    share = Y[~empty].mean(axis=0)
+    share /= share.sum()
+    Y[empty] = share
+    est.memberships_, est.labels_ = Y, np.argmax(Y, axis=1).astype(np.int64)
+    est.uncertainty_ = normalized_entropy(Y)
+    est.effective_k_ = int(np.unique(est.labels_).size)
+    u = float(est.uncertainty_[np.flatnonzero(empty)[0]])
+    warnings.warn(
+        f"{m} of {n} rows are in no base clustering: they get the clusters' shares of the other rows "
+        f"(cluster {int(np.argmax(share))}, uncertainty {u:.2f}). More base clusterings or a higher rate "
+        "cover them; predict labels them from their features",
+        UnlabelledRowsWarning,
+        stacklevel=3,
+    )
+
+
 def _inputs(store, method, params=None):
     fits_on = registry.get(method).fits_on
     if method == "auto":  # it reads the pairs when a candidate fits on them
         from ..consensus.selection import CANDIDATES, resolve
 
         names = (params or {}).get("candidates", CANDIDATES)
+        names = [names] if isinstance(names, str) else names  # one name, as AutoConsensus takes it
         on_pairs = any(registry.get(resolve(nm)[0]).fits_on == "pairs" for nm in names)
         fits_on = "labels+pairs" if on_pairs else "labels"
     if fits_on == "pairs":
@@ -434,6 +488,8 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, progress=Fals
         warnings.simplefilter("always")
         with elapsed_line(f"consensus {name}", progress=progress):
             est = _fit(store, method, kwargs, client)
+        if getattr(est, "chosen_", method) not in _OWN_EMPTY_ROWS:
+            _place_unlabelled(est, _unlabelled_rows(store))
         _check_clusters_used(est)
     seconds = time.perf_counter() - t0
     notes = list(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))  # once each

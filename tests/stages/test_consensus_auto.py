@@ -56,3 +56,14 @@ def test_auto_with_label_candidates_needs_no_pairs():
     store = RunStore(url, mode="r+")
     rec = store.record("consensus/auto")
     assert rec["inputs"] == [store.stage_hash("generate")]  # new pairs do not make it stale
+
+
+def test_auto_takes_one_name_and_candidates_without_a_seed():
+    """From a user review: ``candidates: bce`` (one name) failed naming its letters, and an EAC candidate
+    failed with "unknown parameter(s) ['random_state']" (auto gave its seed to every candidate) after the
+    stages before it had run."""
+    one = {"method": "auto", "n_clusters": 4, "candidates": "kcc"}
+    eac = {"method": "auto", "n_clusters": 4, "candidates": ["eac-al", "kcc"]}
+    report = run_workflow(_spec("memory://auto-eac", a1=one, a2=eac))
+    assert sorted(report["methods"]["a1"]["anmi"]) == ["kcc"]
+    assert sorted(report["methods"]["a2"]["anmi"]) == ["eac-al", "kcc"]

@@ -102,8 +102,9 @@ class AutoConsensus(ParamsMixin):
         for name in names:
             method, params = resolve(name)
             params = {**params, "n_clusters": self.n_clusters}
-            if self.random_state is not None:
-                params["random_state"] = self.random_state
+            takes = registry.get(method).estimator_class()._get_param_names()
+            if self.random_state is not None and "random_state" in takes:
+                params["random_state"] = self.random_state  # (EAC and the other deterministic ones take none)
             est = fit_candidate(name, method, params)
             scores[name] = anmi(est.labels_, labels)
             fitted[name] = est
