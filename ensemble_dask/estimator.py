@@ -131,6 +131,10 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         stage's default).
     standardize : bool, default=True
         Z-score each column before clustering, as ``ingest`` does.
+    label_column : str, int or None, default=None
+        For ``X`` given by its URL: the table's column of reference labels (a name, or a position for a table
+        without header), left out of the features; the result is then scored against it (``metrics_``). An
+        array or a data frame holds features only (a label column there is refused).
     random_state : int, numpy Generator, RandomState or None, default=None
         The one seed of every random choice; None (or a generator) draws one at each fit.
     store : str or None, default=None
@@ -160,8 +164,8 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
     uncertainty_ : ndarray of float, shape (n_samples,)
         Normalised entropy of each row's memberships, in [0, 1].
     metrics_ : dict
-        The result's record: converged, iterations, seconds, warnings, and the scores against reference
-        labels when ``X`` is a table with a label column.
+        The result's record: converged, seconds, warnings, and the scores against reference labels (H,
+        ARI, NMI) when ``label_column`` named them.
     store_ : str
         The run store's URL.
     n_features_in_ : int
@@ -188,6 +192,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         ensemble="type1",
         pairs="auto",
         standardize=True,
+        label_column=None,
         random_state=None,
         store=None,
         storage_options=None,
@@ -201,6 +206,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         self.ensemble = ensemble
         self.pairs = pairs
         self.standardize = standardize
+        self.label_column = label_column
         self.random_state = random_state
         self.store = store
         self.storage_options = storage_options
@@ -273,6 +279,8 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
             },
             "consensus": {name: {"n_clusters": self.n_clusters}},
         }
+        if self.label_column is not None:
+            spec["data"]["label_column"] = self.label_column
         if n_rows is not None:
             from .partitions.clusterers import subsample_size
             from .stages.generate import default_k_range
@@ -310,6 +318,11 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         folder = f"memory://ensemble_dask/input-{uuid.uuid4().hex}"
         spec, done = None, False
         try:
+            if self.label_column is not None and not isinstance(X, str):
+                raise InputError(
+                    "The 'label_column' parameter names a column of a table given by its URL; an array or a "
+                    "data frame X holds features only (leave its labels out)"
+                )
             url, shape = _data_url(X, folder)
             spec = self.workflow(url, seed, store_url, n_rows=None if shape is None else shape[0])
             report = pipeline.run_workflow(spec, progress=self.progress, report=False)  # no HTML page

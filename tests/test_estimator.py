@@ -269,6 +269,25 @@ def test_new_rows_of_a_data_frame_are_taken_by_the_fitted_column_names(blobs):
     assert not hasattr(model, "feature_names_in_")
 
 
+def test_a_table_s_label_column_is_left_out_and_scores_the_result(blobs, tmp_path):
+    """From a user review: fit(url) of a table with a label column clustered the labels as a feature (ARI
+    1.0 on iris, from the labels), and the estimator had no way to name them, though its docstring promised
+    scores for such a table."""
+    y = np.repeat([0, 1, 2], [150, 150, 100])
+    path = tmp_path / "X.csv"
+    pd.DataFrame({"width": blobs[:, 0], "height": blobs[:, 1], "class": y}).to_csv(path, index=False)
+    model = ConsensusClustering(
+        n_clusters=3, method="kcc", n_clusterings=4, random_state=0, label_column="class"
+    )
+    model.fit(str(path))
+    assert model.n_features_in_ == 2
+    assert "ARI" in model.metrics_
+    with pytest.raises(
+        InputError, match="'label_column' parameter names a column of a table given by its URL"
+    ):
+        model.fit(blobs)
+
+
 def test_predict_uses_the_method_fitted_not_one_set_since(blobs):
     """From the same review: after set_params(method=...) with no new fit, predict labelled with the new
     method's result (when the store held one: labels_ were another's) or failed naming the store in memory."""
