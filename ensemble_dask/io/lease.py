@@ -45,7 +45,7 @@ import uuid
 import fsspec
 
 from .._validation import EnsembleDaskError
-from .urls import is_object_store, strip_file_scheme
+from .urls import is_object_store, protocol_of, strip_file_scheme
 
 __all__ = ["StoreLease", "StoreBusyError", "check_held", "LEASE_SUFFIX", "HEARTBEAT", "STALE_AFTER"]
 
@@ -92,9 +92,23 @@ _HELD = {}
 
 
 def _key(url):
-    """A store's URL as the lease and the store both name it (a local path made absolute)."""
+    """A store's URL as the lease and the store both name it: a local path absolute, its links resolved (a
+    store reached through a link, or as ``store/.``, had a lease of its own beside the holder's)."""
     url = strip_file_scheme(str(url)).rstrip("/")
-    return url if "://" in url else os.path.abspath(url)
+    return url if "://" in url else os.path.realpath(url)
+
+
+def _machine():
+    """``(boot id, pid namespace)`` of this process: with the host name, what tells that a lease's pid is a
+    process of this machine's view (a container that shares the host's name has other pids)."""
+    ids = []
+    for path, read in (("/proc/sys/kernel/random/boot_id", lambda p: open(p).read().strip()),
+                       ("/proc/self/ns/pid", os.readlink)):  # fmt: skip
+        try:
+            ids.append(read(path))
+        except OSError:
+            ids.append(None)
+    return tuple(ids)
 
 
 def check_held(url):
@@ -132,6 +146,8 @@ class StoreLease:
         self._key = _key(self.url)  # the store as check_held names it (a relative path: from here)
         self.fs, root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
         self.root = root.rstrip("/")
+        if not is_object_store(self.fs) and protocol_of(self.fs) in ("file", "local"):
+            self.root = os.path.realpath(self.root)  # one lease whatever the spelling (links, '.', '..')
         self.path = f"{self.root}{LEASE_SUFFIX}"
         self.parent = self.root.rsplit("/", 1)[0] if "/" in self.root else "."
         self.take_over = bool(take_over)
@@ -259,6 +275,7 @@ class StoreLease:
             "pid": os.getpid(),
             "command": " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])[:300],
             "pid_started": _process_started(os.getpid()),
+            "machine": list(_machine()),
             "started": now,
             "heartbeat": now,
         }
@@ -321,8 +338,12 @@ class StoreLease:
 
     @staticmethod
     def _holder_is_gone(held):
-        """Whether the lease's writer ran on this host and its process no longer exists (killed)."""
+        """Whether the lease's writer ran on this host and its process no longer exists (killed). This host
+        means its name, boot and pid namespace: a container or another machine of the same name has pids of
+        its own, so its lease ends only by staleness (``take_over``)."""
         if held.get("host") != socket.gethostname() or not isinstance(held.get("pid"), int):
+            return False
+        if held.get("machine") != list(_machine()) or None in _machine():
             return False
         started = _process_started(held["pid"])
         return started is None or (held.get("pid_started") is not None and started != held["pid_started"])

@@ -382,3 +382,41 @@ def test_the_lease_of_a_killed_writer_on_this_host_is_taken_over(tmp_path):
     held = json.loads((tmp_path / f"s.zarr{LEASE_SUFFIX}").read_text())
     with StoreLease(url) as lease:  # the writer exited without releasing: taken over, no waiting
         assert lease.doc["owner"] != held["owner"]
+
+
+@pytest.mark.parametrize("spelling", ["link.zarr", "s.zarr/.", "sub/../s.zarr"])
+def test_one_store_has_one_lease_however_it_is_spelt(tmp_path, monkeypatch, spelling):
+    """From a stress review: a store reached through a link, or as ``store/.``, got a lease of its own beside
+    the holder's; both writers ran, and the store was marked complete over the other run's columns."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.zarr").mkdir()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.zarr").symlink_to(tmp_path / "s.zarr")
+    with StoreLease(str(tmp_path / "s.zarr")):
+        with pytest.raises(StoreBusyError, match="is being written by"):
+            StoreLease(spelling).acquire()
+        check_held(spelling)  # (this process holds it, under any spelling)
+    assert not list(tmp_path.glob(f"*{LEASE_SUFFIX}")) and not list(tmp_path.glob(f"*/*{LEASE_SUFFIX}"))
+
+
+def test_a_lease_of_a_pid_of_another_machine_view_is_not_taken_over(tmp_path):
+    """From a stress review: a writer in a container that shares the host's name (or on another machine of
+    that name, writing one S3 store) has pids of its own; its live lease was taken over at once because its
+    pid was no process here. Only a lease of this host, boot and pid namespace ends with its pid."""
+    import socket
+
+    url = str(tmp_path / "s.zarr")
+    proc = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    gone = int(proc.stdout)  # a pid with no process now
+    other = {"owner": "other", "host": socket.gethostname(), "pid": gone, "pid_started": 1.0,
+             "machine": ["another-boot", "pid:[4026531836]"], "started": "2026-01-01T00:00:00+00:00",
+             "heartbeat": "2099-01-01T00:00:00+00:00"}  # fmt: skip
+    (tmp_path / f"s.zarr{LEASE_SUFFIX}").write_text(json.dumps(other))
+    with pytest.raises(StoreBusyError, match="is being written by"):
+        StoreLease(url).acquire()
+    other["machine"] = list(__import__("ensemble_dask.io.lease", fromlist=["_machine"])._machine())
+    (tmp_path / f"s.zarr{LEASE_SUFFIX}").write_text(json.dumps(other))
+    with StoreLease(url) as lease:  # this machine's view: its pid is gone, taken over at once
+        assert lease.doc["owner"] != "other"
