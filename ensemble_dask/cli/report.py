@@ -61,9 +61,15 @@ def show(report, fmt):
 
 def run_verify(args):
     """Print each complete stage's verdict; status 1 when some disagree and were not repaired."""
+    from ..stages import generate  # noqa: F401 (registers its content check)
+
     with stage_store(args, lease=args.repair) as store:
         records = {name: rec for name, rec in store.records().items() if rec.get("complete")}
-        found = store.repair() if args.repair else {name: p for name in records if (p := store.verify(name))}
+        found = (
+            store.repair(content=True)
+            if args.repair
+            else {name: p for name in records if (p := store.verify(name, content=True))}
+        )
     for name in records:
         problems = found.get(name)
         print(f"{name}: {'ok' if not problems else '; '.join(problems)}")

@@ -44,6 +44,9 @@ STAGE_ORDER = ("ingest", "generate", "coassoc", "consensus", "federated")
 REPORT_DIR = "report"
 #: the attribute of an array naming the stage (and its hash) that wrote it
 WRITTEN_BY = "_written_by"
+#: checks of a stage's output by its content, which the stages' modules register: ``{stage: check(store,
+#: record) -> [problems]}`` (:meth:`RunStore.verify` with ``content=True``)
+CONTENT_CHECKS = {}
 
 logger = logging.getLogger(__name__)
 
@@ -239,10 +242,19 @@ class RunStore:
             content[path] = [list(arr.shape), str(arr.dtype), int(arr.nchunks_initialized)]
         return content
 
-    def verify(self, name, *, chunks=True):
+    def verify(self, name, *, chunks=True, content=False):
         """What in the output of stage ``name`` disagrees with its record (a list of sentences; empty
         when all agree, or when the record predates content identities). ``chunks=False`` leaves out the
-        count of stored chunks (a listing of the store, where the rest reads metadata only)."""
+        count of stored chunks (a listing of the store, where the rest reads metadata only); ``content=True``
+        reads the output too, for the stages with a check of :data:`CONTENT_CHECKS` (chunks overwritten by
+        a writer that lost its lease keep the shape, the count and the stamp)."""
+        problems = self._verify(name, chunks)
+        check = CONTENT_CHECKS.get(name)
+        if content and not problems and check is not None:
+            problems = check(self, self.record(name) or {})
+        return problems
+
+    def _verify(self, name, chunks):
         rec = self.record(name) or {}
         problems, count_chunks = [], chunks
         for path, (shape, dtype, chunks) in (rec.get("content") or {}).items():
@@ -280,12 +292,12 @@ class RunStore:
             "to unmark it (and the stages that read it), then run the same command again"
         )
 
-    def repair(self):
-        """Unmark every complete stage whose output disagrees with its record, and the stages that read it;
-        return ``{stage: problems}`` of those found."""
+    def repair(self, *, content=False):
+        """Unmark every complete stage whose output disagrees with its record (``content``: as
+        :meth:`verify`), and the stages that read it; return ``{stage: problems}`` of those found."""
         found = {}
         for name, rec in self.records().items():
-            if rec.get("complete") and (problems := self.verify(name)):
+            if rec.get("complete") and (problems := self.verify(name, content=content)):
                 found[name] = problems
                 self._set_record(name, {**rec, "complete": False, "broken": problems})
                 self._unmark_readers_of(rec.get("output") or rec["hash"])

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._validation import InputError, check_int, check_labels_matrix
 from ..io.readers import check_sep, csv_has_header, detect_separator, iter_table_chunks
-from ..io.store import RunStore
+from ..io.store import CONTENT_CHECKS, RunStore
 from ..io.urls import infer_format, strip_file_scheme
 from ..partitions.clusterers import plan_ensemble, run_clustering, subsample_of
 
@@ -63,6 +63,26 @@ def labels_identity(n, column_hashes):
     """The content identity of a labels matrix from its columns' hashes (generated or imported)."""
     blob = json.dumps([int(n), list(column_hashes)])
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _labels_content(store, record):
+    """``verify``'s check of ``labels`` by their content: their columns' hashes against the identity the
+    generate (or import-labels) record holds (a writer that lost its lease may have overwritten chunks)."""
+    if "labels" not in store or not record.get("output"):
+        return []
+    labels = store["labels"]
+    n, width = labels.shape
+    step = max(1, int(labels.chunks[1]))
+    hashes = []
+    for c0 in range(0, width, step):
+        block = np.asarray(labels[:, c0 : c0 + step])
+        hashes += [column_hash(block[:, j]) for j in range(block.shape[1])]
+    if labels_identity(n, hashes) != record["output"]:
+        return ["labels hold other columns than the record's (written by another run since?)"]
+    return []
+
+
+CONTENT_CHECKS["generate"] = _labels_content
 
 
 # Each worker process keeps the last X it read (keyed by store URL and the ingest stage's hash, so

@@ -282,3 +282,25 @@ def test_the_report_of_a_store_whose_labels_disagree_with_their_record_is_the_co
         current_results(store)
     with pytest.raises(StageContentError, match="'generate' is recorded complete.*--repair"):
         write_report(store, force=True)
+
+
+def test_verify_reads_the_labels_a_writer_that_lost_its_lease_overwrote(tmp_path, client, capsys):
+    """From a stress review: a writer that lost its lease and went on wrote chunks into the holder's
+    completed labels; their shape, chunk count and stamp stayed the record's, and ``verify`` said ok. It now
+    reads the labels' columns against the record's content identity, and ``--repair`` unmarks them."""
+    from ensemble_dask.cli import main
+
+    src = _small_csv(tmp_path / "x.csv.gz")
+    store = RunStore(tmp_path / "run.zarr")
+    ingest(store, str(src), label_column=3)
+    generate(store, client, n_clusterings=4, k_min=2, k_max=3, seed=0)
+    assert main(["verify", "--store", str(tmp_path / "run.zarr")]) == 0
+    labels = store.group["labels"]
+    labels[:50, 1] = (labels[:50, 1] + 1) % 3  # another run's column, written in place
+    assert store.verify("generate") == []  # (what a stage's re-run checks: shape, chunks, stamp)
+    assert main(["verify", "--store", str(tmp_path / "run.zarr")]) == 1
+    assert "generate: labels hold other columns than the record's" in capsys.readouterr().out
+    assert main(["verify", "--store", str(tmp_path / "run.zarr"), "--repair"]) == 0
+    assert not store.record("generate")["complete"]
+    assert generate(store, client, n_clusterings=4, k_min=2, k_max=3, seed=0)["skipped"] is False
+    assert main(["verify", "--store", str(tmp_path / "run.zarr")]) == 0
