@@ -241,6 +241,8 @@ class LocalSiteAgents:
         self.procs[name].wait()
 
     def __enter__(self):
+        if self.procs:  # started already (``with`` on agents that were started): the same agents
+            return self
         try:
             for name in self.configs:
                 self.start(name)
