@@ -368,6 +368,8 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         # by the store's column names when X was a table read by name (an array was written by place)
         self._fitted = (self.method, shape is None)
         self.store_ = store_url  # last: a failed fit leaves no fitted look behind
+        for note in self.metrics_.get("warnings", []):  # the stage logs them; a fit's caller sees them too
+            _rewarn(note)
         return self
 
     def transform(self, X):
@@ -445,6 +447,22 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         finally:
             _remove(folder)
         return labels.astype(np.int64), memberships.astype(np.float64)
+
+
+def _rewarn(note):
+    """Warn again a warning the consensus stage recorded as ``"Category: message"``, in its category when
+    it is scikit-learn's ConvergenceWarning or one of the package's (else a UserWarning)."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from .consensus.bce import _em
+    from .stages import consensus as stage
+
+    name, _, _ = note.partition(":")
+    known = {"ConvergenceWarning": ConvergenceWarning}
+    for module in (stage, _em):
+        found = vars(module).items()
+        known.update({k: v for k, v in found if isinstance(v, type) and issubclass(v, Warning)})
+    warnings.warn(note, known.get(name.strip(), UserWarning), stacklevel=3)
 
 
 def _warn_names(message):

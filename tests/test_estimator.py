@@ -157,8 +157,11 @@ def test_a_given_store_that_holds_another_data_set_is_not_wiped(blobs):
     from ensemble_dask.pipeline import write_report
 
     write_report(RunStore(store))  # a report of the old data, beside the zarr nodes
+    from ensemble_dask.stages.consensus import UnlabelledRowsWarning
+
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # zarr warned, listing the store, that 'report' is no zarr node
+        warnings.simplefilter("ignore", UnlabelledRowsWarning)  # (4 clusterings of half the rows)
         first.fit(other)  # the store its own last fit wrote: replaced, its report too
     assert RunStore(store, mode="r")["X"].shape[0] == 300 and first.labels_.shape == (300,)
     import fsspec
@@ -286,6 +289,18 @@ def test_a_table_s_label_column_is_left_out_and_scores_the_result(blobs, tmp_pat
         InputError, match="'label_column' parameter names a column of a table given by its URL"
     ):
         model.fit(blobs)
+
+
+def test_a_fit_s_warnings_reach_its_caller(blobs):
+    """From a user review: the stage's warnings were only logged, so a scikit-learn user's filters and
+    ``catch_warnings`` saw nothing. They are warned again in their own category, at the caller's fit."""
+    from ensemble_dask.stages.consensus import UnlabelledRowsWarning
+
+    model = ConsensusClustering(n_clusters=3, method="kcc", n_clusterings=3, random_state=0)
+    with pytest.warns(UnlabelledRowsWarning, match="rows are in no base clustering") as record:
+        model.fit(blobs)  # (3 clusterings of half the rows: an eighth of the rows in none)
+    assert any(w.filename == __file__ for w in record)
+    assert any("in no base clustering" in note for note in model.metrics_["warnings"])
 
 
 def test_predict_uses_the_method_fitted_not_one_set_since(blobs):
