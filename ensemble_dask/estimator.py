@@ -120,6 +120,10 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
     method : str, default="pcc-kl"
         A consensus method of :mod:`ensemble_dask.consensus.registry`, or ``pcc-kl`` / ``pcc-l2`` (PCC with
         that divergence).
+    method_params : dict or None, default=None
+        The method's own parameters, as a workflow's consensus entry takes them (e.g. ``{"init":
+        "k-means++"}`` for BCE or KCC, ``{"candidates": ["kcc", "hbgf"]}`` for ``auto``: the methods
+        guide lists them); ``n_clusters`` and the seed are the estimator's.
     n_clusterings : int, default=30
         Number of base clusterings.
     rate : float, default=0.5
@@ -187,6 +191,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         n_clusters=8,
         *,
         method="pcc-kl",
+        method_params=None,
         n_clusterings=30,
         rate=0.5,
         ensemble="type1",
@@ -201,6 +206,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
     ):
         self.n_clusters = n_clusters
         self.method = method
+        self.method_params = method_params
         self.n_clusterings = n_clusterings
         self.rate = rate
         self.ensemble = ensemble
@@ -277,7 +283,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
                 "rate": check_rate(self.rate, "rate"),
                 "ensemble": self.ensemble,
             },
-            "consensus": {name: {"n_clusters": self.n_clusters}},
+            "consensus": {name: {**self._method_params(), "n_clusters": self.n_clusters}},
         }
         if self.label_column is not None:
             spec["data"]["label_column"] = self.label_column
@@ -296,6 +302,20 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         if self.client is not None:  # a Client, or its scheduler's address (which clone() can copy)
             spec["scheduler"] = self.client if isinstance(self.client, str) else self.client.scheduler.address
         return spec
+
+    def _method_params(self):
+        params = self.method_params
+        if params is None:
+            return {}
+        if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
+            raise InputError(f"The 'method_params' parameter must be a dict of parameters; got {params!r}")
+        taken = sorted({"n_clusters", "random_state", "method"} & set(params))
+        if taken:
+            raise InputError(
+                f"The 'method_params' parameter sets {taken}, which are the estimator's own (n_clusters, "
+                "method, random_state)"
+            )
+        return dict(params)
 
     def fit(self, X, y=None):
         """Cluster ``X``: an array (NumPy or Dask), a data frame (pandas or Dask) or the URL of a table

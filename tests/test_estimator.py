@@ -291,6 +291,21 @@ def test_a_table_s_label_column_is_left_out_and_scores_the_result(blobs, tmp_pat
         model.fit(blobs)
 
 
+def test_the_method_s_own_parameters(blobs):
+    """From a user review: the estimator could not pass a method's parameters (the methods guide's advice,
+    init: k-means++ for BCE and KCC on digits, was out of reach from Python)."""
+    params = dict(n_clusters=3, method="kcc", n_clusterings=4, random_state=0)
+    model = ConsensusClustering(**params, method_params={"init": "k-means++"}).fit(blobs)
+    assert model.metrics_ and model.workflow("x.npy", 0)["consensus"]["kcc"] == {
+        "init": "k-means++",
+        "n_clusters": 3,
+    }
+    with pytest.raises(InputError, match="consensus method 'kcc'.*bogus"):
+        ConsensusClustering(**params, method_params={"bogus": 1}).fit(blobs)
+    with pytest.raises(InputError, match=r"sets \['n_clusters'\], which are the estimator's own"):
+        ConsensusClustering(**params, method_params={"n_clusters": 5}).fit(blobs)
+
+
 def test_a_fit_s_warnings_reach_its_caller(blobs):
     """From a user review: the stage's warnings were only logged, so a scikit-learn user's filters and
     ``catch_warnings`` saw nothing. They are warned again in their own category, at the caller's fit."""
