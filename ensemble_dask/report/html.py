@@ -133,13 +133,33 @@ def accuracy_html(table_rows, base, base_note=None):
             if base_note
             else "Base partitions: over the points each one clustered."
         )
-        + " Micro-precision gives each cluster its majority class; R<sub>n</sub> is the normalised Rand "
+        + " H is the accuracy with the clusters matched one to one to the classes (the best matching); "
+        "micro-precision gives each cluster its majority class; R<sub>n</sub> is the normalised Rand "
         "index of papers/004 (equal to ARI); effective K counts the non-empty clusters."
     )
     return (
         f"<section id='accuracy'><h2>Accuracy</h2>{none}<table class='grid' id='accuracy-table'>"
         f"<tr><th>method</th>{head}</tr>{''.join(body)}</table><p class='note'>{note}</p>"
-        f"{_fit_warnings(table_rows)}</section>"
+        f"{_choices(table_rows)}{_fit_warnings(table_rows)}</section>"
+    )
+
+
+def _choices(table_rows):
+    """What ``auto`` chose and GKCC kept, with every candidate's ANMI with the ensemble; or nothing."""
+    items = []
+    for name, _, attrs, _ in table_rows:
+        m = attrs.get("metrics") or {}
+        picked = m.get("chosen") or m.get("kept")
+        if picked and isinstance(m.get("anmi"), dict):
+            scores = ", ".join(
+                f"{_esc(k)} {v:.4f}" for k, v in sorted(m["anmi"].items(), key=lambda kv: -kv[1])
+            )
+            verb = "chose" if m.get("chosen") else "kept"
+            items.append(f"<li><strong>{_esc(name)}</strong> {verb} {_esc(picked)} (ANMI: {scores})</li>")
+    return (
+        f"<div id='choices'><p>Choices by ANMI with the ensemble:</p><ul>{''.join(items)}</ul></div>"
+        if items
+        else ""
     )
 
 

@@ -591,3 +591,19 @@ def test_browser_dom_lists_every_method(run, tmp_path):
 
 # every test here runs the command, a workflow or a process: the quick set (-m "not slow") leaves them out
 pytestmark = pytest.mark.slow
+
+
+def test_the_page_says_what_auto_chose_and_defines_h():
+    """From a user review: auto's choice and every candidate's ANMI, and GKCC's kept partition, were in
+    metrics.json only; "H" was defined nowhere on the page."""
+    from ensemble_dask.report.html import accuracy_html
+
+    rows = [
+        ("auto", {"ARI": 0.9}, {"metrics": {"chosen": "kcc", "anmi": {"kcc": 0.71, "hbgf": 0.70}}}, None),
+        ("gkcc", {"ARI": 0.8}, {"metrics": {"kept": "kcc", "anmi": {"kcc": 0.68, "algorithm1": 0.45}}}, None),
+        ("bce", {"ARI": 0.85}, {"metrics": {}}, None),
+    ]
+    page = accuracy_html(rows, None)
+    assert "<strong>auto</strong> chose kcc (ANMI: kcc 0.7100, hbgf 0.7000)" in page
+    assert "<strong>gkcc</strong> kept kcc (ANMI: kcc 0.6800, algorithm1 0.4500)" in page
+    assert "H is the accuracy with the clusters matched one to one to the classes" in page
