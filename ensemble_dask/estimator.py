@@ -77,9 +77,19 @@ def _numeric(X, min_samples):
     from sklearn.utils.validation import check_array
 
     try:
-        return check_array(X, dtype="numeric", ensure_min_samples=min_samples, estimator=_NAME)
+        arr = check_array(X, dtype="numeric", ensure_min_samples=min_samples, estimator=_NAME)
     except ValueError as exc:  # a TypeError (an object that is no number) stays one, as scikit-learn's
         raise InputError(f"{_WANTED}: {exc}") from exc
+    if arr.dtype.kind not in "biuf":  # scikit-learn keeps a categorical column's values as objects
+        kinds = getattr(X, "dtypes", None)
+        named = [] if kinds is None else [str(c) for c, t in kinds.items() if t.kind not in "biuf"][:5]
+        raise InputError(
+            f"{_WANTED}: columns {named} are not numbers (categorical); give their codes, or give X by its "
+            "URL and name them with ingest's categorical columns (the CLI's --categorical)"
+            if named
+            else f"{_WANTED}: its values are not numbers (dtype {arr.dtype})"
+        )
+    return arr
 
 
 def _dask_frame_parquet(X, url, names):

@@ -306,6 +306,14 @@ def test_the_method_s_own_parameters(blobs):
         ConsensusClustering(**params, method_params={"n_clusters": 5}).fit(blobs)
 
 
+def test_a_categorical_column_is_named(blobs):
+    """From a user review: a data frame with a categorical column failed naming a .npy file in memory
+    ("is the file truncated or corrupt?")."""
+    X = pd.DataFrame({"width": blobs[:, 0], "kind": pd.Categorical(np.where(blobs[:, 1] > 0, "a", "b"))})
+    with pytest.raises(InputError, match=r"columns \['kind'\] are not numbers \(categorical\)"):
+        ConsensusClustering(n_clusters=3, n_clusterings=4, random_state=0).fit(X)
+
+
 def test_a_fit_s_warnings_reach_its_caller(blobs):
     """From a user review: the stage's warnings were only logged, so a scikit-learn user's filters and
     ``catch_warnings`` saw nothing. They are warned again in their own category, at the caller's fit."""
