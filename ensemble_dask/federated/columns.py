@@ -6,6 +6,10 @@ with its own worker) holds ``alpha`` and the rows' ``gamma``. Per iteration each
 E-step and returns each client its ``phi``, and the client updates its own ``beta`` (eq. 7),
 which never leaves it. Note that the log-likelihood arrays reveal to the server which rows
 share a base cluster (not the label values); that is inherent to the paper's protocol.
+
+Its clients are the coordinator's own Dask workers, not site agents: this is the paper's protocol run in
+one trust domain (as a study of its messages), with no protection against a malicious coordinator. Sites
+that do not trust the coordinator run the row-distributed BCE and KCC of :mod:`.agent`.
 """
 
 from __future__ import annotations
