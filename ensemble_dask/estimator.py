@@ -42,7 +42,7 @@ def _data_url(X, folder, min_samples=2, names=None):
     """
     if isinstance(X, str):
         return X, None
-    if hasattr(X, "to_dask_array") and names is not None:  # a Dask DataFrame by name: Parquet, block by block
+    if hasattr(X, "to_dask_array") and names is not None and set(names) <= set(X.columns):  # by name: Parquet
         return _dask_frame_parquet(X, f"{folder}/X.parquet", names)
     if hasattr(X, "to_dask_array"):  # a Dask DataFrame: its numeric values, block by block
         X = X.to_dask_array(lengths=True)
@@ -482,6 +482,8 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
 def _rewarn(note):
     """Warn again a warning the consensus stage recorded as ``"Category: message"``, in its category when
     it is scikit-learn's ConvergenceWarning or one of the package's (else a UserWarning)."""
+    import builtins
+
     from sklearn.exceptions import ConvergenceWarning
 
     from .consensus.bce import _em
@@ -489,6 +491,7 @@ def _rewarn(note):
 
     name, _, _ = note.partition(":")
     known = {"ConvergenceWarning": ConvergenceWarning}
+    known.update({k: v for k, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, Warning)})
     for module in (stage, _em):
         found = vars(module).items()
         known.update({k: v for k, v in found if isinstance(v, type) and issubclass(v, Warning)})

@@ -225,6 +225,11 @@ def test_strategy_override_replaces_the_strategy_parameters(caplog):
         ),
         (
             "consensus",
+            {"pcc-kl": {"n_clusters": 3, "method": "pcc", "divergence": "l2"}},  # (a review: with 'method')
+            r"consensus method 'pcc-kl' is pcc with divergence='kl'; got divergence='l2'",
+        ),
+        (
+            "consensus",
             {"bce": {"n_clusters": 3, "method": "kcc"}},  # (a user review) was a KCC fit recorded as bce
             r"consensus result 'bce' is named after the method 'bce'; got method='kcc'",
         ),

@@ -214,7 +214,8 @@ class Federation:
             self._ask(sorted(results), "close", dict.fromkeys(results, {"session": self.session}), "closing")
             raise InputError(
                 f"the sites take part in sums over different numbers of sites {told}: no round completes "
-                "over sites whose policies differ. Set the same min_sites in every site's config (site.yaml)"
+                "over sites whose policies differ. Give every site's config (site.yaml) the same min_sites "
+                "and the same members"
             )
         self.infos = results
         return self

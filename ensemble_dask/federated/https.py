@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import ssl
 import uuid
 
@@ -46,8 +47,10 @@ MAX_HANDSHAKES = 512
 MAX_COORDINATOR_CONNECTIONS = 64
 #: connections of other certificates of the CA held at once (their requests are refused)
 MAX_OTHER_CONNECTIONS = 8
-#: request bodies read at once (the coordinator's; each up to the site's ``max_body_bytes``)
+#: request bodies read or answered at once (the coordinator's; each up to the site's ``max_body_bytes``)
 MAX_BODIES = 4
+
+_ROUTE = re.compile(r"/v1/([a-z_]+)")
 
 
 def server_context(tls):
@@ -70,18 +73,24 @@ def make_app(agent):
 
     reading = [0]  # bodies being read (the IO loop's thread only)
 
+    # every path comes to Handler (one that no route matched went to Tornado's handler of 404s, which read
+    # the whole body of any caller)
     @tornado.web.stream_request_body
     class Handler(tornado.web.RequestHandler):
         def prepare(self):
             self.peer = _peer(self.request.connection.stream)
             self.chunks, self.size = [], 0  # joined once: no growing buffer copied as it grows
-            self.counted = False
+            self.counted = self.posting = False
+            route = _ROUTE.fullmatch(self.request.path)
+            op = route.group(1) if route else self.request.path
             try:
                 agent.check_caller(self.peer)  # before the body is read: a stranger's is never read
+                if route is None or self.request.method != "POST":
+                    raise Refused(f"site {agent.config.name!r} answers POST /v1/<operation> only")
                 if reading[0] >= MAX_BODIES:
                     raise Refused(f"site {agent.config.name!r} is reading {MAX_BODIES} requests; try again")
             except Refused as exc:
-                agent.audit(self.peer, self.path_args[0] if self.path_args else None, {}, "refused", str(exc))
+                agent.audit(self.peer, _short(op), {}, "refused", str(exc))
                 self._reply({"error": str(exc), "refused": True}, 403)
                 return
             reading[0] += 1
@@ -102,16 +111,25 @@ def make_app(agent):
             self._release()
 
         def on_connection_close(self):
-            self._release()
+            if not self.posting:  # a body being answered stays counted until it is (post's finally)
+                self._release()
 
         def _reply(self, message, status):
+            self._send(wire.encode(message), status)
+
+        def _send(self, answer, status):
+            stream = getattr(self.request.connection, "stream", None)
+            if stream is None or stream.closed():  # the caller hung up: nothing to send
+                return
             self.set_status(status)
             self.set_header("Content-Type", "application/msgpack")
-            self.finish(wire.encode(message))
+            self.finish(answer)
 
-        async def post(self, op):
+        async def post(self, path):
+            op = _ROUTE.fullmatch(self.request.path).group(1)
             body = b"".join(self.chunks)  # (counted among MAX_BODIES until it is answered)
             self.chunks.clear()
+            self.posting = True
             audited = False  # handle() audits what it refuses
             try:
                 loop = IOLoop.current()
@@ -119,23 +137,26 @@ def make_app(agent):
                 del body
                 audited = True
                 result = await loop.run_in_executor(agent.executor, agent.handle, self.peer, op, msg)
-                reply, status = {"result": result}, 200
+                answer, status = wire.encode({"result": result}), 200  # (a fault encoding it: audited below)
             except (Refused, wire.WireError) as exc:
                 if not audited:
                     agent.audit(self.peer, op, {}, "refused", str(exc))
                 reply = {"error": str(exc), "refused": True}
                 if getattr(exc, "code", None):
                     reply["code"] = exc.code
-                status = 403
+                answer, status = wire.encode(reply), 403
             except Exception as exc:  # a fault at the site: its details (maybe data) stay in the site's log
                 fault = uuid.uuid4().hex[:12]
                 logger.exception("site %s: %s failed (fault %s)", agent.config.name, op, fault)
                 agent.audit(self.peer, op, {}, "failed", f"fault {fault}: {type(exc).__name__}: {exc}")
                 error = f"site {agent.config.name!r} failed in {_short(op)} (fault {fault} in its own log)"
-                reply, status = {"error": error, "refused": False}, 500
-            self._reply(reply, status)
+                answer, status = wire.encode({"error": error, "refused": False}), 500
+            finally:
+                self.posting = False
+                self._release()
+            self._send(answer, status)
 
-    return tornado.web.Application([(r"/v1/([a-z_]+)", Handler)])
+    return tornado.web.Application([(r"/(.*)", Handler)])
 
 
 def _server_class():
@@ -148,6 +169,7 @@ def _server_class():
             super().initialize(*args, **kwargs)
             self.coordinator = coordinator
             self.handshaking = 0
+            self.tasks = set()
             self.held = {True: set(), False: set()}  # streams after their handshake, by: the coordinator's?
 
         def handle_stream(self, stream, address):
@@ -155,7 +177,9 @@ def _server_class():
                 stream.close()
                 return
             self.handshaking += 1
-            asyncio.ensure_future(self._after_handshake(stream, address))
+            task = asyncio.ensure_future(self._after_handshake(stream, address))
+            self.tasks.add(task)  # (a reference until it ends: the loop keeps only a weak one)
+            task.add_done_callback(self.tasks.discard)
 
         async def _after_handshake(self, stream, address):
             try:

@@ -99,16 +99,21 @@ def _key(url):
 
 
 def _machine():
-    """``(boot id, pid namespace)`` of this process: with the host name, what tells that a lease's pid is a
-    process of this machine's view (a container that shares the host's name has other pids)."""
-    ids = []
-    for path, read in (("/proc/sys/kernel/random/boot_id", lambda p: open(p).read().strip()),
-                       ("/proc/self/ns/pid", os.readlink)):  # fmt: skip
-        try:
-            ids.append(read(path))
-        except OSError:
-            ids.append(None)
-    return tuple(ids)
+    """``(boot, pid namespace)`` of this process: with the host name, what tells that a lease's pid is a
+    process of this machine's view (a container that shares the host's name has other pids). Without
+    ``/proc`` (macOS): the boot's time, and no namespace."""
+    import psutil
+
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = f"booted {psutil.boot_time():.0f}"
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return boot, namespace
 
 
 def check_held(url):
@@ -343,7 +348,7 @@ class StoreLease:
         its own, so its lease ends only by staleness (``take_over``)."""
         if held.get("host") != socket.gethostname() or not isinstance(held.get("pid"), int):
             return False
-        if held.get("machine") != list(_machine()) or None in _machine():
+        if "machine" in held and held["machine"] != list(_machine()):  # (a lease of an older version: none)
             return False
         started = _process_started(held["pid"])
         return started is None or (held.get("pid_started") is not None and started != held["pid_started"])

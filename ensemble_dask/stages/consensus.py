@@ -58,19 +58,19 @@ def resolve_method(name, params):
     if method is not None and named is not None and method != named:  # a result named after another method
         raise InputError(
             f"consensus result {name!r} is named after the method {named!r}; got method={method!r} (give the "
-            f"result another name, e.g. 'consensus my-{method} --set method={method}')"
+            "result another name, e.g. 'consensus my-result --set method=...')"
         )
     if method is None:
         method = name if name in registry.names() else name.split("-")[0]
-        if name in registry.ALIASES:
-            method, preset = registry.ALIASES[name]
-            for key, value in preset.items():
-                if params.setdefault(key, value) != value:  # pcc-kl with divergence=l2 would be named a lie
-                    raise InputError(
-                        f"consensus method {name!r} is {method} with {key}={value!r}; got "
-                        f"{key}={params[key]!r} (to set {key}, name it {method!r}, or give another name "
-                        f"'method: {method}')"
-                    )
+    if name in registry.ALIASES:  # (a 'method' given too: the alias's own, or refused above)
+        method, preset = registry.ALIASES[name]
+        for key, value in preset.items():
+            if params.setdefault(key, value) != value:  # pcc-kl with divergence=l2 would be named a lie
+                raise InputError(
+                    f"consensus method {name!r} is {method} with {key}={value!r}; got "
+                    f"{key}={params[key]!r} (to set {key}, name it {method!r}, or give another name "
+                    f"'method: {method}')"
+                )
     if method not in registry.names():
         raise InputError(f"consensus method {name!r}: unknown method {method!r}; known: {registry.names()}")
     return method, params
@@ -333,9 +333,12 @@ def _place_unlabelled(est, empty):
     share = Y[~empty].mean(axis=0)
     share /= share.sum()
     Y[empty] = share
-    est.memberships_, est.labels_ = Y, np.argmax(Y, axis=1).astype(np.int64)
-    est.uncertainty_ = normalized_entropy(Y)
-    est.effective_k_ = int(np.unique(est.labels_).size)
+    labels = np.array(est.labels_, dtype=np.int64)
+    labels[empty] = int(np.argmax(share))
+    uncertainty = np.array(est.uncertainty_, dtype=np.float64)
+    uncertainty[empty] = normalized_entropy(share[None, :])[0]  # (the other rows' are the method's)
+    est.memberships_, est.labels_, est.uncertainty_ = Y, labels, uncertainty
+    est.effective_k_ = int(np.unique(labels).size)
     u = float(est.uncertainty_[np.flatnonzero(empty)[0]])
     warnings.warn(
         f"{m} of {n} rows are in no base clustering: they get the clusters' shares of the other rows "

@@ -59,9 +59,21 @@ def column_hash(col):
     return hashlib.sha256(np.ascontiguousarray(col, dtype=np.int32).tobytes()).hexdigest()
 
 
-def labels_identity(n, column_hashes):
+def column_hashes(labels, upto=None):
+    """:func:`column_hash` of the first ``upto`` (None: all) columns of the zarr array ``labels``, read a
+    chunk of columns at a time."""
+    upto = labels.shape[1] if upto is None else upto
+    step = max(1, int(labels.chunks[1]))
+    hashes = []
+    for c0 in range(0, upto, step):
+        block = np.asarray(labels[:, c0 : min(c0 + step, upto)])
+        hashes += [column_hash(block[:, j]) for j in range(block.shape[1])]
+    return hashes
+
+
+def labels_identity(n, hashes):
     """The content identity of a labels matrix from its columns' hashes (generated or imported)."""
-    blob = json.dumps([int(n), list(column_hashes)])
+    blob = json.dumps([int(n), list(hashes)])
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
@@ -71,13 +83,7 @@ def _labels_content(store, record):
     if "labels" not in store or not record.get("output"):
         return []
     labels = store["labels"]
-    n, width = labels.shape
-    step = max(1, int(labels.chunks[1]))
-    hashes = []
-    for c0 in range(0, width, step):
-        block = np.asarray(labels[:, c0 : c0 + step])
-        hashes += [column_hash(block[:, j]) for j in range(block.shape[1])]
-    if labels_identity(n, hashes) != record["output"]:
+    if labels_identity(labels.shape[0], column_hashes(labels)) != record["output"]:
         return ["labels hold other columns than the record's (written by another run since?)"]
     return []
 
@@ -297,8 +303,7 @@ def _kept_columns(store, p, inputs):
         return 0
     if not store.stamped("labels", "generate", {**p, "n_clusterings": m}, inputs):
         return 0
-    block = labels[:, :m]
-    if any(column_hash(block[:, j]) != have[j]["sha256"] for j in range(m)):
+    if column_hashes(labels, m) != [have[j]["sha256"] for j in range(m)]:
         return 0
     logger.info("generate: the first %d clusterings of an unfinished growth are kept", m)
     return m
