@@ -115,7 +115,7 @@ def test_block_statistics_are_summed_a_window_at_a_time(client):
     computed and held before a tree summed them (2.5 GB at 16 blocks). ``in_order`` holds at most ``window``
     blocks' results at once, and sums them in block order, as the in-memory backends do: KCC's statistics
     on 23 blocks are LocalBlocks' bit for bit."""
-    from ensemble_dask.consensus.kcc._blocks import LocalBlocks
+    from ensemble_dask.consensus.kcc._blocks import LocalBlocks, block_norms
     from ensemble_dask.rowblocks.blocks import DaskBlocks, in_order
 
     held, most = [0], [0]
@@ -132,12 +132,19 @@ def test_block_statistics_are_summed_a_window_at_a_time(client):
     total = in_order(client, submit, 23, combine, window=3)
     assert most[0] <= 3 + 1 and total.tolist() == [253.0] * 3  # (+1: the first result, not combined)
     rng = np.random.default_rng(0)
-    gidx = [rng.integers(0, 7, size=(int(rng.integers(5, 40)), 3)).astype(np.int64) for _ in range(23)]
-    gidx = [np.where(rng.random(g.shape) < 0.2, -1, g) for g in gidx]
-    local = LocalBlocks(gidx)
-    dask = DaskBlocks(client, client.scatter(gidx), [g.shape[0] for g in gidx])
-    for got, want in zip(dask.sizes(7), local.sizes(7), strict=True):
+    offsets = np.array([0, 7, 14, 21])  # three clusterings of 7 labels each
+    gidx = [rng.integers(0, 7, size=(int(rng.integers(5, 40)), 3)) + offsets[:3] for _ in range(23)]
+    gidx = [np.where(rng.random(g.shape) < 0.2, -1, g).astype(np.int64) for g in gidx]
+    weight = [rng.random(g.shape[0]) + 0.5 for g in gidx]  # not integers: the order of the sums shows
+    local = LocalBlocks(gidx, weight)
+    dask = DaskBlocks(client, client.scatter(gidx), [g.shape[0] for g in gidx], client.scatter(weight))
+    for got, want in zip(dask.sizes(21), local.sizes(21), strict=True):
         np.testing.assert_array_equal(got, want)
-    chosen = [0, 3, 5]
-    for got, want in zip(dask.cooccurrence(chosen, 7), local.cooccurrence(chosen, 7), strict=True):
+    chosen = [0, 3, 12]
+    for got, want in zip(dask.cooccurrence(chosen, 21), local.cooccurrence(chosen, 21), strict=True):
         np.testing.assert_array_equal(got, want)
+    MT = rng.random((21, 4))
+    sq = block_norms(MT, offsets)
+    got, want = dask.step(MT, sq, 4), local.step(MT, sq, 4)
+    for key in ("counts", "sizes", "sse", "far_d", "far_rows"):
+        np.testing.assert_array_equal(got[key], want[key])
