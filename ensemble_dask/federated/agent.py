@@ -108,6 +108,7 @@ class SiteAgent:
         config.state.mkdir(parents=True, exist_ok=True)
         self._seen_path = config.state / "sessions"
         self._audit_path = config.state / "audit.log"
+        self._others_path = config.state / "audit-others.log"
         self._audit_lock = threading.Lock()  # audit() runs on the agent's worker thread and its IO loop
         self.seen = set(self._seen_path.read_text().split()) if self._seen_path.exists() else set()
         self.executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="site")
@@ -143,7 +144,9 @@ class SiteAgent:
         }
         if reason:
             line["reason"] = _short(reason, 400)
-        path = self._audit_path
+        # another certificate's requests (all refused) go to a log of their own: they cannot rotate away the
+        # coordinator's trail, whatever they send
+        path = self._audit_path if peer == self.config.coordinator else self._others_path
         # at most twice audit_max_bytes on disk, whatever a coordinator sends: the log, and the one before it
         # (one thread at a time: two that both found it full would rename the new one over the old)
         with self._audit_lock:

@@ -66,14 +66,15 @@ def join(agents, name="site-a", **over):
     return msg, lk.post("join", msg)
 
 
-def audit(agents, name="site-a"):
-    path = agents.configs[name].parent / "state" / "audit.log"
+def audit(agents, name="site-a", log="audit.log"):
+    path = agents.configs[name].parent / "state" / log
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def refused(agents, name, match):
-    """The last line of the site's audit log is a refusal matching ``match``."""
-    last = audit(agents, name)[-1]
+def refused(agents, name, match, log="audit.log"):
+    """The last line of the site's audit log (``audit-others.log``: of other certificates than the
+    coordinator's) is a refusal matching ``match``."""
+    last = audit(agents, name, log)[-1]
     assert last["outcome"] == "refused" and match in last["reason"], last
 
 
@@ -340,7 +341,7 @@ def test_finish_takes_no_output_from_the_coordinator(agents):
 def test_a_site_certificate_presented_as_the_coordinator_is_refused(agents):
     with pytest.raises(SiteRefusedError, match="answers only 'coordinator'"):
         link(agents, "site-a", as_="site-b").post("join", {"session": uuid.uuid4().hex})
-    refused(agents, "site-a", "answers only 'coordinator'")
+    refused(agents, "site-a", "answers only 'coordinator'", log="audit-others.log")
     with pytest.raises(SiteRefusedError, match="answers only 'coordinator'"):
         link(agents, "site-a", as_="mallory").post("join", {"session": uuid.uuid4().hex})
 

@@ -136,7 +136,7 @@ def test_a_strangers_body_is_never_read(tmp_path):
             t.join()
         assert _peak_mb(agents, "site-a") - before < 100, (before, _peak_mb(agents, "site-a"))
         assert all(s in (403, None) for s, _ in answers), answers  # 403, or closed before the rest was sent
-        audit = (agents.configs["site-a"].parent / "state" / "audit.log").read_text()
+        audit = (agents.configs["site-a"].parent / "state" / "audit-others.log").read_text()
         assert audit.count("answers only 'coordinator'") == 4
         fed = _federation(agents).open()  # the site still answers its coordinator
         fed.close()
@@ -194,3 +194,30 @@ def test_a_refusal_quotes_a_large_value_without_its_whole_repr(tmp_path):
         assert _peak_mb(agents, "site-a") - before < 400, (before, _peak_mb(agents, "site-a"))
     # (``with`` on started agents entered them again: it started a second set and left the first running)
     assert all(p.poll() is not None for p in procs)
+
+
+def test_other_certificates_cannot_rotate_away_the_coordinator_s_trail(tmp_path):
+    """From a review: every refusal, a stranger's too, went to the one audit log, rotated at audit_max_bytes:
+    any holder of a certificate of the CA could push the coordinator's requests out of it. Other
+    certificates' requests now go to a log of their own."""
+    from ensemble_dask.federated.coordinator import SiteLink
+
+    def small_audit(name, spec):
+        spec["audit_max_bytes"] = 4096
+        return spec
+
+    rng = np.random.default_rng(9)
+    agents = start_sites(tmp_path, {s: rng.integers(0, 3, size=(20, N)) for s in NAMES}, config=small_audit)
+    with agents:
+        fed = _federation(agents).open()
+        session = fed.session
+        fed.close()
+        for _ in range(60):  # (a refused request's connection is closed: a new one each time)
+            stranger = SiteLink("site-a", agents.addresses["site-a"], agents.context("mallory"), 30)
+            with pytest.raises(SiteRefusedError, match="answers only 'coordinator'"):
+                stranger.post("join", {"session": "ab" * 16})
+            stranger.close()
+        state = agents.configs["site-a"].parent / "state"
+        kept = "".join(p.read_text() for p in state.glob("audit.log*"))
+        assert session in kept and "mallory" not in kept
+        assert (state / "audit-others.log.1").exists()  # (its own, rotated)
