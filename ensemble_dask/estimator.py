@@ -107,8 +107,8 @@ def _dask_frame_parquet(X, url, names):
             for part in X[list(names)].to_delayed():
                 frame = part.compute(scheduler="threads")
                 if len(frame):
-                    frame = pd.DataFrame(_numeric(frame, 1), columns=list(names))
-                    table = pa.Table.from_pandas(frame, preserve_index=False)
+                    frame = pd.DataFrame(_numeric(frame, 1).astype(np.float64), columns=list(names))
+                    table = pa.Table.from_pandas(frame, preserve_index=False)  # (one schema: float64)
                     writer = writer or pq.ParquetWriter(fh, table.schema)
                     writer.write_table(table)
                     rows += len(frame)
@@ -495,7 +495,18 @@ def _rewarn(note):
     for module in (stage, _em):
         found = vars(module).items()
         known.update({k: v for k, v in found if isinstance(v, type) and issubclass(v, Warning)})
-    warnings.warn(note, known.get(name.strip(), UserWarning), stacklevel=3)
+    warnings.warn(note, known.get(name.strip(), UserWarning), stacklevel=_callers_level())
+
+
+def _callers_level():
+    """``stacklevel`` of the first frame outside this package and scikit-learn, as seen from the caller of
+    this function's caller (a fit, or scikit-learn's fit_predict around it, warns at the user's line)."""
+    import sys
+
+    level, frame = 2, sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(("ensemble_dask", "sklearn")):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _warn_names(message):

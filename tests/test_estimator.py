@@ -323,6 +323,9 @@ def test_a_fit_s_warnings_reach_its_caller(blobs):
     with pytest.warns(UnlabelledRowsWarning, match="rows are in no base clustering") as record:
         model.fit(blobs)  # (3 clusterings of half the rows: an eighth of the rows in none)
     assert any(w.filename == __file__ for w in record)
+    with pytest.warns(UnlabelledRowsWarning) as record:
+        model.fit_predict(blobs)  # (scikit-learn's, around fit: the warning still points here)
+    assert any(w.filename == __file__ for w in record)
     assert any("in no base clustering" in note for note in model.metrics_["warnings"])
 
 
