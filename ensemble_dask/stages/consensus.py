@@ -333,16 +333,16 @@ def _place_unlabelled(est, empty):
     share = Y[~empty].mean(axis=0)
     share /= share.sum()
     Y[empty] = share
+    k, u = int(np.argmax(share)), float(normalized_entropy(share[None, :])[0])
     labels = np.array(est.labels_, dtype=np.int64)
-    labels[empty] = int(np.argmax(share))
+    labels[empty] = k
     uncertainty = np.array(est.uncertainty_, dtype=np.float64)
-    uncertainty[empty] = normalized_entropy(share[None, :])[0]  # (the other rows' are the method's)
+    uncertainty[empty] = u  # (the other rows' are the method's)
     est.memberships_, est.labels_, est.uncertainty_ = Y, labels, uncertainty
     est.effective_k_ = int(np.unique(labels).size)
-    u = float(est.uncertainty_[np.flatnonzero(empty)[0]])
     warnings.warn(
         f"{m} of {n} rows are in no base clustering: they get the clusters' shares of the other rows "
-        f"(cluster {int(np.argmax(share))}, uncertainty {u:.2f}). More base clusterings or a higher rate "
+        f"(cluster {k}, uncertainty {u:.2f}). More base clusterings or a higher rate "
         "cover them; predict labels them from their features",
         UnlabelledRowsWarning,
         stacklevel=3,
