@@ -14,6 +14,9 @@ __all__ = [
     "weighted_gram",
     "weighted_gram_ones",
     "present_csr",
+    "lookup_csr",
+    "column_sums",
+    "row_embedding",
     "first_seen_codes",
 ]
 
@@ -218,6 +221,75 @@ def present_csr(g):
                 indices[p] = v
                 p += 1
     return indptr, indices
+
+
+@numba.njit(cache=True, nogil=True)
+def lookup_csr(labels, rows, lut, lut_offsets):
+    """``(indptr, indices)``: :func:`present_csr` of the global indices of ``labels[rows]`` (label ``v`` of
+    clustering ``i`` is ``lut[lut_offsets[i] + v]``, ``-1`` or out of the table: absent), read from the labels
+    themselves: neither the rows' copy nor their ``n x N`` global indices are made."""
+    n = rows.shape[0]
+    N = labels.shape[1]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    for r in range(n):
+        x = rows[r]
+        c = 0
+        for i in range(N):
+            v = labels[x, i]
+            a = lut_offsets[i]
+            if v >= 0 and a + v < lut_offsets[i + 1] and lut[a + v] >= 0:
+                c += 1
+        indptr[r + 1] = indptr[r] + c
+    indices = np.empty(indptr[n], dtype=np.int32)
+    p = 0
+    for r in range(n):
+        x = rows[r]
+        for i in range(N):
+            v = labels[x, i]
+            a = lut_offsets[i]
+            if v >= 0 and a + v < lut_offsets[i + 1]:
+                g = lut[a + v]
+                if g >= 0:
+                    indices[p] = g
+                    p += 1
+    return indptr, indices
+
+
+@numba.njit(cache=True, nogil=True)
+def column_sums(indptr, indices, w, n_cols):
+    """``A^T w`` for the 0/1 CSR pattern ``A``: the additions of ``scipy``'s product on ``data = 1``, in its
+    order (bit-identical), with no data array."""
+    out = np.zeros(n_cols)
+    for i in range(indptr.shape[0] - 1):
+        for e in range(indptr[i], indptr[i + 1]):
+            out[indices[e]] += w[i]
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def row_embedding(indptr, indices, SV, sig, out):
+    """``out[i] = (A SV)[i] / sqrt(deg_i) / sig`` for the 0/1 CSR pattern ``A`` (``deg_i`` its row's entries,
+    1 for an empty row), each row then scaled to unit length (a zero row stays zero): HBGF's embedding in one
+    pass, with no ``n x K`` temporaries."""
+    n = indptr.shape[0] - 1
+    k = SV.shape[1]
+    for i in range(n):
+        for j in range(k):
+            out[i, j] = 0.0
+        for e in range(indptr[i], indptr[i + 1]):
+            g = indices[e]
+            for j in range(k):
+                out[i, j] += SV[g, j]
+        deg = indptr[i + 1] - indptr[i]
+        root = np.sqrt(np.float64(deg if deg > 0 else 1))
+        ss = 0.0
+        for j in range(k):
+            v = out[i, j] / root / sig[j]
+            out[i, j] = v
+            ss += v * v
+        norm = max(np.sqrt(ss), 1e-300)
+        for j in range(k):
+            out[i, j] /= norm
 
 
 @numba.njit(cache=True, nogil=True)

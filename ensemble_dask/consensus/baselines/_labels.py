@@ -17,7 +17,7 @@ from threadpoolctl import threadpool_limits
 
 from ..._validation import InputError, check_labels_matrix, check_random_state
 from .._common.base import SoftConsensusMixin
-from .._common.encoding import check_encoding, compress_rows, encode
+from .._common.encoding import Encoding, check_encoding, column_categories, compress_rows, encode
 from .._common.params import Interval, Options, check_n_clusters
 from . import _kernels as kern
 from ._pairs import metis_parts, one_hot, relabel
@@ -25,28 +25,42 @@ from ._pairs import metis_parts, one_hot, relabel
 __all__ = ["HGPA", "MCLA", "HBGF", "KAHYPAR_CONFIG"]
 
 
-def _incidence(labels, distinct=False):
-    """Validated ``(B_u (distinct rows x G) sparse 0/1, multiplicity, inverse, n, gidx_u, encoding)``.
+def _ones(indptr, indices, n_cols):
+    """The sparse 0/1 matrix of the CSR pattern (``indptr``, ``indices``)."""
+    shape = (indptr.shape[0] - 1, n_cols)
+    return sp.csr_array((np.ones(indices.size), indices, indptr), shape=shape, copy=False)
 
-    ``distinct``: the caller knows the rows of ``labels`` are distinct (so are their encodings, label by label
-    a bijection): they are kept as they are, with no hashing and sorting to find that out."""
+
+def _incidence(labels):
+    """Validated ``(B_u (distinct rows x G) sparse 0/1, multiplicity, inverse, n, gidx_u, encoding)``."""
     labels = check_labels_matrix(labels)
     gidx, enc = encode(labels)
     check_encoding(enc, labels.shape)
     n = labels.shape[0]
     del labels
-    if distinct:
-        g, w, inv = gidx, np.ones(n), np.arange(n, dtype=np.int64)
-    else:
-        g, w, inv = compress_rows(gidx)
+    g, w, inv = compress_rows(gidx)
     del gidx
     # CSR built directly (row by row the present entries, whose global indices ascend with the
     # clustering): no COO row and column arrays and no conversion, a few times less peak memory
     indptr, indices = kern.present_csr(g)
-    B = sp.csr_array(
-        (np.ones(indices.size), indices, indptr), shape=(g.shape[0], enc.n_categories), copy=False
-    )
-    return B, w, inv, n, g, enc
+    return _ones(indptr, indices, enc.n_categories), w, inv, n, g, enc
+
+
+def _distinct_pattern(labels, rows=None):
+    """``(indptr, indices, n, encoding)``: the CSR pattern of the global indices of the ``n`` rows
+    ``labels[rows]`` (None: every row), which the caller knows to be the distinct rows of ``labels`` (each
+    row's first occurrence: their labels are all of ``labels``'), read through the encoding's lookup table
+    with no copy of the rows and no ``n x N`` global indices."""
+    labels = check_labels_matrix(labels)
+    enc = Encoding.from_categories(column_categories(labels))
+    rows = np.arange(labels.shape[0], dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    check_encoding(enc, (rows.size, labels.shape[1]))
+    table = enc.lookup(labels.size)
+    if table is None:  # label values too large for a table: through the rows' global indices
+        indptr, indices = kern.present_csr(enc.transform(labels[rows]))
+    else:
+        indptr, indices = kern.lookup_csr(labels, rows, *table)
+    return indptr, indices, rows.size, enc
 
 
 class _LabelBaseline(SoftConsensusMixin):
@@ -277,9 +291,10 @@ def _kmeans(U, w, k, n_init, seed):
     return KMeans(k, init=fit.cluster_centers_, n_init=1, random_state=seed).fit_predict(U, sample_weight=w)
 
 
-def _top_eigenpairs(B, wd, sc, k, solver, seed):
-    """``(vals, V)``: the ``k`` largest eigenpairs of ``M = D_c^{-1/2} B^T diag(wd) B D_c^{-1/2}`` (``sc`` the
-    diagonal ``D_c^{-1/2}``), ascending.
+def _top_eigenpairs(indptr, indices, wd, sc, k, solver, seed):
+    """``(vals, V)``: the ``k`` largest eigenpairs of ``M = D_c^{-1/2} B^T diag(wd) B D_c^{-1/2}`` (``B`` the
+    0/1 CSR pattern ``indptr``, ``indices`` of ``len(sc)`` columns, ``sc`` the diagonal ``D_c^{-1/2}``),
+    ascending.
 
     ``"dense"``: ``M`` formed and ``scipy.linalg.eigh`` (exact). ``"arpack"``: the top eigenvalue of ``M`` is
     1, once per linked component of the clusters (points link the clusters that hold them), with the
@@ -293,23 +308,25 @@ def _top_eigenpairs(B, wd, sc, k, solver, seed):
     from scipy.linalg import eigh
     from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 
-    G = B.shape[1]
+    G = sc.shape[0]
+    nnz = indices.shape[0]
     if solver == "arpack":
-        c, comp = kern.linked_components(B.indptr, B.indices, G)
+        c, comp = kern.linked_components(indptr, indices, G)
         if not 1 <= k - c < G - c:
             solver = "dense"
     M = None
-    if solver == "dense" or G * G <= 2 * B.nnz:
+    if solver == "dense" or G * G <= 2 * nnz:
         # A = D_x^{-1/2} B D_c^{-1/2} is never formed (its entries would be three nnz-long temporaries:
         # 0.6 GB on all of KDD 10%): A^T D_w A = D_c^{-1/2} (B^T D_{w/dx} B) D_c^{-1/2}, on B's ones
         M = np.zeros((G, G))
-        kern.weighted_gram_ones(B.indptr, B.indices, wd, M)  # no sparse product; B is 0/1
+        kern.weighted_gram_ones(indptr, indices, wd, M)  # no sparse product; B is 0/1
         M *= sc[:, None]
         M *= sc[None, :]
     if solver == "arpack":
         z = 1 / sc  # sqrt(dc), each component's part of unit norm: the eigenvalue-1 vectors
         z /= np.sqrt(np.bincount(comp, weights=z * z, minlength=c))[comp]
         if M is None:
+            B = _ones(indptr, indices, G)
             BT = B.T.tocsr()
 
             def apply(v):
@@ -329,7 +346,7 @@ def _top_eigenpairs(B, wd, sc, k, solver, seed):
             with threadpool_limits(1 if G <= SMALL_EIGH else None):
                 vals, V = eigsh(op, k - c, which="LA", tol=EIGSH_TOL, v0=v0)
         except ArpackNoConvergence:
-            return _top_eigenpairs(B, wd, sc, k, "dense", seed)
+            return _top_eigenpairs(indptr, indices, wd, sc, k, "dense", seed)
         order = np.argsort(vals)
         Z = np.zeros((G, c))
         Z[np.arange(G), comp] = z
@@ -388,13 +405,19 @@ class HBGF(_LabelBaseline):
         their multiplicity)."""
         return self._fit(labels, sample_weight)
 
-    def _fit(self, labels, sample_weight=None, distinct=False, labels_only=False):
-        """:meth:`fit`; ``distinct``: the rows of ``labels`` are known to be distinct (as
-        :func:`~ensemble_dask.consensus.starts.label_starts` gives them), so not compressed again (the
-        same fit); ``labels_only``: only ``labels_`` is set (a start needs no ``n x K`` memberships and
-        embedding)."""
-        B, w, inv, n, g, enc = _incidence(labels, distinct)
-        del g, labels
+    def _fit(self, labels, sample_weight=None, distinct=False, labels_only=False, rows=None):
+        """:meth:`fit`; ``distinct``: the rows ``labels[rows]`` (None: every row) are known to be the distinct
+        rows of ``labels`` (as :func:`~ensemble_dask.consensus.starts.label_starts` finds them), so neither
+        compressed again nor copied (the same fit, on those rows); ``labels_only``: only ``labels_`` is set (a
+        start needs no ``n x K`` memberships and embedding)."""
+        if distinct:
+            indptr, indices, n, enc = _distinct_pattern(labels, rows)
+            w, inv = np.ones(n), np.arange(n, dtype=np.int64)
+        else:
+            B, w, inv, n, _, enc = _incidence(labels)
+            indptr, indices = B.indptr, B.indices
+            del B
+        del labels
         self._validate_params()
         self._k = check_n_clusters(self, n)
         if sample_weight is not None:
@@ -407,20 +430,20 @@ class HBGF(_LabelBaseline):
             w = np.bincount(inv, weights=sw, minlength=w.size)
         rng = check_random_state(self.random_state)
         seed = int(rng.integers(2**31 - 1))
-        counts = np.diff(B.indptr)
+        counts = np.diff(indptr)
         dx = np.where(counts > 0, counts, 1).astype(np.float64)
-        dc = np.asarray(B.T @ w).ravel()
+        G = enc.n_categories
+        dc = kern.column_sums(indptr, indices, w, G)
         sc = 1 / np.sqrt(np.where(dc > 0, dc, 1.0))
-        G = B.shape[1]
         k = min(self._k, G)
         solver = self.eigen_solver
         if solver == "auto":
             solver = "arpack" if G > EIGSH_MIN_G and 5 * k <= G else "dense"
-        vals, V = _top_eigenpairs(B, w / dx, sc, k, solver, seed)
+        vals, V = _top_eigenpairs(indptr, indices, w / dx, sc, k, solver, seed)
         sig = np.sqrt(np.maximum(vals, 1e-300))
-        # A V = D_x^{-1/2} B (D_c^{-1/2} V), on B's pattern of ones
-        U = (B @ (sc[:, None] * V)) / np.sqrt(dx)[:, None] / sig[None, :]
-        U /= np.maximum(np.linalg.norm(U, axis=1, keepdims=True), 1e-300)
+        # A V = D_x^{-1/2} B (D_c^{-1/2} V) on B's pattern of ones, each row normalised, in one pass
+        U = np.empty((dx.size, V.shape[1]))
+        kern.row_embedding(indptr, indices, np.ascontiguousarray(sc[:, None] * V), sig, U)
         if U.shape[0] <= self._k:  # no more distinct label rows than clusters asked: one cluster each
             parts = np.arange(U.shape[0])
         else:

@@ -29,7 +29,7 @@ from threadpoolctl import threadpool_limits
 
 from ..._validation import check_labels_matrix, check_random_state
 from .._common._kernels import column_label_range
-from .._common.encoding import compress_rows
+from .._common.encoding import distinct_rows
 from ..baselines import HBGF
 
 __all__ = ["label_starts", "spectral_partition", "two_label_columns"]
@@ -58,16 +58,18 @@ def label_starts(labels, n_clusters, *, random_state=None):
     cols = two_label_columns(labels)  # a clustering of one label separates nothing (and HBGF refuses it)
     if 0 < cols.size < labels.shape[1]:
         labels = np.ascontiguousarray(labels[:, cols])
-    rows, mult, inv = compress_rows(labels)
-    if rows.shape[0] <= n_clusters:  # no more distinct label rows than clusters: one cluster each
+    first, mult, inv = distinct_rows(labels)
+    n_rows = labels.shape[0] if first is None else first.size
+    if n_rows <= n_clusters:  # no more distinct label rows than clusters: one cluster each
         return [inv.astype(np.int64)]
     if not isinstance(random_state, (numbers.Integral, type(None))):  # a Generator: one seed, drawn here
         random_state = int(check_random_state(random_state).integers(2**31 - 1))
     hbgf = HBGF(n_clusters, random_state=random_state)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a start need not have converged: PCC/PPC report their own status
-        with threadpool_limits(1) if rows.shape[0] <= ONE_THREAD_ROWS else contextlib.nullcontext():
-            hbgf._fit(rows, mult, distinct=True, labels_only=True)  # rows distinct: no second compression
+        with threadpool_limits(1) if n_rows <= ONE_THREAD_ROWS else contextlib.nullcontext():
+            # on the distinct rows where they lie in labels: neither compressed again nor copied
+            hbgf._fit(labels, mult, distinct=True, labels_only=True, rows=first)
     return [hbgf.labels_[inv].astype(np.int64)]
 
 
