@@ -357,7 +357,7 @@ def test_hbgf_incidence_and_gram_kernels_match_the_numpy_forms():
 
 
 def test_hbgf_pattern_kernels_match_the_sparse_forms():
-    """``lookup_csr`` is ``present_csr`` of the encoded rows (unseen labels absent), ``column_sums`` is
+    """``lookup_csr`` is ``present_csr`` of the encoded rows (in any order), ``column_sums`` is
     scipy's ``B^T w`` bit for bit, and ``row_embedding`` HBGF's ``(B SV) / sqrt(deg) / sig``, rows of unit
     length."""
     import scipy.sparse as sp
@@ -370,15 +370,11 @@ def test_hbgf_pattern_kernels_match_the_sparse_forms():
     labels[:4] = -1  # rows of no label: empty CSR rows, a zero embedding
     gidx, enc = encode(labels)
     lut, off = enc.lookup(labels.size)
-    rows = np.sort(rng.choice(300, 120, replace=False)).astype(np.int64)
+    rows = rng.choice(300, 120, replace=False).astype(np.int64)  # in any order, as distinct rows come
     indptr, indices = bk.lookup_csr(labels, rows, lut, off)
     want_ptr, want_ind = bk.present_csr(gidx[rows])
     np.testing.assert_array_equal(indptr, want_ptr)
     np.testing.assert_array_equal(indices, want_ind)
-    bigger = np.where(labels == 5, 9, labels).astype(np.int32)  # 9: past the table of clustering i
-    ptr9, ind9 = bk.lookup_csr(bigger, rows, lut, off)
-    np.testing.assert_array_equal(ind9, gidx[rows][(gidx[rows] >= 0) & (labels[rows] != 5)])
-    assert ptr9[-1] == ind9.size
 
     G = enc.n_categories
     B = sp.csr_array((np.ones(indices.size), indices, indptr), shape=(rows.size, G))
