@@ -387,10 +387,49 @@ def test_pairs_never_co_present_are_skipped():
         pairs.n_clusterings,
     )
     assert with_zero.nnz > pairs.nnz
-    for est in (PCC(3, random_state=1), PCC(3, divergence="l2", random_state=1), PPC(3, random_state=1)):
-        a = est.fit(pairs).memberships_.copy()
-        b = est.fit(with_zero).memberships_
+    start = [np.arange(30) % 3]  # hard labels: PCC-KL's pass of L2 first
+    for est in (
+        PCC(3, random_state=1),
+        PCC(3, divergence="l2", random_state=1),
+        PPC(3, random_state=1),
+        PCC(3, init=start),
+        PPC(3, init=start),
+        PPC(3, algorithm="baum-eagon", max_iter=20, random_state=1),
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            a = est.fit(pairs).memberships_.copy()
+            b = est.fit(with_zero).memberships_
         np.testing.assert_array_equal(a, b)
+
+
+def test_pairs_never_co_present_are_weighed_out_not_copied_out():
+    """PCC and PPC keep the caller's pairs never both present where they are, with weight 0 (the fit above is
+    the same bit for bit), instead of copying its indices and counts without them: traced memory of a fit
+    12 and 17 bytes a stored entry, against 20 and 26 with the copies (100,000 points, 20 clusterings each
+    on half of them: 0.3 % of the pairs never both present)."""
+    import tracemalloc
+
+    from ensemble_dask.coassoc import coassociation
+
+    rng = np.random.default_rng(0)
+    n = 100_000
+    truth = rng.integers(0, 4, n)
+    labels = np.empty((n, 20), dtype=np.int32)
+    for c in range(20):
+        labels[:, c] = np.where(rng.random(n) < 0.9, truth, rng.integers(0, 4, n))
+        labels[rng.random(n) < 0.5, c] = -1
+    pairs = coassociation(labels, strategy="cocluster", l=10, seed=0)
+    assert 0 < np.count_nonzero(pairs.both == 0) < pairs.nnz / 100
+    for est, bound in ((PCC(4, init=[truth], divergence="l2"), 16), (PPC(4, init=[truth]), 21)):
+        est.fit(pairs)  # compiled outside the trace
+        tracemalloc.start()
+        try:
+            est.fit(pairs)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < bound * pairs.nnz, f"{type(est).__name__}: {peak / pairs.nnz:.1f} bytes a stored entry"
 
 
 @pytest.mark.parametrize("divergence", ["kl", "l2"])

@@ -48,6 +48,10 @@ class PairData:
         else float64.
     s : ndarray of float64, shape (nnz,), or None
         The sample weight of each stored entry, None when not given (all 1).
+    unobserved : int
+        Stored entries with ``N_ij = 0`` (never both present) kept with ``w = 0`` and ``x = 0``, which every
+        sum of the fit weighs by ``w`` (only with ``as_pair_data(..., keep_unobserved=True)``; else 0: they
+        are left out).
     """
 
     n: int
@@ -56,6 +60,7 @@ class PairData:
     x: np.ndarray
     w: np.ndarray
     s: np.ndarray | None = None
+    unobserved: int = 0
 
     @property
     def nnz(self) -> int:
@@ -91,14 +96,17 @@ def _check_counts(co, both, where):
         )
 
 
-def as_pair_data(pairs, sample_weight=None):
+def as_pair_data(pairs, sample_weight=None, *, keep_unobserved=False):
     """Validate ``pairs`` (and ``sample_weight``) and return a :class:`PairData`.
 
     ``pairs`` is a :class:`~ensemble_dask.coassoc.counting.PairCounts` or a tuple ``(co, both)``
     of dense symmetric ``n x n`` count matrices, whose diagonal is ignored. Pairs with
-    ``N_ij = 0`` (never both present) carry no evidence and are left out. A :class:`PairData`
-    (this function's own result) is returned as it is, with ``sample_weight`` attached if given:
-    a caller that reads a large store converts once and lets the counts go before fitting.
+    ``N_ij = 0`` (never both present) carry no evidence and are left out; ``keep_unobserved``: a
+    PairCounts' are kept where they are, with weight 0 (:attr:`PairData.unobserved`), for a solver whose
+    every sum weighs a pair by ``w`` (PCC, PPC): leaving them out takes a copy of the caller's indices and
+    counts (at 500,000 points with each clustering on half of them, 0.16 % of the entries and 80 MB).
+    A :class:`PairData` (this function's own result) is returned as it is, with ``sample_weight`` attached
+    if given: a caller that reads a large store converts once and lets the counts go before fitting.
 
     ``sample_weight`` is None or one positive weight per pair (e.g. its inverse inclusion
     probability under the sampling design): an array of shape ``(pairs.nnz,)`` aligned with the
@@ -123,6 +131,8 @@ def as_pair_data(pairs, sample_weight=None):
                 indptr = np.ascontiguousarray(pairs.indptr, dtype=np.int64)
                 indices = np.ascontiguousarray(pairs.indices, dtype=index_dtype(pairs.n))
                 w = count_weights(pairs.both)
+                if zeros and keep_unobserved:  # x is 0 there, and w (N_ij) 0
+                    return PairData(pairs.n, indptr, indices, x, w, s, unobserved=zeros)
                 if zeros:  # pairs never both present (N_ij = 0) carry no evidence: left out in one pass
                     # compacted in place below; the caller's pairs stay whole
                     if np.shares_memory(indices, pairs.indices):

@@ -221,7 +221,7 @@ class PCC(SoftConsensusMixin):
         code, closed = DIVERGENCES[self.divergence]
         if isinstance(pairs, StoredPairs):
             return _fit_stored(self, "PCC", pairs, sample_weight, code, closed, 0.0, _INIT_SMOOTHING)
-        data = as_pair_data(pairs, sample_weight)
+        data = as_pair_data(pairs, sample_weight, keep_unobserved=True)  # every sum weighs a pair by N_ij
         n = data.n
         k, max_iter, n_init, rng, start, tol = _checked(self, n, _INIT_SMOOTHING)
 
@@ -386,13 +386,16 @@ class PPC(SoftConsensusMixin):
             if algorithm != "rows":
                 raise InputError("PPC on pairs read from a store (StoredPairs) runs algorithm='rows' only")
             return _fit_stored(self, "PPC", pairs, sample_weight, _k.L2, True, 1.0, _INIT_SMOOTHING)
-        data = as_pair_data(pairs, sample_weight)
+        data = as_pair_data(pairs, sample_weight, keep_unobserved=True)
         n = data.n
         smoothing = _INIT_SMOOTHING if algorithm == "rows" else _BE_INIT_SMOOTHING
         k, max_iter, n_init, rng, start, tol = _checked(self, n, smoothing)
 
-        # unit weights as int32, like PCC's counts: the kernels' one build for pairs without sample weights
+        # unit weights as int32, like PCC's counts: the kernels' one build for pairs without sample weights;
+        # 0 for the pairs never both present, which no sum then sees (with sample weights they are left out)
         w = np.ones(data.nnz, dtype=np.int32) if data.s is None else data.s
+        if data.unobserved:
+            w[data.w == 0] = 0
         scale = 1.0 + float(w.sum()) / n  # mean S_i
         gap_tol = tol * scale
         indices = data.indices
