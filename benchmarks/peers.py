@@ -49,8 +49,13 @@ kind of ensemble beside the base partitions', and, per method, on how many of th
 peer (within 0.005 ARI), at least the base partitions' mean, at least the best of our methods (for
 ``auto``), and, ensemble by ensemble, how often it is better and worse than ccHBGF.
 
+With ``--rounds R`` the methods run R times in turn (each time in a fresh process, in the order given); the
+table then holds each method's median seconds and peak, and each method's ratio to ccHBGF's time is printed
+round by round (its median, least and largest): on a shared machine whose speed drifts between runs, the
+ratio of two fits run one after the other holds better than a ratio of two single runs.
+
 Usage: python benchmarks/peers.py [--quick] [--n 50000 500000] [--K 3 8 30] [--labels complete sub50]
-       [--centers C] [--methods bce mm ...] [--timeout 600] [--repeat R] [--cache DIR]
+       [--centers C] [--methods bce mm ...] [--timeout 600] [--repeat R] [--rounds R] [--cache DIR]
        python benchmarks/peers.py --real [--seeds 5] [--labels complete sub50] [--methods ...]
               [--data-dir DIR]
 """
@@ -334,6 +339,35 @@ def base_scores(labels, y):
     return float(np.mean(ari)), float(np.mean(nmi))
 
 
+def _median_round(results):
+    """One method's result over the rounds: the first's, with the median seconds and peak of the rounds."""
+    ok = [r for r in results if r["status"] == "ok"]
+    if len(ok) < len(results):
+        return next(r for r in results if r["status"] != "ok")
+    return {**ok[0], "seconds": float(np.median([r["seconds"] for r in ok])),
+            "peak_mb": float(np.median([r["peak_mb"] for r in ok]))}  # fmt: skip
+
+
+def print_rounds(rounds, load):
+    """Each round's seconds, then each method's ratio to ccHBGF's time of the same round (median, least,
+    largest): on a machine whose speed drifts, a ratio of two fits run one after the other holds better than
+    two medians."""
+    names = list(rounds[0])
+    print(f"# {len(rounds)} rounds (load average {load:.1f} at the end); seconds of each round:")
+    for no, rnd in enumerate(rounds):
+        print(
+            f"  round {no}: " + ", ".join(f"{m} {r.get('seconds', float('nan')):.2f}" for m, r in rnd.items())
+        )
+    if "cchbgf" not in names:
+        return
+    for m in names:
+        if m == "cchbgf":
+            continue
+        q = [rnd[m]["seconds"] / rnd["cchbgf"]["seconds"] for rnd in rounds if "seconds" in rnd[m]]
+        if q and all("seconds" in rnd["cchbgf"] for rnd in rounds):
+            print(f"  {m:14s} / ccHBGF: median {np.median(q):.2f}, least {min(q):.2f}, largest {max(q):.2f}")
+
+
 def markdown(case, rows):
     lines = [
         f"**{case}**",
@@ -499,6 +533,13 @@ def main(argv=None):
         default=1,
         help="time each fit this many times, report the fastest (shared machines)",
     )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the methods this many times in turn, each in a fresh process; report each method's median "
+        "seconds and the median, least and largest of its ratio to ccHBGF's time round by round",
+    )
     ap.add_argument("--real", action="store_true", help="real data sets instead of blobs, in this process")
     ap.add_argument("--seeds", type=int, default=1, help="ensembles of each kind per real set (--real)")
     ap.add_argument(
@@ -539,8 +580,17 @@ def main(argv=None):
                 print(f"{'base partitions (mean)':24s} ARI {b_ari:.3f}  NMI {b_nmi:.3f}", flush=True)
                 del labels
                 with tempfile.TemporaryDirectory() as tmp:
+                    rounds = [
+                        {
+                            name: run_method(name, lab_path, K, y, args.timeout, tmp, args.repeat)
+                            for name in args.methods
+                        }
+                        for _ in range(args.rounds)
+                    ]
+                    if args.rounds > 1:
+                        print_rounds(rounds, os.getloadavg()[0])
                     for name in args.methods:
-                        r = run_method(name, lab_path, K, y, args.timeout, tmp, args.repeat)
+                        r = _median_round([rnd[name] for rnd in rounds])
                         rows.append((name, r))
                         results.append(
                             {"n": n, "K": K, "centers": centers, "labels": kind, "method": name, **r}
