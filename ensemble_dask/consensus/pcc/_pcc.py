@@ -399,19 +399,24 @@ class PPC(SoftConsensusMixin):
         scale = 1.0 + float(w.sum()) / n  # mean S_i
         gap_tol = tol * scale
         indices = data.indices
-        start, f_start = _best_start(start, data, w, indices, _k.L2, 1.0, k, need_f=False)
+        rows = algorithm == "rows"
+        # the row descent runs on its own n x 2K array made from the start, as PCC's (no n x K start matrix
+        # first, nor a copy back into it)
+        start, f_start = _best_start(start, data, w, indices, _k.L2, 1.0, k, need_f=False, matrix=not rows)
         best = None
         for _ in range(1 if start is not None else n_init):
             Y = _start(rng, n, k) if start is None else start  # check_init made it: ours to update
-            if algorithm == "rows":
+            if rows:
+                Y = _work_rows(Y, k)
                 tol_start = max(_TOL_START_RANDOM, tol) * scale if start is None else gap_tol
                 trace = np.empty(max_iter + 1)
-                it, obj, gap, conv = _k.pcc_rows(
+                it, obj, gap, conv = _k.pcc_rows_on(
                     data.indptr,
                     indices,
                     data.x,
                     w,
                     Y,
+                    k,
                     _k.L2,
                     True,  # the pairs' part of f along a step in closed form (_kernels.descend_rows)
                     _KL_EPS,
@@ -434,8 +439,9 @@ class PPC(SoftConsensusMixin):
             if best is None or obj < best[0]:
                 trace = np.column_stack([np.arange(it + 1, dtype=np.float64), trace])
                 best = (obj, Y, trace, int(it), gap / scale, bool(conv))
+        del data, w, indices  # let go before the memberships are copied out (memory just freed, see PCC.fit)
         self.objective_, Y, self.objective_trace_, self.n_iter_, self.kkt_gap_, self.converged_ = best
-        self._set_memberships(Y)
+        self._set_memberships(np.array(Y[:, :k]) if rows else Y)
         if not self.converged_:
             _warn_cap("PPC", max_iter, self.kkt_gap_, tol)
         return self
