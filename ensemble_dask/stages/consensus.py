@@ -165,8 +165,7 @@ MODEL_KEPT = {"kcc": 1, "mm": 1, "gbce": 1, "auto": 1}
 
 #: where the label starts are kept, one ``(candidates, n)`` int32 array per key (see :func:`_label_starts`)
 STARTS_CACHE = "_cache/starts"
-# bump when label_starts changes its result (2: HBGF only; 3: HBGF's Lanczos; 4: its embedding in one pass)
-_STARTS_VERSION = 4
+_STARTS_VERSION = 3  # bump when label_starts changes its result (2: HBGF only; 3: HBGF's Lanczos)
 
 
 def _starts_key(store, n_clusters, random_state):

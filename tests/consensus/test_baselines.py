@@ -380,13 +380,18 @@ def test_hbgf_pattern_kernels_match_the_sparse_forms():
     B = sp.csr_array((np.ones(indices.size), indices, indptr), shape=(rows.size, G))
     w = rng.random(rows.size)
     np.testing.assert_array_equal(bk.column_sums(indptr, indices, w, G), B.T @ w)
-    SV, sig = rng.normal(size=(G, 3)), rng.uniform(0.5, 1.0, 3)
     dx = np.maximum(np.diff(indptr), 1).astype(np.float64)
-    U = (B @ SV) / np.sqrt(dx)[:, None] / sig[None, :]
-    U /= np.maximum(np.linalg.norm(U, axis=1, keepdims=True), 1e-300)
-    got = np.empty((rows.size, 3))
-    bk.row_embedding(indptr, indices, SV, sig, got)
-    np.testing.assert_allclose(got, U, rtol=1e-14, atol=1e-15)
+    for k in (3, 8, 9, 20):  # NumPy sums 8 or more squares pairwise: the kernel too (bit for bit)
+        SV, sig = rng.normal(size=(G, k)), rng.uniform(0.5, 1.0, k)
+        U = (B @ SV) / np.sqrt(dx)[:, None] / sig[None, :]
+        U /= np.maximum(np.linalg.norm(U, axis=1, keepdims=True), 1e-300)
+        got = np.empty((rows.size, k))
+        bk.row_embedding(indptr, indices, SV, sig, got)
+        np.testing.assert_array_equal(got, U)
+    for k in list(range(1, 140)) + [255, 256, 300, 1000]:
+        V = rng.normal(size=(20, k)) * rng.uniform(0.1, 10.0, size=(20, 1))
+        got = np.sqrt([bk.sum_of_squares(v, 0, k) for v in V])
+        np.testing.assert_array_equal(got, np.linalg.norm(V, axis=1), err_msg=f"{k} terms")
 
 
 @pytest.mark.parametrize("values", ["small", "large"])

@@ -54,6 +54,10 @@ def _distinct_pattern(labels, rows=None):
     labels = check_labels_matrix(labels)
     enc = Encoding.from_categories(column_categories(labels))
     rows = np.arange(labels.shape[0], dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    if rows.size and (rows.min() < 0 or rows.max() >= labels.shape[0]):  # read below with no bounds checks
+        raise InputError(
+            f"rows must index the {labels.shape[0]} rows of labels; got {rows.min()}..{rows.max()}"
+        )
     check_encoding(enc, (rows.size, labels.shape[1]))
     table = enc.lookup(labels.size)
     if table is None:  # label values too large for a table: through the rows' global indices
