@@ -707,3 +707,37 @@ def test_kl_from_hard_labels_descends_l2_first():
     np.testing.assert_allclose(kl.memberships_, then.memberships_, atol=1e-9)
     assert kl.objective_ == pytest.approx(then.objective_, rel=1e-9) and kl.converged_
     assert not np.allclose(l2.memberships_, kl.memberships_)  # the KL descent did run after it
+
+
+def test_sample_weights_on_converted_pairs_keep_the_unobserved_ones_weighed_out():
+    """Sample weights given with pairs already converted (``as_pair_data(..., keep_unobserved=True)``, as a
+    caller that converts once does) still weigh the pairs never both present out, and the caller's weights
+    are left as they are: the fit on the counts with the same weights."""
+    from ensemble_dask.consensus._common.base import as_pair_data
+
+    _, pairs = _random_sparse_pairs(4, n=60, frac=0.5)
+    co, both = pairs.to_dense()
+    iu, ju = np.triu_indices(60, 1)
+    pick = np.flatnonzero(both[iu, ju] == 0)[:40]
+    rows, cols = pairs.rows(), pairs.indices
+    keep = rows < cols
+    with_zero = PairCounts.from_pairs(
+        60,
+        np.concatenate([rows[keep], iu[pick]]),
+        np.concatenate([cols[keep], ju[pick]]),
+        np.concatenate([pairs.co[keep], np.zeros(pick.size, dtype=np.int32)]),
+        np.concatenate([pairs.both[keep], np.zeros(pick.size, dtype=np.int32)]),
+        pairs.n_clusterings,
+    )
+    data = as_pair_data(with_zero, keep_unobserved=True)
+    assert data.unobserved == 2 * pick.size
+    Wt = np.triu(np.random.default_rng(1).uniform(0.5, 2.0, size=(60, 60)), 1)
+    sw = (Wt + Wt.T)[with_zero.rows(), with_zero.indices]  # symmetric
+    before = sw.copy()
+    for est in (PPC(3, random_state=0), PCC(3, divergence="l2", random_state=0)):
+        a = est.fit(with_zero, sample_weight=sw)
+        a_f, a_y = a.objective_, a.memberships_.copy()
+        b = est.fit(data, sample_weight=sw)
+        assert b.objective_ == a_f
+        np.testing.assert_array_equal(b.memberships_, a_y)
+    np.testing.assert_array_equal(sw, before)

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -43,9 +43,9 @@ class PairData:
     x : ndarray of float64, shape (nnz,)
         Co-association fraction ``c_ij / N_ij`` of each stored entry.
     w : ndarray of int32 or float64, shape (nnz,)
-        ``N_ij`` of each stored entry (> 0): the int32 counts themselves where they came as such (no float64
-        copy: the kernels convert each one exactly where they read it, so the fit is the same bit for bit),
-        else float64.
+        ``N_ij`` of each stored entry (> 0, or 0 for the :attr:`unobserved` ones): the int32 counts themselves
+        where they came as such (no float64 copy: the kernels convert each one exactly where they read it, so
+        the fit is the same bit for bit), else float64.
     s : ndarray of float64, shape (nnz,), or None
         The sample weight of each stored entry, None when not given (all 1).
     unobserved : int
@@ -104,7 +104,9 @@ def as_pair_data(pairs, sample_weight=None, *, keep_unobserved=False):
     ``N_ij = 0`` (never both present) carry no evidence and are left out; ``keep_unobserved``: a
     PairCounts' are kept where they are, with weight 0 (:attr:`PairData.unobserved`), for a solver whose
     every sum weighs a pair by ``w`` (PCC, PPC): leaving them out takes a copy of the caller's indices and
-    counts (at 500,000 points with each clustering on half of them, 0.16 % of the entries and 80 MB).
+    counts (at 500,000 points with each clustering on half of them, 0.16 % of the entries and 80 MB). They
+    are left out still with ``sample_weight`` or counts that are not int32 (then copied anyway), and from a
+    ``(co, both)`` tuple.
     A :class:`PairData` (this function's own result) is returned as it is, with ``sample_weight`` attached
     if given: a caller that reads a large store converts once and lets the counts go before fitting.
 
@@ -116,9 +118,7 @@ def as_pair_data(pairs, sample_weight=None, *, keep_unobserved=False):
     if isinstance(pairs, PairData):
         if sample_weight is None:
             return pairs
-        return PairData(
-            pairs.n, pairs.indptr, pairs.indices, pairs.x, pairs.w, _check_pair_weights(sample_weight, pairs)
-        )
+        return replace(pairs, s=_check_pair_weights(sample_weight, pairs))  # any kept unobserved pairs too
     if isinstance(pairs, PairCounts):
         if pairs.nnz == 0:
             raise InputError(f"pairs holds no pair of points (n={pairs.n}, nnz=0); nothing to fit")

@@ -352,8 +352,9 @@ def pcc_rows(
     indptr, indices : int arrays
         Symmetric CSR pattern (both (i, j) and (j, i), no diagonal).
     x, w : arrays of shape (nnz,)
-        ``c_ij / N_ij`` (float64) and the pair weights (``N_ij`` times any sample weight), all > 0: float64,
-        or the int32 counts ``N_ij`` themselves (converted exactly where read).
+        ``c_ij / N_ij`` (float64) and the pair weights (``N_ij`` times any sample weight; 0 for a pair never
+        both present, which then adds 0 to every sum): float64, or the int32 counts ``N_ij`` themselves
+        (converted exactly where read).
     Y_out : float64 array (n, K), rows on the simplex
         Start point, updated in place (at the end: the descent works on its own copy, see below).
     code, closed_form, eps, diag

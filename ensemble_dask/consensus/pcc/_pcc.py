@@ -395,6 +395,7 @@ class PPC(SoftConsensusMixin):
         # 0 for the pairs never both present, which no sum then sees (with sample weights they are left out)
         w = np.ones(data.nnz, dtype=np.int32) if data.s is None else data.s
         if data.unobserved:
+            w = w.copy() if w is data.s else w  # the caller's sample weights stay as they are
             w[data.w == 0] = 0
         scale = 1.0 + float(w.sum()) / n  # mean S_i
         gap_tol = tol * scale
