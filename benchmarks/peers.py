@@ -363,8 +363,12 @@ def print_rounds(rounds, load):
     for m in names:
         if m == "cchbgf":
             continue
-        q = [rnd[m]["seconds"] / rnd["cchbgf"]["seconds"] for rnd in rounds if "seconds" in rnd[m]]
-        if q and all("seconds" in rnd["cchbgf"] for rnd in rounds):
+        q = [
+            rnd[m]["seconds"] / rnd["cchbgf"]["seconds"]
+            for rnd in rounds
+            if "seconds" in rnd[m] and "seconds" in rnd["cchbgf"]
+        ]
+        if q:
             print(f"  {m:14s} / ccHBGF: median {np.median(q):.2f}, least {min(q):.2f}, largest {max(q):.2f}")
 
 
