@@ -275,6 +275,7 @@ def row_embedding(indptr, indices, SV, sig, out):
     ``np.linalg.norm`` (:func:`sum_of_squares`)."""
     n = indptr.shape[0] - 1
     k = SV.shape[1]
+    stack = np.zeros((64, 4))  # sum_of_squares' frames, made once
     for i in range(n):
         for j in range(k):
             out[i, j] = 0.0
@@ -286,80 +287,71 @@ def row_embedding(indptr, indices, SV, sig, out):
         root = np.sqrt(np.float64(deg if deg > 0 else 1))
         for j in range(k):
             out[i, j] = out[i, j] / root / sig[j]
-        norm = max(np.sqrt(sum_of_squares(out[i], 0, k)), 1e-300)
+        norm = max(np.sqrt(sum_of_squares(out[i], stack)), 1e-300)
         for j in range(k):
             out[i, j] /= norm
 
 
 @numba.njit(cache=True, nogil=True)
-def sum_of_squares(v, lo, n):
-    """``sum(v[lo:lo + n] ** 2)`` added in NumPy's pairwise order (``np.linalg.norm(U, axis=1)`` of a row is
-    its square root bit for bit): below 8 terms one after the other, up to 128 in eight running sums joined
-    as ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))`` and the rest added after, above 128 the two
-    halves (cut at a multiple of 8) summed so and added: NumPy's recursion, here on a stack of its own (a
-    recursive kernel crashed numba's compilation of its callers)."""
-    if n <= 128:
-        return _squares_block(v, lo, n)
-    depth = 64  # halves: log2(n / 128) + 1 frames
-    seg_lo = np.empty(depth, dtype=np.int64)
-    seg_n = np.empty(depth, dtype=np.int64)
-    stage = np.zeros(depth, dtype=np.int64)
-    left = np.empty(depth)
+def sum_of_squares(v, stack):
+    """``sum(v ** 2)`` added in NumPy's pairwise order (``np.linalg.norm(U, axis=1)`` of a row is its square
+    root bit for bit): below 8 terms one after the other, up to 128 in eight running sums joined as
+    ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))`` and the rest added after, above 128 the two halves
+    (cut at a multiple of 8) summed so and added. NumPy's recursion runs on ``stack`` (a ``(64, 4)`` float64
+    scratch: start, length, stage and left sum of each frame; a recursive kernel crashed numba's compilation
+    of its callers), one function so that numba compiles one signature."""
     top = 0
-    seg_lo[0] = lo
-    seg_n[0] = n
+    stack[0, 0] = 0.0
+    stack[0, 1] = v.shape[0]
+    stack[0, 2] = 0.0
     ret = 0.0
     while top >= 0:
-        m = seg_n[top]
-        if m <= 128:
-            ret = _squares_block(v, seg_lo[top], m)
+        lo = int(stack[top, 0])
+        n = int(stack[top, 1])
+        if n < 8:
+            ret = 0.0
+            for i in range(lo, lo + n):
+                ret += v[i] * v[i]
             top -= 1
-            continue
-        half = m // 2
-        half -= half % 8
-        if stage[top] == 0:  # the left half first
-            stage[top] = 1
-            seg_lo[top + 1], seg_n[top + 1], stage[top + 1] = seg_lo[top], half, 0
-            top += 1
-        elif stage[top] == 1:  # the left half's sum is in ret: the right half
-            left[top] = ret
-            stage[top] = 2
-            seg_lo[top + 1], seg_n[top + 1], stage[top + 1] = seg_lo[top] + half, m - half, 0
-            top += 1
-        else:  # both: left + right, to the caller's frame
-            ret = left[top] + ret
+        elif n <= 128:
+            r0, r1 = v[lo] * v[lo], v[lo + 1] * v[lo + 1]
+            r2, r3 = v[lo + 2] * v[lo + 2], v[lo + 3] * v[lo + 3]
+            r4, r5 = v[lo + 4] * v[lo + 4], v[lo + 5] * v[lo + 5]
+            r6, r7 = v[lo + 6] * v[lo + 6], v[lo + 7] * v[lo + 7]
+            i = 8
+            while i < n - n % 8:
+                p = lo + i
+                r0 += v[p] * v[p]
+                r1 += v[p + 1] * v[p + 1]
+                r2 += v[p + 2] * v[p + 2]
+                r3 += v[p + 3] * v[p + 3]
+                r4 += v[p + 4] * v[p + 4]
+                r5 += v[p + 5] * v[p + 5]
+                r6 += v[p + 6] * v[p + 6]
+                r7 += v[p + 7] * v[p + 7]
+                i += 8
+            ret = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+            while i < n:
+                ret += v[lo + i] * v[lo + i]
+                i += 1
             top -= 1
+        else:
+            half = n // 2
+            half -= half % 8
+            stage = stack[top, 2]
+            if stage == 0.0:  # the left half first
+                stack[top, 2] = 1.0
+                top += 1
+                stack[top, 0], stack[top, 1], stack[top, 2] = lo, half, 0.0
+            elif stage == 1.0:  # the left half's sum is in ret: the right half
+                stack[top, 3] = ret
+                stack[top, 2] = 2.0
+                top += 1
+                stack[top, 0], stack[top, 1], stack[top, 2] = lo + half, n - half, 0.0
+            else:  # left + right, to the caller's frame
+                ret = stack[top, 3] + ret
+                top -= 1
     return ret
-
-
-@numba.njit(cache=True, nogil=True)
-def _squares_block(v, lo, n):
-    """:func:`sum_of_squares` of at most 128 terms."""
-    if n < 8:
-        res = 0.0
-        for i in range(lo, lo + n):
-            res += v[i] * v[i]
-        return res
-    a = v[lo : lo + 8]  # eight scalars (no array allocated per row)
-    r0, r1, r2, r3 = a[0] * a[0], a[1] * a[1], a[2] * a[2], a[3] * a[3]
-    r4, r5, r6, r7 = a[4] * a[4], a[5] * a[5], a[6] * a[6], a[7] * a[7]
-    i = 8
-    while i < n - n % 8:
-        p = lo + i
-        r0 += v[p] * v[p]
-        r1 += v[p + 1] * v[p + 1]
-        r2 += v[p + 2] * v[p + 2]
-        r3 += v[p + 3] * v[p + 3]
-        r4 += v[p + 4] * v[p + 4]
-        r5 += v[p + 5] * v[p + 5]
-        r6 += v[p + 6] * v[p + 6]
-        r7 += v[p + 7] * v[p + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += v[lo + i] * v[lo + i]
-        i += 1
-    return res
 
 
 @numba.njit(cache=True, nogil=True)
