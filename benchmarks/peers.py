@@ -57,7 +57,7 @@ ratio of two fits run one after the other holds better than a ratio of two singl
 Usage: python benchmarks/peers.py [--quick] [--n 50000 500000] [--K 3 8 30] [--labels complete sub50]
        [--centers C] [--methods bce mm ...] [--timeout 600] [--repeat R] [--rounds R] [--cache DIR]
        python benchmarks/peers.py --real [--seeds 5] [--labels complete sub50] [--methods ...]
-              [--data-dir DIR]
+              [--data-dir DIR] [--pairs full]
 """
 
 from __future__ import annotations
@@ -82,11 +82,18 @@ N_CLUSTERINGS = 20
 # --------------------------------------------------------------------------- methods (run in the worker)
 
 
+#: the pair methods' pairs (``--pairs``): the consensus stage's default, or every pair
+PAIRS = "cocluster"
+
+
 def _pairs(labels, K):
-    """The pairs the consensus stage draws by default: cocluster, its default partners per point."""
+    """The pairs the consensus stage draws by default: cocluster, its default partners per point (``--pairs
+    full``: every pair, for sets of at most 5,000 points)."""
     from ensemble_dask.coassoc import coassociation
     from ensemble_dask.stages.coassoc import default_pairs_per_point
 
+    if PAIRS == "full":
+        return coassociation(labels, strategy="full", seed=0)
     return coassociation(labels, strategy="cocluster", l=default_pairs_per_point(K, "cocluster"), seed=0)
 
 
@@ -310,7 +317,7 @@ def run_method(name, lab_path, K, y, timeout, tmp, repeat=1):
 
     out = Path(tmp) / f"pred_{name}.npy"
     cmd = [sys.executable, __file__, "--worker", name, "--labels-file", str(lab_path), "--K", str(K)]
-    cmd += ["--out", str(out), "--repeat", str(repeat)]
+    cmd += ["--out", str(out), "--repeat", str(repeat), "--pairs", PAIRS]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -544,6 +551,12 @@ def main(argv=None):
         help="run the methods this many times in turn, each in a fresh process; report each method's median "
         "seconds and the median, least and largest of its ratio to ccHBGF's time round by round",
     )
+    ap.add_argument(
+        "--pairs",
+        choices=["cocluster", "full"],
+        default="cocluster",
+        help="the pair methods' pairs: the consensus stage's default (cocluster) or every pair (n <= 5,000)",
+    )
     ap.add_argument("--real", action="store_true", help="real data sets instead of blobs, in this process")
     ap.add_argument("--seeds", type=int, default=1, help="ensembles of each kind per real set (--real)")
     ap.add_argument(
@@ -554,6 +567,8 @@ def main(argv=None):
     ap.add_argument("--labels-file", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    global PAIRS
+    PAIRS = args.pairs
     if args.worker:
         args.K = args.K[0]
         return worker(args)
