@@ -13,7 +13,7 @@ from sklearn.metrics import adjusted_rand_score
 from ensemble_dask import InputError
 from ensemble_dask.coassoc import coassociation, dense_coassociation
 from ensemble_dask.consensus import registry
-from ensemble_dask.consensus.baselines import CSPA, EACAverageLink, EACSingleLink
+from ensemble_dask.consensus.baselines import CSPA, HBGF, EACAverageLink, EACSingleLink
 
 PAIR_METHODS = ["eac-sl", "eac-al", "cspa"]
 LABEL_METHODS = ["hgpa", "mcla", "hbgf"]
@@ -443,3 +443,27 @@ def test_label_starts_allocate_no_copy_of_the_rows_nor_sparse_data():
         tracemalloc.stop()
     assert adjusted_rand_score(truth, start) > 0.9
     assert peak < 300 * n, f"{peak / n:.0f} bytes a row"
+
+
+def test_hbgf_fit_builds_no_sparse_matrix_of_ones():
+    """HBGF's fit works on the pattern of its incidence matrix (its data would be ones, 8 bytes a present
+    label): traced memory 275 bytes a row, against 315 with the matrix (200,000 points, 20 clusterings each
+    on half of them)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    n = 200_000
+    truth = rng.integers(0, 4, n)
+    labels = np.empty((n, 20), dtype=np.int32)
+    for c in range(20):
+        labels[:, c] = np.where(rng.random(n) < 0.9, truth, rng.integers(0, 4, n)) + 4 * (c % 2) * (truth > 1)
+        labels[rng.random(n) < 0.5, c] = -1
+    HBGF(4, random_state=0).fit(labels[:5000])  # compiled and imported outside the trace
+    tracemalloc.start()
+    try:
+        fit = HBGF(4, random_state=0).fit(labels)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert adjusted_rand_score(truth, fit.labels_) > 0.9
+    assert peak < 295 * n, f"{peak / n:.0f} bytes a row"

@@ -33,6 +33,12 @@ def _ones(indptr, indices, n_cols):
 
 def _incidence(labels):
     """Validated ``(B_u (distinct rows x G) sparse 0/1, multiplicity, inverse, n, gidx_u, encoding)``."""
+    indptr, indices, w, inv, n, g, enc = _pattern(labels)
+    return _ones(indptr, indices, enc.n_categories), w, inv, n, g, enc
+
+
+def _pattern(labels):
+    """:func:`_incidence` with ``B_u`` as its CSR pattern ``(indptr, indices)`` (its data would be ones)."""
     labels = check_labels_matrix(labels)
     gidx, enc = encode(labels)
     check_encoding(enc, labels.shape)
@@ -43,7 +49,7 @@ def _incidence(labels):
     # CSR built directly (row by row the present entries, whose global indices ascend with the
     # clustering): no COO row and column arrays and no conversion, a few times less peak memory
     indptr, indices = kern.present_csr(g)
-    return _ones(indptr, indices, enc.n_categories), w, inv, n, g, enc
+    return indptr, indices, w, inv, n, g, enc
 
 
 def _distinct_pattern(labels, rows=None):
@@ -418,9 +424,7 @@ class HBGF(_LabelBaseline):
             indptr, indices, n, enc = _distinct_pattern(labels, rows)
             w, inv = np.ones(n), np.arange(n, dtype=np.int64)
         else:
-            B, w, inv, n, _, enc = _incidence(labels)
-            indptr, indices = B.indptr, B.indices
-            del B
+            indptr, indices, w, inv, n, _, enc = _pattern(labels)
         del labels
         self._validate_params()
         self._k = check_n_clusters(self, n)
