@@ -416,13 +416,18 @@ def test_hbgf_on_distinct_rows_in_place_is_the_fit_on_their_copy(values):
         a = HBGF(4, eigen_solver=solver, random_state=0).fit(copy, sample_weight=mult_c)
         b = HBGF(4, eigen_solver=solver, random_state=0)._fit(labels, mult, distinct=True, rows=first)
         np.testing.assert_array_equal(a.labels_, b.labels_)
+        # a start's labels only: its k-means centres the embedding in place, the same labels
+        c = HBGF(4, eigen_solver=solver, random_state=0)
+        c._fit(labels, mult, distinct=True, labels_only=True, rows=first)
+        np.testing.assert_array_equal(a.labels_, c.labels_)
         np.testing.assert_allclose(a.embedding_, b.embedding_, rtol=1e-12, atol=1e-14)
 
 
 def test_label_starts_allocate_no_copy_of_the_rows_nor_sparse_data():
     """The pair methods' start on subsampled labels (nearly every row distinct): no copy of the distinct rows,
-    no ``n x N`` global indices, no sparse matrix of ones and no ``n x K`` temporaries (traced NumPy memory
-    200 bytes a row; 400 before, at 200,000 points and 20 clusterings each on half of them)."""
+    no ``n x N`` global indices, no sparse matrix of ones, no ``n x K`` temporaries, and its k-means centres
+    the embedding in place (traced NumPy memory 169 bytes a row; 400 with all of them, 201 with the copy of
+    the embedding; 200,000 points and 20 clusterings each on half of them)."""
     import tracemalloc
 
     from ensemble_dask.consensus.starts import label_starts
@@ -442,7 +447,7 @@ def test_label_starts_allocate_no_copy_of_the_rows_nor_sparse_data():
     finally:
         tracemalloc.stop()
     assert adjusted_rand_score(truth, start) > 0.9
-    assert peak < 300 * n, f"{peak / n:.0f} bytes a row"
+    assert peak < 185 * n, f"{peak / n:.0f} bytes a row"
 
 
 def test_hbgf_fit_builds_no_sparse_matrix_of_ones():
