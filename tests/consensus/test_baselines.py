@@ -423,29 +423,40 @@ def test_hbgf_on_distinct_rows_in_place_is_the_fit_on_their_copy(values):
         np.testing.assert_allclose(a.embedding_, b.embedding_, rtol=1e-12, atol=1e-14)
 
 
-def test_label_starts_allocate_no_copy_of_the_rows_nor_sparse_data():
-    """The pair methods' start on subsampled labels (nearly every row distinct): no copy of the distinct rows,
-    no ``n x N`` global indices, no sparse matrix of ones, no ``n x K`` temporaries, and its k-means centres
-    the embedding in place (traced NumPy memory 169 bytes a row; 400 with all of them, 201 with the copy of
-    the embedding; 200,000 points and 20 clusterings each on half of them)."""
-    import tracemalloc
-
-    from ensemble_dask.consensus.starts import label_starts
-
+def _subsampled_labels(n):
+    """``(truth, labels)``: 4 classes and 20 clusterings of 4 or 8 clusters, each on a random half of the
+    ``n`` points (nearly every label row distinct)."""
     rng = np.random.default_rng(0)
-    n = 200_000
     truth = rng.integers(0, 4, n)
     labels = np.empty((n, 20), dtype=np.int32)
     for c in range(20):
         labels[:, c] = np.where(rng.random(n) < 0.9, truth, rng.integers(0, 4, n)) + 4 * (c % 2) * (truth > 1)
         labels[rng.random(n) < 0.5, c] = -1
-    label_starts(labels[:5000], 4, random_state=0)  # compiled and imported outside the trace
+    return truth, labels
+
+
+def _traced_peak(fit):
+    """``(fit(), the peak of the NumPy memory traced while it ran)``."""
+    import tracemalloc
+
     tracemalloc.start()
     try:
-        (start,) = label_starts(labels, 4, random_state=0)
-        peak = tracemalloc.get_traced_memory()[1]
+        return fit(), tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def test_label_starts_allocate_no_copy_of_the_rows_nor_sparse_data():
+    """The pair methods' start on subsampled labels (nearly every row distinct): no copy of the distinct rows,
+    no ``n x N`` global indices, no sparse matrix of ones, no ``n x K`` temporaries, and its k-means centres
+    the embedding in place (traced NumPy memory 169 bytes a row; 400 with all of them, 201 with the copy of
+    the embedding; 200,000 points and 20 clusterings each on half of them)."""
+    from ensemble_dask.consensus.starts import label_starts
+
+    n = 200_000
+    truth, labels = _subsampled_labels(n)
+    label_starts(labels[:5000], 4, random_state=0)  # compiled and imported outside the trace
+    (start,), peak = _traced_peak(lambda: label_starts(labels, 4, random_state=0))
     assert adjusted_rand_score(truth, start) > 0.9
     assert peak < 185 * n, f"{peak / n:.0f} bytes a row"
 
@@ -454,21 +465,9 @@ def test_hbgf_fit_builds_no_sparse_matrix_of_ones():
     """HBGF's fit works on the pattern of its incidence matrix (its data would be ones, 8 bytes a present
     label): traced memory 275 bytes a row, against 315 with the matrix (200,000 points, 20 clusterings each
     on half of them)."""
-    import tracemalloc
-
-    rng = np.random.default_rng(0)
     n = 200_000
-    truth = rng.integers(0, 4, n)
-    labels = np.empty((n, 20), dtype=np.int32)
-    for c in range(20):
-        labels[:, c] = np.where(rng.random(n) < 0.9, truth, rng.integers(0, 4, n)) + 4 * (c % 2) * (truth > 1)
-        labels[rng.random(n) < 0.5, c] = -1
+    truth, labels = _subsampled_labels(n)
     HBGF(4, random_state=0).fit(labels[:5000])  # compiled and imported outside the trace
-    tracemalloc.start()
-    try:
-        fit = HBGF(4, random_state=0).fit(labels)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    fit, peak = _traced_peak(lambda: HBGF(4, random_state=0).fit(labels))
     assert adjusted_rand_score(truth, fit.labels_) > 0.9
     assert peak < 295 * n, f"{peak / n:.0f} bytes a row"
