@@ -349,6 +349,42 @@ def _default_coassoc(spec, store, consensus):
 
 
 @contextlib.contextmanager
+def label_starts_alongside(store, consensus, seed=0):
+    """Compute the label starts that the workflow section ``consensus`` will take, on a thread of their own
+    while the block runs, and keep them in the store if the block ends without error.
+
+    The workflow runs its ``coassoc`` stage in the block. A start is HBGF on the labels
+    (:func:`~ensemble_dask.stages.consensus.pending_label_starts`: the pair methods' ``init: auto``), on about
+    one core, and it needs no pairs: it shares the machine with the pair build instead of waiting for it. The
+    ``consensus`` stage then finds it kept: the same starts that it would compute itself.
+
+    - A start that fails here is left to the consensus stage, which computes it again and reports the error.
+    - The store is written from the calling thread after the block: a ``memory://`` store is a dict that the
+      block's stage may be listing.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .stages._starts import keep_starts
+    from .stages.consensus import computed_starts, pending_label_starts
+
+    pending = pending_label_starts(store, consensus, seed)
+    if not pending:
+        yield
+        return
+    pool = ThreadPoolExecutor(1, thread_name_prefix="label-starts")
+    futures = {key: pool.submit(computed_starts, store, k, rs) for key, (k, rs) in pending.items()}
+    try:
+        yield
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    for key, future in futures.items():
+        if future.exception() is not None:
+            logger.info("label starts for K=%d not computed ahead: %s", pending[key][0], future.exception())
+            continue
+        keep_starts(store, key, future.result())
+
+
+@contextlib.contextmanager
 def store_lease(url, storage_options=None, *, take_over=False):
     """Hold the run store's lease (:class:`~ensemble_dask.io.lease.StoreLease`): one writer at a time."""
     from ._validation import EnsembleDaskError
@@ -425,7 +461,8 @@ def _run_workflow(spec, progress, report=True):
             co = dict(co_spec)
             co.setdefault("seed", seed)
             co.setdefault("n_clusters", _largest_k(consensus, "pairs"))
-            info = _call(coassoc_stage, "coassoc", store, client, **co)
+            with label_starts_alongside(store, consensus, seed):  # the pair methods' starts meanwhile
+                info = _call(coassoc_stage, "coassoc", store, client, **co)
             logger.info("coassoc: %s", info)
         if not any(uses_cluster(store, name, params) for name, params in consensus.items()):
             client.release()  # the workers' memory is given back before the in-process fits

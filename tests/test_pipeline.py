@@ -454,3 +454,67 @@ def test_a_result_using_fewer_clusters_than_asked_is_recorded():
         w.startswith(f"FewerClustersWarning: the labels use {metrics['effective_k']} of the n_clusters=4")
         for w in notes
     ), notes
+
+
+def _starts_spec(name):
+    return {
+        "seed": 3,
+        "store": f"memory://{name}",
+        "data": {"url": "synthetic:blobs?n=600&d=3&centers=3&seed=2"},
+        "generate": {"n_clusterings": 6, "k_min": 2, "k_max": 5, "rate": 0.5},
+        "consensus": {"pcc-kl": {"n_clusters": 3}, "pcc-l2": {"n_clusters": 3}},
+    }
+
+
+def _spy_starts(monkeypatch, fail_first=False):
+    """Calls of ``label_starts`` (the thread of each), passed through to it (the first raising instead with
+    ``fail_first``); the coassoc stage begins once the first call has begun (or after 10 s)."""
+    import threading
+
+    from ensemble_dask.consensus import starts as starts_module
+    from ensemble_dask.stages import coassoc as coassoc_module
+
+    real_starts, real_coassoc = starts_module.label_starts, coassoc_module.coassoc_stage
+    calls, begun = [], threading.Event()
+
+    def label_starts(labels, n_clusters, **kw):
+        calls.append(threading.current_thread().name)
+        begun.set()
+        if fail_first and len(calls) == 1:
+            raise MemoryError("no memory for the start here")
+        return real_starts(labels, n_clusters, **kw)
+
+    def coassoc_stage(*args, **kw):
+        begun.wait(10)
+        return real_coassoc(*args, **kw)
+
+    monkeypatch.setattr(starts_module, "label_starts", label_starts)
+    monkeypatch.setattr(coassoc_module, "coassoc_stage", coassoc_stage)
+    return calls, real_starts
+
+
+def test_the_pair_methods_start_is_computed_while_the_pairs_are_built(monkeypatch):
+    """The label start of PCC/PPC (HBGF on the labels) needs no pairs: a workflow computes it on a thread of
+    its own while its coassoc stage runs (500,000 points, K = 8: the start and the pairs 0.3-0.6 s sooner),
+    once for PCC-KL and PCC-L2 of one K, and the consensus stage reads it from the store."""
+    from ensemble_dask.stages.consensus import STARTS_CACHE
+
+    calls, real_starts = _spy_starts(monkeypatch)
+    run_workflow(_starts_spec("starts-alongside"), report=False)
+    assert calls == ["label-starts_0"]
+    store = RunStore("memory://starts-alongside")
+    (key,) = store[STARTS_CACHE].array_keys()
+    rs = store.record("consensus/pcc-kl")["params"]["random_state"]
+    expected = real_starts(store["labels"][:], 3, random_state=rs)[0]
+    np.testing.assert_array_equal(store[f"{STARTS_CACHE}/{key}"][0], expected)
+    assert all(store.record(f"consensus/{name}")["complete"] for name in ("pcc-kl", "pcc-l2"))
+
+
+def test_a_start_that_fails_alongside_the_pairs_is_computed_again_by_the_consensus(monkeypatch, caplog):
+    calls, _ = _spy_starts(monkeypatch, fail_first=True)
+    with caplog.at_level("INFO", logger="ensemble_dask.pipeline"):
+        run_workflow(_starts_spec("starts-alongside-failed"), report=False)
+    assert calls == ["label-starts_0", "MainThread"]
+    assert "label starts for K=3 not computed ahead: no memory for the start here" in caplog.text
+    store = RunStore("memory://starts-alongside-failed")
+    assert all(store.record(f"consensus/{name}")["complete"] for name in ("pcc-kl", "pcc-l2"))

@@ -24,8 +24,9 @@ import numpy as np
 
 from .._validation import InputError, stage_seed
 from ..consensus import registry
-from ..io.store import RunStore, StageContentError, stage_hash
+from ..io.store import RunStore, StageContentError
 from ..runtime.progress import elapsed_line
+from ._starts import STARTS_CACHE, is_kept, keep_starts, kept_starts, starts_key
 
 __all__ = [
     "resolve_method",
@@ -33,6 +34,7 @@ __all__ = [
     "consensus_stage",
     "current_results",
     "uses_cluster",
+    "pending_label_starts",
 ]
 
 logger = logging.getLogger(__name__)
@@ -163,41 +165,9 @@ def _estimator_params(method, kwargs):
 #: new rows from their labels alone (``stages.predict``)
 MODEL_KEPT = {"kcc": 1, "mm": 1, "gbce": 1, "auto": 1}
 
-#: where the label starts are kept, one ``(candidates, n)`` int32 array per key (see :func:`_label_starts`)
-STARTS_CACHE = "_cache/starts"
-_STARTS_VERSION = 3  # bump when label_starts changes its result (2: HBGF only; 3: HBGF's Lanczos)
 
-
-def _starts_key(store, n_clusters, random_state):
-    """The content key of the label starts: the labels' identity, K and the seed (None: not cacheable)."""
-    if not isinstance(random_state, numbers.Integral) or isinstance(random_state, bool):
-        return None
-    try:
-        labels_id = store.stage_hash("generate")
-    except InputError:
-        return None
-    params = {"n_clusters": int(n_clusters), "random_state": int(random_state), "version": _STARTS_VERSION}
-    return stage_hash(params, [labels_id])
-
-
-def _label_starts(store, n_clusters, random_state, client=None):
-    """The start of the pair methods from the store's labels (HBGF's partition, :func:`label_starts`), or
-    None.
-
-    It depends only on the labels' content, K and the seed, so it is kept in the store under
-    that key (``_cache/starts/<key>``): PCC-KL and PCC-L2 of one run, and any later run on the
-    same labels, compute it once. With a ``client`` and labels larger than :data:`DASK_LABELS_BYTES`,
-    it is KCC's partition fitted on the cluster's row blocks from HBGF's partition of a sample of rows
-    (``init="spectral"``; the labels never read whole here).
-    """
-    if "labels" not in store:
-        logger.warning("no labels in the store: the pair method starts from a random point")
-        return None
-    key = _starts_key(store, n_clusters, random_state)
-    path = f"{STARTS_CACHE}/{key}"
-    if key is not None and path in store and store[path].attrs.get("complete"):
-        logger.info("label starts for K=%d: from the store (%s)", n_clusters, path)
-        return list(np.asarray(store[path][:], dtype=np.int64))
+def computed_starts(store, n_clusters, random_state, client=None):
+    """The start of the pair methods from the store's labels, computed (see :func:`_label_starts`)."""
     from ..consensus.starts import label_starts
 
     t0 = time.perf_counter()
@@ -212,15 +182,47 @@ def _label_starts(store, n_clusters, random_state, client=None):
     else:
         starts = label_starts(store["labels"][:], n_clusters, random_state=random_state)
     logger.info("label starts for K=%d computed in %.1f s", n_clusters, time.perf_counter() - t0)
-    if key is not None and store.mode != "r":
-        arr = store.group.create_array(
-            path,
-            data=np.stack(starts).astype(np.int32),
-            chunks=(1, max(1, min(len(starts[0]), 1 << 22))),
-            overwrite=True,
-        )
-        arr.attrs["complete"] = True  # set last: a half-written array is never read back
     return starts
+
+
+def _label_starts(store, n_clusters, random_state, client=None):
+    """The start of the pair methods from the store's labels (HBGF's partition, :func:`label_starts`), or
+    None.
+
+    It depends only on the labels' content, K and the seed, so it is kept in the store under
+    that key (``_cache/starts/<key>``, :mod:`._starts`): PCC-KL and PCC-L2 of one run, and any later run on
+    the same labels, compute it once. With a ``client`` and labels larger than :data:`DASK_LABELS_BYTES`,
+    it is KCC's partition fitted on the cluster's row blocks from HBGF's partition of a sample of rows
+    (``init="spectral"``; the labels never read whole here).
+    """
+    if "labels" not in store:
+        logger.warning("no labels in the store: the pair method starts from a random point")
+        return None
+    key = starts_key(store, n_clusters, random_state)
+    starts = kept_starts(store, key)
+    if starts is not None:
+        logger.info("label starts for K=%d: from the store (%s/%s)", n_clusters, STARTS_CACHE, key)
+        return starts
+    starts = computed_starts(store, n_clusters, random_state, client)
+    keep_starts(store, key, starts)
+    return starts
+
+
+def pending_label_starts(store, consensus, seed=0):
+    """``{key: (K, seed)}``: the label starts that the entries of ``consensus`` will take in this process
+    (``init: auto``, labels of at most :data:`DASK_LABELS_BYTES`) and that the store does not keep yet."""
+    if "labels" not in store or _labels_bytes(store) > DASK_LABELS_BYTES:
+        return {}
+    pending = {}
+    for name, params in (consensus or {}).items():
+        method, kwargs = check_consensus_params(name, params, seed=seed)
+        if method == "auto" or _estimator_params(method, kwargs) is kwargs:  # no init: auto of its own
+            continue
+        k, rs = kwargs["n_clusters"], kwargs.get("random_state")
+        key = starts_key(store, k, rs)
+        if key is not None and not is_kept(store, key):
+            pending[key] = (k, rs)
+    return pending
 
 
 class TooFewPairsWarning(UserWarning):
