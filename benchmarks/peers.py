@@ -18,8 +18,9 @@ the method added. ARI and NMI against the blobs' true labels.
 How each method is given the ``-1`` entries:
 
 * BCE, MM (ours): skipped (marginalised out of the likelihood);
-* PCC-KL, PCC-L2, PPC (ours), as the consensus stage runs them: started from HBGF's labels
-  (:func:`~ensemble_dask.consensus.starts.label_starts`) and fitted on
+* PCC-KL, PCC-L2, PPC (ours), as a workflow runs them: started from HBGF's labels
+  (:func:`~ensemble_dask.consensus.starts.label_starts`, computed on a thread of its own while the pairs are
+  built, as ``pipeline.label_starts_alongside`` does) and fitted on
   ``coassociation(labels, strategy="cocluster", l=default_pairs_per_point(K, "cocluster"), seed=0)`` (the
   stage's defaults; the seconds include the start and the pair sampling); a pair is counted only over the
   clusterings that label both points (``N_ij``); the same pairs for EAC-SL, EAC-AL and CSPA;
@@ -124,19 +125,34 @@ def _mm(K, labels):
     return MM(n_clusters=K, random_state=0)
 
 
+def _started(make):
+    """A pair method as a workflow runs it: its start (HBGF's labels) computed on a thread of its own while
+    the pairs are built (``pipeline.label_starts_alongside``), then the fit from it."""
+
+    def run(labels, K):
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as pool:
+            start = pool.submit(_label_starts, labels, K)
+            data = _pairs(labels, K)
+            return make(K, start.result()).fit(data).labels_
+
+    return run
+
+
 def _pcc(divergence):
-    def make(K, labels):
+    def make(K, init):
         from ensemble_dask.consensus import PCC
 
-        return PCC(n_clusters=K, divergence=divergence, init=_label_starts(labels, K), random_state=0)
+        return PCC(n_clusters=K, divergence=divergence, init=init, random_state=0)
 
     return make
 
 
-def _ppc(K, labels):
+def _ppc(K, init):
     from ensemble_dask.consensus import PPC
 
-    return PPC(n_clusters=K, init=_label_starts(labels, K), random_state=0)
+    return PPC(n_clusters=K, init=init, random_state=0)
 
 
 def _baseline(name):
@@ -174,7 +190,9 @@ def _auto(labels, K):
         make, on_pairs = _CANDIDATES[name]
         if on_pairs and not pairs:
             pairs.append(_pairs(labels, K))
-        return make(K, labels).fit(pairs[0] if on_pairs else labels)
+        if on_pairs:  # the stage's auto computes the start after the pairs (then reads it from the store)
+            return make(K, _label_starts(labels, K)).fit(pairs[0])
+        return make(K, labels).fit(labels)
 
     return AutoConsensus(K, random_state=0).fit(labels, fit_candidate=fit).labels_
 
@@ -209,9 +227,9 @@ def _ensembleclustering(solver):
 METHODS = {
     "bce": ("ours", _ours(_bce)),
     "mm": ("ours", _ours(_mm)),
-    "pcc-kl": ("ours", _ours(_pcc("kl"), on_pairs=True)),
-    "pcc-l2": ("ours", _ours(_pcc("l2"), on_pairs=True)),
-    "ppc": ("ours", _ours(_ppc, on_pairs=True)),
+    "pcc-kl": ("ours", _started(_pcc("kl"))),
+    "pcc-l2": ("ours", _started(_pcc("l2"))),
+    "ppc": ("ours", _started(_ppc)),
     "kcc": ("ours", _ours(_baseline("kcc"))),
     "gkcc": ("ours", _ours(_baseline("gkcc"))),
     "eac-sl": ("ours", _ours(_baseline("eac-sl"), on_pairs=True)),
