@@ -20,7 +20,9 @@ How each method is given the ``-1`` entries:
 * BCE, MM (ours): skipped (marginalised out of the likelihood);
 * PCC-KL, PCC-L2, PPC (ours), as a workflow runs them: started from HBGF's labels
   (:func:`~ensemble_dask.consensus.starts.label_starts`, computed on a thread of its own while the pairs are
-  built, as ``pipeline.label_starts_alongside`` does) and fitted on
+  built, as ``pipeline.label_starts_alongside`` does; here the pairs are built in memory on this process's
+  threads, where a workflow's coassoc stage builds them on its Dask cluster, which the start then shares
+  cores with: ``ensemble-dask run`` gains less, see the benchmarks page) and fitted on
   ``coassociation(labels, strategy="cocluster", l=default_pairs_per_point(K, "cocluster"), seed=0)`` (the
   stage's defaults; the seconds include the start and the pair sampling); a pair is counted only over the
   clusterings that label both points (``N_ij``); the same pairs for EAC-SL, EAC-AL and CSPA;

@@ -354,15 +354,19 @@ def label_starts_alongside(store, consensus, seed=0):
     while the block runs, and keep them in the store if the block ends without error.
 
     The workflow runs its ``coassoc`` stage in the block. A start is HBGF on the labels
-    (:func:`~ensemble_dask.stages.consensus.pending_label_starts`: the pair methods' ``init: auto``), on about
-    one core, and it needs no pairs: it shares the machine with the pair build instead of waiting for it. The
-    ``consensus`` stage then finds it kept: the same starts that it would compute itself.
+    (:func:`~ensemble_dask.stages.consensus.pending_label_starts`: the pair methods' ``init: auto``, labels of
+    at most :data:`~ensemble_dask.stages.consensus.AHEAD_LABELS_BYTES`), on about one core, and it needs no
+    pairs: it shares the machine with the pair build instead of waiting for it. The ``consensus`` stage then
+    finds it kept: the same starts that it would compute itself.
 
+    - After the block, the starts still being computed are waited for.
+    - When the block raises, its error reaches the caller at once. The start under way finishes on its own
+      daemon thread, unkept, and no other begins.
     - A start that fails here is left to the consensus stage, which computes it again and reports the error.
     - The store is written from the calling thread after the block: a ``memory://`` store is a dict that the
       block's stage may be listing.
     """
-    from concurrent.futures import ThreadPoolExecutor
+    import threading
 
     from .stages._starts import keep_starts
     from .stages.consensus import computed_starts, pending_label_starts
@@ -371,17 +375,27 @@ def label_starts_alongside(store, consensus, seed=0):
     if not pending:
         yield
         return
-    pool = ThreadPoolExecutor(1, thread_name_prefix="label-starts")
-    futures = {key: pool.submit(computed_starts, store, k, rs) for key, (k, rs) in pending.items()}
+    done, stop = {}, threading.Event()
+
+    def compute():
+        for key, (k, rs) in pending.items():
+            if stop.is_set():
+                return
+            try:
+                done[key] = computed_starts(store, k, rs)
+            except Exception as exc:  # noqa: BLE001 - the consensus stage computes it again and reports it
+                logger.info("label starts for K=%d not computed ahead: %r", k, exc)
+
+    thread = threading.Thread(target=compute, name="label-starts", daemon=True)
+    thread.start()
     try:
         yield
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    for key, future in futures.items():
-        if future.exception() is not None:
-            logger.info("label starts for K=%d not computed ahead: %s", pending[key][0], future.exception())
-            continue
-        keep_starts(store, key, future.result())
+        thread.join()
+    except BaseException:
+        stop.set()
+        raise
+    for key, starts in done.items():
+        keep_starts(store, key, starts)
 
 
 @contextlib.contextmanager

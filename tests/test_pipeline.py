@@ -456,65 +456,142 @@ def test_a_result_using_fewer_clusters_than_asked_is_recorded():
     ), notes
 
 
-def _starts_spec(name):
+def _starts_spec(name, **consensus):
     return {
         "seed": 3,
         "store": f"memory://{name}",
         "data": {"url": "synthetic:blobs?n=600&d=3&centers=3&seed=2"},
         "generate": {"n_clusterings": 6, "k_min": 2, "k_max": 5, "rate": 0.5},
-        "consensus": {"pcc-kl": {"n_clusters": 3}, "pcc-l2": {"n_clusters": 3}},
+        "consensus": consensus or {"pcc-kl": {"n_clusters": 3}, "pcc-l2": {"n_clusters": 3}},
     }
 
 
-def _spy_starts(monkeypatch, fail_first=False):
-    """Calls of ``label_starts`` (the thread of each), passed through to it (the first raising instead with
-    ``fail_first``); the coassoc stage begins once the first call has begun (or after 10 s)."""
+def _spy_starts(
+    monkeypatch, *, fail_first=False, coassoc_error=None, hold=None, after_coassoc=False, ahead=True
+):
+    """The calls of ``label_starts``, each ``(its thread, whether the coassoc stage had begun by then)``, and
+    ``label_starts`` itself. Each call waits (up to 10 s) for the coassoc stage to begin, and the stage for a
+    call to begin, so a start computed before or after the stage is seen as such. Both pass through to the
+    real functions; ``fail_first``: the first call raises instead, ``coassoc_error``: the stage raises it,
+    ``hold``: each call waits for that event first (and sets ``calls.finished`` at its end),
+    ``after_coassoc``: each call goes on only once the coassoc stage has ended; ``ahead=False``: the stage
+    does not wait for a call."""
     import threading
 
     from ensemble_dask.consensus import starts as starts_module
     from ensemble_dask.stages import coassoc as coassoc_module
 
     real_starts, real_coassoc = starts_module.label_starts, coassoc_module.coassoc_stage
-    calls, begun = [], threading.Event()
+    coassoc_begun, coassoc_ended, start_begun = threading.Event(), threading.Event(), threading.Event()
+
+    class _Calls(list):
+        pass
+
+    calls = _Calls()
+    calls.finished = threading.Event()
 
     def label_starts(labels, n_clusters, **kw):
-        calls.append(threading.current_thread().name)
-        begun.set()
-        if fail_first and len(calls) == 1:
-            raise MemoryError("no memory for the start here")
-        return real_starts(labels, n_clusters, **kw)
+        start_begun.set()
+        name = threading.current_thread().name
+        calls.append(("label-starts" if name.startswith("label-starts") else name, coassoc_begun.wait(10)))
+        try:
+            if hold is not None:
+                hold.wait(10)
+            if after_coassoc:
+                coassoc_ended.wait(10)
+            if fail_first and len(calls) == 1:
+                raise MemoryError("no memory for the start here")
+            return real_starts(labels, n_clusters, **kw)
+        finally:
+            calls.finished.set()
 
     def coassoc_stage(*args, **kw):
-        begun.wait(10)
-        return real_coassoc(*args, **kw)
+        coassoc_begun.set()
+        start_begun.wait(10 if ahead else 0)
+        try:
+            if coassoc_error is not None:
+                raise coassoc_error
+            return real_coassoc(*args, **kw)
+        finally:
+            coassoc_ended.set()
 
     monkeypatch.setattr(starts_module, "label_starts", label_starts)
     monkeypatch.setattr(coassoc_module, "coassoc_stage", coassoc_stage)
     return calls, real_starts
 
 
+def _kept_starts(store):
+    from ensemble_dask.stages.consensus import STARTS_CACHE
+
+    return sorted(store[STARTS_CACHE].array_keys()) if STARTS_CACHE in store else []
+
+
 def test_the_pair_methods_start_is_computed_while_the_pairs_are_built(monkeypatch):
     """The label start of PCC/PPC (HBGF on the labels) needs no pairs: a workflow computes it on a thread of
-    its own while its coassoc stage runs (500,000 points, K = 8: the start and the pairs 0.3-0.6 s sooner),
+    its own while its coassoc stage runs (500,000 points, K = 8: the start and the pairs 0.3-0.4 s sooner),
     once for PCC-KL and PCC-L2 of one K, and the consensus stage reads it from the store."""
     from ensemble_dask.stages.consensus import STARTS_CACHE
 
     calls, real_starts = _spy_starts(monkeypatch)
     run_workflow(_starts_spec("starts-alongside"), report=False)
-    assert calls == ["label-starts_0"]
+    assert calls == [("label-starts", True)]
     store = RunStore("memory://starts-alongside")
-    (key,) = store[STARTS_CACHE].array_keys()
+    (key,) = _kept_starts(store)
     rs = store.record("consensus/pcc-kl")["params"]["random_state"]
     expected = real_starts(store["labels"][:], 3, random_state=rs)[0]
     np.testing.assert_array_equal(store[f"{STARTS_CACHE}/{key}"][0], expected)
     assert all(store.record(f"consensus/{name}")["complete"] for name in ("pcc-kl", "pcc-l2"))
 
 
+def test_starts_of_two_k_are_both_computed_while_the_pairs_are_built(monkeypatch):
+    """Both are waited for when the coassoc stage ends first. (A review's find: the second start, still
+    queued when the pairs were done, was cancelled, and the run failed with a CancelledError before its
+    consensus.)"""
+    calls, _ = _spy_starts(monkeypatch, after_coassoc=True)
+    spec = _starts_spec("starts-alongside-two-k", **{"pcc-kl": {"n_clusters": 3}, "ppc": {"n_clusters": 4}})
+    run_workflow(spec, report=False)
+    assert calls == [("label-starts", True)] * 2
+    store = RunStore("memory://starts-alongside-two-k")
+    assert len(_kept_starts(store)) == 2
+    assert all(store.record(f"consensus/{name}")["complete"] for name in ("pcc-kl", "ppc"))
+
+
 def test_a_start_that_fails_alongside_the_pairs_is_computed_again_by_the_consensus(monkeypatch, caplog):
     calls, _ = _spy_starts(monkeypatch, fail_first=True)
     with caplog.at_level("INFO", logger="ensemble_dask.pipeline"):
         run_workflow(_starts_spec("starts-alongside-failed"), report=False)
-    assert calls == ["label-starts_0", "MainThread"]
-    assert "label starts for K=3 not computed ahead: no memory for the start here" in caplog.text
+    assert calls == [("label-starts", True), ("MainThread", True)]
+    note = "label starts for K=3 not computed ahead: MemoryError('no memory for the start here')"
+    assert note in caplog.text
     store = RunStore("memory://starts-alongside-failed")
     assert all(store.record(f"consensus/{name}")["complete"] for name in ("pcc-kl", "pcc-l2"))
+
+
+def test_a_failed_coassoc_stage_reports_at_once_and_keeps_no_start(monkeypatch):
+    """The coassoc stage's error reaches the caller while the start is still under way (it is not waited
+    for), and the start is not kept."""
+    import threading
+
+    hold = threading.Event()
+    calls, _ = _spy_starts(monkeypatch, coassoc_error=InputError("the pairs failed here"), hold=hold)
+    with pytest.raises(InputError, match="the pairs failed here"):
+        run_workflow(_starts_spec("starts-alongside-coassoc-failed"), report=False)
+    assert calls == [("label-starts", True)] and not calls.finished.is_set()  # the start is still held
+    hold.set()
+    assert calls.finished.wait(10)
+    for thread in threading.enumerate():
+        if thread.name == "label-starts":
+            thread.join(10)
+    store = RunStore("memory://starts-alongside-coassoc-failed")
+    assert _kept_starts(store) == [] and not store.record("coassoc")
+
+
+def test_labels_above_the_ahead_bytes_have_their_start_after_the_pairs(monkeypatch):
+    """Above AHEAD_LABELS_BYTES (lowered to 0 here) the start waits for the pairs, as before: its memory
+    (2.5 times the labels' at 500,000 points) never adds to the pair build's on a large run."""
+    from ensemble_dask.stages import consensus as stage
+
+    monkeypatch.setattr(stage, "AHEAD_LABELS_BYTES", 0)
+    calls, _ = _spy_starts(monkeypatch, ahead=False)
+    run_workflow(_starts_spec("starts-after-the-pairs"), report=False)
+    assert calls == [("MainThread", True)]

@@ -48,6 +48,10 @@ DASK_LABELS_BYTES = 1 << 30
 #: whole, which saves reading them again on every sweep
 PAIRS_IN_MEMORY_BYTES = 1 << 30
 PAIR_BYTES = 20  # a stored entry as the pair methods hold it: int32 index, float64 c/N and N
+#: labels (as int32) of at most this size have their pair methods' start computed while the pairs are built
+#: (``pipeline.label_starts_alongside``); above it the start (2.5 times the labels' memory at 500,000
+#: points) waits for the pairs, so that it never adds to the pair build's memory on a large run
+AHEAD_LABELS_BYTES = 256 << 20
 
 _TRACE_MAX = 2000  # objective trace points kept in the attributes
 
@@ -209,9 +213,9 @@ def _label_starts(store, n_clusters, random_state, client=None):
 
 
 def pending_label_starts(store, consensus, seed=0):
-    """``{key: (K, seed)}``: the label starts that the entries of ``consensus`` will take in this process
-    (``init: auto``, labels of at most :data:`DASK_LABELS_BYTES`) and that the store does not keep yet."""
-    if "labels" not in store or _labels_bytes(store) > DASK_LABELS_BYTES:
+    """``{key: (K, seed)}``: the label starts that the entries of ``consensus`` will take (``init: auto``) and
+    that the store does not keep yet, for labels of at most :data:`AHEAD_LABELS_BYTES` (else none)."""
+    if "labels" not in store or _labels_bytes(store) > AHEAD_LABELS_BYTES:
         return {}
     pending = {}
     for name, params in (consensus or {}).items():
