@@ -53,14 +53,13 @@ _QUIETED = {"distributed": None, "asyncio": None}
 
 
 def _quieted_names():
-    """``distributed``, ``asyncio``, and each logger below them with a level of its own, which theirs does not
-    reach: distributed sets ``distributed.client``'s (CI: after Ctrl-C in the coassoc stage, the client's
-    cancelled reconnection logged an ERROR and its traceback before the interrupt's line)."""
-    own = [
-        name
-        for name, lg in list(logging.Logger.manager.loggerDict.items())  # (other threads may add loggers)
-        if name.startswith(("distributed.", "asyncio.")) and isinstance(lg, logging.Logger) and lg.level
-    ]
+    """``distributed``, ``asyncio``, and each logger below them or below ``tornado`` with a level of its own,
+    which theirs does not reach: distributed sets ``distributed.client``'s and ``tornado.application``'s (CI:
+    after Ctrl-C in the coassoc stage, the client's cancelled reconnection logged an ERROR and its traceback
+    before the interrupt's line)."""
+    loggers = dict(logging.Logger.manager.loggerDict)  # a copy: other threads may add loggers meanwhile
+    below = ("distributed.", "asyncio.", "tornado.")
+    own = [n for n, lg in loggers.items() if n.startswith(below) and getattr(lg, "level", logging.NOTSET)]
     return [*_QUIETED, *own]
 
 
@@ -68,7 +67,7 @@ def interrupt_handled():
     """The interrupt has been reported: forget it, and give distributed's and asyncio's loggers their levels
     back (a process that goes on, such as a test session, runs as before)."""
     INTERRUPTED.clear()
-    for name, level in _QUIETED.items():
+    for name, level in list(_QUIETED.items()):
         if level is not None:
             logging.getLogger(name).setLevel(level)
             _QUIETED[name] = None
