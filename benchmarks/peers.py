@@ -134,6 +134,9 @@ def _started(make):
     def run(labels, K):
         from concurrent.futures import ThreadPoolExecutor
 
+        from ensemble_dask.consensus.starts import import_start_modules
+
+        import_start_modules()  # as the workflow does: two threads importing at once can break an import
         with ThreadPoolExecutor(1) as pool:
             start = pool.submit(_label_starts, labels, K)
             data = _pairs(labels, K)

@@ -365,9 +365,13 @@ def label_starts_alongside(store, consensus, seed=0):
     - A start that fails here is left to the consensus stage, which computes it again and reports the error.
     - The store is written from the calling thread after the block: a ``memory://`` store is a dict that the
       block's stage may be listing.
+    - The modules the start imports on first use are imported by the calling thread before the block
+      (:func:`~ensemble_dask.consensus.starts.import_start_modules`): two threads that import one package at
+      once can each meet the other's half-initialised module.
     """
     import threading
 
+    from .consensus.starts import import_start_modules
     from .stages._starts import keep_starts
     from .stages.consensus import computed_starts, pending_label_starts
 
@@ -375,6 +379,7 @@ def label_starts_alongside(store, consensus, seed=0):
     if not pending:
         yield
         return
+    import_start_modules()  # here: the thread then imports nothing while the block may be importing
     done, stop = {}, threading.Event()
 
     def compute():

@@ -595,3 +595,63 @@ def test_labels_above_the_ahead_bytes_have_their_start_after_the_pairs(monkeypat
     calls, _ = _spy_starts(monkeypatch, ahead=False)
     run_workflow(_starts_spec("starts-after-the-pairs"), report=False)
     assert calls == [("MainThread", True)]
+
+
+_START_THREAD_IMPORTS = """
+import json
+import sys
+import threading
+
+imported, threads = [], []
+
+
+class Recorder:  # sees each module the first time any thread imports it
+    def find_spec(self, name, path=None, target=None):
+        if threading.current_thread().name == "label-starts":
+            imported.append(name)
+
+
+def run(self, _run=threading.Thread.run):
+    threads.append(self.name)
+    _run(self)
+
+
+if __name__ == "__main__":
+    sys.meta_path.insert(0, Recorder())
+    threading.Thread.run = run
+    from ensemble_dask.pipeline import run_workflow
+
+    run_workflow(json.loads(sys.argv[1]), report=False)
+    print(json.dumps({"threads": threads, "imported": imported}))
+"""
+
+#: what Numba imports on a kernel's first call, under its own compiler lock
+NUMBA_IMPORTS = ("numba.", "llvmlite", "cffi", "_cffi_backend", "pycparser")
+
+
+@pytest.mark.slow
+def test_the_start_thread_imports_nothing_of_its_own(tmp_path):
+    """In a fresh process the start's thread imports none of the modules it runs: the calling thread imported
+    them first. Two threads importing one package at once can each meet the other's half-initialised module:
+    benchmarks/peers.py, whose start thread imported the consensus package while its main thread imported the
+    coassoc package, failed in 11 of 12 fresh processes ("cannot import name 'PairCounts' from partially
+    initialized module"); in a workflow the start thread imported 1,195 modules (scikit-learn, SciPy, pandas,
+    this package's consensus) while the stage's threads imported others."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import ensemble_dask
+
+    script = tmp_path / "imports.py"
+    script.write_text(_START_THREAD_IMPORTS)
+    spec = json.dumps(_starts_spec("starts-imports"))
+    env = {**os.environ, "PYTHONPATH": str(Path(ensemble_dask.__file__).parents[1])}  # this checkout's
+    cmd = [sys.executable, str(script), spec]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "label-starts" in seen["threads"]
+    assert [m for m in seen["imported"] if not m.startswith(NUMBA_IMPORTS)] == []

@@ -32,7 +32,7 @@ from .._common._kernels import column_label_range
 from .._common.encoding import distinct_rows
 from ..baselines import HBGF
 
-__all__ = ["label_starts", "spectral_partition", "two_label_columns"]
+__all__ = ["import_start_modules", "label_starts", "spectral_partition", "two_label_columns"]
 
 #: up to this many distinct label rows HBGF runs on one BLAS/OpenMP thread: the problem is too small to
 #: share, and on a loaded machine the threads' start-up and spinning cost 10x the work (0.16 s against 1.8 s
@@ -71,6 +71,23 @@ def label_starts(labels, n_clusters, *, random_state=None):
             # on the distinct rows where they lie in labels: neither compressed again nor copied
             hbgf._fit(labels, mult, distinct=True, labels_only=True, rows=first)
     return [hbgf.labels_[inv].astype(np.int64)]
+
+
+def import_start_modules():
+    """Import now what :func:`label_starts` imports on first use: HBGF's eigen-solvers and k-means.
+
+    A caller that computes a start on a thread of its own while its own thread goes on calls this first, from
+    its own thread (importing this module has then imported the package's part of it). Two threads that import
+    one package at once can each meet the other's half-initialised module, since CPython lets a thread load a
+    submodule while another still runs the package's ``__init__``: ``ImportError: cannot import name
+    'PairCounts' from partially initialized module``, in 11 of 12 fresh processes of ``benchmarks/peers.py
+    --real``, whose start thread imported this package while its main thread imported
+    :mod:`ensemble_dask.coassoc`. What Numba imports on a kernel's first call it imports under its own
+    compiler lock.
+    """
+    import scipy.linalg  # noqa: F401
+    import scipy.sparse.linalg  # noqa: F401
+    import sklearn.cluster  # noqa: F401
 
 
 def spectral_partition(gidx, w, k, seed):
