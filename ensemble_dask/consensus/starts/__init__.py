@@ -74,20 +74,23 @@ def label_starts(labels, n_clusters, *, random_state=None):
 
 
 def import_start_modules():
-    """Import now what :func:`label_starts` imports on first use: HBGF's eigen-solvers and k-means.
+    """Import now what :func:`label_starts` imports on first use: HBGF's eigen-solvers and k-means, and what
+    Numba imports on a process's first kernel call (its extensions' entry points, its typing registries).
 
     A caller that computes a start on a thread of its own while its own thread goes on calls this first, from
-    its own thread (importing this module has then imported the package's part of it). Two threads that import
-    one package at once can each meet the other's half-initialised module, since CPython lets a thread load a
-    submodule while another still runs the package's ``__init__``: ``ImportError: cannot import name
-    'PairCounts' from partially initialized module``, in 11 of 12 fresh processes of ``benchmarks/peers.py
-    --real``, whose start thread imported this package while its main thread imported
-    :mod:`ensemble_dask.coassoc`. What Numba imports on a kernel's first call it imports under its own
-    compiler lock.
+    its own thread (importing this module has then imported the package's part of it); the start's thread then
+    imports nothing. Two threads that import at once can meet a concurrent circular import, which CPython's
+    import locks resolve by handing one of them a half-initialised module: ``benchmarks/peers.py --real``
+    failed so in most fresh processes (``ImportError: cannot import name 'PairCounts' from partially
+    initialized module 'ensemble_dask.coassoc.counting'``), its start thread importing
+    ``consensus._common.base``, which imports ``coassoc.counting``, while its main thread ran the ``__init__``
+    of :mod:`ensemble_dask.coassoc`, which imports it too.
     """
     import scipy.linalg  # noqa: F401
     import scipy.sparse.linalg  # noqa: F401
     import sklearn.cluster  # noqa: F401
+
+    two_label_columns(np.zeros((1, 1), dtype=np.int64))  # a first kernel call: Numba's own imports, here
 
 
 def spectral_partition(gidx, w, k, seed):
