@@ -195,8 +195,17 @@ def run_clustering(x_sub, spec, *, overwrite_x=False):
     The clusterer runs single-threaded (BLAS and OpenMP pools limited to one thread): parallelism
     comes from running clusterings side by side, and the floating-point reductions, hence the
     labels, are then the same on every machine and with any number of workers.
+
+    Side by side on threads of one fresh process (a Dask worker of several threads), the clusterers'
+    modules are imported by one thread at a time (:func:`~ensemble_dask.runtime.imports.import_once`): a
+    k-means importing scikit-learn, which imports SciPy, beside a hierarchical clustering importing
+    ``scipy.cluster.hierarchy`` could be handed a half-initialised SciPy.
     """
     from threadpoolctl import threadpool_limits
+
+    from ..runtime.imports import import_once
+
+    import_once("scipy.cluster.hierarchy", "sklearn.cluster")
 
     algo = ALGORITHMS.get(spec["algorithm"])
     if algo is None:

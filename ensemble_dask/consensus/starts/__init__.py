@@ -86,10 +86,9 @@ def import_start_modules():
     ``consensus._common.base``, which imports ``coassoc.counting``, while its main thread ran the ``__init__``
     of :mod:`ensemble_dask.coassoc`, which imports it too.
     """
-    import scipy.linalg  # noqa: F401
-    import scipy.sparse.linalg  # noqa: F401
-    import sklearn.cluster  # noqa: F401
+    from ...runtime.imports import import_once
 
+    import_once("scipy.linalg", "scipy.sparse.linalg", "sklearn.cluster")
     two_label_columns(np.zeros((1, 1), dtype=np.int64))  # a first kernel call: Numba's own imports, here
 
 
