@@ -4,12 +4,14 @@
 KCC's default start (``init="spectral"``, HBGF's partition) wins where cluster sizes differ and loses on
 digits, where five k-means++ starts reach a lower KCC objective and a higher ARI (the benchmarks page,
 "Starts"). This asks whether a rule that reads only the labels gets both: fit both starts and keep the
-higher ANMI, or keep the k-means++ result unless its ANMI is lower by more than ``delta``.
+higher ANMI, or keep the k-means++ result unless its ANMI is lower by more than ``delta``, or keep the one of
+lower co-association least squares (the PPC objective of a hard partition over every pair, which
+``benchmarks/auto_criteria.py`` compares with ANMI among ``auto``'s candidates).
 
 Cases: the ensembles of ``benchmarks/starts_suite.py`` (12 sets x ``--seeds``) and of ``benchmarks/peers.py
 --real`` (9 sets x complete / sub50 x ``--seeds``). Per case: the base partitions' mean ARI, each rule's
-ARI, the objective ratio (k-means++ / spectral) and the ANMI difference; then per rule the mean ARI and the
-number of cases below the base partitions' mean.
+ARI, the objective ratio (k-means++ / spectral), the ANMI difference and the least-squares difference; then
+per rule the mean ARI and the number of cases below the base partitions' mean.
 
     python benchmarks/kcc_start_rule.py [--seeds 3] [--data-dir ../shared/data/uci]
 """
@@ -50,6 +52,7 @@ def cases(data_dir, seeds):
 
 
 def main(argv=None):
+    from auto_criteria import coassociation_l2
     from sklearn.metrics import adjusted_rand_score
 
     from ensemble_dask.consensus import KCC
@@ -62,7 +65,8 @@ def main(argv=None):
     warnings.simplefilter("ignore")
     rows = []
     print(
-        f"{'case':34s} {'base':>6s} {'spec':>6s} {'km++':>6s} {'obj km++/spec':>13s} {'ANMI km++-spec':>14s}"
+        f"{'case':34s} {'base':>6s} {'spec':>6s} {'km++':>6s} {'obj km++/spec':>13s} {'ANMI km++-spec':>14s} "
+        f"{'L2 km++-spec':>12s}"
     )
     for name, labels, y, K in cases(args.data_dir, args.seeds):
         spec = KCC(K, random_state=0).fit(labels)
@@ -71,18 +75,22 @@ def main(argv=None):
         base = np.mean([adjusted_rand_score(y[p], labels[p, j]) for j, p in enumerate(present)])
         a, b = adjusted_rand_score(y, spec.labels_), adjusted_rand_score(y, kmpp.labels_)
         da = anmi(kmpp.labels_, labels) - anmi(spec.labels_, labels)
-        rows.append((base, a, b, da))
+        dl = coassociation_l2(kmpp.labels_, labels) - coassociation_l2(spec.labels_, labels)
+        rows.append((base, a, b, da, dl))
         print(
-            f"{name:34s} {base:6.3f} {a:6.3f} {b:6.3f} {kmpp.inertia_ / spec.inertia_:13.3f} {da:+14.4f}",
+            f"{name:34s} {base:6.3f} {a:6.3f} {b:6.3f} {kmpp.inertia_ / spec.inertia_:13.3f} {da:+14.4f} "
+            f"{dl:+12.4f}",
             flush=True,
         )
-    base, a, b, da = np.array(rows).T
+    base, a, b, da, dl = np.array(rows).T
     print(f"\n{len(rows)} cases: mean ARI; cases below the base partitions' mean")
     print(f"spectral (the default)            {a.mean():.4f}  {(a < base).sum()}")
     print(f"k-means++ (n_init=5)              {b.mean():.4f}  {(b < base).sum()}")
     for d in DELTAS:
         g = np.where(da >= -d, b, a)
         print(f"k-means++ unless ANMI lower by > {d:<5g} {g.mean():.4f}  {(g < base).sum()}")
+    g = np.where(dl < 0, b, a)
+    print(f"the lower co-association L2       {g.mean():.4f}  {(g < base).sum()}")
 
 
 if __name__ == "__main__":
