@@ -50,7 +50,7 @@ __all__ = ["SiteAgent", "SiteConfig", "Refused", "load_config", "serve", "serve_
 logger = logging.getLogger(__name__)
 
 OPERATIONS = ("join", "call", "keys", "masked", "confirm", "unmask", "close")
-_SESSION_RE = re.compile(r"^[0-9a-f]{16,64}$")
+_SESSION_RE = re.compile(r"[0-9a-f]{16,64}")  # with fullmatch: "$" also matched before a final "\n"
 #: the operations on a joined session whose outcome enters its transcript (:meth:`SiteAgent._run`)
 _SESSION_OPS = ("call", "keys", "masked", "confirm", "unmask")
 
@@ -189,7 +189,8 @@ class SiteAgent:
         peers' while their transcripts agree, and later complete rounds would carry that site's difference
         alone. With each outcome (ok, refused, failed) recorded, sites whose states may differ hold
         different transcripts, and no later round of the session completes over them."""
-        st = self.sessions.get(msg.get("session")) if op in _SESSION_OPS else None
+        sid = msg.get("session")  # (a list is no key of a dict: _session refuses it, no TypeError here)
+        st = self.sessions.get(sid) if op in _SESSION_OPS and isinstance(sid, str) else None
         outcome = "failed"
         try:
             result = getattr(self, f"_op_{op}")(msg)
@@ -211,7 +212,7 @@ class SiteAgent:
 
     def _session(self, msg):
         sid = msg.get("session")
-        st = self.sessions.get(sid)
+        st = self.sessions.get(sid) if isinstance(sid, str) else None  # (a list is no key: a TypeError)
         if st is None:
             raise Refused(
                 f"site {self.config.name!r} holds no session {shown(sid)} (never joined, closed or expired)"
@@ -225,7 +226,7 @@ class SiteAgent:
 
         cfg = self.config
         sid = msg.get("session")
-        if not isinstance(sid, str) or not _SESSION_RE.match(sid):
+        if not isinstance(sid, str) or not _SESSION_RE.fullmatch(sid):
             raise Refused(f"a session id is 16-64 lowercase hex digits; got {shown(sid)}")
         if sid in self.seen:
             raise Refused(
@@ -279,7 +280,8 @@ class SiteAgent:
         return {**info, "threshold": t, "has_reference": cfg.reference is not None}
 
     def _op_close(self, msg):
-        st = self.sessions.pop(msg.get("session"), None)
+        sid = msg.get("session")
+        st = self.sessions.pop(sid, None) if isinstance(sid, str) else None
         if st is not None:
             st.data.clear()  # its blocks' futures: released on the site's cluster
         return None

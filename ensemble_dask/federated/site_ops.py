@@ -149,7 +149,7 @@ def _resume(resume):
     ints = [None if v is None else _int(v, "resume", 0, 1 << 30) for v in (init, t, best_init)]
     for value, v_tag in ((t, tag), (best_init, best_tag)):
         if (value is None) != (v_tag is None) or not (
-            v_tag is None or (isinstance(v_tag, str) and TAG_RE.match(v_tag))
+            v_tag is None or (isinstance(v_tag, str) and TAG_RE.fullmatch(v_tag))
         ):
             raise Refused(f"{what}; a tag is <session>-<round>, given with its iteration or start")
     return [ints[0], ints[1], tag, ints[2], best_tag]

@@ -63,7 +63,7 @@ def _submit(st, func, *args):
 
 #: a checkpoint's history: ``<session>-<round>`` of the E-step round that made its ``gamma`` (round 0: the
 #: session's fresh start)
-TAG_RE = re.compile(r"^[0-9a-f]{16,64}-[0-9]{1,10}$")
+TAG_RE = re.compile(r"[0-9a-f]{16,64}-[0-9]{1,10}")  # (fullmatch: "$" matched before a "\n")
 
 
 def _ckpt(st, name, j):
@@ -90,7 +90,7 @@ def _save(path, arr, keep):
 
 
 #: the checkpoint files this module writes (``_ckpt``): run key, fit key, kind; nothing else is pruned
-_CKPT_NAME = re.compile(r"^([0-9a-f]{16}-[0-9a-f]{12})-(?:gamma|best)-.+\.npy$")
+_CKPT_NAME = re.compile(r"([0-9a-f]{16}-[0-9a-f]{12})-(?:gamma|best)-.+\.npy")
 
 
 def _prune_runs(directory, keep_keys, keep):
@@ -100,7 +100,7 @@ def _prune_runs(directory, keep_keys, keep):
     ``gamma`` per block behind. Files of other names are never touched."""
     runs, files = {}, []
     for f in Path(directory).glob("*.npy"):
-        m = _CKPT_NAME.match(f.name)
+        m = _CKPT_NAME.fullmatch(f.name)
         if m is None:
             continue
         with contextlib.suppress(OSError):

@@ -517,6 +517,40 @@ def test_refused_seen_session_after_a_restart(tmp_path):
         agents.stop()
 
 
+def test_a_session_id_ending_in_a_newline_is_refused(tmp_path):
+    """A fourth review (2026-12-06): the id's pattern ended in ``$``, which also matches before a final
+    newline, so ``X\\n`` was joined, and kept as ``X`` in state/sessions after a restart: ``X\\n`` could be
+    joined again, with the same channel keys and share nonces. A coordinator that declared a site dropped
+    in the first session (its peers revealed their shares of its round key) read the keystream of those
+    shares, and in the second recovered the site's round key and unmasked its vector (min_sites below the
+    federation's size). Now the id must be exactly 16-64 hex digits; a session of another type is refused,
+    not a fault of the site."""
+    agents = _start(tmp_path, ["site-a", "site-b"], 4)
+    try:
+        lk = SiteLink("site-a", agents.addresses["site-a"], agents.context(), 30)
+        join = {"roster": agents.names, "mode": "secure", "method": "bce"}
+        sid = "0123456789abcdef" * 2
+        for bad in (sid + "\n", "\n" + sid, sid + "\r"):
+            with pytest.raises(SiteRefusedError, match="16-64 lowercase hex digits"):
+                lk.post("join", {**join, "session": bad})
+        for op in ("call", "keys", "close"):  # (a list is no key of the site's sessions: it answered 500)
+            if op == "close":
+                assert lk.post(op, {"session": [sid]}) is None
+            else:
+                with pytest.raises(SiteRefusedError, match="holds no session"):
+                    lk.post(op, {"session": [sid], "op": "label_counts", "args": []})
+        assert lk.post("join", {**join, "session": sid})["threshold"] == 2  # an exact id is joined
+        lk.post("close", {"session": sid})
+        agents.stop()
+        agents.__enter__()  # after a restart, neither it nor a spelling of it joins again
+        lk = SiteLink("site-a", agents.addresses["site-a"], agents.context(), 30)
+        for again in (sid, sid + "\n"):
+            with pytest.raises(SiteRefusedError, match="joined before|16-64 lowercase hex digits"):
+                lk.post("join", {**join, "session": again})
+    finally:
+        agents.stop()
+
+
 def test_refused_plain_vectors_in_a_secure_session(three):
     """A secure session never answers a vector in clear (no 'vector' without masks), nor keys in plain."""
     fed = federation(three)
