@@ -8,10 +8,10 @@ One round of a session, for a federation of ``n`` sites with a roster sorted by 
    16-byte self-mask seed ``b_u``; ``b_u`` and ``s_u``'s private key are cut into Shamir shares with
    threshold ``t`` (:func:`threshold`), one share per roster member. The share for peer ``v`` is
    encrypted with ChaCha20-Poly1305 under the *channel key* of ``u`` and ``v`` (X25519 of their long-term
-   masking keys, which every site pins in its own config, then HKDF salted by the session), with
-   ``s_u``'s public key in the associated data. The coordinator relays public keys and ciphertexts; it
-   cannot read a share, nor substitute a public key (the peer's decryption would fail), nor pose as a
-   site (its key is pinned nowhere).
+   masking keys, which every site pins in its own config, then HKDF salted by the session) and a fresh
+   random nonce, with ``s_u``'s public key in the associated data. The coordinator relays public keys
+   and ciphertexts; it cannot read a share, nor substitute a public key (the peer's decryption would
+   fail), nor pose as a site (its key is pinned nowhere).
 2. **Masked input** (:func:`masked_input`): the site checks every relayed key against the ciphertext
    that authenticates it (:func:`receive_shares`), then sends its fixed-point vector plus the self mask
    ``PRG(b_u)`` plus, for every other site ``v`` that advertised, ``+PRG(s_uv)`` if ``u < v`` else
@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import struct
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -127,9 +126,23 @@ def _wire_bytes(value, size, what):
     return value
 
 
-def _nonce(sender, receiver, round_id):
-    # one key per pair and session; the direction bit and the round make every nonce unique under it
-    return struct.pack("<IQ", 0 if sender < receiver else 1, int(round_id))
+_NONCE_BYTES = 12  # ChaCha20-Poly1305's
+#: a ciphertext of a site's shares on the wire: its random nonce, the shares, the 16-byte tag
+_BOX_BYTES = _NONCE_BYTES + _PLAIN_BYTES + 16
+
+
+def _seal(key, plain, aad):
+    """``nonce + ChaCha20-Poly1305(key, nonce, plain, aad)`` under a fresh random nonce.
+
+    The channel key is one per pair of sites and session id. A nonce made of what the coordinator names
+    (the round, the direction) repeated itself whenever a session id was joined twice (a review's attack:
+    an id that the sites' check read two ways, after a restart), and a repeated nonce gives the keystream
+    away: shares revealed in one run then decrypt the same site's shares of the next. 96 random bits make
+    a repeat as unlikely as guessing the key, whatever the coordinator sends."""
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+    nonce = os.urandom(_NONCE_BYTES)
+    return nonce + ChaCha20Poly1305(key).encrypt(nonce, plain, aad)
 
 
 def _aad(session, round_id, sender, receiver, public, context=b""):
@@ -176,7 +189,6 @@ def advertise(me, roster, channel, session, round_id, t, context=b""):
     cannot verify them, so all sites of a round computed the same thing.
     """
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
-    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
     roster = sorted(roster)
     n = len(roster)
@@ -192,10 +204,7 @@ def advertise(me, roster, channel, session, round_id, t, context=b""):
         if peer == me:
             secrets.held[me] = triple
             continue
-        box = ChaCha20Poly1305(channel[peer])
-        out[peer] = box.encrypt(
-            _nonce(me, peer, round_id), b"".join(triple), _aad(session, round_id, me, peer, public, context)
-        )
+        out[peer] = _seal(channel[peer], b"".join(triple), _aad(session, round_id, me, peer, public, context))
     return secrets, public, out
 
 
@@ -209,9 +218,9 @@ def receive_shares(me, secrets, keys, ciphertexts, channel, session):
     from cryptography.exceptions import InvalidTag
     from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
-    # (the caller checked the sites' names; a ciphertext is the shares and ChaCha20-Poly1305's 16-byte tag)
+    # (the caller checked the sites' names; a ciphertext is a nonce, the shares and ChaCha20-Poly1305's tag)
     keys = {k: _wire_bytes(v, _KEY_BYTES, "a round key") for k, v in keys.items()}
-    ciphertexts = {k: _wire_bytes(v, _PLAIN_BYTES + 16, "a site's shares") for k, v in ciphertexts.items()}
+    ciphertexts = {k: _wire_bytes(v, _BOX_BYTES, "a site's shares") for k, v in ciphertexts.items()}
     if keys.get(me) != secrets.public:
         raise InputError(f"the round key relayed for site {me!r} is not the one it advertised")
     if set(ciphertexts) != set(keys) - {me}:
@@ -221,11 +230,11 @@ def receive_shares(me, secrets, keys, ciphertexts, channel, session):
     for sender in sorted(ciphertexts):
         if sender not in channel:
             raise InputError(f"site {sender!r} is not a pinned member of the federation")
-        box = ChaCha20Poly1305(channel[sender])
+        box, sealed = ChaCha20Poly1305(channel[sender]), ciphertexts[sender]
         try:
             plain = box.decrypt(
-                _nonce(sender, me, secrets.round_id),
-                ciphertexts[sender],
+                sealed[:_NONCE_BYTES],
+                sealed[_NONCE_BYTES:],
                 _aad(session, secrets.round_id, sender, me, keys[sender], secrets.context),
             )
         except InvalidTag as exc:

@@ -202,6 +202,30 @@ def test_a_masked_input_computed_in_pieces_is_the_same_words():
             secagg.masked_input(x["b"], "b", secrets, "s1", n_sites=3, chunk=chunk)
 
 
+def test_shares_sent_twice_under_one_channel_key_share_no_keystream():
+    """A fourth review (2026-12-06): the shares' nonce was the round and the direction, so a session id
+    joined twice (one the sites' check read two ways) encrypted new shares under the old keystream: shares
+    revealed in clear in the first run (their site declared dropped) XOR their ciphertexts gave the stream,
+    which decrypted the same site's shares of its new round key in the second. Each ciphertext now has a
+    fresh random nonce: two rounds of one (session, round) under one channel key XOR to no XOR of shares."""
+    names = ["a", "b", "c"]
+    lt = {n: X25519PrivateKey.generate() for n in names}
+    pins = {n: k.public_key().public_bytes_raw() for n, k in lt.items()}
+    ch = {n: secagg.channel_keys(lt[n], n, pins, "s1") for n in names}
+    runs = []
+    for _ in range(2):  # the same session and round twice: what a session joined again would send
+        adv = {n: secagg.advertise(n, names, ch[n], "s1", 1, 2) for n in names}
+        keys = {n: a[1] for n, a in adv.items()}
+        secagg.receive_shares("a", adv["a"][0], keys, {u: adv[u][2]["a"] for u in "bc"}, ch["a"], "s1")
+        plain = b"".join(adv["a"][0].held["b"])  # b's shares for a, as a decrypted them
+        runs.append((plain, adv["b"][2]["a"][-len(plain) - 16 : -16]))  # and their encryption (the tag after)
+    (p1, c1), (p2, c2) = runs
+    assert p1 != p2
+    xor = lambda u, v: bytes(i ^ j for i, j in zip(u, v, strict=True))  # noqa: E731
+    assert xor(c1, c2) != xor(p1, p2)  # no keystream in common
+    assert adv["b"][2]["a"][:12] != adv["c"][2]["a"][:12]  # each ciphertext its own nonce
+
+
 def test_a_relayed_key_or_share_that_was_altered_does_not_verify():
     names = ["a", "b", "c"]
     x = {n: np.ones(3) for n in names}
