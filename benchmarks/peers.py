@@ -285,10 +285,11 @@ def _vm(field):
 def worker(args):
     labels = np.load(args.labels_file)
     _, run = METHODS[args.worker]
+    warmup_error = None
     try:  # warm-up on a few rows: imports and JIT caches are loaded before the clock starts
         run(np.ascontiguousarray(labels[:: max(1, labels.shape[0] // 500)]), args.K)
-    except Exception:  # noqa: BLE001 - the timed call below reports the real error
-        pass
+    except Exception as exc:  # noqa: BLE001 - the timed call runs all the same; the driver says it failed
+        warmup_error = f"{type(exc).__name__}: {exc}"[:200]
     try:  # the peak RSS from here on is the method's own
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
@@ -301,7 +302,7 @@ def worker(args):
         pred = np.asarray(run(labels, args.K))
         seconds = min(seconds, time.perf_counter() - t0)
     np.save(args.out, pred.astype(np.int64))
-    print(json.dumps({"seconds": seconds, "peak_mb": _vm("VmHWM") - base_rss}))
+    print(json.dumps({"seconds": seconds, "peak_mb": _vm("VmHWM") - base_rss, "warmup_error": warmup_error}))
 
 
 # --------------------------------------------------------------------------- data and driver
@@ -351,6 +352,9 @@ def run_method(name, lab_path, K, y, timeout, tmp, repeat=1):
             return {"status": "not installed: " + err.split("'")[-2] if "'" in err else err}
         return {"status": "crash: " + err[:120]}
     res = json.loads(proc.stdout.strip().splitlines()[-1])
+    warmup_error = res.pop("warmup_error", None)
+    if warmup_error:  # the time then holds imports and compilation, and a transient error would pass unseen
+        print(f"warning: {name}: the warm-up on a few rows failed: {warmup_error}", file=sys.stderr)
     pred = np.load(out)
     res["ari"] = adjusted_rand_score(y, pred)
     res["nmi"] = normalized_mutual_info_score(y, pred)
