@@ -102,6 +102,14 @@ def _need(st, key, what):
         raise Refused(f"{what} needs the session's rows prepared first")
 
 
+def _check_state(agent, st, k):
+    """What a session keeps is rows x k entries: bounded by the site's own config, on the row count the site
+    told at join (the refusal depends on nothing else)."""
+    rows, cap = st.data["labels"].shape[0], agent.config.max_state_entries
+    if rows * k > cap:
+        raise Refused(f"rows x k = {rows} x {k} is over this site's max_state_entries ({cap}, its config)")
+
+
 def _bce_prepare(agent, st, args):
     from .site_rows import bce_prepare, scatter_rows
 
@@ -114,11 +122,7 @@ def _bce_prepare(agent, st, args):
         raise Refused(f"k x categories = {k} x {sum(c.size for c in cats)} is over 2**24")
     if not isinstance(run_key, str) or len(run_key) != 16 or not set(run_key) <= _RUN_KEY_CHARS:
         raise Refused(f"run_key must be 16 hex digits; got {shown(run_key)}")
-    # the session's state (gamma, the best start, their checkpoints) is rows x k: bounded by the site's own
-    # config, on the row count the site told at join (the refusal depends on nothing else)
-    rows, cap = st.data["labels"].shape[0], agent.config.max_state_entries
-    if rows * k > cap:
-        raise Refused(f"rows x k = {rows} x {k} is over this site's max_state_entries ({cap}, its config)")
+    _check_state(agent, st, k)  # gamma, the best start, their checkpoints: rows x k each
     if resume is not None:
         resume = _resume(resume)
         if not agent.config.checkpoint:
@@ -265,6 +269,7 @@ def _kcc_prepare(agent, st, args):
     k = _int(k, "k", 1, min(_MAX_K, max(st.data["labels"].shape[0], 1)))
     if k * sum(c.size for c in cats) > _MAX_LABEL_SPACE:
         raise Refused(f"k x categories = {k} x {sum(c.size for c in cats)} is over 2**24")
+    _check_state(agent, st, k)  # the memberships it writes at the end: rows x K
     st.data.update(categories=cats, k=k)  # every check passed: a refused prepare leaves nothing behind
     scatter_rows(st, st.data.pop("labels"), agent.config.compute.get("block_rows"))
     kcc_prepare(st, st.data["categories"])

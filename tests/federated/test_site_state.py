@@ -153,6 +153,25 @@ def test_a_site_bounds_the_rows_x_k_it_keeps_by_its_own_config(wide):
         fed.close()
 
 
+def test_a_kcc_session_is_bounded_by_it_too(wide):
+    """A review (2026-12-06): only BCE's prepare applied max_state_entries; a KCC session of K = 1,000 on
+    10,000 rows (a cap of 10^6) was taken, and its finish wrote 10^7 memberships (the agent's memory from 186
+    to 393 MB)."""
+    cats = [np.arange(50, dtype=np.int64)] * 6
+    sites = [{"name": n, "address": wide.addresses[n]} for n in ("site-a", "site-b")]
+    fed = Federation(sites, "kcc", wide.context(), timeout=120).open()
+    try:
+        with pytest.raises(SiteRefusedError, match=r"rows x k = 50 x 21 is over this site's max"):
+            fed.call("prepare", (cats, 21), what="prepare")
+    finally:
+        fed.close()
+    fed = Federation(sites, "kcc", wide.context(), timeout=120).open()
+    try:
+        fed.call("prepare", (cats, 20), what="prepare")  # at the bound: taken
+    finally:
+        fed.close()
+
+
 def test_the_audit_log_is_bounded_by_the_sites_config(wide):
     """Found by the same review: every request, refused or not, was a line appended to ``state/audit.log``
     for good, a slow way to fill a site's disk. At ``audit_max_bytes`` the log is renamed ``audit.log.1``
