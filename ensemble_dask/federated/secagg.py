@@ -122,7 +122,8 @@ def _wire_bytes(value, size, what):
     """``value`` (relayed by the coordinator) when it is bytes of length ``size``; else :class:`InputError`,
     before anything reads it (``bytes(n)`` of an int ``n`` allocates n bytes)."""
     if not isinstance(value, bytes) or len(value) != size:
-        raise InputError(f"{what} must be {size} bytes; got {type(value).__name__}")
+        got = f"{len(value)} bytes" if isinstance(value, bytes) else type(value).__name__
+        raise InputError(f"{what} must be {size} bytes; got {got}")
     return value
 
 
@@ -146,8 +147,12 @@ def _seal(key, plain, aad):
 
 
 def _aad(session, round_id, sender, receiver, public, context=b""):
-    return b"|".join([_LABEL, str(session).encode(), str(int(round_id)).encode(), sender.encode(),
-                      receiver.encode(), bytes(public), bytes(context)])  # fmt: skip
+    """The shares' associated data: each field after its length, so that no two calls give the same bytes
+    (joined by "|", sites named ``a`` and ``a|a`` read ``a|a|a`` either way: a ciphertext sent back to its
+    sender verified, once the nonce no longer carried the direction)."""
+    parts = [_LABEL, b"shares", str(session).encode(), str(int(round_id)).encode(), sender.encode(),
+             receiver.encode(), bytes(public), bytes(context)]  # fmt: skip
+    return b"".join(len(part).to_bytes(4, "big") + part for part in parts)
 
 
 @dataclass

@@ -16,7 +16,7 @@ Everything that decides what leaves the site is here, never in a message of the 
     data: {labels: labels.zarr, reference: reference.zarr, storage_options: {}}
     output: memberships.zarr        # where this site writes its rows' memberships
     checkpoint: state/gamma         # E-step state for resuming (optional; of the last max_sessions runs)
-    max_state_entries: 134217728    # rows x k a BCE session may keep (its gamma, best start, checkpoints)
+    max_state_entries: 134217728    # rows x k a session may keep (its gamma and checkpoints; memberships)
     state: state                    # audit log and the sessions already joined
     audit_max_bytes: 67108864       # the audit log is renamed audit.log.1 at this size (two on disk at most)
     compute:                        # the site's own Dask cluster for its row blocks (federated.site_rows)
@@ -121,6 +121,17 @@ def _short(value, limit=80):
     return shown(value, limit)
 
 
+def _check_member(name, what):
+    """A member's name as its certificate's (letters, digits, '-', '_', '.'): the names are fields of what
+    the sites authenticate, and a '|' or ',' in one could read as two."""
+    from .certs import _check_name
+
+    try:
+        _check_name(name if isinstance(name, str) else "")
+    except InputError as exc:
+        raise InputError(f"{what}: {exc}".replace("certificate names", "site names")) from None
+
+
 def load_config(path):
     """The :class:`SiteConfig` of a site's YAML; refuses a config that weakens the site (named)."""
     import yaml
@@ -142,6 +153,7 @@ def load_config(path):
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise InputError(f"'name' {where} must be the site's name")
+    _check_member(name, f"'name' {where}")
     host, _, port = str(spec.get("listen", "127.0.0.1:0")).rpartition(":")
     if not host or not port.isdigit():
         raise InputError(f"'listen' {where} must be host:port; got {spec.get('listen')!r}")
@@ -161,6 +173,7 @@ def load_config(path):
         )
     pins = {}
     for member, key in fed.items():
+        _check_member(member, f"the member {member!r} of 'federation' {where}")
         value = (
             _path(base, key, f"the key of {member!r}") if key and not str(key).strip().endswith("=") else key
         )

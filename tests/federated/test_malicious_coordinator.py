@@ -396,6 +396,10 @@ def test_a_config_that_weakens_the_site_is_refused(agents, tmp_path):
         ({"audit_max_bytes": -1}, "'audit_max_bytes' .* must be a positive integer"),
         ({"max_body_bytes": "1e9"}, "'max_body_bytes' .* must be a positive integer; got '1e9'"),
         ({"mask_key": str(agents.certs / "site-b-mask.key")}, "is not the key pinned for 'site-a'"),
+        # the names are fields of what the sites authenticate (a review: 'a' and 'a|a' read two ways)
+        ({"name": "site-a|x"}, r"'name' .*: site names must be letters, digits"),
+        ({"federation": {**spec["federation"], "b|c": spec["federation"]["site-b"]}}, "member 'b|c'"),
+        ({"federation": {**spec["federation"], 7: spec["federation"]["site-b"]}}, "member 7"),
     ]:
         bad = cfg.parent / "bad.yaml"
         bad.write_text(yaml.safe_dump({**spec, **change}))

@@ -218,12 +218,31 @@ def test_shares_sent_twice_under_one_channel_key_share_no_keystream():
         keys = {n: a[1] for n, a in adv.items()}
         secagg.receive_shares("a", adv["a"][0], keys, {u: adv[u][2]["a"] for u in "bc"}, ch["a"], "s1")
         plain = b"".join(adv["a"][0].held["b"])  # b's shares for a, as a decrypted them
-        runs.append((plain, adv["b"][2]["a"][-len(plain) - 16 : -16]))  # and their encryption (the tag after)
+        runs.append((plain, adv["b"][2]["a"]))  # and the ciphertext: [nonce,] the shares encrypted, the tag
     (p1, c1), (p2, c2) = runs
     assert p1 != p2
     xor = lambda u, v: bytes(i ^ j for i, j in zip(u, v, strict=True))  # noqa: E731
-    assert xor(c1, c2) != xor(p1, p2)  # no keystream in common
-    assert adv["b"][2]["a"][:12] != adv["c"][2]["a"][:12]  # each ciphertext its own nonce
+    body = slice(-len(p1) - 16, -16)
+    assert xor(c1[body], c2[body]) != xor(p1, p2)  # no keystream in common
+    assert c1[:12] != c2[:12]  # each its own nonce
+
+
+def test_shares_sent_back_to_their_sender_or_into_another_round_do_not_verify():
+    """A review (2026-12-06): with the direction gone from the nonce, the associated data joined by "|" read
+    the same for sites named ``a`` and ``a|a`` either way, and a's shares for a|a, relayed back to a as a|a's
+    (with a's own key as a|a's), verified. Each field now goes after its length."""
+    names = ["a", "a|a"]
+    lt = {n: X25519PrivateKey.generate() for n in names}
+    pins = {n: k.public_key().public_bytes_raw() for n, k in lt.items()}
+    ch = {n: secagg.channel_keys(lt[n], n, pins, "s1") for n in names}
+    mine, public, cts = secagg.advertise("a", names, ch["a"], "s1", 1, 2)
+    with pytest.raises(InputError, match=r"relayed for site 'a\|a' do not verify"):
+        secagg.receive_shares("a", mine, {"a": public, "a|a": public}, {"a|a": cts["a|a"]}, ch["a"], "s1")
+    # and a peer's key and shares of round 1, relayed in round 2
+    old = secagg.advertise("a|a", names, ch["a|a"], "s1", 1, 2)
+    now = secagg.advertise("a", names, ch["a"], "s1", 2, 2)[0]
+    with pytest.raises(InputError, match="do not verify"):
+        secagg.receive_shares("a", now, {"a": now.public, "a|a": old[1]}, {"a|a": old[2]["a"]}, ch["a"], "s1")
 
 
 def test_a_relayed_key_or_share_that_was_altered_does_not_verify():
