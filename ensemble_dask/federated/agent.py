@@ -30,6 +30,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import re
 import ssl
 import sys
@@ -98,6 +99,12 @@ class Session:
         return None if cats is None else int(sum(len(c) for c in cats))
 
 
+def _text(value):
+    """``value`` if it is a str, else None: a name the caller sent, compared with names (a list or an array
+    is no key of a dict, and an array compared with a tuple raises)."""
+    return value if isinstance(value, str) else None
+
+
 class SiteAgent:
     """The operations of a site (transport-free: :func:`serve` puts them behind mutual TLS)."""
 
@@ -110,7 +117,13 @@ class SiteAgent:
         self._audit_path = config.state / "audit.log"
         self._others_path = config.state / "audit-others.log"
         self._audit_lock = threading.Lock()  # audit() runs on the agent's worker thread and its IO loop
-        self.seen = set(self._seen_path.read_text().split()) if self._seen_path.exists() else set()
+        self.seen = set()
+        if self._seen_path.exists():
+            text = self._seen_path.read_text()
+            self.seen = set(text.split())
+            if text and not text.endswith("\n"):  # a line cut short by a crash: the next id on its own line
+                with open(self._seen_path, "a") as f:
+                    f.write("\n")
         self.executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="site")
         self._cluster = None
         self._client = None
@@ -243,12 +256,12 @@ class SiteAgent:
                 f"the roster {shown(roster, 200)} is not this site's federation {cfg.federation} (a subset, "
                 "a superset or an unknown member is refused)"
             )
-        mode = msg.get("mode")
+        mode = _text(msg.get("mode"))
         if mode not in ("secure", "plain"):
             raise Refused(f"mode must be 'secure' or 'plain'; got {shown(mode)}")
         if mode == "plain" and not cfg.allow_plain:
             raise Refused(f"site {cfg.name!r} does not allow plain mode (allow_plain is false in its config)")
-        method = msg.get("method")
+        method = _text(msg.get("method"))
         if method not in ("bce", "kcc"):
             raise Refused(f"method must be 'bce' or 'kcc'; got {shown(method)}")
         if len(self.sessions) >= cfg.max_sessions:
@@ -256,6 +269,8 @@ class SiteAgent:
         self.seen.add(sid)
         with open(self._seen_path, "a") as f:  # before any data is read: a crash cannot make it joinable
             f.write(sid + "\n")
+            f.flush()
+            os.fsync(f.fileno())  # (nor the machine's: the file alone keeps an id from being joined twice)
         t = secagg.threshold(len(cfg.pins), cfg.min_sites)
         channel = secagg.channel_keys(cfg.mask_key, cfg.name, cfg.pins, sid) if mode == "secure" else {}
         st = Session(cfg.name, sid, method, mode, cfg.federation, t, channel, alive=set(cfg.federation))
@@ -276,15 +291,23 @@ class SiteAgent:
                 f"than the fixed-point range holds in a federation of {len(cfg.federation)} sites"
             )
         st.data["n_clusterings"] = info["n_clusterings"]
+        # and the clusterings, which the coordinator's own check alone compared: sites of other shapes
+        # (whose calls can stop at different points on one message) complete no round together
+        st.record("clusterings", info["n_clusterings"])
         self.sessions[sid] = st
         return {**info, "threshold": t, "has_reference": cfg.reference is not None}
 
     def _op_close(self, msg):
         sid = msg.get("session")
-        st = self.sessions.pop(sid, None) if isinstance(sid, str) else None
+        st = self.sessions.get(sid) if isinstance(sid, str) else None
         if st is not None:
-            st.data.clear()  # its blocks' futures: released on the site's cluster
+            self._end(st)
         return None
+
+    def _end(self, st):
+        if self.sessions.get(st.session) is st:
+            del self.sessions[st.session]
+        st.data.clear()  # its blocks' futures: released on the site's cluster
 
     def _op_call(self, msg):
         st = self._session(msg)
@@ -296,12 +319,27 @@ class SiteAgent:
                 f"round {st.last_round} of session {st.session} is open (phase {st.phase!r}): no call until "
                 "it is unmasked"
             )
-        op, args = msg.get("op"), msg.get("args")
+        op, args = _text(msg.get("op")), msg.get("args")
         table = CALLS.get(st.method, {})
         if op not in table:
             raise Refused(f"a {st.method} session has no call {shown(op)}; known: {sorted(table)}")
         st.record("call", op, args)  # before it runs (and its outcome after it: _run)
-        return table[op](self, st, args)
+        try:
+            return table[op](self, st, args)
+        except BaseException as exc:
+            # A call that stops may have changed the session's state first (a prepare that scattered the rows,
+            # then found no checkpoint), and its outcome reads as one that stopped before any change: a
+            # review refused a prepare at one site early and at its peers late, then the other way round, and
+            # the transcripts agreed over states that differed; a complete sum gave the one site's counts. So
+            # the session ends here, and nothing of it is summed after.
+            self._end(st)
+            if isinstance(exc, (Refused, InputError)):
+                raise Refused(
+                    f"{exc} (session {st.session} is closed at site {st.name!r}: a call that stops ends it)",
+                    getattr(exc, "detail", None),
+                    code=getattr(exc, "code", None),
+                ) from exc
+            raise
 
     def _new_round(self, st, msg):
         r = msg.get("round")
@@ -313,8 +351,8 @@ class SiteAgent:
         return r
 
     def _in_round(self, st, msg, phase):
-        r = msg.get("round")
-        if r != st.last_round or st.phase != phase:
+        r = msg.get("round")  # an int, as _new_round took it (not True, 1.0 or an array, which read two ways)
+        if not isinstance(r, int) or isinstance(r, bool) or r != st.last_round or st.phase != phase:
             raise Refused(
                 f"round {shown(r)} is not in phase {phase!r} here "
                 f"(round {st.last_round}, phase {st.phase!r}): "
@@ -345,7 +383,7 @@ class SiteAgent:
         if st.mode != "secure":
             raise Refused("a plain session has no round keys")
         r = self._new_round(st, msg)
-        op = msg.get("op")
+        op = _text(msg.get("op"))
         if op not in SUMS.get(st.method, {}):
             raise Refused(f"a round's keys name its sum: a {st.method} session has no sum {shown(op)}")
         st.last_round, st.phase = r, "keys"
@@ -357,7 +395,7 @@ class SiteAgent:
 
     def _op_masked(self, msg):
         st = self._session(msg)
-        op = msg.get("op")
+        op = _text(msg.get("op"))
         table = SUMS.get(st.method, {})
         if op not in table:
             raise Refused(f"a {st.method} session has no sum {shown(op)}; known: {sorted(table)}")

@@ -24,7 +24,7 @@ from ensemble_dask.federated.coordinator import (
     SiteRefusedError,
 )
 from ensemble_dask.federated.secure import add_words, decode_fixed, neg_words
-from tests._sites import start_sites
+from tests._sites import start_sites, towards
 
 pytestmark = pytest.mark.slow
 
@@ -467,8 +467,6 @@ def test_refused_audit_log_line_injection(three):
 
 
 def test_refused_resume_and_run_key_that_name_other_files(three):
-    fed = federation(three)
-    lk = fed.links["site-a"]
     real = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
     tag = "ab" * 8 + "-1"
     for resume in (
@@ -481,9 +479,11 @@ def test_refused_resume_and_run_key_that_name_other_files(three):
         [0, None, None, 0, None],  # a best start without its tag
         [0, 0, None],  # the former format
     ):
-        with pytest.raises(SiteRefusedError, match="resume"):
-            lk.post("call", {"session": fed.session, "op": "prepare",
-                             "args": [real, 2, "0123456789abcdef", resume]})  # fmt: skip
+        fed = federation(three)  # (a refused call ends its session: one session each)
+        with pytest.raises(SiteRefusedError, match="resume.*closed at site 'site-a'"):
+            fed.links["site-a"].post("call", {"session": fed.session, "op": "prepare",
+                                              "args": [real, 2, "0123456789abcdef", resume]})  # fmt: skip
+        fed.close()
 
 
 def test_refused_a_site_left_out_of_the_masked_round(three):
@@ -547,6 +547,73 @@ def test_a_session_id_ending_in_a_newline_is_refused(tmp_path):
         for again in (sid, sid + "\n"):
             with pytest.raises(SiteRefusedError, match="joined before|16-64 lowercase hex digits"):
                 lk.post("join", {**join, "session": again})
+    finally:
+        agents.stop()
+
+
+def test_a_sessions_line_cut_short_by_a_crash_does_not_swallow_the_next(three, tmp_path):
+    """A review (2026-12-06): state/sessions alone keeps an id from being joined twice. A line cut short (a
+    crash, a full disk) ran into the next id appended, which was then never read back as joined."""
+    import yaml
+
+    from ensemble_dask.federated.agent import SiteAgent
+    from ensemble_dask.federated.site_config import load_config
+
+    spec = yaml.safe_load(three.configs["site-a"].read_text())
+    cfg = three.configs["site-a"].parent / "cut.yaml"
+    cfg.write_text(yaml.safe_dump({**spec, "state": str(tmp_path / "state")}))
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "sessions").write_text("0123456789abcdef\nfedcba98")  # the last line cut short
+    agent = SiteAgent(load_config(cfg))
+    assert agent.seen == {"0123456789abcdef", "fedcba98"}
+    assert (tmp_path / "state" / "sessions").read_text() == "0123456789abcdef\nfedcba98\n"  # next: own line
+
+
+def test_fields_of_another_type_are_refused_not_a_fault_of_the_site(three):
+    """A review (2026-12-06): an 'op' that was a list, a 'mode' or 'method' that was an array, a 'round' that
+    was an array raised inside the site (TypeError: unhashable; ValueError: ambiguous truth value), which
+    answered 500 as for a fault of its own."""
+    fed = federation(three)
+    lk, join = fed.links["site-a"], {"roster": three.names, "session": "f" * 32}
+    with pytest.raises(SiteRefusedError, match="mode must be"):
+        lk.post("join", {**join, "mode": np.array([1, 2]), "method": "bce"})
+    with pytest.raises(SiteRefusedError, match="method must be"):
+        lk.post("join", {**join, "mode": "secure", "method": np.array([1, 2])})
+    with pytest.raises(SiteRefusedError, match="has no call"):
+        lk.post("call", {"session": fed.session, "op": ["prepare"], "args": []})
+    fed = federation(three)  # (a call that stops ends its session)
+    base, _ = advertise(fed)
+    with pytest.raises(SiteRefusedError, match="is not in phase 'keys'"):
+        fed.links["site-a"].post("masked", {**base, "round": np.array([base["round"]]), "op": "label_bits"})
+    fed = federation(three)
+    with pytest.raises(SiteRefusedError, match="has no sum"):
+        fed.links["site-a"].post("keys", {"session": fed.session, "round": 1, "op": {"a": 1}, "args": []})
+
+
+def test_a_call_that_stops_after_changing_state_ends_the_session(tmp_path):
+    """A fifth review (2026-12-06): a refusal read the same whether the call stopped before or after it
+    changed the site's state. Site-a (2 clusterings) refused a prepare on its peers' shape at once, which
+    they took (their rows encoded, a fresh gamma) before refusing it for a missing checkpoint; then a prepare
+    on site-a's shape went the other way. Every transcript read the same, and a complete E-step sum gave
+    site-a's own label counts. Now a call that stops ends its session, and the sites' clusterings are in the
+    transcript."""
+    rng = np.random.default_rng(5)
+    labels = {
+        "site-a": rng.integers(0, 6, size=(50, 2)),  # 2 clusterings of 6 labels: 12 categories
+        "site-b": rng.integers(0, 3, size=(50, 4)),  # 4 of 3: 12 too
+        "site-c": rng.integers(0, 3, size=(50, 4)),
+    }
+    agents = start_sites(tmp_path, labels)
+    try:
+        fed = Federation(agents.sites(), "bce", agents.context(), timeout=120).open()
+        missing = [0, None, None, 0, "ab" * 8 + "-1"]  # a best start no site holds: refused after the rows
+        for cats in ([np.arange(1000, 1003, dtype=np.int64)] * 4, [np.arange(6, dtype=np.int64)] * 2):
+            msg = {"session": fed.session, "op": "prepare", "args": [cats, 2, "0123456789abcdef", missing]}
+            for name in sorted(labels):  # the same message to every site, each time
+                with pytest.raises(SiteRefusedError, match=f"is closed at site '{name}'|holds no session"):
+                    fed.links[name].post("call", msg)
+        with pytest.raises(SiteRefusedError, match="holds no session"):
+            fed.sum("estep", (towards(12, 0), 0, 0, 1e-4, 100), what="E-step")
     finally:
         agents.stop()
 
