@@ -304,6 +304,25 @@ class SiteAgent:
             self._end(st)
         return None
 
+    @contextlib.contextmanager
+    def _ends_on_stop(self, st, what):
+        """Ends ``st`` when the block stops (refused or failed). The block may have changed the session's
+        state first (a prepare that scattered the rows, then found no checkpoint), and its outcome reads as
+        one that stopped before any change: a review refused a prepare at one site early and at its peers
+        late, then the other way round, and the transcripts agreed over states that differed; a complete
+        sum gave the one site's counts. So nothing of the session is summed after."""
+        try:
+            yield
+        except BaseException as exc:
+            self._end(st)
+            if isinstance(exc, (Refused, InputError)):
+                raise Refused(
+                    f"{exc} (session {st.session} is closed at site {st.name!r}: {what} that stops ends it)",
+                    getattr(exc, "detail", None),
+                    code=getattr(exc, "code", None),
+                ) from exc
+            raise
+
     def _end(self, st):
         if self.sessions.get(st.session) is st:
             del self.sessions[st.session]
@@ -324,22 +343,8 @@ class SiteAgent:
         if op not in table:
             raise Refused(f"a {st.method} session has no call {shown(op)}; known: {sorted(table)}")
         st.record("call", op, args)  # before it runs (and its outcome after it: _run)
-        try:
+        with self._ends_on_stop(st, "a call"):
             return table[op](self, st, args)
-        except BaseException as exc:
-            # A call that stops may have changed the session's state first (a prepare that scattered the rows,
-            # then found no checkpoint), and its outcome reads as one that stopped before any change: a
-            # review refused a prepare at one site early and at its peers late, then the other way round, and
-            # the transcripts agreed over states that differed; a complete sum gave the one site's counts. So
-            # the session ends here, and nothing of it is summed after.
-            self._end(st)
-            if isinstance(exc, (Refused, InputError)):
-                raise Refused(
-                    f"{exc} (session {st.session} is closed at site {st.name!r}: a call that stops ends it)",
-                    getattr(exc, "detail", None),
-                    code=getattr(exc, "code", None),
-                ) from exc
-            raise
 
     def _new_round(self, st, msg):
         r = msg.get("round")
@@ -413,11 +418,14 @@ class SiteAgent:
         self._participants(st, keys, "the round's sites")
         st.phase = "masked-start"  # a failed check below leaves the round unanswerable
         secagg.receive_shares(st.name, st.secrets, keys, shares, st.channel, st.session)
-        vec = np.asarray(table[op](self, st, msg.get("args")), dtype=np.float64)
-        try:
-            words = secagg.masked_input(vec, st.name, st.secrets, st.session, n_sites=len(st.roster))
-        except InputError:  # its value is this site's own statistic: it stays here
-            raise Refused("a statistic of this site is outside the fixed-point range") from None
+        # the sum changes the site's state (an E-step's gamma, KCC's assignment): a stop from here on ends
+        # the session, as a call's does (none is known to happen: each row's terms are clipped in range)
+        with self._ends_on_stop(st, "a sum"):
+            vec = np.asarray(table[op](self, st, msg.get("args")), dtype=np.float64)
+            try:
+                words = secagg.masked_input(vec, st.name, st.secrets, st.session, n_sites=len(st.roster))
+            except InputError:  # its value is this site's own statistic: it stays here
+                raise Refused("a statistic of this site is outside the fixed-point range") from None
         st.phase = "masked"
         return {"words": words}
 
@@ -444,10 +452,12 @@ class SiteAgent:
         if st.mode != "secure":
             raise Refused("a plain session has nothing to unmask")
         self._in_round(st, msg, "confirmed")
+        # whatever follows, this round reveals nothing more (set before every check: a review refused one
+        # site here and its peers below, which left them in two phases under one outcome)
+        st.phase = "unmasked"
         tags = msg.get("tags")
         if not isinstance(tags, dict) or not all(isinstance(v, bytes) for v in tags.values()):
             raise Refused("unmasking needs the other survivors' confirmations")
-        st.phase = "unmasked"  # whatever follows, this round reveals nothing more
         secagg.check_tags(st.name, st.secrets, st.confirmed, tags, st.channel, st.session, st.threshold)
         st.alive = set(st.confirmed)
         return {"shares": secagg.reveal(st.secrets, st.confirmed)}

@@ -590,6 +590,23 @@ def test_fields_of_another_type_are_refused_not_a_fault_of_the_site(three):
         fed.links["site-a"].post("keys", {"session": fed.session, "round": 1, "op": {"a": 1}, "args": []})
 
 
+def test_an_unmask_refused_at_any_check_answers_no_second_one(three):
+    """A third review (2026-12-06): an unmask whose tags were no map was refused before the round's phase
+    moved on, one whose tags did not verify after it: under one recorded outcome, site-a could still reveal
+    its shares and its peers not. Every refused unmask now ends the round's phase."""
+    fed = federation(three)
+    base, adv = advertise(fed)
+    names = three.names
+    for me in names:
+        masked(fed, base, adv, me, "label_bits", [])
+    conf = {n: fed.links[n].post("confirm", {**base, "survivors": names}) for n in names}
+    good = {n: {u: conf[u]["tags"][n] for u in names if u != n} for n in names}
+    with pytest.raises(SiteRefusedError, match="needs the other survivors' confirmations"):
+        fed.links["site-a"].post("unmask", {**base, "tags": "x"})
+    with pytest.raises(SiteRefusedError, match="is not in phase 'confirmed'"):
+        fed.links["site-a"].post("unmask", {**base, "tags": good["site-a"]})
+
+
 def test_a_call_that_stops_after_changing_state_ends_the_session(tmp_path):
     """A fifth review (2026-12-06): a refusal read the same whether the call stopped before or after it
     changed the site's state. Site-a (2 clusterings) refused a prepare on its peers' shape at once, which
