@@ -205,9 +205,9 @@ def _make_mask_pair(out, name):
     _write(out / f"{name}-mask.pub", _public_pem(key.public_key()), private=False)
 
 
-def _check_name(name):
+def _check_name(name, what="certificate names"):
     if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
-        raise InputError(f"certificate names must be letters, digits, '-', '_' or '.'; got {name!r}")
+        raise InputError(f"{what} must be letters, digits, '-', '_' or '.'; got {name!r}")
     if name == "ca":
         raise InputError("'ca' is reserved for the certificate authority (ca.pem); choose another name")
 

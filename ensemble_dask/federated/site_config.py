@@ -126,10 +126,7 @@ def _check_member(name, what):
     the sites authenticate, and a '|' or ',' in one could read as two."""
     from .certs import _check_name
 
-    try:
-        _check_name(name if isinstance(name, str) else "")
-    except InputError as exc:
-        raise InputError(f"{what}: {exc}".replace("certificate names", "site names")) from None
+    _check_name(name if isinstance(name, str) else "", f"{what}: site names")
 
 
 def load_config(path):
