@@ -119,17 +119,19 @@ class CannotResume(InputError):
     code = CANNOT_RESUME
 
 
-def _load(path, prepared, k):
-    """A checkpointed ``gamma`` of a block, checked to fit its distinct rows and ``k`` (the coordinator is
-    told which file and no more: neither the site's paths nor its blocks' distinct rows)."""
+def _load(path, name, prepared, k):
+    """A checkpointed ``gamma`` of a block, checked to fit its distinct rows and ``k``. The coordinator is
+    told the checkpoint's ``name`` (its kind, start and tag) and no more: neither the site's paths, nor the
+    file's name, whose fit key hashes the number of the site's row blocks (its ``block_rows``, a setting of
+    its own config; a review read it back), nor its blocks' distinct rows."""
     if not Path(path).exists():
-        raise CannotResume(f"no checkpoint {Path(path).name} at this site; cannot resume")
+        raise CannotResume(f"no checkpoint {name} at this site; cannot resume")
     gamma = load_npy(path, allow_pickle=False)
     want = (prepared["gidx"].shape[0], k)
     if gamma.shape != want or gamma.dtype != np.float64 or not np.isfinite(gamma).all():
         raise CannotResume(
-            f"checkpoint {Path(path).name} does not fit this site's rows (they changed since it was "
-            "written); cannot resume"
+            f"checkpoint {name} does not fit this site's rows (they changed since it was written); "
+            "cannot resume"
         )
     return gamma
 
@@ -173,12 +175,14 @@ def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 10
     if t is not None:
         name = f"gamma-{init}-{t}-{tag}"
         st.data["estep"].gamma = [
-            _submit(st, _load, _ckpt(st, name, j), p, int(k)) for j, p in enumerate(prepared)
+            _submit(st, _load, _ckpt(st, name, j), name, p, int(k)) for j, p in enumerate(prepared)
         ]
         st.data["gamma_tag"], st.data["gamma_name"] = tag, name
     if best_init is not None:
         name = f"best-{best_init}-{best_tag}"
-        st.data["best"] = [_submit(st, _load, _ckpt(st, name, j), p, int(k)) for j, p in enumerate(prepared)]
+        st.data["best"] = [
+            _submit(st, _load, _ckpt(st, name, j), name, p, int(k)) for j, p in enumerate(prepared)
+        ]
         st.data["best_name"] = name
     st.client.gather(st.data["estep"].gamma + (st.data["best"] or []))  # a missing file is named now
 

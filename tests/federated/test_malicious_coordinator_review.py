@@ -607,6 +607,18 @@ def test_an_unmask_refused_at_any_check_answers_no_second_one(three):
         fed.links["site-a"].post("unmask", {**base, "tags": good["site-a"]})
 
 
+def test_a_refused_resume_names_the_checkpoint_not_its_file(three):
+    """A review (2026-12-06): a resume refused for a missing checkpoint named its file, whose fit key hashes
+    the site's number of row blocks: its block_rows, a setting of its own config, could be read back."""
+    fed = federation(three)
+    real = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
+    resume = [0, None, None, 0, "ab" * 8 + "-1"]
+    with pytest.raises(SiteRefusedError, match="no checkpoint best-0-(ab)+-1 at this site") as info:
+        fed.links["site-a"].post("call", {"session": fed.session, "op": "prepare",
+                                          "args": [real, 2, "0123456789abcdef", resume]})  # fmt: skip
+    assert ".npy" not in str(info.value) and "-b0" not in str(info.value)
+
+
 def test_a_call_that_stops_after_changing_state_ends_the_session(tmp_path):
     """A fifth review (2026-12-06): a refusal read the same whether the call stopped before or after it
     changed the site's state. Site-a (2 clusterings) refused a prepare on its peers' shape at once, which
