@@ -100,8 +100,8 @@ class Session:
 
 
 def _text(value):
-    """``value`` if it is a str, else None: a name the caller sent, compared with names (a list or an array
-    is no key of a dict, and an array compared with a tuple raises)."""
+    """``value`` if it is a str, else None: a name or session id the caller sent, compared with names or
+    looked up (a list or an array is no key of a dict, and an array compared with a tuple raises)."""
     return value if isinstance(value, str) else None
 
 
@@ -202,8 +202,7 @@ class SiteAgent:
         peers' while their transcripts agree, and later complete rounds would carry that site's difference
         alone. With each outcome (ok, refused, failed) recorded, sites whose states may differ hold
         different transcripts, and no later round of the session completes over them."""
-        sid = msg.get("session")  # (a list is no key of a dict: _session refuses it, no TypeError here)
-        st = self.sessions.get(sid) if op in _SESSION_OPS and isinstance(sid, str) else None
+        st = self.sessions.get(_text(msg.get("session"))) if op in _SESSION_OPS else None
         outcome = "failed"
         try:
             result = getattr(self, f"_op_{op}")(msg)
@@ -225,7 +224,7 @@ class SiteAgent:
 
     def _session(self, msg):
         sid = msg.get("session")
-        st = self.sessions.get(sid) if isinstance(sid, str) else None  # (a list is no key: a TypeError)
+        st = self.sessions.get(_text(sid))
         if st is None:
             raise Refused(
                 f"site {self.config.name!r} holds no session {shown(sid)} (never joined, closed or expired)"
@@ -298,8 +297,7 @@ class SiteAgent:
         return {**info, "threshold": t, "has_reference": cfg.reference is not None}
 
     def _op_close(self, msg):
-        sid = msg.get("session")
-        st = self.sessions.get(sid) if isinstance(sid, str) else None
+        st = self.sessions.get(_text(msg.get("session")))
         if st is not None:
             self._end(st)
         return None

@@ -518,7 +518,7 @@ def test_refused_seen_session_after_a_restart(tmp_path):
 
 
 def test_a_session_id_ending_in_a_newline_is_refused(tmp_path):
-    """A fourth review (2026-12-06): the id's pattern ended in ``$``, which also matches before a final
+    """A review (2026-12-06): the id's pattern ended in ``$``, which also matches before a final
     newline, so ``X\\n`` was joined, and kept as ``X`` in state/sessions after a restart: ``X\\n`` could be
     joined again, with the same channel keys and share nonces. A coordinator that declared a site dropped
     in the first session (its peers revealed their shares of its round key) read the keystream of those
@@ -591,7 +591,7 @@ def test_fields_of_another_type_are_refused_not_a_fault_of_the_site(three):
 
 
 def test_an_unmask_refused_at_any_check_answers_no_second_one(three):
-    """A third review (2026-12-06): an unmask whose tags were no map was refused before the round's phase
+    """A review (2026-12-06): an unmask whose tags were no map was refused before the round's phase
     moved on, one whose tags did not verify after it: under one recorded outcome, site-a could still reveal
     its shares and its peers not. Every refused unmask now ends the round's phase."""
     fed = federation(three)
@@ -620,7 +620,7 @@ def test_a_refused_resume_names_the_checkpoint_not_its_file(three):
 
 
 def test_a_call_that_stops_after_changing_state_ends_the_session(tmp_path):
-    """A fifth review (2026-12-06): a refusal read the same whether the call stopped before or after it
+    """A review (2026-12-06): a refusal read the same whether the call stopped before or after it
     changed the site's state. Site-a (2 clusterings) refused a prepare on its peers' shape at once, which
     they took (their rows encoded, a fresh gamma) before refusing it for a missing checkpoint; then a prepare
     on site-a's shape went the other way. Every transcript read the same, and a complete E-step sum gave

@@ -203,7 +203,7 @@ def test_a_masked_input_computed_in_pieces_is_the_same_words():
 
 
 def test_shares_sent_twice_under_one_channel_key_share_no_keystream():
-    """A fourth review (2026-12-06): the shares' nonce was the round and the direction, so a session id
+    """A review (2026-12-06): the shares' nonce was the round and the direction, so a session id
     joined twice (one the sites' check read two ways) encrypted new shares under the old keystream: shares
     revealed in clear in the first run (their site declared dropped) XOR their ciphertexts gave the stream,
     which decrypted the same site's shares of its new round key in the second. Each ciphertext now has a
