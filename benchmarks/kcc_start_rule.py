@@ -6,7 +6,10 @@ digits, where five k-means++ starts reach a lower KCC objective and a higher ARI
 "Starts"). This asks whether a rule that reads only the labels gets both: fit both starts and keep the
 higher ANMI, or keep the k-means++ result unless its ANMI is lower by more than ``delta``, or keep the one of
 lower co-association least squares (the PPC objective of a hard partition over every pair, which
-``benchmarks/auto_criteria.py`` compares with ANMI among ``auto``'s candidates).
+``benchmarks/auto_criteria.py`` compares with ANMI among ``auto``'s candidates). And, reading the
+features (z-scored) instead of the labels, whichever of the two scores better by the classic internal
+indices: the within-cluster sum of squares, the silhouette (on up to 3,000 rows), Calinski-Harabasz and
+Davies-Bouldin.
 
 Cases: the ensembles of ``benchmarks/starts_suite.py`` (12 sets x ``--seeds``) and of ``benchmarks/peers.py
 --real`` (9 sets x complete / sub50 x ``--seeds``). Per case: the base partitions' mean ARI, each rule's
@@ -31,8 +34,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 DELTAS = (0.0, 0.005, 0.01, 0.02)
 
 
+def zscored(X):
+    X = np.asarray(X, dtype=np.float64)
+    sd = X.std(axis=0)
+    return (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+
+
+def within_ss(X, labels):
+    return sum(((X[labels == c] - X[labels == c].mean(axis=0)) ** 2).sum() for c in np.unique(labels))
+
+
+def feature_rules():
+    """``(name, index, higher_is_better)`` of the feature-space indices compared."""
+    from sklearn import metrics
+
+    def silhouette(X, labels):
+        return metrics.silhouette_score(X, labels, sample_size=min(len(X), 3000), random_state=0)
+
+    return (
+        ("within-cluster sum of squares", within_ss, False),
+        ("silhouette", silhouette, True),
+        ("Calinski-Harabasz", metrics.calinski_harabasz_score, True),
+        ("Davies-Bouldin", metrics.davies_bouldin_score, False),
+    )
+
+
 def cases(data_dir, seeds):
-    """``(name, labels, y, K)`` of every ensemble compared."""
+    """``(name, X, labels, y, K)`` of every ensemble compared, ``X`` z-scored."""
     import peers
     import starts_suite
 
@@ -40,7 +68,8 @@ def cases(data_dir, seeds):
         y = np.unique(y, return_inverse=True)[1]
         K = int(y.max()) + 1
         for seed in range(min(seeds, 2)):
-            yield f"suite {name} {seed}", starts_suite.ensemble(np.asarray(X, float), K, seed), y, K
+            labels = starts_suite.ensemble(np.asarray(X, float), K, seed)
+            yield f"suite {name} {seed}", zscored(X), labels, y, K
     for i, (name, X, y) in enumerate(peers.real_sets(data_dir)):
         y = np.unique(y, return_inverse=True)[1]
         K = int(y.max()) + 1
@@ -48,7 +77,7 @@ def cases(data_dir, seeds):
             for seed in range(seeds):  # the ensembles of peers.py --real
                 rng = np.random.default_rng([seed, i, 0 if kind == "complete" else 1])
                 labels = peers.real_ensemble(X, K, 1.0 if kind == "complete" else 0.5, rng)
-                yield f"peers {name} {kind} {seed}", labels, y, K
+                yield f"peers {name} {kind} {seed}", zscored(X), labels, y, K
 
 
 def main(argv=None):
@@ -63,12 +92,12 @@ def main(argv=None):
     ap.add_argument("--data-dir", default=str(Path(__file__).parents[1] / ".." / "shared" / "data" / "uci"))
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
-    rows = []
+    rows, features = [], feature_rules()
     print(
         f"{'case':34s} {'base':>6s} {'spec':>6s} {'km++':>6s} {'obj km++/spec':>13s} {'ANMI km++-spec':>14s} "
-        f"{'L2 km++-spec':>12s}"
+        f"{'L2 km++-spec':>12s} {'silhouette km++-spec':>20s}"
     )
-    for name, labels, y, K in cases(args.data_dir, args.seeds):
+    for name, X, labels, y, K in cases(args.data_dir, args.seeds):
         spec = KCC(K, random_state=0).fit(labels)
         kmpp = KCC(K, init="k-means++", n_init=5, random_state=0).fit(labels)
         present = [labels[:, j] >= 0 for j in range(labels.shape[1])]
@@ -76,13 +105,15 @@ def main(argv=None):
         a, b = adjusted_rand_score(y, spec.labels_), adjusted_rand_score(y, kmpp.labels_)
         da = anmi(kmpp.labels_, labels) - anmi(spec.labels_, labels)
         dl = coassociation_l2(kmpp.labels_, labels) - coassociation_l2(spec.labels_, labels)
-        rows.append((base, a, b, da, dl))
+        # > 0: k-means++'s partition scores better by the index
+        df = [(f(X, kmpp.labels_) - f(X, spec.labels_)) * (1 if up else -1) for _, f, up in features]
+        rows.append((base, a, b, da, dl, *df))
         print(
             f"{name:34s} {base:6.3f} {a:6.3f} {b:6.3f} {kmpp.inertia_ / spec.inertia_:13.3f} {da:+14.4f} "
-            f"{dl:+12.4f}",
+            f"{dl:+12.4f} {df[1]:+20.4f}",
             flush=True,
         )
-    base, a, b, da, dl = np.array(rows).T
+    base, a, b, da, dl, *df = np.array(rows).T
     print(f"\n{len(rows)} cases: mean ARI; cases below the base partitions' mean")
     print(f"spectral (the default)            {a.mean():.4f}  {(a < base).sum()}")
     print(f"k-means++ (n_init=5)              {b.mean():.4f}  {(b < base).sum()}")
@@ -91,6 +122,9 @@ def main(argv=None):
         print(f"k-means++ unless ANMI lower by > {d:<5g} {g.mean():.4f}  {(g < base).sum()}")
     g = np.where(dl < 0, b, a)
     print(f"the lower co-association L2       {g.mean():.4f}  {(g < base).sum()}")
+    for (label, _, _), d in zip(features, df, strict=True):
+        g = np.where(d > 0, b, a)
+        print(f"{'the better ' + label:33s} {g.mean():.4f}  {(g < base).sum()}")
 
 
 if __name__ == "__main__":
