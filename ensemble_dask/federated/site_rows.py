@@ -62,8 +62,8 @@ def _submit(st, func, *args):
 
 
 #: a checkpoint's history: ``<session>-<round>`` of the E-step round that made its ``gamma`` (round 0: the
-#: session's fresh start)
-TAG_RE = re.compile(r"[0-9a-f]{16,64}-[0-9]{1,10}")  # (fullmatch: "$" matched before a "\n")
+#: session's fresh start; any round a site takes, up to msgpack's 2^64 - 1, has at most 20 digits)
+TAG_RE = re.compile(r"[0-9a-f]{16,64}-[0-9]{1,20}")  # (fullmatch: "$" matched before a "\n")
 
 
 def _ckpt(st, name, j):

@@ -152,6 +152,30 @@ def test_an_honest_resume_names_the_round_that_made_the_checkpoint(three):
             fed.close()
 
 
+def test_a_checkpoint_of_any_round_the_site_took_can_be_resumed(three):
+    """A site takes any round above its last (up to msgpack's 2^64 - 1), but a resume could name a
+    checkpoint's round by at most 10 digits: a checkpoint made at round 10^10 or later was written and never
+    resumable (noticed in earlier reviews; 2026-12-06). Now a resume can name every tag the site writes."""
+    run = "00000000c0ffee0b"
+    params = {"alpha": np.array([0.5, 2.0]), "beta": np.random.default_rng(1).uniform(0.1, 1.0, (2, G))}
+    fed = _federation(three)
+    try:
+        fed.call("prepare", (CATS, 2, run, None), what="prepare")
+        fed.round = 2**64 - 2  # the coordinator numbers the rounds: the next is msgpack's largest int
+        first = fed.sum("estep", (params, 0, 0, 1e-12, 1), what="E-step")
+        tag = f"{fed.session}-{fed.round}"
+    finally:
+        fed.close()
+    assert tag.endswith("-18446744073709551615")
+    fed = _federation(three)
+    try:
+        fed.call("prepare", (CATS, 2, run, [0, 0, tag, None, None]), what="prepare (resume)")
+        resumed = fed.sum("estep", (params, 0, 1, 1e-12, 1), what="E-step")
+    finally:
+        fed.close()
+    assert not np.array_equal(resumed, first)  # a second sweep, from the first round's gamma
+
+
 def test_checkpoints_do_not_pile_up_under_one_run_key(three):
     """F22 (what F16 left): the sites kept the checkpoints of their last runs by run key only, and each k or
     set of categories under one run key left its own files for good. Six sessions of one run key, k = 2..7:
