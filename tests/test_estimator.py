@@ -422,7 +422,7 @@ NOT_APPLICABLE = {
 
 
 @parametrize_with_checks(
-    [ConsensusClustering(3, random_state=0)],
+    [ConsensusClustering(3, n_clusterings=8, random_state=0)],
     expected_failed_checks=lambda est: NOT_APPLICABLE,
 )
 def test_scikit_learn_s_estimator_checks(estimator, check):
