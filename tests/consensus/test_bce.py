@@ -19,6 +19,7 @@ from ensemble_dask import InputError
 from ensemble_dask.consensus._common.encoding import compress_rows
 from ensemble_dask.consensus.bce import BCE, GBCE, MM, EmptyRowsWarning, UnseenLabelsWarning
 from ensemble_dask.consensus.bce import _kernels as kern
+from ensemble_dask.consensus.bce import _seed_kernels as seed_kern
 from ensemble_dask.consensus.bce._digamma import _DIGAMMA_SMALL
 from ensemble_dask.consensus.bce._em import encode_labels, label_categories, update_alpha
 from ensemble_dask.consensus.bce._seeding import seed_partition, seeded_alpha, seeded_beta
@@ -550,18 +551,18 @@ def blob_ensemble(n=2000, centers=6, n_clusterings=12, subsample=1.0, seed=0):
 def test_row_distance_counts_jointly_observed_disagreements():
     a = np.array([0, 1, 2, -1, 4])
     b = np.array([0, 3, -1, 5, 4])
-    assert kern.row_distance(a, b) == pytest.approx(1 / 3)  # columns 0, 1, 4 observed in both
-    assert kern.row_distance(a, a) == 0.0
-    assert kern.row_distance(np.array([0, -1]), np.array([-1, 1])) == 1.0  # nothing in common
+    assert seed_kern.row_distance(a, b) == pytest.approx(1 / 3)  # columns 0, 1, 4 observed in both
+    assert seed_kern.row_distance(a, a) == 0.0
+    assert seed_kern.row_distance(np.array([0, -1]), np.array([-1, 1])) == 1.0  # nothing in common
 
 
 def test_kmeanspp_picks_one_row_per_group_of_identical_rows():
     g = np.repeat(np.array([[0, 3], [1, 4], [2, 5]]), 5, axis=0)
     u = np.random.default_rng(0).random((3, 3))
-    centers = kern.kmeanspp_rows(g, np.ones(15), 7, u)
+    centers = seed_kern.kmeanspp_rows(g, np.ones(15), 7, u)
     assert sorted(set(g[centers, 0].tolist())) == [0, 1, 2]
     # asking for more centres than distinct rows stops at the distinct rows
-    assert kern.kmeanspp_rows(g, np.ones(15), 0, np.random.default_rng(1).random((5, 3))).size == 3
+    assert seed_kern.kmeanspp_rows(g, np.ones(15), 0, np.random.default_rng(1).random((5, 3))).size == 3
 
 
 @pytest.mark.parametrize("Est", [BCE, MM])

@@ -19,6 +19,7 @@ from .._common.base import dense_codes
 from .._common.encoding import _int_rows
 from ..starts import spectral_partition
 from . import _kernels as kern
+from . import _seed_kernels as seed_kern
 from ._em import _TINY, normalise_counts
 
 __all__ = [
@@ -59,10 +60,10 @@ def _row_blocks(n):
 
 
 def _kcc_assign(gidx, centroid, sqnorm, assign):
-    """:func:`._kernels.kcc_assign` on row blocks, threaded: the rows that moved."""
+    """:func:`._seed_kernels.kcc_assign` on row blocks, threaded: the rows that moved."""
 
     def block(b):
-        return kern.kcc_assign(gidx[b], centroid, sqnorm, assign[b])
+        return seed_kern.kcc_assign(gidx[b], centroid, sqnorm, assign[b])
 
     return sum(thread_map(block, _row_blocks(len(gidx))))
 
@@ -110,7 +111,7 @@ def seed_partition(
 
     KCC is k-means on the one-hot coded labels (``-1`` entries skipped); the k-means++ distance
     between two rows is the share of their jointly observed entries that differ
-    (:func:`._kernels.row_distance`). ``w`` weighs each row (its multiplicity when identical
+    (:func:`._seed_kernels.row_distance`). ``w`` weighs each row (its multiplicity when identical
     rows were merged). Lloyd steps stop when fewer than 0.1 % of the rows move, or after
     ``max_lloyd``. Every random draw comes from ``rng``. ``spectral=False`` leaves HBGF out;
     ``n_seedings=0`` leaves only it. ``spectral_first=True`` takes HBGF's partition (and its Lloyd steps)
@@ -176,7 +177,7 @@ def _seeded_lloyd(gidx, w, k, R, col_of_cat, to_col, rng, max_lloyd):
     """One k-means++ seeding and its Lloyd steps: ``(KCC objective, counts, assign)``."""
     first = int(rng.choice(gidx.shape[0], p=w / w.sum()))
     u = rng.random((k, 2 + int(np.log(k))))
-    centers = kern.kmeanspp_rows(gidx, w, first, u)
+    centers = seed_kern.kmeanspp_rows(gidx, w, first, u)
     centroid = np.zeros((k, R))
     for h, c in enumerate(centers):
         g = gidx[c][gidx[c] >= 0]
@@ -190,7 +191,7 @@ def _lloyd(gidx, w, centroid, col_of_cat, to_col, max_lloyd):
     assign = np.full(gidx.shape[0], -1, dtype=np.int64)
     for _ in range(max_lloyd):
         moved = _kcc_assign(gidx, centroid, centroid**2 @ to_col, assign)
-        counts, nobs = kern.kcc_counts(gidx, w, assign, k, R)
+        counts, nobs = seed_kern.kcc_counts(gidx, w, assign, k, R)
         if moved <= 1e-3 * gidx.shape[0]:
             break
         _set_centroids(centroid, counts, nobs, col_of_cat)
@@ -223,7 +224,7 @@ def _spectral_lloyd(gidx, w, k, R, col_of_cat, to_col, seed, max_lloyd):
     lab = spectral_partition(gidx[rows], sw, k, int(rng.integers(2**31 - 1)))
     if lab is None:
         return None
-    counts, nobs = kern.kcc_counts(gidx[rows], sw, lab, k, R)
+    counts, nobs = seed_kern.kcc_counts(gidx[rows], sw, lab, k, R)
     centroid = np.zeros((k, R))
     _set_centroids(centroid, counts, nobs, col_of_cat)
     return _lloyd(gidx, w, centroid, col_of_cat, to_col, max_lloyd)
@@ -267,7 +268,7 @@ def seeded_alpha(gidx, w, beta, rng, *, assign=None, lower=1e-3, upper=1.0, max_
     """A symmetric Dirichlet parameter ``a`` in ``[lower, upper]`` for a seeded start with ``beta``.
 
     With ``phi`` fixed, every row's optimal ``gamma_i`` is ``a + n_i`` (``n_ih = sum_j phi_ijh``)
-    and the bound depends on ``a`` through :func:`._kernels.polya_objective`, maximised by
+    and the bound depends on ``a`` through :func:`._seed_kernels.polya_objective`, maximised by
     golden-section search on ``log a``. Rounds alternate that fit with the E-step of the rows
     under ``(a, beta)`` (:func:`._kernels.estep_block`, warm-started from the previous
     ``gamma``); the first round takes ``n_i`` from the hard partition ``assign`` when given (else
@@ -299,7 +300,7 @@ def seeded_alpha(gidx, w, beta, rng, *, assign=None, lower=1e-3, upper=1.0, max_
         n_ih = np.ascontiguousarray(np.maximum(gamma - a, 0.0))
         new = math.exp(
             _golden_max(
-                lambda t, n_ih=n_ih: kern.polya_objective(n_ih, w, math.exp(t)),
+                lambda t, n_ih=n_ih: seed_kern.polya_objective(n_ih, w, math.exp(t)),
                 math.log(lower),
                 math.log(upper),
             )
