@@ -12,8 +12,9 @@ names operations and gets back only what :class:`~.coordinator.Federation` lets 
 3. per EM iteration the coordinator sends ``(alpha, beta)``; each site runs its E-step on its rows
    (warm-started from its rows' ``gamma``, kept in its session) and returns its statistics masked
    (SecAgg+, :mod:`.secagg`); the coordinator unmasks the total and runs the M-step of
-   :mod:`ensemble_dask.consensus.bce._bce`. The fit therefore equals centralised BCE (the secure sum is
-   exact to ``2**-64`` per entry);
+   :mod:`ensemble_dask.consensus.bce._bce`. The fit therefore equals centralised BCE up to each row's
+   terms rounded to ``2**-32`` (a site sums them exactly, so that the total depends on the pooled rows
+   alone: :func:`~.secure.encode_exact`; the secure sum is exact);
 4. at the end each site writes its rows' memberships where its config says and, when it holds
    reference labels, the contingency table of its consensus labels against them joins one more
    secure sum, giving H, ARI and NMI of the whole federation.

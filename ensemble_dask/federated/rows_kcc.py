@@ -60,6 +60,17 @@ __all__ = ["FederatedKCCResult", "run_federated_kcc"]
 # --------------------------------------------------------------------------- coordinator
 
 
+def pooled_sse(counts, MT, sq, offsets):
+    """The sum of the rows' squared distances to their centroids ``MT`` (``G x K``, block norms ``sq``) from
+    the clusters' label counts alone: a row's observed label ``g`` of clustering ``i`` adds ``1 - 2 MT[g, c]
+    + sq[c, i]`` (a missing one nothing), so the sum is ``sum_ci n_ci (1 + sq[c, i]) - 2 sum_cg counts[c, g]
+    MT[g, c]`` with ``n_ci`` the rows of cluster ``c`` labelled in clustering ``i``."""
+    from ..consensus.kcc._blocks import block_sums
+
+    labelled = block_sums(counts.T, offsets).T  # K x N
+    return max(float((labelled * (1.0 + sq)).sum() - 2.0 * (counts * MT.T).sum()), 0.0)
+
+
 class SiteSums:
     """Backend of :func:`~ensemble_dask.consensus.kcc._kcc.kcc_starts` over sites: each call is one secure
     sum.
@@ -69,10 +80,11 @@ class SiteSums:
     Records the objective trace of every start.
     """
 
-    def __init__(self, agg, n_rows, n_clusterings, progress=None):
+    def __init__(self, agg, n_rows, n_clusterings, offsets, progress=None):
         self.agg = agg
         self.n = float(n_rows)
         self.N = int(n_clusterings)
+        self.offsets = np.asarray(offsets)
         self.progress = progress
         self.traces = []
         self.seconds = 0.0
@@ -103,11 +115,12 @@ class SiteSums:
         vec = self.agg.sum("kcc_step", (MT,), what=what)
         self.seconds += time.perf_counter() - t0
         self.n_steps += 1
+        counts = vec[: K * G].reshape(K, G)
         stats = {
-            "counts": vec[: K * G].reshape(K, G),
+            "counts": counts,
             "sizes": vec[K * G : K * G + K],
-            "sse": float(vec[K * G + K]),
-            "changed": float(np.rint(vec[K * G + K + 1])),  # a count: exact up to the fixed point's 2**-64
+            "sse": pooled_sse(counts, MT, sq, self.offsets),
+            "changed": float(np.rint(vec[K * G + K])),  # a count: exact up to the fixed point's 2**-64
             "far_d": np.empty(0),
             "far_rows": np.zeros((0, self.N), dtype=np.int32),  # no site sends a row of its own
         }
@@ -201,7 +214,7 @@ def run_federated_kcc(
         check_encoding(enc, (n, N))
         est._check_data(n, enc.n_categories)
         agg.call("prepare", (categories, est._k), what="preparing the sites' rows")
-        backend = SiteSums(agg, n, N, progress)
+        backend = SiteSums(agg, n, N, enc.offsets, progress)
         (MT, sse, n_iter, converged), n_weight = kcc_starts(
             est, backend, enc, check_random_state(random_state)
         )

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._validation import InputError
-from .secure import add_words, check_fixed, encode_checked, keystream_words, neg_words
+from .secure import add_words, check_fixed, encode_checked, encode_exact, keystream_words, neg_words
 
 __all__ = [
     "RoundSecrets",
@@ -284,14 +284,20 @@ def _pair_mask(private, other_public, me, other, session, round_id, size):
 def masked_input(values, me, secrets, session, *, n_sites, chunk=MASK_CHUNK):
     """Phase 2's answer: ``values`` in fixed point plus the self mask and the pair masks with every site
     that advertised this round (:attr:`RoundSecrets.keys`), as ``(2, size)`` uint64 words (computed
-    ``chunk`` entries at a time: the same words)."""
-    values = np.asarray(values, dtype=np.float64).ravel()
-    size = values.size
+    ``chunk`` entries at a time: the same words). ``values``: floats, or an exact vector
+    (:func:`~.secure.encode_exact`)."""
+    exact = isinstance(values, np.ndarray) and values.dtype == np.int64 and values.ndim == 2
+    if exact:  # encoded whole: its range checked first
+        values = encode_exact(values, n_sites=n_sites, name=f"site {me!r}")
+    else:
+        values = np.asarray(values, dtype=np.float64).ravel()
+    size = values.shape[-1]
     chunk = int(chunk)
     if chunk < 1:
         raise ValueError(f"chunk must be a positive number of entries; got {chunk}")
     # the whole vector's range first: a refusal takes the same time wherever its first bad value is
-    values = check_fixed(values, n_sites=n_sites, name=f"site {me!r}")
+    if not exact:
+        values = check_fixed(values, n_sites=n_sites, name=f"site {me!r}")
     r = secrets.round_id
     masks = [(_self_key(secrets.seed, session), False)] + [
         (_pair_key(secrets.private, secrets.keys[other], me, other, session, r), me > other)
@@ -301,7 +307,7 @@ def masked_input(values, me, secrets, session, *, n_sites, chunk=MASK_CHUNK):
     out = np.empty((2, size), dtype=np.uint64)
     for lo in range(0, size, chunk):
         hi = min(lo + chunk, size)
-        words = encode_checked(values[lo:hi])
+        words = values[:, lo:hi] if exact else encode_checked(values[lo:hi])
         for key, subtract in masks:
             m = keystream_words(key, r, size, lo, hi)
             words = add_words(words, neg_words(m) if subtract else m)

@@ -12,6 +12,11 @@ Everything here is NumPy plus the ``cryptography`` package; nothing knows about 
   two unbounded terms, digamma sums and the bound, whatever parameters it is sent), and it joins only when
   its rows times that bound are inside the range (:func:`rows_in_range`: a test on public counts). So no
   sum it is asked for can leave the range, and a refusal never depends on its rows.
+* **Sums that depend on the pooled rows only.** A site's float sum rounds as its own rows fall, and the
+  exact fixed point keeps those roundings: the total of a round told the same rows split one way from
+  another (a review read each site's label counts out of one round). So a sum whose terms are not
+  integers comes exact (:func:`encode_exact`): each row's term rounded to ``2**-32`` on its own and the
+  terms added as integers, so the total is the sum over the pooled rows of a function of each row.
 * **Keys.** Each site has an X25519 key pair (``ensemble-dask certs`` writes it); every site's public
   key is pinned in the workflow. Sites ``p`` and ``q`` derive a pair key with X25519 and HKDF-SHA256
   (salt: the session id; info: both names), so each session has fresh pair keys.
@@ -39,6 +44,8 @@ __all__ = [
     "MessageLog",
     "check_fixed",
     "encode_fixed",
+    "encode_exact",
+    "exact_value",
     "encode_checked",
     "decode_fixed",
     "add_words",
@@ -71,8 +78,9 @@ ROW_TERM_LIMIT = 2.0**24
 
 def rows_in_range(n_rows, n_clusterings, n_sites):
     """Whether any statistic of ``n_rows`` rows (each term within :data:`ROW_TERM_LIMIT`, or twice
-    ``n_clusterings`` for KCC's squared errors) fits the fixed-point range of ``n_sites`` sites."""
-    return n_rows * max(ROW_TERM_LIMIT, 2.0 * n_clusterings) < fixed_point_limit(n_sites)
+    ``n_clusterings`` for KCC's squared errors) fits the fixed-point range of ``n_sites`` sites, and an
+    exact one (:func:`encode_exact`) its int64 units: fewer than ``2**31`` rows."""
+    return n_rows < 2**31 and n_rows * max(ROW_TERM_LIMIT, 2.0 * n_clusterings) < fixed_point_limit(n_sites)
 
 
 def check_fixed(values, *, n_sites=1, name="values"):
@@ -113,6 +121,26 @@ def encode_checked(x):
     words[0] = whole.astype(np.uint64)
     words[1] = (low_hi.astype(np.uint64) << np.uint64(32)) | (low - low_hi * _TWO32).astype(np.uint64)
     return np.where(x < 0, neg_words(words), words)
+
+
+def exact_value(q):
+    """The float64 values of an exact vector: int64 ``(2, n)``, whole parts and units of ``2**-32``."""
+    return q[0] + np.ldexp(q[1].astype(np.float64), -32)
+
+
+def encode_exact(q, *, n_sites=1, name="values"):
+    """:func:`encode_fixed` of an exact vector (``(2, n)`` int64: whole parts, then units ``>= 0`` of
+    ``2**-32``), with no rounding at all: ``whole * 2**64 + units * 2**32`` modulo ``2**128``. Raises
+    :class:`InputError` (naming ``name``) for negative units or a value outside :func:`check_fixed`'s
+    range."""
+    q = np.asarray(q)
+    if q.ndim != 2 or q.shape[0] != 2 or q.dtype != np.int64 or (q[1] < 0).any():
+        raise InputError(f"{name}: an exact vector is int64 (2, n) with units >= 0")
+    check_fixed(exact_value(q), n_sites=n_sites, name=name)
+    words = np.empty(q.shape, dtype=np.uint64)
+    words[0] = (q[0] + (q[1] >> 32)).view(np.uint64)  # |whole| + units / 2**32 < 2**63: no overflow
+    words[1] = (q[1] & 0xFFFFFFFF).view(np.uint64) << np.uint64(32)
+    return words
 
 
 def decode_fixed(words):

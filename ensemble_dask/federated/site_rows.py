@@ -163,7 +163,7 @@ def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 10
     )
     _fresh(st)
     # each row's unbounded terms clipped: no parameters sent can push a sum out of the fixed-point range
-    st.data["estep"] = DaskBlockEStep(st.client, prepared, int(k), *e_step, clip=ROW_TERM_LIMIT)
+    st.data["estep"] = DaskBlockEStep(st.client, prepared, int(k), *e_step, clip=ROW_TERM_LIMIT, exact=True)
     if checkpoint:
         Path(checkpoint).mkdir(parents=True, exist_ok=True)
         _prune_runs(checkpoint, {ckpt_run, *held}, keep_runs)
@@ -276,9 +276,12 @@ def kcc_cooccurrence(st, chosen, n_categories):
 
 
 def kcc_step(st, MT, sq):
-    """The Lloyd assignment of the site's blocks: the summed statistics; the assignment stays there."""
+    """The Lloyd assignment of the site's blocks: the summed counts, sizes and rows moved (integers: sums
+    exact whatever the rows' split); the assignment stays there. Not its float sum of squared errors, whose
+    roundings would tell its own rows apart: the coordinator has it from the counts
+    (:func:`~.rows_kcc.pooled_sse`)."""
     stats = st.data["backend"].step(MT, sq, 0)
-    return np.concatenate([stats["counts"].ravel(), stats["sizes"], [stats["sse"], stats["changed"]]])
+    return np.concatenate([stats["counts"].ravel(), stats["sizes"], [stats["changed"]]])
 
 
 def kcc_finish(st, MT, sq, output, storage_options):

@@ -130,9 +130,9 @@ def expand_gamma(gamma, prepared):
     return gamma[prepared["inverse"]]
 
 
-def estep_task(prepared, gamma, params, tol, max_iter, clip=None):
+def estep_task(prepared, gamma, params, tol, max_iter, clip=None, exact=False):
     """E-step of one prepared block: ``(stats vector, new gamma)``; the input gamma is not modified
-    (``clip``: see :func:`~ensemble_dask.consensus.bce._em.estep_stats`)."""
+    (``clip``, ``exact``: see :func:`~ensemble_dask.consensus.bce._em.estep_stats`)."""
     gamma = gamma.copy()
     gidx = prepared["gidx"]
     N = gidx.shape[1]
@@ -147,25 +147,29 @@ def estep_task(prepared, gamma, params, tol, max_iter, clip=None):
         max_iter,
         prepared["weight"],
         clip,
+        exact,
     )
     return vec, gamma
 
 
 def _added(total, vec):
-    """``total + vec`` as float64, a new array (a block's result is never changed in place)."""
-    return np.add(total, vec, dtype=np.float64)
+    """``total + vec`` as float64, or as int64 for exact sums: a new array (a block's result is never changed
+    in place)."""
+    return np.add(total, vec, dtype=np.int64 if vec.dtype.kind == "i" else np.float64)
 
 
 class DaskBlockEStep:
     """E-step over row-block futures; keeps every block's gamma on its worker between iterations
-    (``clip``: see :func:`~ensemble_dask.consensus.bce._em.estep_stats`)."""
+    (``clip``, ``exact``: see :func:`~ensemble_dask.consensus.bce._em.estep_stats`)."""
 
-    def __init__(self, client, prepared_futures, k, tol, max_iter, submit_kwargs=None, clip=None):
+    def __init__(
+        self, client, prepared_futures, k, tol, max_iter, submit_kwargs=None, clip=None, exact=False
+    ):
         self.client = client
         self.gidx = prepared_futures
         self.k = k
         self.tol, self.max_iter = tol, max_iter
-        self.clip = clip
+        self.clip, self.exact = clip, exact
         self.kw = [dict(s) for s in (submit_kwargs or [{}] * len(prepared_futures))]
         self.reset()
 
@@ -182,7 +186,7 @@ class DaskBlockEStep:
         def submit(b):
             kw = self.kw[b]
             r = c.submit(estep_task, self.gidx[b], gamma[b], params, self.tol, self.max_iter, self.clip,
-                         pure=False, **kw)  # fmt: skip
+                         self.exact, pure=False, **kw)  # fmt: skip
             self.gamma[b] = c.submit(operator.getitem, r, 1, pure=False, **kw)
             return c.submit(operator.getitem, r, 0, pure=False, **kw)
 

@@ -148,7 +148,9 @@ def test_secure_bce_equals_centralised_and_the_coordinator_sees_only_masked_sums
     ref = central_bce(L)
     assert res.rows_per_site == {"site-a": 50, "site-b": 50, "site-c": 50} and res.dropped == []
     np.testing.assert_allclose(res.alpha_, ref.alpha_, rtol=1e-9)
-    np.testing.assert_allclose(res.lower_bound_trace_, ref.lower_bound_trace_, rtol=1e-10)
+    # a site rounds each row's terms to 2**-32 before it sums them (exact sums, which the split of the rows
+    # among sites cannot change): the bound differs from the centralised one's by up to 4e-10 relative
+    np.testing.assert_allclose(res.lower_bound_trace_, ref.lower_bound_trace_, rtol=1e-9)
     np.testing.assert_allclose(memberships(three, THREE), ref.memberships_, rtol=1e-6, atol=1e-7)
     central = partition_scores(ref.labels_, y)
     for key in ("H", "ARI", "NMI"):
@@ -229,7 +231,7 @@ def test_one_of_five_sites_killed_mid_run_the_fit_completes_over_the_survivors(f
     assert res.dropped == ["site-d"] and sorted(res.rows_per_site) == survivors
     ref = central_bce(np.vstack([parts[n] for n in survivors]))
     np.testing.assert_allclose(res.alpha_, ref.alpha_, rtol=1e-9)
-    np.testing.assert_allclose(res.lower_bound_trace_, ref.lower_bound_trace_, rtol=1e-10)
+    np.testing.assert_allclose(res.lower_bound_trace_, ref.lower_bound_trace_, rtol=1e-9)
     np.testing.assert_allclose(memberships(agents, survivors), ref.memberships_, rtol=1e-6, atol=1e-7)
 
 
@@ -252,7 +254,7 @@ def test_two_of_five_killed_the_run_stops_naming_them_and_resumes(five, iris, tm
     res = fit_bce(agents, checkpoint=checkpoint)
     assert res.resumed_from == 6 and res.dropped == []
     ref = central_bce(L)
-    np.testing.assert_allclose(res.lower_bound_trace_, ref.lower_bound_trace_, rtol=1e-10)
+    np.testing.assert_allclose(res.lower_bound_trace_, ref.lower_bound_trace_, rtol=1e-9)
     np.testing.assert_allclose(memberships(agents, FIVE), ref.memberships_, rtol=1e-6, atol=1e-7)
 
 

@@ -877,7 +877,7 @@ def test_kcc_centroids_with_no_categories_are_not_read_out_of_bounds(three):
         return
     total = fed.sum("kcc_step", (np.zeros((0, 2)),), what="no categories")
     n = sum(lab.shape[0] for lab in three.labels.values())
-    assert total.tolist() == [n, 0.0, 0.0, n], total  # sizes, sse 0, every row moved (from -1)
+    assert total.tolist() == [n, 0.0, n], total  # sizes, every row moved (from -1)
 
 
 def test_kcc_centroids_with_an_empty_last_clustering_are_checked(three):
@@ -891,4 +891,23 @@ def test_kcc_centroids_with_an_empty_last_clustering_are_checked(three):
     total = fed.sum("kcc_step", (MT,), what="an empty last clustering")
     n = sum(lab.shape[0] for lab in three.labels.values())
     # every row at distance (N - 1) (1 - 2/3 + 1/3) = 2 from both centroids: all in cluster 0
-    assert np.allclose(total[-4:], [n, 0.0, 2.0 * n, n]), total[-4:]
+    assert np.allclose(total[-3:], [n, 0.0, n]), total[-3:]  # sizes, every row moved
+    from ensemble_dask.consensus.kcc._blocks import block_norms
+    from ensemble_dask.federated.rows_kcc import pooled_sse
+
+    offsets = np.array([3 * i for i in range(N_CLUSTERINGS)] + [MT.shape[0]])
+    counts = total[: 2 * MT.shape[0]].reshape(2, MT.shape[0])
+    assert pooled_sse(counts, MT, block_norms(MT, offsets), offsets) == pytest.approx(2.0 * n)
+
+
+def test_a_kcc_step_sums_integers_only(three):
+    """A review (2026-12-06, the fourth): each site summed its rows' squared errors in float64, whose
+    roundings the exact fixed point kept, so a round's total told how the rows were split among the sites
+    (as BCE's statistics did: ``test_pooled_sums.py``). A site now sends its counts, sizes and rows moved,
+    integers, and the coordinator has the squared errors from the counts (``pooled_sse``)."""
+    fed = federation(three, "kcc")
+    cats = [np.arange(3, dtype=np.int64)] * N_CLUSTERINGS
+    fed.call("prepare", (cats, 2), what="prepare")
+    MT = np.random.default_rng(7).dirichlet(np.ones(3), size=(2, N_CLUSTERINGS)).reshape(2, -1).T / 1.1
+    total = fed.sum("kcc_step", (MT,), what="a step")
+    np.testing.assert_array_equal(total, np.rint(total))

@@ -375,6 +375,8 @@ def test_a_site_joins_only_when_its_rows_fit_the_range():
     from ensemble_dask.federated.secure import ROW_TERM_LIMIT, rows_in_range
 
     assert rows_in_range(10**9, 200, 100)
-    limit = fixed_point_limit(3) / ROW_TERM_LIMIT
-    assert rows_in_range(int(limit) - 1, 200, 3) and not rows_in_range(int(limit) + 1, 200, 3)
+    limit = fixed_point_limit(3000) / ROW_TERM_LIMIT
+    assert rows_in_range(int(limit) - 1, 200, 3000) and not rows_in_range(int(limit) + 1, 200, 3000)
+    # and an exact sum's units (2**32 a row at most) fit int64
+    assert rows_in_range(2**31 - 1, 200, 3) and not rows_in_range(2**31, 200, 3)
     assert not rows_in_range(10**6, 2**45, 3)  # KCC's squared errors: twice the clusterings a row

@@ -178,18 +178,25 @@ class Params:
         return Params(self.alpha.copy(), self.beta.copy(), self.mu.copy(), self.var.copy())
 
 
-def estep_stats(gidx, ucol, X, ufeat, params, gamma, tol, max_iter, rweight=None, clip=None):
+def estep_stats(gidx, ucol, X, ufeat, params, gamma, tol, max_iter, rweight=None, clip=None, exact=False):
     """E-step of a block of rows: returns the packed statistics vector; ``gamma`` is updated in place.
 
     This NumPy-level function is what the Dask layer maps over row blocks and what a site
     runs on its own rows. ``rweight`` gives each row's multiplicity (default 1). With ``clip``, each row's
     terms of ``ss`` and ``bound`` are clipped to ``[-clip, clip]`` and the vector ends with one more entry,
-    the (weighted) count of rows clipped (see :func:`._kernels.estep_block`).
+    the (weighted) count of rows clipped (see :func:`._kernels.estep_block`). With ``exact`` (BCE only: no
+    features, integer ``rweight``), the vector is int64 of shape ``(2, size)``: whole parts, then units of
+    ``2**-32``, each row's terms rounded to that grid and summed exactly
+    (:func:`._kernels.estep_block_exact`).
     """
     k = params.alpha.size
     if rweight is None:
         rweight = np.ones(gidx.shape[0])
-    counts, wsum, wy, wy2, ss, bound, n_rows, _, clipped = kern.estep_block(
+    R = params.beta.shape[1]
+    if exact and (X.shape[1] or ucol.max(initial=0.0) > 1.0):
+        raise ValueError("exact sums are for BCE: no features, clustering weights at most 1")
+    q = [np.zeros(shape, dtype=np.int64) for shape in ([(R, k), (2, k), (2, 1)] if exact else [(0, 0)] * 3)]
+    counts, wsum, wy, wy2, ss, bound, n_rows, _, clipped = kern.estep_block_exact(
         gidx,
         rweight,
         ucol,
@@ -203,7 +210,13 @@ def estep_stats(gidx, ucol, X, ufeat, params, gamma, tol, max_iter, rweight=None
         tol,
         max_iter,
         math.inf if clip is None else float(clip),
+        *q,
     )
+    if exact:  # the layout of pack, with no features: [counts, ss, bound, n_rows(, clipped)]
+        qcounts, qss, qbound = q
+        tail = [round(n_rows)] + ([] if clip is None else [round(clipped)])
+        whole = np.concatenate([np.zeros(k * R, np.int64), qss[0], qbound[0], tail])
+        return np.stack([whole, np.concatenate([qcounts.T.ravel(), qss[1], qbound[1], [0] * len(tail)])])
     vec = StatsLayout(k, params.beta.shape[1], X.shape[1]).pack(counts, wsum, wy, wy2, ss, bound, n_rows)
     return vec if clip is None else np.append(vec, clipped)
 

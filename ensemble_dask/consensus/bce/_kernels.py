@@ -141,8 +141,31 @@ def _lg_alpha_const(alpha):
     return c + math.lgamma(s)
 
 
+#: the grid of a row's term in :func:`estep_block_exact`'s sums: ``2**-32``
+UNIT = 2.0**32
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_units(q, j, x, n):
+    """``q[:, j] += n x``, ``x`` rounded to ``2**-32``: ``q[0]`` the whole parts, ``q[1] >= 0`` the units."""
+    whole = math.floor(x)
+    q[0, j] += n * np.int64(whole)
+    q[1, j] += n * np.int64(np.rint((x - whole) * UNIT))  # x - whole in [0, 1): exact
+
+
 @numba.njit(cache=True, nogil=True)
 def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, tol, max_iter, clip):
+    """:func:`estep_block_exact` without its exact sums."""
+    no = np.zeros((0, 0), dtype=np.int64)
+    return estep_block_exact(
+        gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, tol, max_iter, clip, no, no, no
+    )
+
+
+@numba.njit(cache=True, nogil=True)
+def estep_block_exact(
+    gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, tol, max_iter, clip, qcounts, qss, qbound
+):
     """E-step of a block of rows and its sufficient statistics.
 
     Parameters
@@ -171,6 +194,13 @@ def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, t
         fixed-point range whatever parameters it is sent; a fit's parameters give terms far inside it.
         Every caller passes it: a call that left it out compiled a second copy of this kernel (2.6 s in a
         fresh environment, where BCE's start left it out and its EM did not).
+    qcounts, qss, qbound : int64 (R, k), (2, k), (2, 1), or all (0, 0) for none
+        Exact sums, added to (for rows of ``ucol <= 1`` and integer ``rweight``, without features): each
+        row's terms of ``counts`` (in units of ``2**-32``), ``ss`` and ``bound`` (:func:`_add_units`),
+        rounded to ``2**-32`` before they are summed as integers. So they are sums over the rows of a
+        function of each row alone: the same, however the rows are split into blocks or among sites, where
+        float sums round differently (a federated site's total would tell its own split apart). Exact
+        while ``rweight.sum() < 2**31``.
 
     Returns
     -------
@@ -266,6 +296,14 @@ def estep_block(gidx, rweight, ucol, logbeta, X, ufeat, mu, var, alpha, gamma, t
             g = idx[r]
             for h in range(k):
                 countsT[g, h] += rw * w[r] * phi[r, h]
+        if qss.size:
+            n_i = np.int64(rw)
+            _add_units(qbound, 0, rb, n_i)
+            for h in range(k):
+                _add_units(qss, h, elog[h], n_i)
+            for r in range(mg):
+                for h in range(k):
+                    qcounts[idx[r], h] += n_i * np.int64(np.rint(w[r] * phi[r, h] * UNIT))
         for r in range(mg, m):
             d = idx[r]
             y = X[i, d]
