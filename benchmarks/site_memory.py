@@ -4,9 +4,11 @@ A coordinator chooses the vector's size (a ``label_counts`` request of 2**24 ent
 limit). The site encodes it in fixed point, adds its self mask and its pair masks (``secagg.masked_input``)
 and encodes the answer for the wire. Each case runs in a fresh process and prints its peak resident memory:
 the masks computed ``MASK_CHUNK`` entries at a time (today) and over the whole vector at once (as before),
-side by side, and their ratio.
+side by side, and their ratio. With ``--exact``: the masks ``MASK_CHUNK`` entries at a time of a float
+statistic and of an exact one (int64 whole parts and units, 16 bytes an entry: what BCE's E-step sends,
+``secure.encode_exact``).
 
-Usage: python benchmarks/site_memory.py [--size 16777216] [--sites 3]
+Usage: python benchmarks/site_memory.py [--size 16777216] [--sites 3] [--exact]
 """
 
 from __future__ import annotations
@@ -24,13 +26,17 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from ensemble_dask.federated import secagg, wire
 
-size, n_sites, chunk = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+size, n_sites, chunk, kind = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 chunk = size if chunk == "whole" else int(chunk)
 private = X25519PrivateKey.generate()
 secrets = secagg.RoundSecrets(1, private, private.public_key().public_bytes_raw(), bytes(16))
 others = [X25519PrivateKey.generate() for _ in range(n_sites)]
 secrets.keys = {f"site-{i}": k.public_key().public_bytes_raw() for i, k in enumerate(others)}
-vector = np.random.default_rng(0).random(size)  # the statistic (its own 8 bytes an entry)
+rng = np.random.default_rng(0)
+if kind == "exact":  # whole parts and units of 2**-32 (its own 16 bytes an entry)
+    vector = np.stack([rng.integers(-100, 100, size), rng.integers(0, 2**40, size)])
+else:
+    vector = rng.random(size)  # the statistic (its own 8 bytes an entry)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 words = secagg.masked_input(vector, "site-0", secrets, "session", n_sites=n_sites, chunk=chunk)
 masked = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -39,9 +45,9 @@ print(before / 1024, masked / 1024, resource.getrusage(resource.RUSAGE_SELF).ru_
 """
 
 
-def peak(size, n_sites, chunk):
+def peak(size, n_sites, chunk, kind="float"):
     out = subprocess.run(
-        [sys.executable, "-c", CASE, str(size), str(n_sites), str(chunk)],
+        [sys.executable, "-c", CASE, str(size), str(n_sites), str(chunk), kind],
         capture_output=True, text=True, check=True, env={"PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     return [float(v) for v in out.stdout.split()]
@@ -51,6 +57,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=1 << 24, help="entries of the vector (default 2**24)")
     ap.add_argument("--sites", type=int, default=3, help="sites of the federation (pair masks: one fewer)")
+    ap.add_argument("--exact", action="store_true", help="a float statistic against an exact one")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from ensemble_dask.federated.secagg import MASK_CHUNK
@@ -58,12 +65,18 @@ def main(argv=None):
     print(f"vector of {args.size:,} entries ({args.size * 8 / 2**20:.0f} MB), {args.sites} sites; peak MB")
     print(f"{'masks computed':<28} {'before':>8} {'masked':>8} {'encoded':>8}")
     rows = {}
-    cases = ((f"{MASK_CHUNK:,} entries at a time", MASK_CHUNK), ("over the whole vector", "whole"))
-    for name, chunk in cases:
-        rows[name] = peak(args.size, args.sites, chunk)
+    cases = (
+        (f"{MASK_CHUNK:,} entries at a time", MASK_CHUNK, "float"),
+        ("over the whole vector", "whole", "float"),
+    )
+    if args.exact:
+        cases = (("float, in chunks", MASK_CHUNK, "float"), ("exact, in chunks", MASK_CHUNK, "exact"))
+    for name, chunk, kind in cases:
+        rows[name] = peak(args.size, args.sites, chunk, kind)
         print(f"{name:<28} " + " ".join(f"{v:8.0f}" for v in rows[name]))
     (a, b) = rows.values()
-    print(f"ratio (chunks / whole): masked {a[1] / b[1]:.2f}, encoded {a[2] / b[2]:.2f}")
+    what = "float / exact" if args.exact else "chunks / whole"
+    print(f"ratio ({what}): masked {a[1] / b[1]:.2f}, encoded {a[2] / b[2]:.2f}")
 
 
 if __name__ == "__main__":

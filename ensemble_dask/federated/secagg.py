@@ -51,7 +51,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._validation import InputError
-from .secure import add_words, check_fixed, encode_checked, encode_exact, keystream_words, neg_words
+from .secure import (
+    add_words,
+    check_exact,
+    check_fixed,
+    encode_checked,
+    encode_exact_checked,
+    keystream_words,
+    neg_words,
+)
 
 __all__ = [
     "RoundSecrets",
@@ -287,16 +295,16 @@ def masked_input(values, me, secrets, session, *, n_sites, chunk=MASK_CHUNK):
     ``chunk`` entries at a time: the same words). ``values``: floats, or an exact vector
     (:func:`~.secure.encode_exact`)."""
     exact = isinstance(values, np.ndarray) and values.dtype == np.int64 and values.ndim == 2
-    if exact:  # encoded whole: its range checked first
-        values = encode_exact(values, n_sites=n_sites, name=f"site {me!r}")
-    else:
+    if not exact:
         values = np.asarray(values, dtype=np.float64).ravel()
     size = values.shape[-1]
     chunk = int(chunk)
     if chunk < 1:
         raise ValueError(f"chunk must be a positive number of entries; got {chunk}")
     # the whole vector's range first: a refusal takes the same time wherever its first bad value is
-    if not exact:
+    if exact:
+        values = check_exact(values, n_sites=n_sites, name=f"site {me!r}", chunk=chunk)
+    else:
         values = check_fixed(values, n_sites=n_sites, name=f"site {me!r}")
     r = secrets.round_id
     masks = [(_self_key(secrets.seed, session), False)] + [
@@ -307,7 +315,7 @@ def masked_input(values, me, secrets, session, *, n_sites, chunk=MASK_CHUNK):
     out = np.empty((2, size), dtype=np.uint64)
     for lo in range(0, size, chunk):
         hi = min(lo + chunk, size)
-        words = values[:, lo:hi] if exact else encode_checked(values[lo:hi])
+        words = encode_exact_checked(values[:, lo:hi]) if exact else encode_checked(values[lo:hi])
         for key, subtract in masks:
             m = keystream_words(key, r, size, lo, hi)
             words = add_words(words, neg_words(m) if subtract else m)

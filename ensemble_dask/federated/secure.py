@@ -44,7 +44,9 @@ __all__ = [
     "MessageLog",
     "check_fixed",
     "encode_fixed",
+    "check_exact",
     "encode_exact",
+    "encode_exact_checked",
     "exact_value",
     "encode_checked",
     "decode_fixed",
@@ -128,15 +130,29 @@ def exact_value(q):
     return q[0] + np.ldexp(q[1].astype(np.float64), -32)
 
 
-def encode_exact(q, *, n_sites=1, name="values"):
-    """:func:`encode_fixed` of an exact vector (``(2, n)`` int64: whole parts, then units ``>= 0`` of
-    ``2**-32``), with no rounding at all: ``whole * 2**64 + units * 2**32`` modulo ``2**128``. Raises
-    :class:`InputError` (naming ``name``) for negative units or a value outside :func:`check_fixed`'s
-    range."""
+def check_exact(q, *, n_sites=1, name="values", chunk=1 << 20):
+    """``q`` if it is an exact vector (int64 ``(2, n)``: whole parts, then units ``>= 0`` of ``2**-32``) in
+    :func:`check_fixed`'s range, else :class:`InputError` naming ``name`` (checked ``chunk`` entries at a
+    time: no copy of the whole vector)."""
     q = np.asarray(q)
-    if q.ndim != 2 or q.shape[0] != 2 or q.dtype != np.int64 or (q[1] < 0).any():
-        raise InputError(f"{name}: an exact vector is int64 (2, n) with units >= 0")
-    check_fixed(exact_value(q), n_sites=n_sites, name=name)
+    if q.ndim != 2 or q.shape[0] != 2 or q.dtype != np.int64:
+        raise InputError(f"{name}: an exact vector is int64 of shape (2, n); got {q.dtype} {q.shape}")
+    for lo in range(0, q.shape[1], chunk):
+        part = q[:, lo : lo + chunk]
+        if (part[1] < 0).any():
+            raise InputError(f"{name}: an exact vector's units are >= 0")
+        check_fixed(exact_value(part), n_sites=n_sites, name=name)
+    return q
+
+
+def encode_exact(q, *, n_sites=1, name="values"):
+    """:func:`encode_fixed` of an exact vector (:func:`check_exact`) with no rounding at all: ``whole *
+    2**64 + units * 2**32`` modulo ``2**128``."""
+    return encode_exact_checked(check_exact(q, n_sites=n_sites, name=name))
+
+
+def encode_exact_checked(q):
+    """:func:`encode_exact` of a vector that :func:`check_exact` has passed (not checked again)."""
     words = np.empty(q.shape, dtype=np.uint64)
     words[0] = (q[0] + (q[1] >> 32)).view(np.uint64)  # |whole| + units / 2**32 < 2**63: no overflow
     words[1] = (q[1] & 0xFFFFFFFF).view(np.uint64) << np.uint64(32)
