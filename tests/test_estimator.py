@@ -433,3 +433,23 @@ def test_scikit_learn_s_estimator_checks(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tiny data sets warn (empty rows, convergence), as they should
         check(estimator)
+
+
+def test_a_fit_on_the_same_file_read_otherwise_keeps_results_it_did_not_make(tmp_path):
+    """A user review (2026-12-06): a fit on the file a run had ingested, with another ``standardize``,
+    replaced the run's data and deleted its results, where a fit "never deletes results it did not make"."""
+    import pandas as pd
+
+    from ensemble_dask.io.store import RunStore
+    from ensemble_dask.stages.generate import import_labels
+    from ensemble_dask.stages.ingest import ingest
+
+    rng = np.random.default_rng(0)
+    pd.DataFrame(rng.normal(size=(60, 3)), columns=["a", "b", "c"]).to_csv(tmp_path / "t.csv", index=False)
+    store = RunStore(tmp_path / "r.zarr")
+    ingest(store, str(tmp_path / "t.csv"))
+    import_labels(store, "mine", labels=rng.integers(0, 3, (60, 4)).astype(np.int32))
+    model = ConsensusClustering(3, store=store.url, standardize=False, n_clusterings=4, random_state=0)
+    with pytest.raises(InputError, match="results this estimator's last fit did not leave there"):
+        model.fit(str(tmp_path / "t.csv"))
+    assert store.record("generate")["complete"] and store.record("ingest")["params"]["standardize"] is True

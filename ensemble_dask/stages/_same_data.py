@@ -7,7 +7,14 @@ import os
 
 from .._validation import InputError
 
-__all__ = ["REPLACE", "OtherDataError", "check_same_n", "check_same_source"]
+__all__ = [
+    "REPLACE",
+    "OtherDataError",
+    "check_results_kept",
+    "check_same_n",
+    "check_same_source",
+    "results_at_risk",
+]
 
 #: what to do with a store that holds another data set
 REPLACE = (
@@ -55,3 +62,34 @@ def check_same_n(store, n, url):
         store.check_n(n, f"input {url!r}", REPLACE)
     except InputError as exc:
         raise OtherDataError(str(exc)) from None
+
+
+def results_at_risk(store, params):
+    """``(options changed, results)`` when ``store`` holds results computed from its data and ``params``
+    (ingest's identity: its options and the source's fingerprint) read its source otherwise; else None."""
+    rec = store.record("ingest")
+    if not rec or not rec.get("complete"):
+        return None
+    old = rec.get("params") or {}
+    changed = sorted(k for k in set(old) | set(params) if k != "source" and old.get(k) != params.get(k))
+    if not changed and old.get("source") == params.get("source"):
+        return None
+    results = sorted(name for name in store.records() if name != "ingest")
+    return (changed, results) if results else None
+
+
+def check_results_kept(store, url, params, output):
+    """Stop when reading ``url`` with ``params`` gives other data (``output``: its identity) than ``store``
+    holds, and the store holds results computed from its data: an ingest replaces the data, and every result
+    computed from the old goes with it (a user review: re-ingesting the same file with one option changed
+    deleted them all, with exit 0 and no word). Other options that give the same data keep them."""
+    risk = results_at_risk(store, params)
+    if risk is None or output == (store.record("ingest") or {}).get("output"):
+        return
+    changed, results = risk
+    what = f"with other options ({', '.join(changed)})" if changed else "from changed content"
+    raise OtherDataError(
+        f"run store {store.url!r} holds results computed from the data read from {url!r} "
+        f"({', '.join(results)}); reading it again {what} gives other data, which would replace them: "
+        f"{REPLACE}"
+    )

@@ -34,8 +34,8 @@ Preprocessing
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import json
 import logging
 import re
 import warnings
@@ -55,7 +55,8 @@ from ..io.readers import (
 )
 from ..io.store import RECORDS_DIR
 from ..io.urls import infer_format, source_fingerprint
-from ._same_data import check_same_n, check_same_source
+from ._ingest_blocks import _blocks, _identity, _merge_moments
+from ._same_data import check_results_kept, check_same_n, check_same_source, results_at_risk
 
 __all__ = ["ingest", "ingest_params"]
 
@@ -404,22 +405,6 @@ def _shorten(names, k=8):
     return ", ".join(names[:k]) + (f", ... ({len(names)} columns)" if len(names) > k else "")
 
 
-def _merge_moments(cnt, mean, m2, block):
-    """Merge a block's per-column count, mean and sum of squared deviations (Chan et al.).
-
-    Stable for columns with a large offset, where ``E[x^2] - E[x]^2`` loses every digit.
-    """
-    ok = np.isfinite(block)
-    nb = ok.sum(0).astype(np.float64)
-    vals = np.where(ok, block, 0.0)
-    mb = vals.sum(0) / np.maximum(nb, 1)
-    m2b = (np.where(ok, block - mb, 0.0) ** 2).sum(0)
-    total = cnt + nb
-    delta = mb - mean
-    frac = np.divide(nb, total, out=np.zeros_like(nb), where=total > 0)
-    return total, mean + delta * frac, m2 + m2b + delta**2 * cnt * frac
-
-
 def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n=None, **options):
     """Read the table at ``url`` into ``store`` (a :class:`~ensemble_dask.io.store.RunStore`).
 
@@ -496,6 +481,13 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
     scale = np.where(constant, 1.0, std) if p["standardize"] else np.ones_like(std)
     center = mean if p["standardize"] else np.zeros_like(mean)
     d = int(keep_cols.sum())
+    kept = [nm for nm, k in zip(names, keep_cols, strict=True) if k]
+    blocks = functools.partial(_blocks, reader, p, mean, center, scale, keep_cols)
+    if not overwrite and results_at_risk(store, params):  # the same source, other options or content
+        content = hashlib.sha256()
+        for _, block in blocks():
+            content.update(block.tobytes())
+        check_results_kept(store, p["url"], params, _identity(content, reader, d, kept))
 
     # a store of labels imported before any data: nothing in it was computed from an X (no ingest record, no
     # X, and the labels' record reads none). Anything else, an ingest that stopped halfway included (its
@@ -506,6 +498,8 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
         and (store.record("generate") or {}).get("inputs") == []
     )
     before = (store.record("ingest") or {}).get("output")
+    # a store that held nothing: no result to delete (and a folder of the user's own keeps its files)
+    fresh = before is None and "X" not in store and not store.records()
     with store.stage("ingest", params, [], meta={"url": p["url"]}, writes=("X", "y_true")) as record:
         for name in ("X", "y_true"):
             if name in store:
@@ -515,13 +509,8 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
         X = store.group.create_array("X", shape=(reader.n, d), chunks=(row_chunk, d), dtype="float32")
         pos = 0
         width = None
-        for offset, frame in reader.chunks():
+        for frame, block in blocks():
             width = positional_width(p, frame) if width is None else width
-            block = reader.features(offset, frame)
-            if p["impute"] == "mean":
-                block = np.where(np.isnan(block), mean, block)
-            block = ((block - center) / scale)[:, keep_cols]
-            block = np.ascontiguousarray(block, dtype=np.float32)
             X[pos : pos + len(block)] = block
             content.update(block.tobytes())
             pos += len(block)
@@ -529,7 +518,7 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
             "n": reader.n,
             "d": d,
             "n_total": reader.n_total,
-            "feature_names": [nm for nm, k in zip(names, keep_cols, strict=True) if k],
+            "feature_names": kept,
             "dropped_constant": [nm for nm, k in zip(names, keep_cols, strict=True) if not k],
             # kept although constant over the kept rows: all zeros when standardised, else as read
             "constant_columns": [nm for nm, c, k in zip(names, constant, keep_cols, strict=True) if c and k],
@@ -547,11 +536,10 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
                     reader.classes, np.bincount(reader.y, minlength=len(reader.classes)).tolist(), strict=True
                 )
             )
-        content.update(json.dumps([X.shape, summary["feature_names"], reader.classes]).encode())
-        if reader.y is not None:
-            content.update(reader.y.tobytes())
-        record["output"] = content.hexdigest()[:32]
-        if record["output"] != before and (overwrite or not labels_alone):
+        record["output"] = _identity(content, reader, d, kept)
+        if fresh:
+            pass
+        elif record["output"] != before and (overwrite or not labels_alone):
             # other data: what was computed from the old X goes, its report too
             with warnings.catch_warnings():  # the report folder is no zarr node, and zarr says so as it lists
                 warnings.filterwarnings("ignore", "Object at .* is not recognized", UserWarning)

@@ -225,7 +225,7 @@ def test_workers_never_cluster_a_stale_x(kdd_sample, tmp_path, client):
     store = RunStore(tmp_path / "run.zarr")
     ingest(store, str(kdd_sample), schema="kdd99", subset=900, seed=0)
     generate(store, client, n_clusterings=3, seed=1)
-    ingest(store, str(kdd_sample), schema="kdd99", subset=900, seed=1)  # same n, other rows
+    ingest(store, str(kdd_sample), schema="kdd99", subset=900, seed=1, overwrite=True)  # same n, other rows
     generate(store, client, n_clusterings=3, seed=1)
     fresh = RunStore(tmp_path / "fresh.zarr")
     ingest(fresh, str(kdd_sample), schema="kdd99", subset=900, seed=1)

@@ -659,7 +659,7 @@ def test_an_ingest_that_stopped_halfway_is_not_taken_for_a_store_of_labels_alone
     with monkeypatch.context() as m:  # ingest's content hash: in the write pass, after the record is unmarked
         m.setattr(ingest_module, "hashlib", type("hashlib", (), {"sha256": staticmethod(stop)}))
         with pytest.raises(Stopped):
-            ingest(store, str(tmp_path / "t.csv"), label_column="class")
+            ingest(store, str(tmp_path / "t.csv"), label_column="class", overwrite=True)
     assert store.record("ingest") is None
     ingest(store, str(tmp_path / "t.csv"), label_column="class")
     assert current_results(store) == {} and "labels" not in store
@@ -692,3 +692,44 @@ def test_a_csv_read_as_one_column_hints_at_its_separator(tmp_path):
     pd.DataFrame({"a": [1, 2], "b": [3, 4]}).to_csv(tmp_path / "comma.csv", index=False)
     with pytest.raises(InputError, match=r"columns are \['a', 'b'\]$"):  # no hint where it is split
         list(iter_table_chunks(str(tmp_path / "comma.csv"), header=True, sep=",", usecols=["c"]))
+
+
+def test_reading_the_same_source_into_other_data_keeps_the_results_unless_overwritten(tmp_path):
+    """A user review (2026-12-06): ingesting the same file again with one option changed (``--drop``,
+    ``--no-standardize``), or after an edit, replaced the data and deleted every result computed from it,
+    with exit 0 and no word. Now that stops, naming the options and the results, unless overwritten; options
+    that give the same data keep them (``test_content_stages.py``)."""
+    from ensemble_dask.stages._same_data import OtherDataError
+    from ensemble_dask.stages.generate import import_labels
+
+    rng = np.random.default_rng(0)
+    pd.DataFrame(rng.normal(size=(60, 3)), columns=["a", "b", "c"]).to_csv(tmp_path / "t.csv", index=False)
+    store = RunStore(tmp_path / "s.zarr")
+    ingest(store, str(tmp_path / "t.csv"))
+    import_labels(store, "mine", labels=rng.integers(0, 3, (60, 4)).astype(np.int32))
+    X = store["X"][:]
+    said = r"results computed from the data read from .*t.csv' \(generate\); reading it again with other "
+    with pytest.raises(OtherDataError, match=said + r"options \(drop\) gives other data"):
+        ingest(store, str(tmp_path / "t.csv"), drop=["c"])
+    with pytest.raises(OtherDataError, match=r"other options \(standardize\).*--overwrite"):
+        ingest(store, str(tmp_path / "t.csv"), standardize=False)
+    frame = pd.read_csv(tmp_path / "t.csv")
+    frame.loc[5, "a"] += 1.0
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(OtherDataError, match=r"reading it again from changed content gives other data"):
+        ingest(store, str(tmp_path / "t.csv"))
+    assert store.record("ingest")["complete"] and store.record("generate")["complete"]
+    np.testing.assert_array_equal(store["X"][:], X)
+    assert ingest(store, str(tmp_path / "t.csv"), overwrite=True)["skipped"] is False
+    assert store.record("generate") is None and "labels" not in store
+
+
+def test_a_folder_of_the_users_own_keeps_its_files(tmp_path):
+    """A user review (2026-12-06): ingesting into an existing folder that was no store deleted its
+    ``report/`` subfolder (the store's report folder, cleared for new data where there was no old)."""
+    folder = tmp_path / "proj"
+    (folder / "report").mkdir(parents=True)
+    (folder / "report" / "notes.md").write_text("notes")
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(20, 2)))
+    ingest(RunStore(folder), str(tmp_path / "x.npy"))
+    assert (folder / "report" / "notes.md").read_text() == "notes"
