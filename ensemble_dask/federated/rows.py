@@ -5,8 +5,8 @@ names operations and gets back only what :class:`~.coordinator.Federation` lets 
 
 1. each site joins the session and reads its rows (its row and clustering counts come back);
 2. the category space of each clustering is fixed by secure sums: with ``n_labels`` declared, one
-   sum of per-label counts; otherwise first a sum of one-hot bit lengths of each clustering's
-   largest label (bounding the label range), then the counts. The coordinator learns the pooled
+   sum of per-label counts; otherwise first a sum of each clustering's counts of labels per bit
+   length (bounding the label range), then the counts. The coordinator learns the pooled
    counts, never which site holds which label; the categories are those with a positive pooled
    count, exactly ``np.unique`` of the pooled rows;
 3. per EM iteration the coordinator sends ``(alpha, beta)``; each site runs its E-step on its rows
@@ -88,11 +88,15 @@ def bce_open(st, url, storage_options, reference):
 
 
 def _bit_onehot(columns):
-    """One-hot (64 bins per column) of the bit length of each column's largest non-negative value."""
+    """Per column (64 bins), the count of the entries of each bit length (``-1``, missing: none): a sum over
+    the rows of each row's own one-hot, so the round's total depends on the pooled rows alone (a one-hot of
+    each site's largest value counted the sites per bit length, which told two splits of the same rows
+    apart). The coordinator reads the largest bin with a count, as before."""
+    powers = np.left_shift(1, np.arange(63, dtype=np.int64))
     out = np.zeros((len(columns), 64))
     for j, col in enumerate(columns):
-        col = col[col >= 0]
-        out[j, int(col.max()).bit_length() if col.size else 0] = 1.0
+        col = np.asarray(col, dtype=np.int64)
+        out[j] = np.bincount(np.searchsorted(powers, col[col >= 0], side="right"), minlength=64)
     return out.ravel()
 
 
@@ -233,7 +237,7 @@ def federation_scores(agg, k):
     if not all(agg.infos[n].get("has_reference") for n in agg.alive):
         return None
     onehot = agg.sum("reference_bits", what="the reference-range round")
-    n_classes = 1 << int(np.flatnonzero(onehot > 0.5).max())
+    n_classes = 1 << int(np.flatnonzero(onehot > 0.5).max(initial=0))  # no class at all: 1
     table = agg.sum("contingency", (n_classes,), what="the contingency round")
     return scores_from_contingency(table[:-1].reshape(k, n_classes))
 

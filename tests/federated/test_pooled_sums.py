@@ -10,10 +10,12 @@ to ``2**-32`` on their own and sums them as integers (:func:`~ensemble_dask.fede
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
-from ensemble_dask.federated.rows import _params_from
+from ensemble_dask.federated.rows import _params_from, bce_label_bits, bce_reference_bits
 from ensemble_dask.federated.secure import ROW_TERM_LIMIT, decode_fixed, encode_exact, sum_words
 from ensemble_dask.rowblocks.bce import estep_task, fresh_gamma_like, prepare_block
 
@@ -57,3 +59,24 @@ def test_the_exact_sums_are_the_float_sums_to_2_to_the_minus_32_a_row():
     floats, _ = estep_task(block, fresh_gamma_like(block, K), params, 1e-4, 100, ROW_TERM_LIMIT)
     assert exact.dtype == np.int64 and exact.shape == (2, floats.size)
     np.testing.assert_allclose(decode_fixed(encode_exact(exact)), floats, rtol=0, atol=300 * 2.0**-32)
+
+
+#: six rows of two clusterings (and their reference classes), split among two sites three ways
+POOLED = np.array([[0, -1], [1, -1], [2, -1], [900, 5], [3, 6], [4, 7]])
+REFERENCE = np.array([0, 1, 1, 2, 70, 3])
+SPLITS = ([slice(0, 3), slice(3, 6)], [[0, 3, 4], [1, 2, 5]], [slice(0, 6), slice(0, 0)])
+
+
+@pytest.mark.parametrize(
+    "round_, key, rows", [(bce_label_bits, "labels", POOLED), (bce_reference_bits, "reference", REFERENCE)]
+)
+def test_the_label_range_rounds_do_not_tell_two_splits_of_the_same_rows_apart(round_, key, rows):
+    """The same review: the label-range rounds of a fit without ``n_labels`` (and of the reference classes)
+    summed a one-hot of each site's largest label's bit length, so they counted the sites per bit length
+    (which site holds no label of a clustering, whose labels are all small). Each site now counts its labels
+    of each bit length; the coordinator reads the largest bit length with a count, as before."""
+    totals = [sum(round_(SimpleNamespace(data={key: rows[part]})) for part in split) for split in SPLITS]
+    for total in totals[1:]:
+        np.testing.assert_array_equal(total, totals[0])
+    largest = [int(np.flatnonzero(row > 0.5).max()) for row in totals[0].reshape(-1, 64)]
+    assert largest == ([10, 3] if key == "labels" else [7])

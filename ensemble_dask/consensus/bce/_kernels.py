@@ -150,7 +150,7 @@ def _add_units(q, j, x, n):
     """``q[:, j] += n x``, ``x`` rounded to ``2**-32``: ``q[0]`` the whole parts, ``q[1] >= 0`` the units."""
     whole = math.floor(x)
     q[0, j] += n * np.int64(whole)
-    q[1, j] += n * np.int64(np.rint((x - whole) * UNIT))  # x - whole in [0, 1): exact
+    q[1, j] += n * np.int64(np.rint((x - whole) * UNIT))  # x - whole in [0, 1] (rounded: a function of x)
 
 
 @numba.njit(cache=True, nogil=True)
