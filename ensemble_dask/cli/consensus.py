@@ -18,8 +18,8 @@ def add_parser(sub, common):
     )
     p.add_argument(
         "name",
-        help="result name: a method (below), pcc-kl or pcc-l2 (PCC with that divergence), or any plain name "
-        "with --set method=METHOD",
+        help="result name: a method (below), pcc-kl or pcc-l2 (PCC with that divergence), a method and a "
+        "suffix (bce-k4 runs bce), or any plain name with --set method=METHOD",
     )
     store_args(p)
     p.add_argument(

@@ -98,5 +98,6 @@ def run_import(args):
     labels = read_labels_table(args.labels, storage_options=options, header=args.header, sep=args.sep)
     with stage_store(args, mode="a") as store:
         info = import_labels(store, args.labels, storage_options=options, labels=labels)
-    print(f"import-labels: {info['n_clusterings']} clusterings")
+    state = " (up to date)" if info["skipped"] else ""
+    print(f"import-labels: {info['n_clusterings']} clusterings{state}")
     return 0

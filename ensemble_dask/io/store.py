@@ -110,6 +110,8 @@ class RunStore:
         self.storage_options = dict(storage_options or {})
         self.mode = mode
         self._verified = set()  # (stage, hash, finished) of the records whose output was checked
+        if "://" not in self.url and os.path.isfile(self.url):
+            raise InputError(f"run store {self.url!r} is a file; a run store is a folder (give another path)")
         if mode != "a" and "://" not in self.url and not os.path.isdir(self.url):
             raise InputError(f"run store {self.url!r} does not exist")
         try:

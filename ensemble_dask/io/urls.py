@@ -66,7 +66,10 @@ def infer_format(url: str) -> str:
         return "zarr"
     if path.endswith(".npy"):
         return "npy"
-    raise InputError(f"cannot tell the format of {url!r} from its name; pass format= one of {list(FORMATS)}")
+    raise InputError(
+        f"cannot tell the format of {url!r} from its name; give it (ingest --format, or 'format' under "
+        f"'data' in a workflow): one of {[f for f in FORMATS if f != 'synthetic']}"
+    )
 
 
 def _check_exists(url, storage_options):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import InputError, check_choice, check_int, check_rate, stage_seed
+from .._validation import InputError, check_choice, check_int, check_rate, shown, stage_seed
 
 __all__ = [
     "ALGORITHMS",
@@ -151,7 +151,10 @@ def plan_ensemble(
     if k_max > m:
         raise InputError(f"k_max={k_max} is larger than a subsample of {m} points (n={n}, rate={rate})")
     for name in algorithms or []:
-        check_choice(name, "algorithm", ALGORITHMS)
+        if not isinstance(name, str) or name not in ALGORITHMS:
+            raise InputError(
+                f"The 'algorithms' parameter takes names among {sorted(ALGORITHMS)}; got {shown(name)}"
+            )
     if ensemble == "type1":
         if algorithms is not None and list(algorithms) != ["kmeans"]:
             raise InputError(

@@ -405,7 +405,9 @@ def test_import_labels_creates_the_store(tmp_path, capsys):
     rc, _, err = main(capsys, "import-labels", tmp_path / "none.npy", "--store", store)
     assert rc == 2 and "labels no point" in err and not store.exists()
     rc, out, err = main(capsys, "import-labels", tmp_path / "labels.npy", "--store", store)
-    assert rc == 0 and "8 clusterings" in out, err
+    assert rc == 0 and "8 clusterings" in out and "up to date" not in out, err
+    rc, out, err = main(capsys, "import-labels", tmp_path / "labels.npy", "--store", store)
+    assert rc == 0 and "8 clusterings (up to date)" in out, err  # as ingest says it (a user review)
     assert RunStore(store, mode="r").n == 300
     for args in (("coassoc",), ("consensus", "pcc-l2", "--set", "n_clusters=3")):
         rc, out, err = main(capsys, *args, "--store", store)
@@ -471,3 +473,17 @@ def test_import_labels_takes_a_separator(tmp_path, capsys):
 
 # every test here runs the command, a workflow or a process: the quick set (-m "not slow") leaves them out
 pytestmark = pytest.mark.slow
+
+
+def test_a_store_that_is_a_file_and_a_format_not_told_are_named(tmp_path, capsys):
+    """A user review (2026-12-06): a store path that is a file said only '[Errno 17] File exists', and a file
+    whose format its name does not tell asked for 'format=', an option the command line spells --format."""
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(20, 2)))
+    (tmp_path / "notastore").write_text("mine")
+    rc, _, err = main(capsys, "ingest", tmp_path / "x.npy", "--store", tmp_path / "notastore")
+    assert rc == 2 and "notastore' is a file; a run store is a folder" in err, err
+    assert (tmp_path / "notastore").read_text() == "mine"
+    (tmp_path / "weird.dat").write_text("1,2\n3,4\n")
+    rc, _, err = main(capsys, "ingest", tmp_path / "weird.dat", "--store", tmp_path / "s.zarr")
+    assert rc == 2 and "give it (ingest --format, or 'format' under 'data' in a workflow)" in err, err
+    assert "'synthetic'" not in err and not (tmp_path / "s.zarr").exists()

@@ -55,7 +55,7 @@ def test_each_algorithm_finds_separated_blobs(algorithm):
         (dict(k_max=80, rate=0.1), "k_max=80 is larger than a subsample of 50 points"),
         (
             dict(ensemble="type2", algorithms=["kmeans", "dbscan"]),
-            "'algorithm' parameter must be one of .* got 'dbscan'",
+            r"'algorithms' parameter takes names among \['average'.* got 'dbscan'",
         ),
         (dict(ensemble="type3"), "'ensemble' parameter must be one of"),
     ],
