@@ -195,6 +195,11 @@ class RunStore:
         the stages after it are still up to date.
         """
         rec = self.record(name)
+        if rec and rec.get("stale"):  # it completed, then what it read was replaced
+            raise InputError(
+                f"stage {name!r} is out of date in run store {self.url!r} (what it read has changed since it "
+                "ran); run it again"
+            )
         if not rec or not rec.get("complete"):
             raise InputError(f"stage {name!r} has not completed in run store {self.url!r}; run it first")
         self._check_content(name, rec)

@@ -60,6 +60,7 @@ def resolve_method(name, params):
     """``(method, params)`` for the workflow entry ``name: params``."""
     params = dict(params or {})
     method = params.pop("method", None)
+    given = method is not None
     named = registry.ALIASES.get(name, (name if name in registry.names() else None,))[0]
     if method is not None and named is not None and method != named:  # a result named after another method
         raise InputError(
@@ -78,7 +79,12 @@ def resolve_method(name, params):
                     f"'method: {method}')"
                 )
     if method not in registry.names():
-        raise InputError(f"consensus method {name!r}: unknown method {method!r}; known: {registry.names()}")
+        hint = "; a result of a name of its own says its method (method: M, or --set method=M)"
+        hint = "" if given else hint
+        raise InputError(
+            f"consensus method {name!r}: unknown method {method!r}; known: {registry.names()} and pcc-kl, "
+            f"pcc-l2 (PCC with that divergence){hint}"
+        )
     return method, params
 
 

@@ -241,9 +241,18 @@ def generate(store, client, *, progress=False, replace_imported=False, **params)
         return {**_summary(p), "computed": 0, "skipped": True}
     check_not_imported(store, replace_imported)
     n = store["X"].shape[0]
-    plans = plan_ensemble(
-        n, **{k: v for k, v in p.items() if k != "n_clusterings"}, n_clusterings=p["n_clusterings"]
-    )
+    try:
+        plans = plan_ensemble(
+            n, **{k: v for k, v in p.items() if k != "n_clusterings"}, n_clusterings=p["n_clusterings"]
+        )
+    except InputError as exc:  # a k range the user did not give is the one n_clusters sets
+        unset = [k for k in ("k_min", "k_max") if params.get(k) is None]
+        if params.get("n_clusters") is None or not any(f"{k}=" in str(exc) for k in unset):
+            raise
+        raise InputError(
+            f"{exc}; with n_clusters={params['n_clusters']} the base clusterings' k is drawn in "
+            f"[{p['k_min']}, {p['k_max']}]: give a smaller n_clusters, or k_min and k_max"
+        ) from None
 
     start = _kept_columns(store, p, inputs)
     with store.stage("generate", p, inputs, writes=("labels",)) as record:

@@ -487,3 +487,31 @@ def test_a_store_that_is_a_file_and_a_format_not_told_are_named(tmp_path, capsys
     rc, _, err = main(capsys, "ingest", tmp_path / "weird.dat", "--store", tmp_path / "s.zarr")
     assert rc == 2 and "give it (ingest --format, or 'format' under 'data' in a workflow)" in err, err
     assert "'synthetic'" not in err and not (tmp_path / "s.zarr").exists()
+
+
+def test_a_stage_out_of_date_is_not_called_never_run(tmp_path, capsys):
+    """A user review (2026-12-06): after new base clusterings, a consensus on the old pairs said "stage
+    'coassoc' has not completed ... run it first", of a stage that had completed and was out of date."""
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "a.npy", rng.integers(0, 3, (100, 6)))
+    np.save(tmp_path / "b.npy", rng.integers(0, 3, (100, 6)))
+    store = tmp_path / "s.zarr"
+    assert main(capsys, "import-labels", tmp_path / "a.npy", "--store", store)[0] == 0
+    assert main(capsys, "coassoc", "--store", store)[0] == 0
+    assert main(capsys, "import-labels", tmp_path / "b.npy", "--store", store)[0] == 0
+    rc, _, err = main(capsys, "consensus", "pcc-l2", "--store", store, "--n-clusters", 3)
+    assert rc == 2 and "stage 'coassoc' is out of date in run store" in err and "run it again" in err, err
+
+
+def test_an_unknown_method_lists_the_names_a_result_may_take(tmp_path, capsys):
+    """A user review (2026-12-06): ``consensus pcc_kl`` listed the methods without pcc-kl and pcc-l2, and
+    gave a name of no method no hint of ``--set method=``."""
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "a.npy", rng.integers(0, 3, (50, 4)))
+    store = tmp_path / "s.zarr"
+    assert main(capsys, "import-labels", tmp_path / "a.npy", "--store", store)[0] == 0
+    rc, _, err = main(capsys, "consensus", "pcc_kl", "--store", store, "--n-clusters", 3)
+    assert rc == 2 and "'ppc'] and pcc-kl, pcc-l2 (PCC with that divergence); a result of a name" in err, err
+    assert "(method: M, or --set method=M)" in err
+    rc, _, err = main(capsys, "consensus", "mine", "--store", store, "--set", "method=nosuch")
+    assert rc == 2 and "unknown method 'nosuch'" in err and "--set method" not in err, err

@@ -292,3 +292,17 @@ def test_a_labels_csv_with_a_header_and_nan_in_an_array(tmp_path):
     np.save(tmp_path / "holes.npy", holes)
     with pytest.raises(InputError, match=r"labels in '.*holes.npy' .* got nan at row 7, column 3"):
         read_labels_table(str(tmp_path / "holes.npy"))
+
+
+def test_a_k_range_the_user_did_not_give_is_named_by_the_k_that_set_it(tmp_path, client):
+    """A user review (2026-12-06): ``generate --n-clusters 50`` on 10 rows said "k_max=100 is larger than a
+    subsample of 10 points", of a k_max the user never gave."""
+    store = RunStore(tmp_path / "s.zarr")
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(10, 2)))
+    ingest(store, str(tmp_path / "x.npy"))
+    said = r"k_max=100 is larger than a subsample of 10 points .*; with n_clusters=50 the base clusterings' "
+    with pytest.raises(InputError, match=said + r"k is drawn in \[25, 100\]: give a smaller n_clusters, or"):
+        generate(store, client, n_clusters=50)
+    said = r"k_max=50 is larger than a subsample of 10 points \(n=10, rate=1.0\)$"
+    with pytest.raises(InputError, match=said):
+        generate(store, client, n_clusters=50, k_max=50)
