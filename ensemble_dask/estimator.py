@@ -72,6 +72,19 @@ def _data_url(X, folder, min_samples=2, names=None):
     return url, arr.shape
 
 
+def _first_missing(X):
+    """`` (first at row i, column j)`` of a NaN or infinity in ``X``, or ``""``."""
+    try:
+        bad = np.argwhere(~np.isfinite(np.asarray(X, dtype=np.float64)))
+    except (TypeError, ValueError):
+        return ""
+    if bad.ndim != 2 or bad.shape[1] != 2 or not len(bad):
+        return ""
+    i, j = (int(v) for v in bad[0])
+    column = getattr(X, "columns", None)
+    return f" (first at row {i}, column {j if column is None else repr(column[j])}: impute it first)"
+
+
 def _numeric(X, min_samples):
     """``X``'s numeric values as scikit-learn checks them, with its messages (sparse, complex, few rows)."""
     from sklearn.utils.validation import check_array
@@ -79,13 +92,13 @@ def _numeric(X, min_samples):
     try:
         arr = check_array(X, dtype="numeric", ensure_min_samples=min_samples, estimator=_NAME)
     except ValueError as exc:  # a TypeError (an object that is no number) stays one, as scikit-learn's
-        raise InputError(f"{_WANTED}: {exc}") from exc
+        raise InputError(f"{_WANTED}: {exc}{_first_missing(X)}") from exc
     if arr.dtype.kind not in "biuf":  # scikit-learn keeps a categorical column's values as objects
         kinds = getattr(X, "dtypes", None)
         named = [] if kinds is None else [str(c) for c, t in kinds.items() if t.kind not in "biuf"][:5]
         raise InputError(
             f"{_WANTED}: columns {named} are not numbers (categorical); give their codes, or give X by its "
-            "URL and name them with ingest's categorical columns (the CLI's --categorical)"
+            "URL and name them in data_params={'categorical': [...]}"
             if named
             else f"{_WANTED}: its values are not numbers (dtype {arr.dtype})"
         )
@@ -149,6 +162,10 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         For ``X`` given by its URL: the table's column of reference labels (a name, or a position for a table
         without header), left out of the features; the result is then scored against it (``metrics_``). An
         array or a data frame holds features only (a label column there is refused).
+    data_params : dict or None, default=None
+        For ``X`` given by its URL: more of the options of a workflow's ``data`` section (the workflows guide
+        lists them), e.g. ``{"categorical": ["protocol"], "drop": ["id"], "impute": "mean"}``; the URL,
+        ``standardize`` and ``label_column`` are the estimator's.
     random_state : int, numpy Generator, RandomState or None, default=None
         The one seed of every random choice; None (or a generator) draws one at each fit.
     store : str or None, default=None
@@ -208,6 +225,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         pairs="auto",
         standardize=True,
         label_column=None,
+        data_params=None,
         random_state=None,
         store=None,
         storage_options=None,
@@ -223,6 +241,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         self.pairs = pairs
         self.standardize = standardize
         self.label_column = label_column
+        self.data_params = data_params
         self.random_state = random_state
         self.store = store
         self.storage_options = storage_options
@@ -297,6 +316,18 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         }
         if self.label_column is not None:
             spec["data"]["label_column"] = self.label_column
+        if self.data_params is not None:
+            if not isinstance(self.data_params, dict):
+                raise InputError(
+                    f"The 'data_params' parameter must be a dict or None; got {shown(self.data_params)}"
+                )
+            own = sorted({"url", "standardize", "label_column", "overwrite"} & set(self.data_params))
+            if own:
+                raise InputError(
+                    f"The 'data_params' parameter may not set {own}: the estimator's own (X, standardize, "
+                    "label_column, and its rule on replacing a store's data)"
+                )
+            spec["data"].update(self.data_params)
         if n_rows is not None:
             from .partitions.clusterers import subsample_size
             from .stages.generate import default_k_range
@@ -348,6 +379,11 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         folder = f"memory://ensemble_dask/input-{uuid.uuid4().hex}"
         spec, done = None, False
         try:
+            if self.data_params and not isinstance(X, str):
+                raise InputError(
+                    "The 'data_params' parameter reads a table given by its URL; an array or a data frame is "
+                    "read as it is (give it numeric, with no missing value)"
+                )
             if self.label_column is not None and not isinstance(X, str):
                 raise InputError(
                     "The 'label_column' parameter names a column of a table given by its URL; an array or a "

@@ -453,3 +453,31 @@ def test_a_fit_on_the_same_file_read_otherwise_keeps_results_it_did_not_make(tmp
     with pytest.raises(InputError, match="results this estimator's last fit did not leave there"):
         model.fit(str(tmp_path / "t.csv"))
     assert store.record("generate")["complete"] and store.record("ingest")["params"]["standardize"] is True
+
+
+def test_a_table_by_url_takes_the_data_sections_options_and_a_nan_is_placed(tmp_path):
+    """A user review (2026-12-06): a table by URL with a text column, or missing values, was told to set
+    'categorical' or 'impute', which the estimator did not take; an array's NaN was "Input contains NaN."
+    with no place. ``data_params`` takes a workflow's data options; the NaN's row and column are named."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(80, 2)), columns=["a", "b"])
+    frame["colour"] = rng.choice(["red", "blue"], 80)
+    frame.loc[3, "a"] = np.nan
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    url = str(tmp_path / "t.csv")
+    with pytest.raises(InputError, match="line 5: value nan in column 'a'.*set impute: mean"):
+        ConsensusClustering(2, n_clusterings=4, random_state=0).fit(url)
+    with pytest.raises(InputError, match="'colour'"):
+        ConsensusClustering(2, n_clusterings=4, random_state=0, data_params={"impute": "mean"}).fit(url)
+    options = {"categorical": ["colour"], "impute": "mean"}
+    model = ConsensusClustering(2, method="kcc", n_clusterings=4, random_state=0, data_params=options)
+    model.fit(url)
+    assert model.labels_.shape == (80,) and model.n_features_in_ == 3
+    with pytest.raises(InputError, match=r"may not set \['standardize'\]"):
+        ConsensusClustering(2, data_params={"standardize": False}).fit(url)
+    with pytest.raises(InputError, match="'data_params' parameter reads a table given by its URL"):
+        ConsensusClustering(2, data_params={"impute": "mean"}).fit(frame[["a", "b"]].to_numpy())
+    with pytest.raises(InputError, match=r"contains NaN. \(first at row 3, column 'a': impute it first\)"):
+        ConsensusClustering(2).fit(frame[["a", "b"]])
