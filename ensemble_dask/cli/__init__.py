@@ -58,9 +58,24 @@ def _unawaited_after_interrupt(coro):
 _INTERRUPTED_LINE = "interrupted; run the same command to resume"
 
 
+def _command_parser(ap, args):
+    """The parser of the command ``args`` ran (of its subcommand, for ``certs`` and ``site``), or ``ap``."""
+    import argparse
+
+    for action in ap._actions:  # argparse keeps its subparsers there
+        if isinstance(action, argparse._SubParsersAction):
+            for value in vars(args).values():
+                if isinstance(value, str) and value in action.choices:
+                    return _command_parser(action.choices[value], args)
+    return ap
+
+
 def main(argv=None):
     """Entry point of the ``ensemble-dask`` command; returns the exit status."""
-    args = parser().parse_args(argv)
+    ap = parser()
+    args, extra = ap.parse_known_args(argv)
+    if extra:  # told by the command's own parser, with its usage (not the program's)
+        _command_parser(ap, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.verbose < 2:
         # read by dask's config when distributed is first imported (its own loggers say INFO)
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")

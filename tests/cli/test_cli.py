@@ -515,3 +515,14 @@ def test_an_unknown_method_lists_the_names_a_result_may_take(tmp_path, capsys):
     assert "(method: M, or --set method=M)" in err
     rc, _, err = main(capsys, "consensus", "mine", "--store", store, "--set", "method=nosuch")
     assert rc == 2 and "unknown method 'nosuch'" in err and "--set method" not in err, err
+
+
+def test_an_unknown_option_is_told_with_its_commands_usage(tmp_path):
+    """A user review (2026-12-06): ``consensus bce --n-clusterz 4`` printed the program's usage, not the
+    consensus command's, whose options it lists."""
+    r = cli("consensus", "bce", "--n-clusterz", 4, "--store", tmp_path / "s.zarr")
+    assert r.returncode == 2 and r.stderr.startswith("usage: ensemble-dask consensus [-h]"), r.stderr
+    assert "ensemble-dask consensus: error: unrecognized arguments: --n-clusterz 4" in r.stderr
+    r = cli("site", "serve", tmp_path / "site.yaml", "--bogus")
+    assert r.returncode == 2 and "site serve: error: unrecognized arguments: --bogus" in r.stderr
+    assert not (tmp_path / "s.zarr").exists()
