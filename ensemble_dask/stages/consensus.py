@@ -79,12 +79,9 @@ def resolve_method(name, params):
                     f"'method: {method}')"
                 )
     if method not in registry.names():
-        hint = "; a result of a name of its own says its method (method: M, or --set method=M)"
-        hint = "" if given else hint
-        raise InputError(
-            f"consensus method {name!r}: unknown method {method!r}; known: {registry.names()} and pcc-kl, "
-            f"pcc-l2 (PCC with that divergence){hint}"
-        )
+        hint = "" if given else "; a result of a name of its own says its method (method: M, --set method=M)"
+        raise InputError(f"consensus method {name!r}: unknown method {method!r}; known: {registry.names()} "
+                         f"and pcc-kl, pcc-l2 (PCC with that divergence){hint}")  # fmt: skip
     return method, params
 
 

@@ -512,7 +512,7 @@ def test_an_unknown_method_lists_the_names_a_result_may_take(tmp_path, capsys):
     assert main(capsys, "import-labels", tmp_path / "a.npy", "--store", store)[0] == 0
     rc, _, err = main(capsys, "consensus", "pcc_kl", "--store", store, "--n-clusters", 3)
     assert rc == 2 and "'ppc'] and pcc-kl, pcc-l2 (PCC with that divergence); a result of a name" in err, err
-    assert "(method: M, or --set method=M)" in err
+    assert "(method: M, --set method=M)" in err
     rc, _, err = main(capsys, "consensus", "mine", "--store", store, "--set", "method=nosuch")
     assert rc == 2 and "unknown method 'nosuch'" in err and "--set method" not in err, err
 
