@@ -42,7 +42,7 @@ import numpy as np
 
 from .._validation import InputError
 from . import secagg, wire
-from .secure import exact_value, rows_in_range
+from .secure import exact_value, is_exact, rows_in_range
 from .site_config import SiteConfig, _short, load_config, shown
 from .site_ops import CALLS, SUMS, Refused
 
@@ -99,14 +99,9 @@ class Session:
         return None if cats is None else int(sum(len(c) for c in cats))
 
 
-def _is_exact(vec):
-    """Whether a sum's vector is exact (:func:`~.secure.encode_exact`'s int64 whole parts and units)."""
-    return isinstance(vec, np.ndarray) and vec.dtype == np.int64 and vec.ndim == 2
-
-
 def _floats(vec):
     """A sum's vector as float64 (plain mode: it leaves as it is)."""
-    return exact_value(vec) if _is_exact(vec) else np.asarray(vec, dtype=np.float64)
+    return exact_value(vec) if is_exact(vec) else np.asarray(vec, dtype=np.float64)
 
 
 def _text(value):
@@ -429,8 +424,7 @@ class SiteAgent:
         # the sum changes the site's state (an E-step's gamma, KCC's assignment): a stop from here on ends
         # the session, as a call's does (none is known to happen: each row's terms are clipped in range)
         with self._ends_on_stop(st, "a sum"):
-            vec = table[op](self, st, msg.get("args"))
-            vec = vec if _is_exact(vec) else np.asarray(vec, dtype=np.float64)
+            vec = table[op](self, st, msg.get("args"))  # floats, or an exact vector
             try:
                 words = secagg.masked_input(vec, st.name, st.secrets, st.session, n_sites=len(st.roster))
             except InputError:  # its value is this site's own statistic: it stays here

@@ -57,6 +57,7 @@ from .secure import (
     check_fixed,
     encode_checked,
     encode_exact_checked,
+    is_exact,
     keystream_words,
     neg_words,
 )
@@ -294,7 +295,7 @@ def masked_input(values, me, secrets, session, *, n_sites, chunk=MASK_CHUNK):
     that advertised this round (:attr:`RoundSecrets.keys`), as ``(2, size)`` uint64 words (computed
     ``chunk`` entries at a time: the same words). ``values``: floats, or an exact vector
     (:func:`~.secure.encode_exact`)."""
-    exact = isinstance(values, np.ndarray) and values.dtype == np.int64 and values.ndim == 2
+    exact = is_exact(values)
     if not exact:
         values = np.asarray(values, dtype=np.float64).ravel()
     size = values.shape[-1]

@@ -48,6 +48,7 @@ __all__ = [
     "encode_exact",
     "encode_exact_checked",
     "exact_value",
+    "is_exact",
     "encode_checked",
     "decode_fixed",
     "add_words",
@@ -123,6 +124,11 @@ def encode_checked(x):
     words[0] = whole.astype(np.uint64)
     words[1] = (low_hi.astype(np.uint64) << np.uint64(32)) | (low - low_hi * _TWO32).astype(np.uint64)
     return np.where(x < 0, neg_words(words), words)
+
+
+def is_exact(vec):
+    """Whether ``vec`` is an exact vector (:func:`encode_exact`'s int64 whole parts and units), not floats."""
+    return isinstance(vec, np.ndarray) and vec.dtype == np.int64 and vec.ndim == 2
 
 
 def exact_value(q):
