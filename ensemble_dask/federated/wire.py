@@ -252,9 +252,7 @@ def decode(body, *, max_bytes=MAX_BYTES, max_entries=MAX_ENTRIES):
 
 
 def peer_name(cert):
-    """The common name of a peer certificate as ``ssl.getpeercert()`` gives it (None without one)."""
-    for rdn in (cert or {}).get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                return value
-    return None
+    """The common name of a peer certificate as ``ssl.getpeercert()`` gives it: None without one, or with
+    more than one (which names would it be? The federation's CA signs none such; a review, 2026-12-06)."""
+    names = [value for rdn in (cert or {}).get("subject", ()) for key, value in rdn if key == "commonName"]
+    return names[0] if len(names) == 1 else None

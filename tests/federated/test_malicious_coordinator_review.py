@@ -911,3 +911,43 @@ def test_a_kcc_step_sums_integers_only(three):
     MT = np.random.default_rng(7).dirichlet(np.ones(3), size=(2, N_CLUSTERINGS)).reshape(2, -1).T / 1.1
     total = fed.sum("kcc_step", (MT,), what="a step")
     np.testing.assert_array_equal(total, np.rint(total))
+
+
+def test_a_certificate_of_two_common_names_is_no_ones(three, tmp_path):
+    """An attacker review (2026-12-06): a certificate of the federation's CA with the common names
+    'coordinator' and 'site-a' was taken for the coordinator's (the first name read). The CA's ``certs sign``
+    makes no such certificate, but a name is one name: a certificate of two is nobody's."""
+    import datetime
+    import ssl
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    from ensemble_dask.federated.certs import _load_ca, _private_pem
+    from ensemble_dask.federated.coordinator import SiteLink
+
+    ca_cert, ca_key = _load_ca(three.certs)
+    now, day = datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1)
+    key = ec.generate_private_key(ec.SECP256R1())
+    names = [x509.NameAttribute(NameOID.COMMON_NAME, n) for n in ("coordinator", "site-a")]
+    cert = (
+        x509.CertificateBuilder().subject_name(x509.Name(names)).issuer_name(ca_cert.subject)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - day).not_valid_after(now + day)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    (tmp_path / "two.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "two-key.pem").write_bytes(_private_pem(key))
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(three.certs / "ca.pem"))
+    ctx.check_hostname = False
+    ctx.load_cert_chain(str(tmp_path / "two.pem"), str(tmp_path / "two-key.pem"))
+    link = SiteLink("site-a", three.addresses["site-a"], ctx, 10)
+    try:
+        with pytest.raises(SiteRefusedError, match="coordinator"):
+            link.post("close", {"session": "0" * 16})
+    finally:
+        link.close()
