@@ -123,6 +123,16 @@ def test_a_best_promoted_apart_is_not_resumed_beside_its_peers(three):
         )
 
 
+def _resumed_estep(three, run, tag, params):
+    """The E-step sum of a session that resumes the run ``run`` from the checkpoint ``tag``."""
+    fed = _federation(three)
+    try:
+        fed.call("prepare", (CATS, 2, run, [0, 0, tag, None, None]), what="prepare (resume)")
+        return fed.sum("estep", (params, 0, 1, 1e-12, 1), what="E-step")
+    finally:
+        fed.close()
+
+
 def test_an_honest_resume_names_the_round_that_made_the_checkpoint(three):
     """The sites' checkpoint of a round computed by all of them is resumed by its tag, and only by it."""
     run = "00000000c0ffee02"
@@ -136,13 +146,7 @@ def test_an_honest_resume_names_the_round_that_made_the_checkpoint(three):
     finally:
         fed.close()
     assert not np.array_equal(first, again)  # a second sweep from the first round's gamma moved it
-    fed = _federation(three)
-    try:
-        fed.call("prepare", (CATS, 2, run, [0, 0, tag, None, None]), what="prepare (resume)")
-        resumed = fed.sum("estep", (params, 0, 1, 1e-12, 1), what="E-step")
-    finally:
-        fed.close()
-    np.testing.assert_array_equal(resumed, again)  # from the first round's gamma, exactly
+    np.testing.assert_array_equal(_resumed_estep(three, run, tag, params), again)  # from that gamma, exactly
     for wrong in (f"{tag[:-1]}9", "0" * 16 + "-1"):
         fed = _federation(three)
         try:
@@ -167,13 +171,7 @@ def test_a_checkpoint_of_any_round_the_site_took_can_be_resumed(three):
     finally:
         fed.close()
     assert tag.endswith("-18446744073709551615")
-    fed = _federation(three)
-    try:
-        fed.call("prepare", (CATS, 2, run, [0, 0, tag, None, None]), what="prepare (resume)")
-        resumed = fed.sum("estep", (params, 0, 1, 1e-12, 1), what="E-step")
-    finally:
-        fed.close()
-    assert not np.array_equal(resumed, first)  # a second sweep, from the first round's gamma
+    assert not np.array_equal(_resumed_estep(three, run, tag, params), first)  # a sweep from its gamma
 
 
 def test_checkpoints_do_not_pile_up_under_one_run_key(three):
