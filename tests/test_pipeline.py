@@ -662,3 +662,21 @@ def test_the_start_thread_imports_nothing(tmp_path):
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["starts"] == ["label-starts"]
     assert seen["imported"] == []
+
+
+def test_a_result_named_after_a_method_with_a_suffix_is_that_method():
+    """A review (2026-12-06): the docs say ``bce-k4`` runs BCE, and the rule split the name at its first
+    hyphen: ``pcc-l2-k4`` ran PCC with the KL divergence, ``eac-al-k4`` was an unknown method 'eac', and
+    ``bce-k4`` with ``method: kcc`` ran KCC. The longest method or alias before a hyphen names it now."""
+    from ensemble_dask.stages.consensus import resolve_method
+
+    assert resolve_method("pcc-l2-k4", {}) == ("pcc", {"divergence": "l2"})
+    assert resolve_method("eac-al-k4", {}) == ("eac-al", {})
+    assert resolve_method("pcc-k8", {"method": "pcc", "init": "random"}) == ("pcc", {"init": "random"})
+    assert resolve_method("mine", {"method": "bce"}) == ("bce", {})
+    with pytest.raises(InputError, match="'bce-k4' is named after the method 'bce'; got method='kcc'"):
+        resolve_method("bce-k4", {"method": "kcc"})
+    with pytest.raises(InputError, match="'pcc-l2-x' is pcc with divergence='l2'; got divergence='kl'"):
+        resolve_method("pcc-l2-x", {"divergence": "kl"})
+    with pytest.raises(InputError, match=r"unknown method 'foo-bar'; known: .*--set method=M\)"):
+        resolve_method("foo-bar", {})

@@ -57,31 +57,31 @@ _TRACE_MAX = 2000  # objective trace points kept in the attributes
 
 
 def resolve_method(name, params):
-    """``(method, params)`` for the workflow entry ``name: params``."""
+    """``(method, params)`` for the workflow entry ``name: params``: a method's name, an alias (``pcc-kl``),
+    either with a suffix after a hyphen (``pcc-l2-k4``), or any name with ``method:``."""
     params = dict(params or {})
     method = params.pop("method", None)
-    given = method is not None
-    named = registry.ALIASES.get(name, (name if name in registry.names() else None,))[0]
+    known = sorted([*registry.names(), *registry.ALIASES], key=len, reverse=True)
+    base = name if name in known else next((m for m in known if name.startswith(f"{m}-")), None)
+    named = registry.ALIASES.get(base, (base,))[0]
     if method is not None and named is not None and method != named:  # a result named after another method
         raise InputError(
             f"consensus result {name!r} is named after the method {named!r}; got method={method!r} (give the "
             "result another name, e.g. 'consensus my-result --set method=...')"
         )
-    if method is None:
-        method = name if name in registry.names() else name.split("-")[0]
-    if name in registry.ALIASES:  # (a 'method' given too: the alias's own, or refused above)
-        method, preset = registry.ALIASES[name]
-        for key, value in preset.items():
-            if params.setdefault(key, value) != value:  # pcc-kl with divergence=l2 would be named a lie
-                raise InputError(
-                    f"consensus method {name!r} is {method} with {key}={value!r}; got "
-                    f"{key}={params[key]!r} (to set {key}, name it {method!r}, or give another name "
-                    f"'method: {method}')"
-                )
+    given, method = method is not None, named if method is None else method
+    for key, value in registry.ALIASES.get(base, (None, {}))[1].items():
+        if params.setdefault(key, value) != value:  # pcc-kl with divergence=l2 would be named a lie
+            raise InputError(
+                f"consensus method {name!r} is {method} with {key}={value!r}; got {key}={params[key]!r} (to "
+                f"set {key}, name it {method!r}, or give another name 'method: {method}')"
+            )
     if method not in registry.names():
         hint = "" if given else "; a result of a name of its own says its method (method: M, --set method=M)"
-        raise InputError(f"consensus method {name!r}: unknown method {method!r}; known: {registry.names()} "
-                         f"and pcc-kl, pcc-l2 (PCC with that divergence){hint}")  # fmt: skip
+        raise InputError(
+            f"consensus method {name!r}: unknown method {(method or name)!r}; known: "
+            f"{registry.names()} and pcc-kl, pcc-l2 (PCC with that divergence){hint}"
+        )
     return method, params
 
 
