@@ -62,7 +62,9 @@ def main(argv=None):
     sys.path.insert(0, str(ROOT))
     from ensemble_dask.federated.secagg import MASK_CHUNK
 
-    print(f"vector of {args.size:,} entries ({args.size * 8 / 2**20:.0f} MB), {args.sites} sites; peak MB")
+    mb = f"{args.size * 8 / 2**20:.0f} MB"
+    mb += f", {args.size * 16 / 2**20:.0f} MB exact" if args.exact else ""
+    print(f"vector of {args.size:,} entries ({mb}), {args.sites} sites; peak MB")
     print(f"{'masks computed':<28} {'before':>8} {'masked':>8} {'encoded':>8}")
     rows = {}
     cases = (

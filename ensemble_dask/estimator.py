@@ -8,6 +8,7 @@ seed gives the same labels as the command line on the same data.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import numbers
 import uuid
 import warnings
@@ -82,7 +83,7 @@ def _first_missing(X):
         return ""
     i, j = (int(v) for v in bad[0])
     column = getattr(X, "columns", None)
-    return f" (first at row {i}, column {j if column is None else repr(column[j])}: impute it first)"
+    return f" (first at row {i}, column {j if column is None else repr(column[j])})"
 
 
 def _numeric(X, min_samples):
@@ -321,11 +322,14 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
                 raise InputError(
                     f"The 'data_params' parameter must be a dict or None; got {shown(self.data_params)}"
                 )
-            own = sorted({"url", "standardize", "label_column", "overwrite"} & set(self.data_params))
-            if own:
+            from .stages.ingest import ingest_params
+
+            taken = set(inspect.signature(ingest_params).parameters) - {"url", "standardize", "label_column"}
+            wrong = sorted(set(self.data_params) - taken, key=str)
+            if wrong:
                 raise InputError(
-                    f"The 'data_params' parameter may not set {own}: the estimator's own (X, standardize, "
-                    "label_column, and its rule on replacing a store's data)"
+                    f"The 'data_params' parameter takes keys among {sorted(taken)}; got {wrong} (X, "
+                    "standardize and label_column are the estimator's own parameters)"
                 )
             spec["data"].update(self.data_params)
         if n_rows is not None:
@@ -395,7 +399,8 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
             done = True
         except OtherDataError:  # its message names the data's folder in memory and the CLI's option
             raise InputError(
-                f"store {store_url!r} holds another data set than X, and results this estimator's last fit "
+                f"store {store_url!r} holds another data set than X (or X read otherwise: other data_params, "
+                "standardize, or a file changed since), and results this estimator's last fit "
                 "did not leave there (another estimator's or run's, or stages run since); a fit replaces the "
                 "data of a given store only when the store holds what its own last fit left: pass another "
                 "store, or store=None (one in memory), or remove this one"

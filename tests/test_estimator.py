@@ -475,9 +475,11 @@ def test_a_table_by_url_takes_the_data_sections_options_and_a_nan_is_placed(tmp_
     model = ConsensusClustering(2, method="kcc", n_clusterings=4, random_state=0, data_params=options)
     model.fit(url)
     assert model.labels_.shape == (80,) and model.n_features_in_ == 3
-    with pytest.raises(InputError, match=r"may not set \['standardize'\]"):
+    with pytest.raises(InputError, match=r"takes keys among \['categorical', .*; got \['standardize'\]"):
         ConsensusClustering(2, data_params={"standardize": False}).fit(url)
+    with pytest.raises(InputError, match=r"got \['impute_', 'overwrite'\] \(X, standardize and label_column"):
+        ConsensusClustering(2, data_params={"impute_": "mean", "overwrite": True}).fit(url)
     with pytest.raises(InputError, match="'data_params' parameter reads a table given by its URL"):
         ConsensusClustering(2, data_params={"impute": "mean"}).fit(frame[["a", "b"]].to_numpy())
-    with pytest.raises(InputError, match=r"contains NaN. \(first at row 3, column 'a': impute it first\)"):
+    with pytest.raises(InputError, match=r"contains NaN. \(first at row 3, column 'a'\)"):
         ConsensusClustering(2).fit(frame[["a", "b"]])

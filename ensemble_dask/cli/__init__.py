@@ -62,11 +62,10 @@ def _command_parser(ap, args):
     """The parser of the command ``args`` ran (of its subcommand, for ``certs`` and ``site``), or ``ap``."""
     import argparse
 
-    for action in ap._actions:  # argparse keeps its subparsers there
-        if isinstance(action, argparse._SubParsersAction):
-            for value in vars(args).values():
-                if isinstance(value, str) and value in action.choices:
-                    return _command_parser(action.choices[value], args)
+    for action in ap._actions:  # argparse keeps its subparsers there, the chosen one's name under its dest
+        chosen = getattr(args, action.dest, None)
+        if isinstance(action, argparse._SubParsersAction) and chosen in action.choices:
+            return _command_parser(action.choices[chosen], args)
     return ap
 
 

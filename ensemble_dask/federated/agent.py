@@ -292,7 +292,8 @@ class SiteAgent:
         if not rows_in_range(info["n_rows"], info["n_clusterings"], len(cfg.federation)):
             raise Refused(  # the counts it would tell on joining: public
                 f"site {cfg.name!r}: {info['n_rows']} rows of {info['n_clusterings']} clusterings are more "
-                f"than the fixed-point range holds in a federation of {len(cfg.federation)} sites"
+                f"than the fixed-point range holds in a federation of {len(cfg.federation)} sites (or 2**31 "
+                "rows or more, more than a site's exact sums hold)"
             )
         st.data["n_clusterings"] = info["n_clusterings"]
         # and the clusterings, which the coordinator's own check alone compared: sites of other shapes

@@ -143,11 +143,17 @@ def check_exact(q, *, n_sites=1, name="values", chunk=1 << 20):
     q = np.asarray(q)
     if q.ndim != 2 or q.shape[0] != 2 or q.dtype != np.int64:
         raise InputError(f"{name}: an exact vector is int64 of shape (2, n); got {q.dtype} {q.shape}")
+    first = None  # every chunk checked: a refusal takes the same time wherever its first bad value is
     for lo in range(0, q.shape[1], chunk):
         part = q[:, lo : lo + chunk]
-        if (part[1] < 0).any():
-            raise InputError(f"{name}: an exact vector's units are >= 0")
-        check_fixed(exact_value(part), n_sites=n_sites, name=name)
+        try:
+            if (part[1] < 0).any():
+                raise InputError(f"{name}: an exact vector's units are >= 0")
+            check_fixed(exact_value(part), n_sites=n_sites, name=name)
+        except InputError as exc:
+            first = first or exc
+    if first is not None:
+        raise first
     return q
 
 

@@ -67,8 +67,9 @@ def infer_format(url: str) -> str:
     if path.endswith(".npy"):
         return "npy"
     raise InputError(
-        f"cannot tell the format of {url!r} from its name; give it (ingest --format, or 'format' under "
-        f"'data' in a workflow): one of {[f for f in FORMATS if f != 'synthetic']}"
+        f"cannot tell the format of {url!r} from its name (.csv, .parquet, .zarr or .npy, compressed or "
+        "not): rename it, or give its format where the command takes one (ingest --format, 'format' under "
+        "'data')"
     )
 
 

@@ -78,13 +78,13 @@ def results_at_risk(store, params):
     return (changed, results) if results else None
 
 
-def check_results_kept(store, url, params, output):
-    """Stop when reading ``url`` with ``params`` gives other data (``output``: its identity) than ``store``
-    holds, and the store holds results computed from its data: an ingest replaces the data, and every result
-    computed from the old goes with it (a user review: re-ingesting the same file with one option changed
-    deleted them all, with exit 0 and no word). Other options that give the same data keep them."""
-    risk = results_at_risk(store, params)
-    if risk is None or output == (store.record("ingest") or {}).get("output"):
+def check_results_kept(store, url, risk, output):
+    """Stop when reading ``url`` gives other data (``output``: its identity) than ``store`` holds, and the
+    store holds results computed from its data (``risk``: :func:`results_at_risk`'s answer): an ingest
+    replaces the data, and every result computed from the old goes with it (a user review: re-ingesting the
+    same file with one option changed deleted them all, with exit 0 and no word). Other options that give
+    the same data keep them."""
+    if output == (store.record("ingest") or {}).get("output"):
         return
     changed, results = risk
     what = f"with other options ({', '.join(changed)})" if changed else "from changed content"

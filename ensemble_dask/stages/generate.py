@@ -246,13 +246,13 @@ def generate(store, client, *, progress=False, replace_imported=False, **params)
             n, **{k: v for k, v in p.items() if k != "n_clusterings"}, n_clusterings=p["n_clusterings"]
         )
     except InputError as exc:  # a k range the user did not give is the one n_clusters sets
-        unset = [k for k in ("k_min", "k_max") if params.get(k) is None]
-        if params.get("n_clusters") is None or not any(f"{k}=" in str(exc) for k in unset):
+        unset = [k for k in ("k_min", "k_max") if params.get(k) is None and f"{k}=" in str(exc)]
+        K = params.get("n_clusters")
+        if K is None or not unset or default_k_range(K) == default_k_range():
             raise
-        raise InputError(
-            f"{exc}; with n_clusters={params['n_clusters']} the base clusterings' k is drawn in "
-            f"[{p['k_min']}, {p['k_max']}]: give a smaller n_clusters, or k_min and k_max"
-        ) from None
+        sets = " and ".join(f"{k}={p[k]}" for k in unset)
+        hint = f"give a smaller n_clusters, or {' and '.join(unset)}"
+        raise InputError(f"{exc}; n_clusters={K} sets {sets}: {hint}") from None
 
     start = _kept_columns(store, p, inputs)
     with store.stage("generate", p, inputs, writes=("labels",)) as record:

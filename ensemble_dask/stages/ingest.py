@@ -483,11 +483,12 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
     d = int(keep_cols.sum())
     kept = [nm for nm, k in zip(names, keep_cols, strict=True) if k]
     blocks = functools.partial(_blocks, reader, p, mean, center, scale, keep_cols)
-    if not overwrite and results_at_risk(store, params):  # the same source, other options or content
+    risk = None if overwrite else results_at_risk(store, params)  # the same source, other options or content
+    if risk:  # a pass over the data tells whether they give other data
         content = hashlib.sha256()
         for _, block in blocks():
             content.update(block.tobytes())
-        check_results_kept(store, p["url"], params, _identity(content, reader, d, kept))
+        check_results_kept(store, p["url"], risk, _identity(content, reader, d, kept))
 
     # a store of labels imported before any data: nothing in it was computed from an X (no ingest record, no
     # X, and the labels' record reads none). Anything else, an ingest that stopped halfway included (its
@@ -537,9 +538,7 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
                 )
             )
         record["output"] = _identity(content, reader, d, kept)
-        if fresh:
-            pass
-        elif record["output"] != before and (overwrite or not labels_alone):
+        if not fresh and record["output"] != before and (overwrite or not labels_alone):
             # other data: what was computed from the old X goes, its report too
             with warnings.catch_warnings():  # the report folder is no zarr node, and zarr says so as it lists
                 warnings.filterwarnings("ignore", "Object at .* is not recognized", UserWarning)
@@ -550,7 +549,7 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
             check_held(store.url)  # a writer whose lease was taken over clears nothing of the holder's
             store.clear_records()
             store.clear_report()
-        elif record["output"] != before:
+        elif not fresh and record["output"] != before:
             # the first data of a store of imported labels (check_n: of their n): nothing was computed from
             # an X, so the labels and their results stay (gbce and predict need X); the report gains y_true
             check_held(store.url)

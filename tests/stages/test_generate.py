@@ -298,11 +298,15 @@ def test_a_k_range_the_user_did_not_give_is_named_by_the_k_that_set_it(tmp_path,
     """A user review (2026-12-06): ``generate --n-clusters 50`` on 10 rows said "k_max=100 is larger than a
     subsample of 10 points", of a k_max the user never gave."""
     store = RunStore(tmp_path / "s.zarr")
-    np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(10, 2)))
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(8, 2)))
     ingest(store, str(tmp_path / "x.npy"))
-    said = r"k_max=100 is larger than a subsample of 10 points .*; with n_clusters=50 the base clusterings' "
-    with pytest.raises(InputError, match=said + r"k is drawn in \[25, 100\]: give a smaller n_clusters, or"):
+    rows = r"a subsample of 8 points \(n=8, rate=1.0\)"
+    hint = r"n_clusters=50 sets k_max=100: give a smaller n_clusters, or k_max$"
+    with pytest.raises(InputError, match=rf"k_max=100 is larger than {rows}; {hint}"):
         generate(store, client, n_clusters=50)
-    said = r"k_max=50 is larger than a subsample of 10 points \(n=10, rate=1.0\)$"
-    with pytest.raises(InputError, match=said):
+    with pytest.raises(InputError, match=r"k_min=25 must be <= k_max=6; n_clusters=50 sets k_min=25: .*"):
+        generate(store, client, n_clusters=50, k_max=6)
+    with pytest.raises(InputError, match=rf"k_max=10 is larger than {rows}$"):
+        generate(store, client, n_clusters=3)  # any K up to 5 sets [2, 10]: no smaller K helps
+    with pytest.raises(InputError, match=rf"k_max=50 is larger than {rows}$"):
         generate(store, client, n_clusters=50, k_max=50)
