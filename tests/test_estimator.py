@@ -467,9 +467,9 @@ def test_a_table_by_url_takes_the_data_sections_options_and_a_nan_is_placed(tmp_
     frame.loc[3, "a"] = np.nan
     frame.to_csv(tmp_path / "t.csv", index=False)
     url = str(tmp_path / "t.csv")
-    with pytest.raises(InputError, match="line 5: value nan in column 'a'.*set impute: mean"):
+    with pytest.raises(InputError, match="line 5: value nan in column 'a'.*set impute: mean .*data_params"):
         ConsensusClustering(2, n_clusterings=4, random_state=0).fit(url)
-    with pytest.raises(InputError, match="'colour'"):
+    with pytest.raises(InputError, match="'colour' .*ConsensusClustering's data_params"):
         ConsensusClustering(2, n_clusterings=4, random_state=0, data_params={"impute": "mean"}).fit(url)
     options = {"categorical": ["colour"], "impute": "mean"}
     model = ConsensusClustering(2, method="kcc", n_clusterings=4, random_state=0, data_params=options)

@@ -179,7 +179,7 @@ class _Reader:
     """The three passes over one source, sharing the row selection and the encodings."""
 
     #: what a message about a missing number says to do (predict's reader says its own)
-    nan_remedy = "set impute: mean, or --impute mean, to replace NaN; or clean the input"
+    nan_remedy = "set impute: mean (--impute mean; ConsensusClustering's data_params) to replace NaN"
 
     def __init__(self, p, storage_options):
         if positional_csv(p):
@@ -361,7 +361,8 @@ class _Reader:
                     i = int(np.flatnonzero(bad)[0])
                     raise InputError(
                         f"{self.where(offset, rows[i])}: non-numeric value {s.iloc[i]!r} in numeric "
-                        f"column {c!r} (declare it in 'categorical' or 'drop' it)"
+                        f"column {c!r} (declare it in 'categorical' or 'drop' it: --categorical, --drop, or "
+                        "ConsensusClustering's data_params)"
                     )
             if p["impute"] is None and not np.isfinite(v).all():
                 i = int(np.flatnonzero(~np.isfinite(v))[0])
