@@ -100,7 +100,7 @@ class SiteLink:
     def _connect(self):
         conn = http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=self.timeout)
         conn.connect()
-        who = peer_name(conn.sock.getpeercert())
+        who = peer_name(conn.sock)
         if who != self.name:
             conn.close()
             raise SiteRefusedError(

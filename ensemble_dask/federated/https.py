@@ -63,7 +63,7 @@ def server_context(tls):
 
 
 def _peer(stream):
-    return peer_name(stream.socket.getpeercert()) if getattr(stream, "socket", None) is not None else None
+    return peer_name(getattr(stream, "socket", None))
 
 
 def make_app(agent):

@@ -251,8 +251,21 @@ def decode(body, *, max_bytes=MAX_BYTES, max_entries=MAX_ENTRIES):
     return msg
 
 
-def peer_name(cert):
-    """The common name of a peer certificate as ``ssl.getpeercert()`` gives it: None without one, or with
-    more than one (which names would it be? The federation's CA signs none such; a review, 2026-12-06)."""
-    names = [value for rdn in (cert or {}).get("subject", ()) for key, value in rdn if key == "commonName"]
-    return names[0] if len(names) == 1 else None
+def peer_name(sock):
+    """The common name of the certificate a TLS socket's peer presented: None without one, with more than one
+    (which name would it be?), or for a CA's certificate (no party's). The federation's CA signs neither
+    kind; a site still takes no such certificate for a party's (attacker reviews, 2026-12-06)."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    der = sock.getpeercert(binary_form=True) if sock is not None else None
+    if not der:
+        return None
+    cert = x509.load_der_x509_certificate(der)
+    try:
+        if cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca:
+            return None
+    except x509.ExtensionNotFound:
+        pass
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return names[0].value if len(names) == 1 else None

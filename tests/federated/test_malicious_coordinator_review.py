@@ -913,10 +913,9 @@ def test_a_kcc_step_sums_integers_only(three):
     np.testing.assert_array_equal(total, np.rint(total))
 
 
-def test_a_certificate_of_two_common_names_is_no_ones(three, tmp_path):
-    """An attacker review (2026-12-06): a certificate of the federation's CA with the common names
-    'coordinator' and 'site-a' was taken for the coordinator's (the first name read). The CA's ``certs sign``
-    makes no such certificate, but a name is one name: a certificate of two is nobody's."""
+def _signed_context(three, path, names, ca=False):
+    """A client TLS context with a certificate of the federation's CA (``certs sign`` makes none such):
+    common names ``names``, a CA's when ``ca``."""
     import datetime
     import ssl
 
@@ -926,26 +925,36 @@ def test_a_certificate_of_two_common_names_is_no_ones(three, tmp_path):
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     from ensemble_dask.federated.certs import _load_ca, _private_pem
-    from ensemble_dask.federated.coordinator import SiteLink
 
     ca_cert, ca_key = _load_ca(three.certs)
     now, day = datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1)
     key = ec.generate_private_key(ec.SECP256R1())
-    names = [x509.NameAttribute(NameOID.COMMON_NAME, n) for n in ("coordinator", "site-a")]
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, n) for n in names])
     cert = (
-        x509.CertificateBuilder().subject_name(x509.Name(names)).issuer_name(ca_cert.subject)
+        x509.CertificateBuilder().subject_name(subject).issuer_name(ca_cert.subject)
         .public_key(key.public_key()).serial_number(x509.random_serial_number())
         .not_valid_before(now - day).not_valid_after(now + day)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )  # fmt: skip
-    (tmp_path / "two.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tmp_path / "two-key.pem").write_bytes(_private_pem(key))
+    (path / "c.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (path / "c-key.pem").write_bytes(_private_pem(key))
     ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(three.certs / "ca.pem"))
     ctx.check_hostname = False
-    ctx.load_cert_chain(str(tmp_path / "two.pem"), str(tmp_path / "two-key.pem"))
-    link = SiteLink("site-a", three.addresses["site-a"], ctx, 10)
+    ctx.load_cert_chain(str(path / "c.pem"), str(path / "c-key.pem"))
+    return ctx
+
+
+@pytest.mark.parametrize("names, ca", [(("coordinator", "site-a"), False), (("coordinator",), True)])
+def test_a_certificate_of_two_names_or_a_cas_is_no_ones(three, tmp_path, names, ca):
+    """Attacker reviews (2026-12-06): a certificate of the federation's CA with the common names
+    'coordinator' and 'site-a' was taken for the coordinator's (the first name read), and so was a CA's
+    certificate named 'coordinator'. The CA's ``certs sign`` makes neither, but a party's certificate has
+    one name and is no CA's: any other is nobody's."""
+    from ensemble_dask.federated.coordinator import SiteLink
+
+    link = SiteLink("site-a", three.addresses["site-a"], _signed_context(three, tmp_path, names, ca), 10)
     try:
         with pytest.raises(SiteRefusedError, match="coordinator"):
             link.post("close", {"session": "0" * 16})
