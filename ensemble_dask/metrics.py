@@ -8,7 +8,6 @@ points it actually clustered, as in papers/003 Sect. 7.3.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from ._validation import InputError
 
@@ -27,6 +26,14 @@ __all__ = [
     "contingency_counts",
     "table_scores",
 ]
+
+
+def _linear_sum_assignment(cost, maximize=False):
+    """scipy's, imported on first use (scipy.optimize takes a tenth of a second; a federation site, which
+    imports this module for its counts, never matches clusters)."""
+    from scipy.optimize import linear_sum_assignment
+
+    return linear_sum_assignment(cost, maximize=maximize)
 
 
 def _paired(labels_pred, labels_true):
@@ -68,7 +75,7 @@ def h_criterion(labels_pred, labels_true):
     n = table.sum()
     if n == 0:
         return float("nan")
-    rows, cols = linear_sum_assignment(table, maximize=True)
+    rows, cols = _linear_sum_assignment(table, maximize=True)
     return float(table[rows, cols].sum() / n)
 
 
@@ -236,7 +243,7 @@ def js_criterion(memberships, reference, *, return_permutation=False):
     Zp = np.zeros((Z.shape[0], k))
     Zp[:, : Z.shape[1]] = Z
     cost = _js_terms(Zp[:, :, None], Yp[:, None, :]).sum(axis=0)
-    rows, cols = linear_sum_assignment(cost)
+    rows, cols = _linear_sum_assignment(cost)
     value = float(cost[rows, cols].sum() / Y.shape[0])
     if return_permutation:
         return value, cols
@@ -362,7 +369,7 @@ def table_scores(table):
     n = t.sum()
     if n == 0:
         return dict.fromkeys(("H", "ARI", "NMI", "MP", "R_n"), float("nan"))
-    r, c = linear_sum_assignment(t, maximize=True)
+    r, c = _linear_sum_assignment(t, maximize=True)
     h = t[r, c].sum() / n
     mp = t.max(axis=1).sum() / n
 

@@ -6,10 +6,34 @@
 * :mod:`.build` - the Dask graph that samples, counts and writes the store, and its update.
 """
 
-from .build import build_coassociation, update_coassociation
-from .counting import PairCounts, coassociation, count_pairs, dense_coassociation
-from .csr import PairBlock, StoredPairs, iter_pair_blocks, read_pairs, write_pairs
-from .sampling import STRATEGIES, sample_pairs
+import importlib
+from typing import TYPE_CHECKING
+
+if (
+    TYPE_CHECKING
+):  # what type checkers and the API docs read; at run time a submodule is imported on first use
+    from .build import build_coassociation, update_coassociation
+    from .counting import PairCounts, coassociation, count_pairs, dense_coassociation
+    from .csr import PairBlock, StoredPairs, iter_pair_blocks, read_pairs, write_pairs
+    from .sampling import STRATEGIES, sample_pairs
+
+#: where each name lives: a submodule is imported on first use, so the model code that needs only the counts
+#: (the consensus solvers, a federation site) does not import the Dask graph of :mod:`.build` nor zarr
+_HOME = {
+    "build_coassociation": "build",
+    "update_coassociation": "build",
+    "PairCounts": "counting",
+    "coassociation": "counting",
+    "count_pairs": "counting",
+    "dense_coassociation": "counting",
+    "PairBlock": "csr",
+    "StoredPairs": "csr",
+    "iter_pair_blocks": "csr",
+    "read_pairs": "csr",
+    "write_pairs": "csr",
+    "STRATEGIES": "sampling",
+    "sample_pairs": "sampling",
+}
 
 __all__ = [
     "STRATEGIES",
@@ -26,3 +50,13 @@ __all__ = [
     "build_coassociation",
     "update_coassociation",
 ]
+
+
+def __getattr__(name):
+    if name in _HOME:
+        return getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

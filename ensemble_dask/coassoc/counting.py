@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from .._validation import InputError, check_labels_matrix
 from ..runtime.threads import even_splits, thread_map, usable_cores
@@ -70,6 +69,8 @@ class PairCounts:
 
     def to_scipy(self):
         """``(co, both)`` as two ``scipy.sparse.csr_array`` of shape (n, n)."""
+        import scipy.sparse as sp  # here: the solvers and a federation site read the arrays as they are
+
         shape = (self.n, self.n)
         co = sp.csr_array((self.co, self.indices, self.indptr), shape=shape)
         both = sp.csr_array((self.both, self.indices, self.indptr), shape=shape)

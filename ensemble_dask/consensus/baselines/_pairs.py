@@ -17,7 +17,6 @@ from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
 from ..._validation import check_random_state
 from .._common.base import PairData, SoftConsensusMixin, as_pair_data
@@ -112,6 +111,8 @@ class EACSingleLink(_PairBaseline):
         self.n_clusters = n_clusters
 
     def fit(self, pairs, y=None):
+        from scipy.sparse.csgraph import connected_components, minimum_spanning_tree  # a site needs none
+
         pd = self._prepare(pairs)
         S = _similarity_graph(pd)
         # distances 1 - s in (0, 1]; a tiny floor keeps s = 1 edges (scipy drops explicit zeros)
