@@ -9,16 +9,15 @@
 import importlib
 from typing import TYPE_CHECKING
 
-if (
-    TYPE_CHECKING
-):  # what type checkers and the API docs read; at run time a submodule is imported on first use
+# what type checkers and the API docs read; at run time a submodule is imported on first use
+if TYPE_CHECKING:
     from .build import build_coassociation, update_coassociation
     from .counting import PairCounts, coassociation, count_pairs, dense_coassociation
     from .csr import PairBlock, StoredPairs, iter_pair_blocks, read_pairs, write_pairs
     from .sampling import STRATEGIES, sample_pairs
 
-#: where each name lives: a submodule is imported on first use, so the model code that needs only the counts
-#: (the consensus solvers, a federation site) does not import the Dask graph of :mod:`.build` nor zarr
+#: where each name lives: the model code that needs only the counts (the consensus solvers, a federation
+#: site) does not import the Dask graph of :mod:`.build`
 _HOME = {
     "build_coassociation": "build",
     "update_coassociation": "build",
