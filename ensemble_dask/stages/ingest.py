@@ -539,22 +539,22 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
                 )
             )
         record["output"] = _identity(content, reader, d, kept)
-        if not fresh and record["output"] != before and (overwrite or not labels_alone):
-            # other data: what was computed from the old X goes, its report too
-            with warnings.catch_warnings():  # the report folder is no zarr node, and zarr says so as it lists
-                warnings.filterwarnings("ignore", "Object at .* is not recognized", UserWarning)
-                names = list(store.group.keys())
-            for name in names:
-                if name not in ("X", "y_true", RECORDS_DIR):
-                    del store.group[name]
-            check_held(store.url)  # a writer whose lease was taken over clears nothing of the holder's
-            store.clear_records()
-            store.clear_report()
-        elif not fresh and record["output"] != before:
-            # the first data of a store of imported labels (check_n: of their n): nothing was computed from
-            # an X, so the labels and their results stay (gbce and predict need X); the report gains y_true
-            check_held(store.url)
-            store.clear_report()
+        if not fresh and record["output"] != before:
+            if overwrite or not labels_alone:
+                # other data: what was computed from the old X goes, its report too
+                with warnings.catch_warnings():  # the report folder is no zarr node, and zarr says so
+                    warnings.filterwarnings("ignore", "Object at .* is not recognized", UserWarning)
+                    names = list(store.group.keys())
+                for name in names:
+                    if name not in ("X", "y_true", RECORDS_DIR):
+                        del store.group[name]
+                check_held(store.url)  # a writer whose lease was taken over clears nothing of the holder's
+                store.clear_records()
+            else:
+                # the first data of a store of imported labels (check_n: of their n): nothing was computed
+                # from an X, so the labels and their results stay (gbce and predict need X)
+                check_held(store.url)
+            store.clear_report()  # either way its page redrawn (with y_true, for imported labels)
         X.attrs.update(
             {
                 "feature_names": summary["feature_names"],
