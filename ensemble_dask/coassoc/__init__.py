@@ -6,8 +6,9 @@
 * :mod:`.build` - the Dask graph that samples, counts and writes the store, and its update.
 """
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ..runtime.imports import lazy_names
 
 # what type checkers and the API docs read; at run time a submodule is imported on first use
 if TYPE_CHECKING:
@@ -19,19 +20,19 @@ if TYPE_CHECKING:
 #: where each name lives: the model code that needs only the counts (the consensus solvers, a federation
 #: site) does not import the Dask graph of :mod:`.build`
 _HOME = {
-    "build_coassociation": "build",
-    "update_coassociation": "build",
-    "PairCounts": "counting",
-    "coassociation": "counting",
-    "count_pairs": "counting",
-    "dense_coassociation": "counting",
-    "PairBlock": "csr",
-    "StoredPairs": "csr",
-    "iter_pair_blocks": "csr",
-    "read_pairs": "csr",
-    "write_pairs": "csr",
-    "STRATEGIES": "sampling",
-    "sample_pairs": "sampling",
+    "build_coassociation": ".build",
+    "update_coassociation": ".build",
+    "PairCounts": ".counting",
+    "coassociation": ".counting",
+    "count_pairs": ".counting",
+    "dense_coassociation": ".counting",
+    "PairBlock": ".csr",
+    "StoredPairs": ".csr",
+    "iter_pair_blocks": ".csr",
+    "read_pairs": ".csr",
+    "write_pairs": ".csr",
+    "STRATEGIES": ".sampling",
+    "sample_pairs": ".sampling",
 }
 
 __all__ = [
@@ -51,11 +52,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    if name in _HOME:
-        return getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _HOME)

@@ -13,7 +13,7 @@
 BCE and KCC on one Dask cluster's row blocks (not federated) are :mod:`ensemble_dask.rowblocks`.
 """
 
-import importlib
+from ..runtime.imports import lazy_names
 
 _EXPORTS = {
     "ColumnBCEResult": ".columns",
@@ -36,7 +36,5 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name):  # imported on first use: `site init` and the agent need no scikit-learn
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# imported on first use: `site init` and the agent need no scikit-learn
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS)

@@ -7,6 +7,9 @@ handing one of them a half-initialised module (``ImportError: cannot import name
 initialized module``, or a ``KeyError`` on the package). Code that runs on several threads at once and
 imports on first use (a base clustering on a Dask worker of several threads) imports through
 :func:`import_once`, which lets one thread of the process import at a time.
+
+:func:`lazy_names` makes a package's names imported on first use (PEP 562), so that a process imports only
+the modules it uses.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import importlib
 import threading
 
-__all__ = ["import_once"]
+__all__ = ["import_once", "lazy_names"]
 
 _LOCK = threading.Lock()
 _LOADED: set[str] = set()
@@ -34,3 +37,18 @@ def import_once(*names):
             if name not in _LOADED:
                 importlib.import_module(name)
                 _LOADED.add(name)
+
+
+def lazy_names(package, homes):
+    """``(__getattr__, __dir__)`` for the package ``package`` whose names ``homes`` maps to the submodules
+    that define them (``{"PairCounts": ".counting"}``): each is imported when a name of it is first read."""
+
+    def __getattr__(name):
+        if name in homes:
+            return getattr(importlib.import_module(homes[name], package), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    def __dir__():
+        return sorted(set(vars(importlib.import_module(package))) | set(homes))
+
+    return __getattr__, __dir__
