@@ -30,10 +30,56 @@ __all__ = ["console", "main"]
 
 def _on_sigint(signum, frame):
     """Ctrl-C: remember it (whatever error it then causes is reported as the interrupt) and raise
-    ``KeyboardInterrupt``; a second one while the run closes ends the process at once."""
-    if INTERRUPTED.is_set():
+    ``KeyboardInterrupt``, once the process is out of numba's and llvmlite's code (:func:`_in_uncut_code`);
+    a second one while the run closes, or while the first waits, ends the process at once."""
+    if INTERRUPTED.is_set() or _DEFERRED.is_set():
         print(f"ensemble-dask: {_INTERRUPTED_LINE}", file=sys.stderr)
         os._exit(130)
+    if _in_uncut_code(frame):
+        _DEFERRED.set()
+        _ALARM[0] = signal.signal(signal.SIGALRM, _on_retry)
+        signal.setitimer(signal.ITIMER_REAL, _RETRY_SECONDS)
+        return
+    _raise_interrupt()
+
+
+#: Packages whose Python code Ctrl-C must not cut. numba loads a cached kernel's machine code through a
+#: callback that LLVM calls (``_object_getbuffer_hook``): a ``KeyboardInterrupt`` raised in a callback is
+#: reported and dropped, the load goes on without the code, and the kernel's first call jumps to address 0:
+#: a segmentation fault instead of exit 130 (3 of 180 runs on a loaded machine, Ctrl-C 0-0.2 s after the
+#: BCE stage began). The interrupt waits until the main thread is out of their code: at most the load or
+#: compilation it is in (a kernel's cold compile takes up to seconds), checked every ``_RETRY_SECONDS``.
+_UNCUT = frozenset({"numba", "llvmlite"})
+_RETRY_SECONDS = 0.02
+_DEFERRED = threading.Event()
+_ALARM = [signal.SIG_DFL]  # SIGALRM's handler while the interrupt waits
+
+
+def _in_uncut_code(frame):
+    """Whether ``frame`` or a frame that called it runs code of a package of ``_UNCUT``."""
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).partition(".")[0] in _UNCUT:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _on_retry(signum, frame):
+    """SIGALRM after a deferred Ctrl-C: raise it now if the main thread is out of the uncut code."""
+    if _in_uncut_code(frame):
+        signal.setitimer(signal.ITIMER_REAL, _RETRY_SECONDS)
+        return
+    _stop_retrying()
+    _raise_interrupt()
+
+
+def _stop_retrying():
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, _ALARM[0])
+    _DEFERRED.clear()
+
+
+def _raise_interrupt():
     quiet = logging.getLogger().level > logging.DEBUG
     interrupt(quiet=quiet)
     if quiet:  # the callbacks and finalisers the interrupt cuts short would each say so at exit
@@ -96,6 +142,8 @@ def main(argv=None):
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+            if _DEFERRED.is_set():  # an interrupt still waiting when the command ended (it ends as one)
+                _stop_retrying()
         interrupt_handled()
 
 

@@ -219,3 +219,66 @@ def test_an_interrupt_quiets_the_loggers_below_distributed_with_levels_of_their_
     finally:
         clients.interrupt_handled()
     assert [lg.level for lg in own] == before and all(lg.isEnabledFor(logging.ERROR) for lg in own)
+
+
+_KERNEL = """\
+import numba
+
+
+@numba.njit(cache=True)
+def total(x):
+    s = 0.0
+    for v in x:
+        s += v
+    return s
+"""
+_CTRL_C_IN_THE_LOAD = """\
+import signal, sys, time
+
+import numpy as np
+from numba.core import codegen
+
+from ensemble_dask import cli
+
+hook = codegen.JITCodeLibrary._object_getbuffer_hook.__func__
+cut = []
+
+
+def getbuffer(cls, ll_module):  # Ctrl-C arrives while numba hands LLVM the cached machine code
+    buf = hook(cls, ll_module)
+    if buf is not None and not cut:
+        cut.append(True)
+        signal.raise_signal(signal.SIGINT)
+    return buf
+
+
+codegen.JITCodeLibrary._object_getbuffer_hook = classmethod(getbuffer)
+signal.signal(signal.SIGINT, cli._on_sigint)
+import kernel
+
+try:
+    print(kernel.total(np.arange(5.0)), flush=True)
+    time.sleep(5)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_numba_loads_a_cached_kernel_waits_for_the_load(tmp_path):
+    """A Ctrl-C whose handler ran inside numba's callback that hands LLVM a cached kernel's code was dropped
+    there: the kernel was left without its code, and its call a segmentation fault (CI: exit -11 instead of
+    130, Ctrl-C at the start of the BCE stage). The interrupt now comes once the load is over: the kernel
+    runs, and the command ends as interrupted."""
+    import sys
+
+    (tmp_path / "kernel.py").write_text(_KERNEL)
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": path}
+    warm = "import numpy as np, kernel; print(kernel.total(np.arange(5.0)))"
+    r = subprocess.run([sys.executable, "-c", warm], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert r.stdout.strip() == "10.0", r.stderr
+    r = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_IN_THE_LOAD], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert (r.returncode, r.stdout.strip()) == (130, "10.0"), r.stderr
