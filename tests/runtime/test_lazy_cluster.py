@@ -178,3 +178,24 @@ def test_the_config_s_workers_are_the_embedded_cluster_s():
 
     with dask.config.set({"ensemble-dask.cluster.n-workers": 2}), dask_client() as client:
         assert len(client.scheduler_info()["workers"]) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("on", [True, False])
+def test_the_dashboard_setting_gives_the_embedded_cluster_its_dashboard_or_none(on, request):
+    """``ensemble-dask.cluster.dashboard``: on by default (the tests turn it off, as a user may, to start
+    clusters without importing bokeh)."""
+    import urllib.error
+    import urllib.request
+
+    import dask
+
+    if on:
+        request.getfixturevalue("dashboard_on")
+    with dask.config.set({"ensemble-dask.cluster.dashboard": on}):
+        with dask_client(n_workers=1, processes=False) as client:
+            try:
+                status = urllib.request.urlopen(client.dashboard_link, timeout=30).status
+            except urllib.error.HTTPError as exc:
+                status = exc.code
+    assert status == (200 if on else 404), client.dashboard_link
