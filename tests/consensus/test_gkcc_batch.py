@@ -205,3 +205,26 @@ def test_gkcc_bad_max_rows(max_rows):
     L, _ = _labels(n=50, N=4)
     with pytest.raises(InputError, match="'max_rows'"):
         GKCC(3, n_candidates=2, max_rows=max_rows).fit(L)
+
+
+@pytest.mark.parametrize("K", [2, 4])
+def test_the_kernels_see_one_layout_of_the_data(K, monkeypatch):
+    """The augmented data GKCC hands its kernels is a view of one more column than it uses, so never
+    contiguous: numba compiles each kernel for one layout of it, not two (the last step's data, and K = 2's,
+    were the whole array: 7 signatures of each kernel in the suite, from 4 layouts and dtypes)."""
+    from ensemble_dask.consensus.kcc import _gkcc
+
+    seen = []
+
+    def recording(real):
+        def kernel(gidx, *args):
+            seen.append(gidx.flags.c_contiguous)
+            return real(gidx, *args)
+
+        return kernel
+
+    for name in ("assign_first", "assign_many"):
+        monkeypatch.setattr(_gkcc.kern, name, recording(getattr(_gkcc.kern, name)))
+    L, _ = _labels(n=400, N=8)
+    GKCC(K, random_state=0).fit(L)
+    assert seen and not any(seen)

@@ -515,8 +515,9 @@ class GKCC(ParamsMixin):
         # the augmented data's indices stay small: int16 unless there are 32767 categories or more
         bound = enc.n_categories + enc.n_clusterings + n_cand * ((K - 2) + sum(range(2, K)))
         u, N0 = gidx.shape
-        # room for the partitions appended at steps 2 .. K - 1 (written in place, never copied)
-        aug = np.empty((u, N0 + n_cand * (K - 2)), dtype=_category_dtype(bound))
+        # room for the partitions appended at steps 2 .. K - 1 (written in place, never copied), and a spare
+        # column: each view of the data is then non-contiguous, one layout for numba (fewer kernel compiles)
+        aug = np.empty((u, N0 + n_cand * (K - 2) + 1), dtype=_category_dtype(bound))
         aug[:, :N0] = gidx
         gidx = aug[:, :N0]
         identity = u == n and bool(np.all(inverse == np.arange(n)))
