@@ -29,7 +29,7 @@ os.environ.setdefault("DASK_ENSEMBLE_DASK__CLUSTER__N_WORKERS", "1")
 #: bokeh's page), except where a test is about it (:func:`performance_report_on`).
 os.environ.setdefault("DASK_ENSEMBLE_DASK__REPORT__DASK_PERFORMANCE", "False")
 #: And embedded clusters without Dask's dashboard (about half a second of CPU in every command that starts a
-#: cluster: importing bokeh), except where a test is about it (:func:`dashboard_on`).
+#: cluster: importing bokeh), except where a test is about it (tests/runtime/test_lazy_cluster.py).
 os.environ.setdefault("DASK_ENSEMBLE_DASK__CLUSTER__DASHBOARD", "False")
 import dask  # noqa: E402  (after the environment it reads)
 
@@ -101,13 +101,6 @@ def figures_on():
 def performance_report_on():
     """Commands write Dask's performance report, as by default, in this test and the commands it starts."""
     with _setting_on("report.dask-performance"):
-        yield
-
-
-@pytest.fixture
-def dashboard_on():
-    """Embedded clusters have Dask's dashboard, as by default, in this test and the commands it starts."""
-    with _setting_on("cluster.dashboard"):
         yield
 
 

@@ -182,7 +182,7 @@ def test_the_config_s_workers_are_the_embedded_cluster_s():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("on", [True, False])
-def test_the_dashboard_setting_gives_the_embedded_cluster_its_dashboard_or_none(on, request):
+def test_the_dashboard_setting_gives_the_embedded_cluster_its_dashboard_or_none(on):
     """``ensemble-dask.cluster.dashboard``: on by default (the tests turn it off, as a user may, to start
     clusters without importing bokeh)."""
     import urllib.error
@@ -190,8 +190,6 @@ def test_the_dashboard_setting_gives_the_embedded_cluster_its_dashboard_or_none(
 
     import dask
 
-    if on:
-        request.getfixturevalue("dashboard_on")
     with dask.config.set({"ensemble-dask.cluster.dashboard": on}):
         with dask_client(n_workers=1, processes=False) as client:
             try:
