@@ -31,6 +31,20 @@ os.environ.setdefault("DASK_ENSEMBLE_DASK__REPORT__DASK_PERFORMANCE", "False")
 #: And embedded clusters without Dask's dashboard (about half a second of CPU in every command that starts a
 #: cluster: importing bokeh), except where a test is about it (tests/runtime/test_lazy_cluster.py).
 os.environ.setdefault("DASK_ENSEMBLE_DASK__CLUSTER__DASHBOARD", "False")
+#: And Dask's own diagnostics less often, as distributed's own tests have them (``config_for_cluster_tests``).
+#: Each scheduler and worker ticks its event loop every 20 ms, samples its threads' stacks every 10 ms (the
+#: statistical profile) and reads its memory every 100 ms (nanny) and 500 ms: an idle LocalCluster of two
+#: worker processes took 13% of a core, one of two threads 5%, and the suite keeps clusters idle for minutes
+#: (the session's clusters, each site agent's own cluster while the agent waits). With these, 1.3% and 0.5%.
+#: No test reads them; the profile is back on where a test is about it (:func:`performance_report_on`).
+QUIET_DASK = {
+    "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "500ms",
+    "DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL": "5s",
+    "DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL": "1s",
+    "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
+}
+for _key, _value in QUIET_DASK.items():
+    os.environ.setdefault(_key, _value)
 import dask  # noqa: E402  (after the environment it reads)
 
 dask.config.refresh()
@@ -99,9 +113,12 @@ def figures_on():
 
 @pytest.fixture
 def performance_report_on():
-    """Commands write Dask's performance report, as by default, in this test and the commands it starts."""
-    with _setting_on("report.dask-performance"):
-        yield
+    """Commands write Dask's performance report, as by default, with their workers' profiles (the report's
+    profile pages), in this test and the commands it starts."""
+    with _setting_on("report.dask-performance"), pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED", "True")
+        with dask.config.set({"distributed.worker.profile.enabled": True}):
+            yield
 
 
 @pytest.fixture(scope="session")

@@ -123,3 +123,25 @@ def test_kernel_tests_first_then_slow_modules_each_module_whole():
         "tests/test_deploy.py::test_a",
         "tests/test_metrics.py::test_a",
     ]
+
+
+def _diagnostics():
+    """The diagnostics an in-process LocalCluster's worker runs: (profile on, tick ms, monitor ms)."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
+        calls = next(iter(cluster.workers.values())).periodic_callbacks
+        return "profile" in calls, calls["tick"].callback_time, calls["monitor"].callback_time
+
+
+def test_the_suite_s_clusters_run_dask_s_diagnostics_less_often_but_the_performance_report_s(request):
+    """conftest's ``QUIET_DASK``: a cluster the tests start (their commands and agents inherit the
+    environment) samples no profile, ticks every 500 ms and reads its memory every 5 s (Dask: 10, 20 and
+    500 ms); a test about the performance report gets its workers' profiles back."""
+    from tests.conftest import QUIET_DASK
+
+    assert all(os.environ[key] == value for key, value in QUIET_DASK.items())
+    assert _diagnostics() == (False, 500, 5000)
+    request.getfixturevalue("performance_report_on")
+    assert os.environ["DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED"] == "True"
+    assert _diagnostics()[0] is True
