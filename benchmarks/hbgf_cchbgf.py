@@ -20,13 +20,15 @@ drawn with ``--seeds`` seeds (seed 0 is ``peers.py``'s). ``--fit-seeds R`` refit
 ``random_state`` 0 .. R-1 and reports their mean ARI per ensemble too: how much of a difference is the
 final k-means' seed.
 
-Four more variants of ours ask whether its discretisation could read the ensemble better (the digits
+Six more variants of ours ask whether its discretisation could read the ensemble better (the digits
 question of the benchmarks page, "Real data"): ``dims+2`` and ``dims2K`` embed the points in the top
 ``K + 2`` and ``2 K`` singular vectors instead of ``K`` (normalised rows, the same k-means); ``gap`` in the
 top ``d`` for the ``d`` in ``K .. K + 3`` after which the spectrum drops most (a subspace whose last
 eigenvalue is close to the next one is ill-determined); ``anmi-pick`` keeps, of the fit seeds' partitions,
-the one that agrees best with the ensemble (ANMI; the best k-means inertia is what ours keeps). The summary
-also counts the ensembles where each variant is below the base partitions' mean ARI.
+the one that agrees best with the ensemble (ANMI; the best k-means inertia is what ours keeps); ``cluster_qr``
+and ``cluster_qr-raw`` replace the k-means by Damle, Minden and Ying's discretisation (no seed), on the
+normalised rows and on the rows as they are. The summary also counts the ensembles where each variant is
+below the base partitions' mean ARI.
 
 Usage: python benchmarks/hbgf_cchbgf.py [--seeds 5] [--fit-seeds 10] [--labels complete sub50]
        [--data-dir DIR]
@@ -55,6 +57,9 @@ DIMS = {
     "gap": lambda K, vals: K + int(np.argmax(vals[K - 1 : K + 3] - vals[K : K + 4])),
 }
 
+#: ours discretised without k-means (:func:`cluster_qr`)
+ASSIGN = ("cluster_qr", "cluster_qr-raw")
+
 
 def incidence(labels, minus1):
     """Points x base clusters 0/1 (CSR); with ``minus1`` a labeling's ``-1`` is one more of its clusters."""
@@ -79,9 +84,22 @@ def orthonormal_rows(C):
     return Q
 
 
-def hbgf(labels, K, switches, seed=0, dims=None):
+def cluster_qr(U):
+    """Damle, Minden and Ying's discretisation of an embedding ``U`` (n x K): no k-means, no seed. The K rows
+    that QR with column pivoting picks from ``U.T`` set an orthogonal basis; each point takes the axis its
+    rotated row is largest on (scikit-learn's ``SpectralClustering(assign_labels="cluster_qr")``)."""
+    from scipy.linalg import qr, svd
+
+    K = U.shape[1]
+    piv = qr(U.T, pivoting=True)[2]
+    ut, _, vt = svd(U[piv[:K], :].T)
+    return np.abs(U @ (ut @ vt)).argmax(axis=1)
+
+
+def hbgf(labels, K, switches, seed=0, dims=None, assign="kmeans"):
     """Our HBGF's labels with the given ccHBGF choices switched on (see the module docstring), embedded in
-    the top ``dims(K, eigenvalues)`` (None: ``K``) singular vectors."""
+    the top ``dims(K, eigenvalues)`` (None: ``K``) singular vectors, discretised by k-means or (``assign``)
+    ``"cluster_qr"`` on the normalised rows or ``"cluster_qr-raw"`` on the rows as they are."""
     from scipy.linalg import eigh
     from scipy.sparse.linalg import svds
     from sklearn.cluster import KMeans, kmeans_plusplus
@@ -102,8 +120,12 @@ def hbgf(labels, K, switches, seed=0, dims=None):
             d = dims(K, vals[::-1])
             vals, V = vals[top - d :], V[:, top - d :]
         U = (A @ V) / np.sqrt(np.maximum(vals, 1e-300))
+    if assign == "cluster_qr-raw":
+        return cluster_qr(U)
     U = U / np.maximum(np.linalg.norm(U, axis=1, keepdims=True), 1e-300)
     V = V / np.maximum(np.linalg.norm(V, axis=1, keepdims=True), 1e-300)
+    if assign == "cluster_qr":
+        return cluster_qr(U)
     X = np.vstack([U, V]) if "nodes" in switches else U
     if "orth" in switches:
         centres = orthonormal_rows(kmeans_plusplus(U, K, random_state=seed)[0])
@@ -128,7 +150,7 @@ def main(argv=None):
     ap.add_argument("--data-dir", type=Path, default=peers.ROOT.parent / "shared" / "data" / "uci")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
-    names = ["cchbgf", *VARIANTS, *DIMS, "anmi-pick"]
+    names = ["cchbgf", *VARIANTS, *DIMS, "anmi-pick", *ASSIGN]
     print(f"{'ensemble':32s} " + " ".join(f"{v:>7s}" for v in names) + "   ours/cc over fit seeds")
     got = {v: [] for v in names}
     means, bases = [], []
@@ -149,6 +171,8 @@ def main(argv=None):
                     ours = [HBGF(K, random_state=s).fit(labels).labels_ for s in range(args.fit_seeds)]
                     picked = max(ours, key=lambda p: anmi(p, labels))  # the first of equal ANMI
                     got["anmi-pick"].append(adjusted_rand_score(y, picked))
+                    for v in ASSIGN:
+                        got[v].append(adjusted_rand_score(y, hbgf(labels, K, (), assign=v)))
                     cc = [ccHBGF(labels, n_clusters=K, random_state=s) for s in range(args.fit_seeds)]
                     means.append(
                         (
