@@ -87,6 +87,20 @@ def stage_hash(params, inputs):
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def _other_files(path):
+    """Whether the local folder ``path`` exists and holds files but no run store (no ``zarr.json``): a store
+    written there would mix with them, and its stages remove what they replace (``report``, ``_stages``).
+    Hidden names (``.git``, ``.DS_Store``) are none a store writes, and zarr's temporary files (``*.partial``,
+    renamed once written) are a store being created. The limit: a prefix in an object store is not checked
+    (it would take a listing request each time a store is opened)."""
+    try:
+        names = os.listdir(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    theirs = [n for n in names if not n.startswith(".") and not n.endswith(".partial")]
+    return bool(theirs) and "zarr.json" not in names
+
+
 class RunStore:
     """A run store at ``url``.
 
@@ -97,8 +111,9 @@ class RunStore:
     storage_options : dict, default=None
         fsspec options (credentials, ``endpoint_url`` ...).
     mode : {"a", "r+", "r"}, default="a"
-        ``"a"`` creates the store if needed; ``"r+"`` (read and write) and ``"r"`` require it to
-        exist, so a mistyped URL is an error rather than a new empty store.
+        ``"a"`` creates the store if needed, in a new or empty folder (a local folder of other files is
+        refused); ``"r+"`` (read and write) and ``"r"`` require it to exist, so a mistyped URL is an error
+        rather than a new empty store.
     """
 
     def __init__(self, url, storage_options=None, *, mode="a"):
@@ -112,6 +127,11 @@ class RunStore:
         self._verified = set()  # (stage, hash, finished) of the records whose output was checked
         if "://" not in self.url and os.path.isfile(self.url):
             raise InputError(f"run store {self.url!r} is a file; a run store is a folder (give another path)")
+        if mode == "a" and "://" not in self.url and _other_files(self.url):
+            raise InputError(
+                f"{self.url!r} is a folder of other files, not a run store; give a new or empty folder "
+                "(a store's stages replace what they write there, such as its report folder)"
+            )
         if mode != "a" and "://" not in self.url and not os.path.isdir(self.url):
             raise InputError(f"run store {self.url!r} does not exist")
         try:

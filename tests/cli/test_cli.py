@@ -498,6 +498,30 @@ def test_a_store_that_is_a_file_and_a_format_not_told_are_named(tmp_path, capsys
     assert "format=" not in err and not (tmp_path / "s.zarr").exists()
 
 
+def test_a_folder_of_other_files_is_no_store_and_loses_nothing(tmp_path, capsys):
+    """A folder that holds a user's files and no store was made one, and its stages replaced what they write
+    there: ``ingest --overwrite`` removed the user's ``report`` folder. It is refused, and left as it was; an
+    empty folder, or one of hidden files only, takes a store."""
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(20, 2)))
+    project = tmp_path / "project"
+    (project / "report").mkdir(parents=True)
+    (project / "report" / "summary.html").write_text("mine")
+    (project / ".git").mkdir()
+    before = sorted(str(p.relative_to(project)) for p in project.rglob("*"))
+    for extra in ((), ("--overwrite",)):
+        rc, _, err = main(capsys, "ingest", tmp_path / "x.npy", "--store", project, *extra)
+        assert rc == 2 and f"'{project}' is a folder of other files, not a run store" in err, err
+        assert err.count("\n") == 1
+    assert sorted(str(p.relative_to(project)) for p in project.rglob("*")) == before
+    assert (project / "report" / "summary.html").read_text() == "mine"
+    for name in ("empty", "hidden"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "hidden" / ".DS_Store").write_text("")
+    for name in ("empty", "hidden"):
+        assert main(capsys, "ingest", tmp_path / "x.npy", "--store", tmp_path / name)[0] == 0
+        assert RunStore(tmp_path / name, mode="r")["X"].shape == (20, 2)
+
+
 def test_a_stage_out_of_date_is_not_called_never_run(tmp_path, capsys):
     """A user review (2026-12-06): after new base clusterings, a consensus on the old pairs said "stage
     'coassoc' has not completed ... run it first", of a stage that had completed and was out of date."""

@@ -726,10 +726,12 @@ def test_reading_the_same_source_into_other_data_keeps_the_results_unless_overwr
 
 def test_a_folder_of_the_users_own_keeps_its_files(tmp_path):
     """A user review (2026-12-06): ingesting into an existing folder that was no store deleted its
-    ``report/`` subfolder (the store's report folder, cleared for new data where there was no old)."""
+    ``report/`` subfolder (the store's report folder, cleared for new data where there was no old); and
+    after the first ingest kept it, ``ingest(..., overwrite=True)`` still cleared it. Such a folder is no
+    store: opening it to write is refused, and it is left as it was."""
     folder = tmp_path / "proj"
     (folder / "report").mkdir(parents=True)
     (folder / "report" / "notes.md").write_text("notes")
-    np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(20, 2)))
-    ingest(RunStore(folder), str(tmp_path / "x.npy"))
-    assert (folder / "report" / "notes.md").read_text() == "notes"
+    with pytest.raises(InputError, match="is a folder of other files, not a run store"):
+        RunStore(folder)
+    assert sorted(p.name for p in folder.rglob("*")) == ["notes.md", "report"]
