@@ -136,8 +136,8 @@ def _diagnostics():
 
 def test_the_suite_s_clusters_run_dask_s_diagnostics_less_often_but_the_performance_report_s(request):
     """conftest's ``QUIET_DASK``: a cluster the tests start (their commands and agents inherit the
-    environment) samples no profile, ticks every 500 ms and reads its memory every 5 s (Dask: 10, 20 and
-    500 ms); a test about the performance report gets its workers' profiles back."""
+    environment) samples no profile, ticks every 500 ms and runs its system monitor every 5 s (Dask: 10, 20
+    and 500 ms); a test about the performance report gets its workers' profiles back."""
     from tests.conftest import QUIET_DASK
 
     assert all(os.environ[key] == value for key, value in QUIET_DASK.items())

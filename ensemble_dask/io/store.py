@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import time
 
 import fsspec
@@ -87,18 +88,37 @@ def stage_hash(params, inputs):
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _other_files(path):
-    """Whether the local folder ``path`` exists and holds files but no run store (no ``zarr.json``): a store
-    written there would mix with them, and its stages remove what they replace (``report``, ``_stages``).
-    Hidden names (``.git``, ``.DS_Store``) are none a store writes, and zarr's temporary files (``*.partial``,
-    renamed once written) are a store being created. The limit: a prefix in an object store is not checked
-    (it would take a listing request each time a store is opened)."""
+#: the root attribute that makes a zarr group a run store (set when a store is opened to write without it)
+MARK = "ensemble_dask"
+#: zarr's temporary file for the root's ``zarr.json`` (written, then renamed): a store being created
+_ZARR_PARTIAL = re.compile(r"zarr\.[0-9a-f]{32}\.partial")
+
+
+def _not_a_store(path):
+    """What the local folder ``path`` is, if it holds files but no run store: ``"a folder of other files"``
+    (no ``zarr.json``) or ``"a zarr group that is not a run store"`` (neither :data:`MARK` nor stage
+    records); None otherwise. A store written there would mix with those files, and its stages remove what
+    they replace (``report``, ``_stages``, the arrays of an ``ingest --overwrite``). Hidden names (``.git``)
+    are none a store writes. The limit: a folder given by a URL other than a path or ``file://`` (an object
+    store's prefix) is not checked, which would take a listing request each time a store is opened."""
     try:
         names = os.listdir(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-    theirs = [n for n in names if not n.startswith(".") and not n.endswith(".partial")]
-    return bool(theirs) and "zarr.json" not in names
+    except OSError:  # none there yet, or unreadable: zarr says which
+        return None
+    theirs = [
+        n for n in names if not n.startswith(".") and not _ZARR_PARTIAL.fullmatch(n) and n != "zarr.json"
+    ]
+    if not theirs or RECORDS_DIR in theirs:
+        return None
+    if "zarr.json" not in names:
+        return "a folder of other files"
+    # read after the listing: a store's creator marks its zarr.json before it writes anything else there
+    try:
+        with open(os.path.join(path, "zarr.json"), "rb") as f:
+            attributes = json.load(f).get("attributes") or {}
+    except (OSError, ValueError, AttributeError):
+        attributes = {}
+    return None if MARK in attributes else "a zarr group that is not a run store"
 
 
 class RunStore:
@@ -127,9 +147,9 @@ class RunStore:
         self._verified = set()  # (stage, hash, finished) of the records whose output was checked
         if "://" not in self.url and os.path.isfile(self.url):
             raise InputError(f"run store {self.url!r} is a file; a run store is a folder (give another path)")
-        if mode == "a" and "://" not in self.url and _other_files(self.url):
+        if mode == "a" and "://" not in self.url and (what := _not_a_store(self.url)):
             raise InputError(
-                f"{self.url!r} is a folder of other files, not a run store; give a new or empty folder "
+                f"{self.url!r} is {what}; give a new or empty folder for the run store "
                 "(a store's stages replace what they write there, such as its report folder)"
             )
         if mode != "a" and "://" not in self.url and not os.path.isdir(self.url):
@@ -137,6 +157,8 @@ class RunStore:
         try:
             store = make_zarr_store(self.url, self.storage_options, read_only=mode == "r")
             self.group = zarr.open_group(store=store, mode=mode, **GROUP_FORMAT)
+            if mode == "a" and MARK not in self.group.attrs:  # a new store, or one of before the mark
+                self.group.attrs[MARK] = {"about": "a run store of ensemble_dask (its docs: The run store)"}
         except (FileNotFoundError, zarr.errors.NodeNotFoundError) as exc:
             raise InputError(f"run store {self.url!r} does not exist") from exc
         except OSError as exc:  # missing bucket, permission, unreachable endpoint

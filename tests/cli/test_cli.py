@@ -500,26 +500,37 @@ def test_a_store_that_is_a_file_and_a_format_not_told_are_named(tmp_path, capsys
 
 def test_a_folder_of_other_files_is_no_store_and_loses_nothing(tmp_path, capsys):
     """A folder that holds a user's files and no store was made one, and its stages replaced what they write
-    there: ``ingest --overwrite`` removed the user's ``report`` folder. It is refused, and left as it was; an
-    empty folder, or one of hidden files only, takes a store."""
+    there: ``ingest --overwrite`` removed the user's ``report`` folder. So did one that holds a zarr group of
+    the user's own. Both are refused, and left as they were; an empty folder, one of hidden files only, and a
+    store written before stores were marked take a store."""
     np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(20, 2)))
-    project = tmp_path / "project"
-    (project / "report").mkdir(parents=True)
-    (project / "report" / "summary.html").write_text("mine")
+    project, group = tmp_path / "project", tmp_path / "theirs.zarr"
+    zarr.open_group(str(group), mode="w").create_array("features", data=np.arange(5))
+    for folder in (project, group):
+        (folder / "report").mkdir(parents=True)
+        (folder / "report" / "summary.html").write_text("mine")
     (project / ".git").mkdir()
-    before = sorted(str(p.relative_to(project)) for p in project.rglob("*"))
-    for extra in ((), ("--overwrite",)):
-        rc, _, err = main(capsys, "ingest", tmp_path / "x.npy", "--store", project, *extra)
-        assert rc == 2 and f"'{project}' is a folder of other files, not a run store" in err, err
-        assert err.count("\n") == 1
-    assert sorted(str(p.relative_to(project)) for p in project.rglob("*")) == before
-    assert (project / "report" / "summary.html").read_text() == "mine"
+    refused = {project: "a folder of other files", group: "a zarr group that is not a run store"}
+    for folder, what in refused.items():
+        before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+        for extra in ((), ("--overwrite",)):
+            rc, _, err = main(capsys, "ingest", tmp_path / "x.npy", "--store", folder, *extra)
+            assert rc == 2 and f"'{folder}' is {what}; give a new or empty folder" in err, err
+            assert err.count("\n") == 1
+        assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
     for name in ("empty", "hidden"):
         (tmp_path / name).mkdir()
     (tmp_path / "hidden" / ".DS_Store").write_text("")
     for name in ("empty", "hidden"):
         assert main(capsys, "ingest", tmp_path / "x.npy", "--store", tmp_path / name)[0] == 0
         assert RunStore(tmp_path / name, mode="r")["X"].shape == (20, 2)
+    # a store of before the mark: its stage records make it one, and writing to it marks it
+    meta = tmp_path / "empty" / "zarr.json"
+    spec = json.loads(meta.read_text())
+    del spec["attributes"]["ensemble_dask"]
+    meta.write_text(json.dumps(spec))
+    assert main(capsys, "ingest", tmp_path / "x.npy", "--store", tmp_path / "empty", "--overwrite")[0] == 0
+    assert "ensemble_dask" in json.loads(meta.read_text())["attributes"]
 
 
 def test_a_stage_out_of_date_is_not_called_never_run(tmp_path, capsys):

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import zarr
 
 from ensemble_dask.cli import main as cli_main
 from ensemble_dask.io.store import RunStore
@@ -71,7 +70,7 @@ def test_a_file_where_report_goes_stops_the_stage_commands(command, tmp_path, ca
 
 def test_a_file_where_report_goes_stops_a_workflow_before_its_first_stage(tmp_path, capsys):
     store = tmp_path / "run.zarr"
-    zarr.open_group(str(store), mode="w")
+    RunStore(store)  # a new store, as the first command of a run makes it
     path = _file_in_place_of_report(store)
     rc, out, err = main(
         capsys, "run", REPO / "workflows" / "demo.yaml", "--store", store, "--no-progress",

@@ -732,6 +732,6 @@ def test_a_folder_of_the_users_own_keeps_its_files(tmp_path):
     folder = tmp_path / "proj"
     (folder / "report").mkdir(parents=True)
     (folder / "report" / "notes.md").write_text("notes")
-    with pytest.raises(InputError, match="is a folder of other files, not a run store"):
+    with pytest.raises(InputError, match="is a folder of other files; give a new or empty folder"):
         RunStore(folder)
     assert sorted(p.name for p in folder.rglob("*")) == ["notes.md", "report"]
