@@ -35,7 +35,7 @@ os.environ.setdefault("DASK_ENSEMBLE_DASK__CLUSTER__DASHBOARD", "False")
 #: Each scheduler and worker ticks its event loop every 20 ms, samples its threads' stacks every 10 ms (the
 #: statistical profile) and reads its memory every 100 ms (nanny) and 500 ms: an idle LocalCluster of two
 #: worker processes took 13% of a core, one of two threads 5%, and the suite keeps clusters idle for minutes
-#: (the session's clusters, each site agent's own cluster while the agent waits). With these, 1.3% and 0.5%.
+#: (the session's clusters, each site agent's own cluster while the agent waits). With these, 1.4% and 0.5%.
 #: No test reads them; the profile is back on where a test is about it (:func:`performance_report_on`).
 QUIET_DASK = {
     "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "500ms",

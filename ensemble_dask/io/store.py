@@ -131,9 +131,9 @@ class RunStore:
     storage_options : dict, default=None
         fsspec options (credentials, ``endpoint_url`` ...).
     mode : {"a", "r+", "r"}, default="a"
-        ``"a"`` creates the store if needed, in a new or empty folder (a local folder of other files is
-        refused); ``"r+"`` (read and write) and ``"r"`` require it to exist, so a mistyped URL is an error
-        rather than a new empty store.
+        ``"a"`` creates the store if needed, in a new or empty folder (a local folder of other files, or a
+        zarr group of other data, is refused); ``"r+"`` (read and write) and ``"r"`` require it to exist, so
+        a mistyped URL is an error rather than a new empty store.
     """
 
     def __init__(self, url, storage_options=None, *, mode="a"):
