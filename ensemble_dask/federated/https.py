@@ -12,8 +12,10 @@ is bounded before the agent sees a byte:
   crowd out the coordinator, which may hold :data:`MAX_COORDINATOR_CONNECTIONS`; a connection over either
   count is closed at once;
 * a request's caller is checked when its headers arrive, before its body is read: a body that is not the
-  coordinator's is never read, and at most :data:`MAX_BODIES` bodies (each up to the site's
-  ``max_body_bytes``) are read at once.
+  coordinator's is never read, and at most :data:`MAX_BODIES` requests (each body up to the site's
+  ``max_body_bytes``) are read or answered at once: a request holds its place until its answer is written,
+  and an answer the caller does not read within the site's ``write_timeout`` closes its connection (an
+  unread answer is held in the server's buffer, and each of 64 connections could hold one).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ MAX_HANDSHAKES = 512
 MAX_COORDINATOR_CONNECTIONS = 64
 #: connections of other certificates of the CA held at once (their requests are refused)
 MAX_OTHER_CONNECTIONS = 8
-#: request bodies read or answered at once (the coordinator's; each up to the site's ``max_body_bytes``)
+#: requests read or answered at once (the coordinator's; each body up to the site's ``max_body_bytes``): a
+#: request counts until its answer is written (an unread answer stays in the server's buffer)
 MAX_BODIES = 4
 
 _ROUTE = re.compile(r"/v1/([a-z_]+)")
@@ -107,8 +110,9 @@ def make_app(agent):
                 self.counted = False
                 reading[0] -= 1
 
-        def on_finish(self):
-            self._release()
+        def on_finish(self):  # (called as finish() hands the answer to the stream, before it is written)
+            if not self.posting:
+                self._release()
 
         def on_connection_close(self):
             if not self.posting:  # a body being answered stays counted until it is (post's finally)
@@ -118,18 +122,43 @@ def make_app(agent):
             self._send(wire.encode(message), status)
 
         def _send(self, answer, status):
+            """Hand ``answer`` to the stream; the future of its write, or None if the caller hung up."""
             stream = getattr(self.request.connection, "stream", None)
             if stream is None or stream.closed():  # the caller hung up: nothing to send
-                return
+                return None
             self.set_status(status)
             self.set_header("Content-Type", "application/msgpack")
-            self.finish(answer)
+            return self.finish(answer)
+
+        async def _write(self, answer, status):
+            """Send ``answer`` and wait until it is written; a caller that does not read it within the site's
+            ``write_timeout`` loses its connection, and the buffered answer with it."""
+            written = self._send(answer, status)
+            del answer
+            if written is None:
+                return
+            done, _ = await asyncio.wait({written}, timeout=agent.config.write_timeout)
+            if not done:
+                op = _ROUTE.fullmatch(self.request.path).group(1)
+                agent.audit(self.peer, op, {}, "closed", "answer not read in time")
+                self.request.connection.stream.close()  # (the write's future then ends: tornado sets it)
 
         async def post(self, path):
             op = _ROUTE.fullmatch(self.request.path).group(1)
-            body = b"".join(self.chunks)  # (counted among MAX_BODIES until it is answered)
-            self.chunks.clear()
             self.posting = True
+            try:  # (the body counted among MAX_BODIES until its answer is written; only _answer holds it)
+                await self._write(*await self._answer(op, self._body()))
+            finally:
+                self.posting = False
+                self._release()
+
+        def _body(self):
+            body = b"".join(self.chunks)
+            self.chunks.clear()
+            return body
+
+        async def _answer(self, op, body):
+            """The encoded answer to ``op`` with the message ``body``, and its HTTP status."""
             audited = False  # handle() audits what it refuses
             try:
                 loop = IOLoop.current()
@@ -151,10 +180,7 @@ def make_app(agent):
                 agent.audit(self.peer, op, {}, "failed", f"fault {fault}: {type(exc).__name__}: {exc}")
                 error = f"site {agent.config.name!r} failed in {_short(op)} (fault {fault} in its own log)"
                 answer, status = wire.encode({"error": error, "refused": False}), 500
-            finally:
-                self.posting = False
-                self._release()
-            self._send(answer, status)
+            return answer, status
 
     return tornado.web.Application([(r"/(.*)", Handler)])
 

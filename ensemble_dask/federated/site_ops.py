@@ -82,7 +82,14 @@ def _args(args, n, op):
 # .rows / .rows_kcc on the session's rows. Calls return nothing about the rows; sums return a vector.
 
 
-def _categories(value, st):
+def _limit(value, what, limit, key):
+    """Refuse ``value`` above the site's ``limits.<key>`` (its own config; the audit log gets the line)."""
+    if value > limit:
+        raise Refused(f"{what} = {value} is over this site's limit of {limit} (limits.{key} in its config)")
+    return value
+
+
+def _categories(value, st, limits):
     n_clusterings = st.data["n_clusterings"]
     if not isinstance(value, list) or len(value) != n_clusterings:
         raise Refused(f"categories must be a list of {n_clusterings} integer arrays")
@@ -94,7 +101,13 @@ def _categories(value, st):
         raise Refused("categories must be sorted distinct labels, at most 2**24 in all")
     if not any(c.size for c in cats):  # the kernels index category 0 for a missing entry (times 0)
         raise Refused("categories must hold at least one label")
+    _limit(sum(c.size for c in cats), "categories", limits.max_categories, "max_categories")
     return cats
+
+
+def _k(k, st, limits):
+    k = _int(k, "k", 1, min(_MAX_K, max(st.data["labels"].shape[0], 1)))
+    return _limit(k, "k", limits.max_k, "max_k")
 
 
 def _need(st, key, what):
@@ -116,8 +129,8 @@ def _bce_prepare(agent, st, args):
     cats, k, run_key, resume = _args(args, 4, "prepare")
     if "labels" not in st.data:
         raise Refused("the session's rows are already prepared")
-    cats = _categories(cats, st)
-    k = _int(k, "k", 1, min(_MAX_K, max(st.data["labels"].shape[0], 1)))
+    cats = _categories(cats, st, agent.config.limits)
+    k = _k(k, st, agent.config.limits)
     if k * sum(c.size for c in cats) > _MAX_LABEL_SPACE:
         raise Refused(f"k x categories = {k} x {sum(c.size for c in cats)} is over 2**24")
     if not isinstance(run_key, str) or len(run_key) != 16 or not set(run_key) <= _RUN_KEY_CHARS:
@@ -179,13 +192,17 @@ def _bce_estep(agent, st, args):
 
     _need(st, "estep", "the E-step")
     params, init, t, tol, max_iter = _args(args, 5, "estep")
+    limits = agent.config.limits
+    tol = _float(tol, "e_step_tol", 0.0, 1.0)
+    if tol < limits.e_step_min_tol:
+        raise Refused(
+            f"e_step_tol = {tol} is below this site's limit of {limits.e_step_min_tol} "
+            "(limits.e_step_min_tol in its config)"
+        )
+    max_iter = _int(max_iter, "e_step_max_iter", 1, _MAX_E_STEP_ITER)
+    _limit(max_iter, "e_step_max_iter", limits.e_step_max_iter, "e_step_max_iter")
     return bce_estep(
-        st,
-        _bce_params(params, st),
-        _int(init, "init", 0, 1 << 20),
-        _int(t, "t", 0, 1 << 30),
-        _float(tol, "e_step_tol", 0.0, 1.0),
-        _int(max_iter, "e_step_max_iter", 1, _MAX_E_STEP_ITER),
+        st, _bce_params(params, st), _int(init, "init", 0, 1 << 20), _int(t, "t", 0, 1 << 30), tol, max_iter
     )
 
 
@@ -265,8 +282,8 @@ def _kcc_prepare(agent, st, args):
     cats, k = _args(args, 2, "prepare")
     if "labels" not in st.data:
         raise Refused("the session's rows are already prepared")
-    cats = _categories(cats, st)
-    k = _int(k, "k", 1, min(_MAX_K, max(st.data["labels"].shape[0], 1)))
+    cats = _categories(cats, st, agent.config.limits)
+    k = _k(k, st, agent.config.limits)
     if k * sum(c.size for c in cats) > _MAX_LABEL_SPACE:
         raise Refused(f"k x categories = {k} x {sum(c.size for c in cats)} is over 2**24")
     _check_state(agent, st, k)  # the memberships it writes at the end: rows x K

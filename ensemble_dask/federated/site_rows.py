@@ -89,8 +89,9 @@ def _save(path, arr, keep):
             old.unlink(missing_ok=True)
 
 
-#: the checkpoint files this module writes (``_ckpt``): run key, fit key, kind; nothing else is pruned
-_CKPT_NAME = re.compile(r"([0-9a-f]{16}-[0-9a-f]{12})-(?:gamma|best)-.+\.npy")
+#: the checkpoint files this module writes (``_ckpt``): run key, fit key (a whole SHA-256; 12 digits in files
+#: of earlier versions, pruned as any other run's), kind; nothing else is pruned
+_CKPT_NAME = re.compile(r"([0-9a-f]{16}-(?:[0-9a-f]{64}|[0-9a-f]{12}))-(?:gamma|best)-.+\.npy")
 
 
 def _prune_runs(directory, keep_keys, keep):
@@ -156,7 +157,9 @@ def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 10
     blocks = st.data.pop("blocks")
     prepared = [_submit(st, prepare_block, b, categories) for b in blocks]
     layout = {"k": int(k), "categories": [c.tolist() for c in categories], "blocks": len(blocks)}
-    fit_key = hashlib.sha256(json.dumps(layout).encode()).hexdigest()[:12]
+    # the whole SHA-256: a coordinator that finds two layouts of one key could resume a file of one under the
+    # other, and a site's answer (the file fits its rows or not) would depend on its rows
+    fit_key = hashlib.sha256(json.dumps(layout).encode()).hexdigest()
     ckpt_run = f"{run_key}-{fit_key}"
     st.data.update(
         k=int(k), checkpoint=checkpoint, run_key=run_key, ckpt_run=ckpt_run, best=None, best_name=None
