@@ -28,7 +28,7 @@ in it. The machine may be shared: the load average is printed with the figures.
 
 ``--federated-only`` is the cost of secure aggregation (issue 25): ``--rows`` (default 1,000,000) rows of
 synthetic labels (:func:`synthetic_labels`: nearly all distinct, the E-step's worst case) cut into 3, then
-5 sites, each a real site agent process (``python -m ensemble_dask.federated.agent``, its own keys and
+5 sites, each a real site agent process (``python -m ensemble_dask.federated.site.agent``, its own keys and
 ``site.yaml`` as the federated demo writes them, plain mode allowed, no E-step checkpoint unless
 ``--site-checkpoint``) on this machine; ``run_federated_bce`` over mutual TLS in plain mode (statistics in
 clear) and in secure mode (a SecAgg+ round per sum), the same EM iterations (``--fed-iters``, tol=0) each,
@@ -255,7 +255,8 @@ def phase_clock(enabled):
     if not enabled:
         yield times
         return
-    from ensemble_dask.federated import coordinator, secagg
+    from ensemble_dask.federated.coordinator import link as coordinator
+    from ensemble_dask.federated.protocol import secagg
 
     orig_ask, orig_unmask = coordinator.Federation._ask, secagg.unmask_words
     em = [False]
@@ -292,8 +293,8 @@ def secagg_seconds(n_sites, t, size, repeats=20):
     ``reveal``; the coordinator: ``unmask_words`` (Shamir combine, self masks). No network, no E-step."""
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-    from ensemble_dask.federated import secagg
-    from ensemble_dask.federated.secure import sum_words
+    from ensemble_dask.federated.protocol import secagg
+    from ensemble_dask.federated.protocol.secure import sum_words
 
     names = [f"s{i}" for i in range(n_sites)]
     own = {n: X25519PrivateKey.generate() for n in names}
@@ -350,9 +351,9 @@ def federated_config(labels, root, certs, n_sites, *, min_sites, k, iters, repea
     of every party (the agents' processes, whose Dask workers are threads, and this one), read at the
     ``progress`` call of the first and of the last iteration: work, which other load on the machine
     changes far less than it changes wall time."""
-    from ensemble_dask.federated.coordinator import client_context
-    from ensemble_dask.federated.rows import run_federated_bce
-    from ensemble_dask.federated.secagg import threshold
+    from ensemble_dask.federated.coordinator.bce import run_federated_bce
+    from ensemble_dask.federated.coordinator.link import client_context
+    from ensemble_dask.federated.protocol.secagg import threshold
     from ensemble_dask.stages.sites import LocalSiteAgents, _write_array
 
     names = [f"site-{i + 1}" for i in range(n_sites)]
@@ -463,7 +464,7 @@ def print_config(fig, what):
 def federated_suite(labels, tmp, what, configs, *, k=K, iters=20, repeat=3, checkpoint=False, phases=False):
     """Plain against secure aggregation over site agents for each ``(n_sites, min_sites)`` of ``configs``;
     prints a table per configuration and a summary; returns the figures."""
-    from ensemble_dask.federated.certs import make_certs
+    from ensemble_dask.federated.protocol.certs import make_certs
 
     root = Path(tmp) / f"fed-{labels.shape[0]}"
     certs = root / "certs"

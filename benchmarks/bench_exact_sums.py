@@ -1,9 +1,9 @@
 """What a site's exact sums cost: BCE's E-step over one block with float sums and with exact ones; prints.
 
 A federated site sums each row's E-step terms rounded to ``2**-32`` as integers
-(:func:`~ensemble_dask.federated.secure.encode_exact`), so that a round's total depends on the pooled rows
-alone. This times :func:`~ensemble_dask.rowblocks.bce.estep_task` on one block of synthetic labels both ways,
-in turn (float, exact, float, ...), and prints the median time of each and the ratio pair by pair.
+(:func:`~ensemble_dask.federated.protocol.secure.encode_exact`), so that a round's total depends on the pooled
+rows alone. This times :func:`~ensemble_dask.rowblocks.bce.estep_task` on one block of synthetic labels both
+ways, in turn (float, exact, float, ...), and prints the median time of each and the ratio pair by pair.
 
     python benchmarks/bench_exact_sums.py [--n 200000] [--clusterings 20] [--k 10] [--rounds 5]
 """
@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main(argv=None):
-    from ensemble_dask.federated.rows import _params_from
-    from ensemble_dask.federated.secure import ROW_TERM_LIMIT
+    from ensemble_dask.federated.protocol.messages import params_from_message as _params_from
+    from ensemble_dask.federated.protocol.secure import ROW_TERM_LIMIT
     from ensemble_dask.rowblocks.bce import estep_task, fresh_gamma_like, prepare_block
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

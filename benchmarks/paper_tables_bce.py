@@ -147,9 +147,9 @@ def fig5(pools, runs, tmp, max_iter):
     from bench_bce import site_configs
 
     from ensemble_dask.consensus.bce import BCE
-    from ensemble_dask.federated.certs import make_certs
-    from ensemble_dask.federated.coordinator import client_context
-    from ensemble_dask.federated.rows import run_federated_bce
+    from ensemble_dask.federated.coordinator.bce import run_federated_bce
+    from ensemble_dask.federated.coordinator.link import client_context
+    from ensemble_dask.federated.protocol.certs import make_certs
     from ensemble_dask.stages.sites import LocalSiteAgents, _write_array
 
     print(

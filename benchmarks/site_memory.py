@@ -24,7 +24,7 @@ CASE = """
 import resource, sys
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
-from ensemble_dask.federated import secagg, wire
+from ensemble_dask.federated.protocol import secagg, wire
 
 size, n_sites, chunk, kind = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 chunk = size if chunk == "whole" else int(chunk)
@@ -60,7 +60,7 @@ def main(argv=None):
     ap.add_argument("--exact", action="store_true", help="a float statistic against an exact one")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from ensemble_dask.federated.secagg import MASK_CHUNK
+    from ensemble_dask.federated.protocol.secagg import MASK_CHUNK
 
     mb = f"{args.size * 8 / 2**20:.0f} MB"
     mb += f", {args.size * 16 / 2**20:.0f} MB exact" if args.exact else ""

@@ -33,7 +33,7 @@ def _peak_mb(agents, name):
 
 
 def _sites(root):
-    from ensemble_dask.federated.certs import make_certs
+    from ensemble_dask.federated.protocol.certs import make_certs
     from ensemble_dask.stages.sites import LocalSiteAgents, _demo_layout, _write_array, write_demo_configs
 
     make_certs(root / "certs", ["coordinator", *NAMES])
@@ -45,8 +45,8 @@ def _sites(root):
 
 
 def _unread(agents, certs, msg):
-    from ensemble_dask.federated import wire
-    from ensemble_dask.federated.coordinator import client_context
+    from ensemble_dask.federated.coordinator.link import client_context
+    from ensemble_dask.federated.protocol import wire
 
     host, port = agents.addresses["site-a"].removeprefix("https://").rsplit(":", 1)
     body = wire.encode(msg)
@@ -59,7 +59,7 @@ def _unread(agents, certs, msg):
 
 
 def run(size, connections, read):
-    from ensemble_dask.federated.coordinator import Federation, SiteRefusedError, client_context
+    from ensemble_dask.federated.coordinator.link import Federation, SiteRefusedError, client_context
 
     with tempfile.TemporaryDirectory() as tmp:
         agents, certs = _sites(Path(tmp))
@@ -101,7 +101,7 @@ def main(argv=None):
     ap.add_argument("--connections", type=int, default=64, help="rounds whose answers are not read")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from ensemble_dask.federated.https import MAX_BODIES
+    from ensemble_dask.federated.site.https import MAX_BODIES
 
     print(f"vectors of {args.size:,} entries; site-a's peak resident memory, MB (MAX_BODIES = {MAX_BODIES})")
     print(f"{'case':<34} {'before':>8} {'peak':>8} {'rounds':>7} {'refused':>8}")

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ensemble_dask.federated.certs import make_certs
-from ensemble_dask.federated.coordinator import client_context
+from ensemble_dask.federated.coordinator.link import client_context
+from ensemble_dask.federated.protocol.certs import make_certs
 from ensemble_dask.stages.sites import LocalSiteAgents, _demo_layout, _write_array, write_demo_configs
 
 

@@ -112,7 +112,7 @@ def _mode(path):
 def _party_files(root, sites=SITES):
     """The key layout of deploy/make-federation.sh, made in-process with the package's functions (what
     `site init`, `certs ca` and `certs sign` do); the slow test checks the script makes the same files."""
-    from ensemble_dask.federated.certs import init_site, make_ca, sign_csr
+    from ensemble_dask.federated.protocol.certs import init_site, make_ca, sign_csr
 
     make_ca(root / "ca")
     for party in ["coordinator", *sites]:
@@ -203,8 +203,8 @@ def test_local_federation_keeps_each_partys_files_apart(local_demo, tmp_path):
     from cryptography import x509
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    from ensemble_dask.federated.certs import load_mask_public
-    from ensemble_dask.federated.site_config import load_config
+    from ensemble_dask.federated.protocol.certs import load_mask_public
+    from ensemble_dask.federated.site.config import load_config
 
     assert local_demo.r.returncode == 0, local_demo.out[-4000:]
     fed = local_demo.fed
@@ -398,7 +398,9 @@ def test_every_subcommand_a_recipe_calls_exists():
 def test_no_recipe_makes_a_site_a_dask_worker():
     """The federation's sites run their own agents: nothing joins a site to anyone's Dask cluster."""
     text = "\n".join(p.read_text() for p in _recipe_files())
-    for old in ("ensemble_dask.federated.site", "--resources", "--mask-key", "--pins", "DaskWorkerGroup"):
+    # (ensemble_dask.federated.site was the module of a site as a Dask worker; now the agent's package)
+    assert not re.search(r"ensemble_dask\.federated\.site(?![.\w])", text)
+    for old in ("--resources", "--mask-key", "--pins", "DaskWorkerGroup"):
         assert old not in text, old
     assert "TLS=0" not in (DEPLOY / "README.md").read_text()  # no plain-TCP mode of the federation
     assert "insecure" not in (DEPLOY / "README.md").read_text()
@@ -583,7 +585,7 @@ def test_compose_coordinator_knows_only_names_and_addresses():
 def test_compose_site_configs_load_with_their_mounted_secrets(tmp_path):
     """Each site's config, read by the agent's own loader over the files Compose would mount: the
     secrets (as they are on disk: mode 0600) in /run/secrets, the config itself, /site."""
-    from ensemble_dask.federated.site_config import _CONFIG_KEYS, load_config
+    from ensemble_dask.federated.site.config import _CONFIG_KEYS, load_config
 
     doc = _compose()
     _party_files(tmp_path / "federation")
@@ -840,7 +842,7 @@ def test_kubernetes_site_secret_is_made_from_the_sites_own_files_and_loads(tmp_p
     """make-secrets.sh (against a stand-in kubectl) makes each site's secret from that site's own
     directory; the Deployment's init container, run for real on those files, gives the agent keys it
     accepts (0600, its own), and the site.yaml of the ConfigMap loads with them."""
-    from ensemble_dask.federated.site_config import _CONFIG_KEYS, load_config
+    from ensemble_dask.federated.site.config import _CONFIG_KEYS, load_config
 
     fed = _party_files(tmp_path / "federation")
     log = tmp_path / "kubectl.log"
@@ -900,7 +902,7 @@ def test_kubernetes_site_secret_is_made_from_the_sites_own_files_and_loads(tmp_p
         assert cfg.tls["key"] == str(keys / "tls-key.pem")
     # without the init container's copy, the secret's own (group-readable) files are refused
     from ensemble_dask import InputError
-    from ensemble_dask.federated.certs import load_mask_private
+    from ensemble_dask.federated.protocol.certs import load_mask_private
 
     with pytest.raises(InputError, match="chmod 600"):
         load_mask_private(host[secret_volume] / "mask.key")

@@ -286,12 +286,41 @@ def test_a_site_agent_imports_no_dask_graph_matching_or_graph_algorithm():
     import subprocess
     import sys
 
-    modules = ["federated.agent", "federated.rows", "federated.site_rows", "runtime.site"]
+    modules = ["federated.site.agent", "federated.coordinator.bce", "federated.site.rows", "runtime.site"]
     heavy = ("scipy.optimize", "scipy.sparse.csgraph", "sklearn", "ensemble_dask.coassoc.build")
     code = "import sys\n" + "".join(f"import ensemble_dask.{m}\n" for m in modules)
     code += f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _reached(start, graph):
+    """Every module that ``start`` imports, directly or through others (function-level imports too)."""
+    seen, todo = set(), [start]
+    while todo:
+        for t in graph.get(todo.pop(), ()):
+            if t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return seen
+
+
+SITE, COORDINATOR = "ensemble_dask.federated.site", "ensemble_dask.federated.coordinator"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m == SITE or m.startswith(SITE + ".")))
+def test_no_site_module_reaches_the_coordinators_code(module):
+    """The trust boundary in the tree: what runs on a site (``federated/site/``) imports the shared protocol
+    and the model code, never the coordinator's modules, not even through a module between (the site's code
+    imported ``rows.py``, which imported ``coordinator.py``)."""
+    graph = {m: {t for t in _imports(m, p) if t in MODULES} for m, p in MODULES.items()}
+    bad = sorted(t for t in _reached(module, graph) if t == COORDINATOR or t.startswith(COORDINATOR + "."))
+    assert not bad, f"{module} reaches the coordinator's {bad}"
+
+
+def test_the_reach_check_can_fail():
+    graph = {"s.a": {"s.b"}, "s.b": {"x.c"}, "x.c": {"coord.d"}}
+    assert _reached("s.a", graph) == {"s.b", "x.c", "coord.d"}
 
 
 @pytest.mark.parametrize("module", ["ensemble_dask", "ensemble_dask.consensus", "ensemble_dask.coassoc"])

@@ -62,7 +62,7 @@ cmd_stop() {
 write_site_config() {
     local site="$1" port="$2" dir="$FED_DIR/sites/$1" peer
     {
-        echo "# site $site: its own policy (ensemble_dask.federated.agent); paths relative to this file"
+        echo "# site $site: its own policy (ensemble_dask.federated.site.agent); paths relative to this file"
         echo "name: $site"
         echo "listen: $HOST:$port"
         echo "coordinator: coordinator       # the only certificate name allowed to call"

@@ -41,7 +41,7 @@ def add_parser(sub, common):
 
 
 def run(args):
-    from ..federated.certs import make_ca, make_certs, sign_csr
+    from ..federated.protocol.certs import make_ca, make_certs, sign_csr
 
     if args.certs_command and (args.names or args.overwrite):
         raise EnsembleDaskError(

@@ -31,10 +31,10 @@ def add_parser(sub, common):
 
 def run(args):
     if args.site_command == "serve":
-        from ..federated.agent import serve_main
+        from ..federated.site.agent import serve_main
 
         return serve_main(args.config)
-    from ..federated.certs import init_site
+    from ..federated.protocol.certs import init_site
 
     paths = init_site(args.out, args.name, hosts=args.hosts)
     for path in paths:

@@ -1,14 +1,10 @@
 """Consensus across sites that never share their rows and do not trust the coordinator.
 
-* :mod:`.secure` - two-word fixed point, ChaCha20 keystreams (no network);
-* :mod:`.secagg` - the SecAgg+ round: round keys, Shamir shares of mask seeds, masking and unmasking;
-* :mod:`.wire` - the messages: msgpack maps of plain values and arrays, no pickle;
-* :mod:`.agent` - the site agent (``ensemble-dask site serve``): the site's policy, its checks, mutual TLS;
-* :mod:`.coordinator` - the coordinator's HTTPS calls to the agents and its secure sums;
-* :mod:`.rows` - row-distributed BCE (papers/001 Sect. 5.2.1) over the agents;
-* :mod:`.rows_kcc` - row-distributed KCC (papers/004) over the agents (``federated: method: kcc``);
-* :mod:`.columns` - column-distributed BCE (Sect. 5.2.2);
-* :mod:`.certs` - the CA, TLS certificates and masking keys (``ensemble-dask site init``, ``certs``).
+The tree follows the trust boundary:
+
+* :mod:`.site` - what runs on a site: its agent (``ensemble-dask site serve``), its policy, its rows;
+* :mod:`.coordinator` - what runs on the coordinator: calls to the agents, federated BCE and KCC;
+* :mod:`.protocol` - what both share: the wire format, secure aggregation (SecAgg+), the certificates.
 
 BCE and KCC on one Dask cluster's row blocks (not federated) are :mod:`ensemble_dask.rowblocks`.
 """
@@ -16,22 +12,22 @@ BCE and KCC on one Dask cluster's row blocks (not federated) are :mod:`ensemble_
 from ..runtime.imports import lazy_names
 
 _EXPORTS = {
-    "ColumnBCEResult": ".columns",
-    "run_column_distributed_bce": ".columns",
-    "Federation": ".coordinator",
-    "SiteLostError": ".coordinator",
-    "SiteRefusedError": ".coordinator",
-    "SitesDropped": ".coordinator",
-    "FederatedBCEResult": ".rows",
-    "ResumeRefusedWarning": ".rows",
-    "run_federated_bce": ".rows",
-    "FederatedKCCResult": ".rows_kcc",
-    "run_federated_kcc": ".rows_kcc",
-    "COORDINATOR": ".secure",
-    "Message": ".secure",
-    "MessageLog": ".secure",
-    "decode_fixed": ".secure",
-    "encode_fixed": ".secure",
+    "ColumnBCEResult": ".coordinator.columns",
+    "run_column_distributed_bce": ".coordinator.columns",
+    "Federation": ".coordinator.link",
+    "SiteLostError": ".coordinator.link",
+    "SiteRefusedError": ".coordinator.link",
+    "SitesDropped": ".coordinator.link",
+    "FederatedBCEResult": ".coordinator.bce",
+    "ResumeRefusedWarning": ".coordinator.bce",
+    "run_federated_bce": ".coordinator.bce",
+    "FederatedKCCResult": ".coordinator.kcc",
+    "run_federated_kcc": ".coordinator.kcc",
+    "COORDINATOR": ".protocol.secure",
+    "Message": ".protocol.secure",
+    "MessageLog": ".protocol.secure",
+    "decode_fixed": ".protocol.secure",
+    "encode_fixed": ".protocol.secure",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -5,5 +5,5 @@ first use on several threads) and where numba caches the compiled kernels (:mod:
 
 This ``__init__`` imports nothing, so that a solver using :mod:`.threads` does not import ``distributed``.
 The federation's HTTPS between agents and coordinator is not a Dask matter: each party makes its TLS
-contexts from its own files (:mod:`ensemble_dask.federated.certs`).
+contexts from its own files (:mod:`ensemble_dask.federated.protocol.certs`).
 """

@@ -1,6 +1,6 @@
 """A site's own Dask cluster, which nothing outside the site's agent process can reach (see
-:func:`site_cluster`). The site agent (:mod:`ensemble_dask.federated.agent`) opens it from the ``compute``
-section of the site's own config; the coordinator never names or reaches it.
+:func:`site_cluster`). The site agent (:mod:`ensemble_dask.federated.site.agent`) opens it from the
+``compute`` section of the site's own config; the coordinator never names or reaches it.
 """
 
 from __future__ import annotations

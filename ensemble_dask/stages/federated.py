@@ -1,10 +1,10 @@
 """Federated workflows: row-distributed BCE or KCC over site agents that keep their rows.
 
 A workflow's ``federated:`` section names the sites and where their agents answer; everything a site
-reads, writes, keys and allows is in the site's own config (:mod:`ensemble_dask.federated.agent`)::
+reads, writes, keys and allows is in the site's own config (:mod:`ensemble_dask.federated.site.agent`)::
 
     federated:
-      method: bce               # bce | kcc (row-distributed KCC, federated.rows_kcc)
+      method: bce               # bce | kcc (row-distributed KCC, federated.coordinator.kcc)
       mode: secure              # secure | plain (statistics in clear: each site refuses unless it allows it)
       n_clusters: 6
       certs: certs              # the coordinator's TLS files: ca.pem, coordinator.pem, coordinator-key.pem
@@ -178,8 +178,8 @@ def _check_sites_section(raw_sites, demo):
 
 def run_federated_workflow(spec, *, progress=False):
     """Run the ``federated:`` section of a workflow; returns the coordinator's summary (metrics.json)."""
-    from ..federated.certs import make_certs
-    from ..federated.coordinator import client_context
+    from ..federated.coordinator.link import client_context
+    from ..federated.protocol.certs import make_certs
     from .report import check_report_settings
 
     fed = dict(spec.get("federated") or {})
@@ -241,12 +241,12 @@ def run_federated_workflow(spec, *, progress=False):
         stack.enter_context(store.stage("federated", record, [], writes=("federated",)))
         try:
             if method == "kcc":
-                from ..federated.rows_kcc import run_federated_kcc
+                from ..federated.coordinator.kcc import run_federated_kcc
 
                 result = run_federated_kcc(sites, n_clusters, context, timeout=timeout, progress=bar, **fed)
                 summary = _write_kcc_results(store, result, n_clusters, True)
             else:
-                from ..federated.rows import run_federated_bce
+                from ..federated.coordinator.bce import run_federated_bce
 
                 result = run_federated_bce(
                     sites, n_clusters, context, timeout=timeout, checkpoint=checkpoint, progress=bar, **fed

@@ -3,7 +3,7 @@
 :func:`split_sites` cuts the ``labels`` (and ``y_true``) of a run store into per-site arrays;
 :func:`make_demo_sites` makes a synthetic table's sites' shares, :func:`write_demo_configs` each site's
 ``site.yaml`` and :class:`LocalSiteAgents` runs one agent process per site (``python -m
-ensemble_dask.federated.agent``), as ``federated: {demo: true}`` does. A real site makes its own keys and
+ensemble_dask.federated.site.agent``), as ``federated: {demo: true}`` does. A real site makes its own keys and
 config (``ensemble-dask site init``) and runs its own agent.
 """
 
@@ -36,11 +36,11 @@ def split_sites(store, out, names, *, storage_options=None):
     """Write ``store``'s labels (and ``y_true``), cut in contiguous row blocks, as arrays per site.
 
     Returns, per site, ``{"name", "data": {"labels": url[, "reference": url]}}``: the ``data`` section of
-    that site's own ``site.yaml`` (:mod:`ensemble_dask.federated.agent`).
+    that site's own ``site.yaml`` (:mod:`ensemble_dask.federated.site.agent`).
     """
     import zarr
 
-    from ..federated.certs import _check_name
+    from ..federated.protocol.certs import _check_name
     from ..io.urls import make_zarr_store
 
     if not names:
@@ -193,7 +193,7 @@ def write_demo_configs(sites, certs, min_sites=None):
 
 
 class LocalSiteAgents:
-    """One site agent process per config on this machine (``python -m ensemble_dask.federated.agent``).
+    """One site agent process per config on this machine (``python -m ensemble_dask.federated.site.agent``).
 
     A context manager: starts every agent, waits for each to write its address, and stops them on exit.
     ``addresses`` maps site names (their configs' folder names) to ``https://127.0.0.1:PORT``.
@@ -214,7 +214,7 @@ class LocalSiteAgents:
             self.logs[name].close()
         self.logs[name] = open(d / "agent.log", "ab")  # noqa: SIM115 - closed in stop()
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "ensemble_dask.federated.agent", str(self.configs[name])],
+            [sys.executable, "-m", "ensemble_dask.federated.site.agent", str(self.configs[name])],
             stdout=self.logs[name],
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -11,7 +11,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from ensemble_dask import InputError
-from ensemble_dask.federated.certs import load_mask_private, load_mask_public, make_certs, public_key_b64
+from ensemble_dask.federated.protocol.certs import (
+    load_mask_private,
+    load_mask_public,
+    make_certs,
+    public_key_b64,
+)
 
 
 def test_certs_command_writes_the_agreed_files(tmp_path):
@@ -102,7 +107,7 @@ def _site_and_ca(tmp_path):
 
 
 def test_site_init_keeps_the_private_keys_and_writes_a_request(tmp_path):
-    from ensemble_dask.federated.certs import load_private_pem
+    from ensemble_dask.federated.protocol.certs import load_private_pem
 
     site = tmp_path / "site"
     proc = _cli("site", "init", "site-a", "--out", site, "--host", "site-a.example.org", "--host", "10.0.0.5")
@@ -132,7 +137,7 @@ def test_site_init_keeps_the_private_keys_and_writes_a_request(tmp_path):
 def test_certs_sign_makes_a_certificate_that_verifies_against_the_ca(tmp_path):
     from cryptography.x509.verification import PolicyBuilder, Store
 
-    from ensemble_dask.federated.certs import sign_csr
+    from ensemble_dask.federated.protocol.certs import sign_csr
 
     site, ca_dir = _site_and_ca(tmp_path)
     assert {p.name for p in ca_dir.iterdir()} == {"ca.pem", "ca-key.pem"}
@@ -201,7 +206,7 @@ def test_a_private_key_others_may_read_is_refused_on_load(tmp_path):
     mask.chmod(0o600)
     load_mask_private(mask)
     # the TLS key, as the site's agent loads it
-    from ensemble_dask.federated.certs import load_private_pem
+    from ensemble_dask.federated.protocol.certs import load_private_pem
 
     tls = tmp_path / "site-a-key.pem"
     tls.chmod(0o604)
@@ -220,9 +225,9 @@ def test_site_serve_runs_the_agent_with_its_config(monkeypatch):
     from ensemble_dask.cli import main
 
     called = []
-    agent = types.ModuleType("ensemble_dask.federated.agent")
+    agent = types.ModuleType("ensemble_dask.federated.site.agent")
     agent.serve_main = lambda config: called.append(config) or 7
-    monkeypatch.setitem(sys.modules, "ensemble_dask.federated.agent", agent)
+    monkeypatch.setitem(sys.modules, "ensemble_dask.federated.site.agent", agent)
     assert main(["site", "serve", "site-a.yaml"]) == 7
     assert called == ["site-a.yaml"]
 
@@ -254,7 +259,7 @@ def test_certs_refuse_a_new_ca_when_its_key_was_moved_offline(tmp_path):
 def test_an_out_folder_that_is_a_file_is_refused_naming_it(tmp_path):
     """Issue 29: `certs --out` a file ended in an OSError traceback (File exists)."""
     from ensemble_dask import InputError
-    from ensemble_dask.federated.certs import init_site, make_ca, make_certs
+    from ensemble_dask.federated.protocol.certs import init_site, make_ca, make_certs
 
     afile = tmp_path / "afile"
     afile.write_text("not a folder")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ensemble_dask.federated.coordinator import Federation, SiteRefusedError
+from ensemble_dask.federated.coordinator.link import Federation, SiteRefusedError
 from tests._sites import Crash, CrashingCheckpoint, start_sites, towards
 
 pytestmark = pytest.mark.slow
@@ -203,8 +203,8 @@ TINY = {"alpha": np.full(2, 1e-10), "beta": np.ones((2, G))}
 def _round_with(fed, op, args, between):
     """One secure round of ``op(*args)`` at every site with ``between()`` run after its keys: the sum, or None
     when a site refused a step of it."""
-    from ensemble_dask.federated import secagg
-    from ensemble_dask.federated.secure import decode_fixed, sum_words
+    from ensemble_dask.federated.protocol import secagg
+    from ensemble_dask.federated.protocol.secure import decode_fixed, sum_words
 
     fed.round += 1
     base = {"session": fed.session, "round": fed.round}
@@ -326,7 +326,7 @@ def test_an_honest_run_resumes_after_a_crash_before_any_of_its_saves(three):
     """Found by the same review: ``promote`` removed the best before it at once, while the coordinator's
     checkpoint named that one until its next save; a crash between the two left a run that no rerun could
     resume. Each save in turn: the run stops there, and the same run resumes to the uninterrupted result."""
-    from ensemble_dask.federated.rows import run_federated_bce
+    from ensemble_dask.federated.coordinator.bce import run_federated_bce
 
     kw = {"n_init": 3, "max_iter": 3, "tol": 1e-12, "e_step_max_iter": 5, "random_state": 3, "n_labels": 3}
     whole = CrashingCheckpoint()

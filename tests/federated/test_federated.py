@@ -24,12 +24,12 @@ from ensemble_dask.consensus.kcc import KCC
 from ensemble_dask.federated import (
     SiteLostError,
     SiteRefusedError,
-    rows,
     run_federated_bce,
     run_federated_kcc,
 )
-from ensemble_dask.federated.coordinator import SiteLink, SitesDroppedWarning
-from ensemble_dask.federated.secure import decode_fixed
+from ensemble_dask.federated.coordinator.link import SiteLink, SitesDroppedWarning
+from ensemble_dask.federated.protocol.secure import decode_fixed
+from ensemble_dask.federated.site import data as rows
 from ensemble_dask.io.store import RunStore
 from ensemble_dask.metrics import partition_scores
 from ensemble_dask.stages.federated import StoreCheckpoint
@@ -282,8 +282,8 @@ def test_idle_sessions_expire_at_the_site(three):
     """A session not called for longer than the site's ``idle_timeout`` is dropped."""
     import time
 
-    from ensemble_dask.federated.agent import Session, SiteAgent
-    from ensemble_dask.federated.site_config import load_config
+    from ensemble_dask.federated.site.agent import Session, SiteAgent
+    from ensemble_dask.federated.site.config import load_config
 
     agent = SiteAgent(load_config(three.configs["site-a"]))
     agent.config.idle_timeout = 30.0

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from ensemble_dask import InputError
-from ensemble_dask.federated import secagg
-from ensemble_dask.federated.coordinator import (
+from ensemble_dask.federated.coordinator.link import (
     Federation,
     SiteLink,
     SiteRefusedError,
     client_context,
 )
+from ensemble_dask.federated.protocol import secagg
 from tests._sites import start_sites
 
 pytestmark = pytest.mark.slow
@@ -348,7 +348,7 @@ def test_a_site_certificate_presented_as_the_coordinator_is_refused(agents):
 
 def test_an_unpinned_certificate_cannot_connect(agents, tmp_path):
     """A certificate from another CA fails the TLS handshake; no certificate at all too."""
-    from ensemble_dask.federated.certs import make_certs
+    from ensemble_dask.federated.protocol.certs import make_certs
 
     make_certs(tmp_path / "other", ["coordinator"])
     with pytest.raises(ssl.SSLError):
@@ -383,7 +383,7 @@ def test_a_federation_with_all_sites_sums_and_reveals_nothing_else(agents):
 def test_a_config_that_weakens_the_site_is_refused(agents, tmp_path):
     import yaml
 
-    from ensemble_dask.federated.site_config import load_config
+    from ensemble_dask.federated.site.config import load_config
 
     cfg = agents.configs["site-a"]
     spec = yaml.safe_load(cfg.read_text())

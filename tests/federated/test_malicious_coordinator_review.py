@@ -16,14 +16,14 @@ import ssl
 import numpy as np
 import pytest
 
-from ensemble_dask.federated import secagg
-from ensemble_dask.federated.coordinator import (
+from ensemble_dask.federated.coordinator.link import (
     Federation,
     SiteLink,
     SiteLostError,
     SiteRefusedError,
 )
-from ensemble_dask.federated.secure import add_words, decode_fixed, neg_words
+from ensemble_dask.federated.protocol import secagg
+from ensemble_dask.federated.protocol.secure import add_words, decode_fixed, neg_words
 from tests._sites import start_sites, towards
 
 pytestmark = pytest.mark.slow
@@ -556,8 +556,8 @@ def test_a_sessions_line_cut_short_by_a_crash_does_not_swallow_the_next(three, t
     crash, a full disk) ran into the next id appended, which was then never read back as joined."""
     import yaml
 
-    from ensemble_dask.federated.agent import SiteAgent
-    from ensemble_dask.federated.site_config import load_config
+    from ensemble_dask.federated.site.agent import SiteAgent
+    from ensemble_dask.federated.site.config import load_config
 
     spec = yaml.safe_load(three.configs["site-a"].read_text())
     cfg = three.configs["site-a"].parent / "cut.yaml"
@@ -840,7 +840,7 @@ def test_a_site_lost_at_confirm_is_dropped_not_taken_for_an_attack(five):
     lost (a timeout) kept that site in the session, and since its transcript now differs from the others'
     (no unmask), the next round was refused as 'altered or forged'. The site is dropped instead, as a site
     lost in the masked phase is, and the driver restarts over the survivors."""
-    from ensemble_dask.federated.coordinator import SitesDropped
+    from ensemble_dask.federated.coordinator.link import SitesDropped
 
     fed = federation(five)
     ask = fed._ask
@@ -893,7 +893,7 @@ def test_kcc_centroids_with_an_empty_last_clustering_are_checked(three):
     # every row at distance (N - 1) (1 - 2/3 + 1/3) = 2 from both centroids: all in cluster 0
     assert np.allclose(total[-3:], [n, 0.0, n]), total[-3:]  # sizes, every row moved
     from ensemble_dask.consensus.kcc._blocks import block_norms
-    from ensemble_dask.federated.rows_kcc import pooled_sse
+    from ensemble_dask.federated.coordinator.kcc import pooled_sse
 
     offsets = np.array([3 * i for i in range(N_CLUSTERINGS)] + [MT.shape[0]])
     counts = total[: 2 * MT.shape[0]].reshape(2, MT.shape[0])
@@ -924,7 +924,7 @@ def _signed_context(three, path, names, ca=False):
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-    from ensemble_dask.federated.certs import _load_ca, _private_pem
+    from ensemble_dask.federated.protocol.certs import _load_ca, _private_pem
 
     ca_cert, ca_key = _load_ca(three.certs)
     now, day = datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1)
@@ -952,7 +952,7 @@ def test_a_certificate_of_two_names_or_a_cas_is_no_ones(three, tmp_path, names, 
     'coordinator' and 'site-a' was taken for the coordinator's (the first name read), and so was a CA's
     certificate named 'coordinator'. The CA's ``certs sign`` makes neither, but a party's certificate has
     one name and is no CA's: any other is nobody's."""
-    from ensemble_dask.federated.coordinator import SiteLink
+    from ensemble_dask.federated.coordinator.link import SiteLink
 
     link = SiteLink("site-a", three.addresses["site-a"], _signed_context(three, tmp_path, names, ca), 10)
     try:

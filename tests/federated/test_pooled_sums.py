@@ -5,7 +5,8 @@ of the default policy. The sites summed their E-step statistics in float64, and 
 each site's roundings: with categories that leave every row of a site one of two kinds, the site's total is
 ``fl(c * phi)`` for its count ``c`` of one kind, and the coordinator, which knows ``phi`` and the pooled
 count, found the one split whose encodings add up to the round's words. A site now rounds each row's terms
-to ``2**-32`` on their own and sums them as integers (:func:`~ensemble_dask.federated.secure.encode_exact`).
+to ``2**-32`` on their own and sums them as integers
+(:func:`~ensemble_dask.federated.protocol.secure.encode_exact`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from ensemble_dask.federated.rows import _params_from, bce_label_bits, bce_reference_bits
-from ensemble_dask.federated.secure import ROW_TERM_LIMIT, decode_fixed, encode_exact, sum_words
+from ensemble_dask.federated.protocol.messages import params_from_message as _params_from
+from ensemble_dask.federated.protocol.secure import ROW_TERM_LIMIT, decode_fixed, encode_exact, sum_words
+from ensemble_dask.federated.site.data import bce_label_bits, bce_reference_bits
 from ensemble_dask.rowblocks.bce import estep_task, fresh_gamma_like, prepare_block
 
 K, N = 12, 4

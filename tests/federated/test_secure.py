@@ -11,8 +11,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ensemble_dask import InputError
-from ensemble_dask.federated import secagg
-from ensemble_dask.federated.secure import (
+from ensemble_dask.federated.protocol import secagg
+from ensemble_dask.federated.protocol.secure import (
     add_words,
     decode_fixed,
     encode_fixed,
@@ -340,7 +340,7 @@ def test_a_site_s_e_step_stays_in_range_whatever_parameters_it_is_sent(seed, log
     fixed-point range exactly when a count of its rows passed a threshold it set, and read that bit from the
     refusal. Each row's terms are now clipped to ROW_TERM_LIMIT, so every entry is at most the rows times it,
     whatever alpha and beta (in the site's accepted [0, 1e12]) and whatever the rows."""
-    from ensemble_dask.federated.secure import ROW_TERM_LIMIT
+    from ensemble_dask.federated.protocol.secure import ROW_TERM_LIMIT
 
     rng = np.random.default_rng(seed)
     n, N = 40, 3
@@ -357,7 +357,7 @@ def test_a_site_s_e_step_stays_in_range_whatever_parameters_it_is_sent(seed, log
 
 def test_a_fit_s_parameters_are_never_clipped():
     """With the parameters of a fit, a site's clipped E-step is the pooled fit's exactly (and says so)."""
-    from ensemble_dask.federated.secure import ROW_TERM_LIMIT
+    from ensemble_dask.federated.protocol.secure import ROW_TERM_LIMIT
 
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 4, size=(300, 20))
@@ -372,7 +372,7 @@ def test_a_fit_s_parameters_are_never_clipped():
 
 def test_a_site_joins_only_when_its_rows_fit_the_range():
     """The test on public counts (the rows and clusterings a join tells) that makes the clipping enough."""
-    from ensemble_dask.federated.secure import ROW_TERM_LIMIT, rows_in_range
+    from ensemble_dask.federated.protocol.secure import ROW_TERM_LIMIT, rows_in_range
 
     assert rows_in_range(10**9, 200, 100)
     limit = fixed_point_limit(3000) / ROW_TERM_LIMIT

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from ensemble_dask._validation import InputError
-from ensemble_dask.federated.coordinator import Federation, SiteRefusedError
+from ensemble_dask.federated.coordinator.link import Federation, SiteRefusedError
 from tests._sites import start_sites
 
 pytestmark = pytest.mark.slow
@@ -92,7 +92,7 @@ def test_a_relayed_key_or_share_is_bytes_of_its_size(sites, where):
         fed.close()
 
 
-# A3 and A4: what a caller can make a site hold before the agent reads a byte (federated.https)
+# A3 and A4: what a caller can make a site hold before the agent reads a byte (federated.site.https)
 
 
 def _peak_mb(agents, name):
@@ -149,7 +149,7 @@ def test_connections_that_never_speak_tls_are_not_held(sites):
     import socket
     import time
 
-    from ensemble_dask.federated import https
+    from ensemble_dask.federated.site import https
 
     host, port = sites.addresses["site-a"].removeprefix("https://").rsplit(":", 1)
 
@@ -185,7 +185,7 @@ def test_connections_that_never_speak_tls_are_not_held(sites):
 def test_a_refusal_quotes_a_large_value_without_its_whole_repr(tmp_path):
     """A2: a refusal's message and its audit line cut the repr of the caller's value after making all of it
     (a bytes value's repr is four times its size): a 240 MB roster took the site to 2.9 GB."""
-    from ensemble_dask.federated.coordinator import SiteLink
+    from ensemble_dask.federated.coordinator.link import SiteLink
 
     rng = np.random.default_rng(8)
     agents = start_sites(tmp_path, {s: rng.integers(0, 3, size=(20, N)) for s in NAMES})
@@ -207,7 +207,7 @@ def test_other_certificates_cannot_rotate_away_the_coordinator_s_trail(tmp_path)
     """From a review: every refusal, a stranger's too, went to the one audit log, rotated at audit_max_bytes:
     any holder of a certificate of the CA could push the coordinator's requests out of it. Other
     certificates' requests now go to a log of their own."""
-    from ensemble_dask.federated.coordinator import SiteLink
+    from ensemble_dask.federated.coordinator.link import SiteLink
 
     def small_audit(name, spec):
         spec["audit_max_bytes"] = 4096

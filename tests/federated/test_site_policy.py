@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from ensemble_dask import _validation
-from ensemble_dask.federated import wire
-from ensemble_dask.federated.coordinator import Federation, SiteRefusedError
-from ensemble_dask.federated.https import MAX_BODIES
+from ensemble_dask.federated.coordinator.link import Federation, SiteRefusedError
+from ensemble_dask.federated.protocol import wire
+from ensemble_dask.federated.site.https import MAX_BODIES
 from tests._sites import start_sites
 
 pytestmark = pytest.mark.slow
@@ -226,7 +226,7 @@ def test_the_work_a_request_asks_for_is_bounded_by_the_sites_limits(tmp_path):
 @pytest.fixture(scope="module")
 def config(tmp_path_factory):
     """One site's config and its keys, as ``start_sites`` writes them (no agent started)."""
-    from ensemble_dask.federated.certs import make_certs
+    from ensemble_dask.federated.protocol.certs import make_certs
     from ensemble_dask.stages.sites import _demo_layout, _write_array, write_demo_configs
 
     root = tmp_path_factory.mktemp("schema")
@@ -238,7 +238,7 @@ def config(tmp_path_factory):
 
 
 def _load(config, text):
-    from ensemble_dask.federated.site_config import load_config
+    from ensemble_dask.federated.site.config import load_config
 
     bad = config.parent / "bad.yaml"
     bad.write_text(text)

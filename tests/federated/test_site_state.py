@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ensemble_dask.federated.coordinator import Federation, SiteRefusedError
+from ensemble_dask.federated.coordinator.link import Federation, SiteRefusedError
 from tests._sites import Crash, CrashingCheckpoint, start_sites, towards
 
 pytestmark = pytest.mark.slow
@@ -102,7 +102,7 @@ def test_nor_one_that_holds_site_a_reference_classes_apart(mixed):
 def test_an_honest_run_that_a_site_cannot_resume_starts_afresh(mixed):
     """Before, the sites without checkpoints took the resume with fresh rows: a run of mixed states. Now they
     refuse it, and the coordinator says so and fits afresh: the uninterrupted run's result."""
-    from ensemble_dask.federated.rows import ResumeRefusedWarning, run_federated_bce
+    from ensemble_dask.federated.coordinator.bce import ResumeRefusedWarning, run_federated_bce
 
     kw = {"n_init": 2, "max_iter": 3, "tol": 1e-12, "e_step_max_iter": 5, "random_state": 3, "n_labels": 3}
     ref = run_federated_bce(mixed.sites(), 2, mixed.context(), checkpoint=CrashingCheckpoint(), **kw)
@@ -176,7 +176,7 @@ def test_the_audit_log_is_bounded_by_the_sites_config(wide):
     """Found by the same review: every request, refused or not, was a line appended to ``state/audit.log``
     for good, a slow way to fill a site's disk. At ``audit_max_bytes`` the log is renamed ``audit.log.1``
     (replacing the one before): two files at most."""
-    from ensemble_dask.federated.coordinator import SiteLink
+    from ensemble_dask.federated.coordinator.link import SiteLink
 
     state = wide.configs["site-a"].parent / "state"
     lk = SiteLink("site-a", wide.addresses["site-a"], wide.context(), 60)
@@ -200,8 +200,8 @@ def test_two_threads_that_rotate_the_audit_log_at_once_lose_none_of_it(wide, tmp
     import threading
     import time
 
-    from ensemble_dask.federated.agent import SiteAgent
-    from ensemble_dask.federated.site_config import load_config
+    from ensemble_dask.federated.site.agent import SiteAgent
+    from ensemble_dask.federated.site.config import load_config
 
     config = load_config(wide.configs["site-a"])
     config.state = tmp_path / "state"  # (not the running agent's)

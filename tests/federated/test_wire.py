@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ensemble_dask.federated import wire
+from ensemble_dask.federated.protocol import wire
 
 
 def _array_of(n, item=b"\x90"):

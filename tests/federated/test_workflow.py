@@ -87,7 +87,7 @@ def test_the_command_names_an_unreachable_site_without_a_traceback(tmp_path):
     """A site whose agent does not answer: one error line naming it, the resume hint, exit status 3."""
     import yaml
 
-    from ensemble_dask.federated.certs import make_certs
+    from ensemble_dask.federated.protocol.certs import make_certs
 
     make_certs(tmp_path / "certs", ["coordinator"])
     spec = {

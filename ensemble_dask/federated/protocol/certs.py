@@ -17,7 +17,8 @@ made on the site and never leave it; only public material is exchanged. A deploy
    public keys cannot substitute its own.
 
 The site agent serves HTTPS with ``NAME.pem`` and ``NAME-key.pem`` and trusts ``ca.pem`` for its
-callers (:mod:`.agent`); the coordinator presents its own certificate, named ``coordinator``.
+callers (:mod:`~ensemble_dask.federated.site.agent`); the coordinator presents its own certificate, named
+``coordinator``.
 
 :func:`make_certs` (``ensemble-dask certs --out DIR --names coordinator,site-a,...``) is the
 one-command local demo and does **not** follow this: it makes the CA and every party's private keys
@@ -48,7 +49,7 @@ import re
 import stat
 from pathlib import Path
 
-from .._validation import InputError
+from ..._validation import InputError
 
 __all__ = [
     "make_certs",

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import InputError
+from ..._validation import InputError
 
 __all__ = [
     "FRAC_BITS",

@@ -2,7 +2,7 @@
 
 Each entry of :data:`CALLS` (answers that carry nothing about rows) and :data:`SUMS` (one statistics
 vector, masked by the agent) checks the arguments against the session (types, shapes, ranges, finite
-values) and runs the matching site function of :mod:`.rows` or :mod:`.rows_kcc` on the session's rows.
+values) and runs the matching site function of :mod:`~ensemble_dask.federated.coordinator.bce` or :mod:`~ensemble_dask.federated.coordinator.kcc` on the session's rows.
 Paths never come from the coordinator: the agent passes its own config's output and checkpoint.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import EnsembleDaskError
-from .site_config import shown
-from .wire import CANNOT_RESUME
+from ..._validation import EnsembleDaskError
+from .config import shown
+from ..protocol.wire import CANNOT_RESUME
 
 __all__ = ["CALLS", "SUMS", "Refused"]
 
@@ -124,7 +124,7 @@ def _check_state(agent, st, k):
 
 
 def _bce_prepare(agent, st, args):
-    from .site_rows import bce_prepare, scatter_rows
+    from .rows import bce_prepare, scatter_rows
 
     cats, k, run_key, resume = _args(args, 4, "prepare")
     if "labels" not in st.data:
@@ -154,8 +154,8 @@ def _bce_prepare(agent, st, args):
 
 def _resume(resume):
     """``[start, iteration, tag, best start, tag]`` checked: an iteration or a best start may be null, and its
-    tag (``<session>-<round>``, :data:`~.site_rows.TAG_RE`) is given with it and only with it."""
-    from .site_rows import TAG_RE
+    tag (``<session>-<round>``, :data:`~.rows.TAG_RE`) is given with it and only with it."""
+    from .rows import TAG_RE
 
     what = "resume must be [start, iteration or null, its tag or null, best start or null, its tag or null]"
     if not isinstance(resume, list) or len(resume) != 5:
@@ -182,13 +182,13 @@ def _bce_params(value, st):
     )
     if alpha.min() <= 0:
         raise Refused("alpha must be positive")
-    from .rows import _params_from
+    from ..protocol.messages import params_from_message
 
-    return _params_from({"alpha": alpha, "beta": beta}, k)
+    return params_from_message({"alpha": alpha, "beta": beta}, k)
 
 
 def _bce_estep(agent, st, args):
-    from .site_rows import bce_estep
+    from .rows import bce_estep
 
     _need(st, "estep", "the E-step")
     params, init, t, tol, max_iter = _args(args, 5, "estep")
@@ -207,7 +207,7 @@ def _bce_estep(agent, st, args):
 
 
 def _bce_reset(agent, st, args):
-    from .site_rows import bce_reset
+    from .rows import bce_reset
 
     _args(args, 0, "reset")
     _need(st, "estep", "reset")
@@ -215,7 +215,7 @@ def _bce_reset(agent, st, args):
 
 
 def _bce_promote(agent, st, args):
-    from .site_rows import bce_promote
+    from .rows import bce_promote
 
     (init,) = _args(args, 1, "promote")
     _need(st, "estep", "promote")
@@ -223,7 +223,7 @@ def _bce_promote(agent, st, args):
 
 
 def _bce_finish(agent, st, args):
-    from .site_rows import bce_finish
+    from .rows import bce_finish
 
     _args(args, 0, "finish")
     if st.data.get("best") is None:
@@ -232,7 +232,7 @@ def _bce_finish(agent, st, args):
 
 
 def _label_bits(agent, st, args):
-    from .rows import bce_label_bits
+    from .data import bce_label_bits
 
     _args(args, 0, "label_bits")
     if "labels" not in st.data:
@@ -241,7 +241,7 @@ def _label_bits(agent, st, args):
 
 
 def _label_counts(agent, st, args):
-    from .rows import bce_label_counts
+    from .data import bce_label_counts
 
     (sizes,) = _args(args, 1, "label_counts")
     if "labels" not in st.data:
@@ -256,7 +256,7 @@ def _label_counts(agent, st, args):
 
 
 def _reference_bits(agent, st, args):
-    from .rows import bce_reference_bits
+    from .data import bce_reference_bits
 
     _args(args, 0, "reference_bits")
     if "reference" not in st.data:
@@ -265,7 +265,7 @@ def _reference_bits(agent, st, args):
 
 
 def _contingency(agent, st, args):
-    from .rows import bce_contingency
+    from .data import bce_contingency
 
     (n_classes,) = _args(args, 1, "contingency")
     if "reference" not in st.data or "labels_" not in st.data:
@@ -277,7 +277,7 @@ def _contingency(agent, st, args):
 
 
 def _kcc_prepare(agent, st, args):
-    from .site_rows import kcc_prepare, scatter_rows
+    from .rows import kcc_prepare, scatter_rows
 
     cats, k = _args(args, 2, "prepare")
     if "labels" not in st.data:
@@ -296,8 +296,8 @@ def _kcc_centroids(MT, st):
     """The centroids (label distributions: entries in [0, 1], each clustering's block summing to at most 1)
     and their block norms, which the site computes itself from them (the coordinator sends none). So a row's
     squared error is at most twice the clusterings, whatever centroids are sent (see
-    :func:`.secure.rows_in_range`)."""
-    from ..consensus.kcc._blocks import block_norms, block_sums
+    :func:`~ensemble_dask.federated.protocol.secure.rows_in_range`)."""
+    from ...consensus.kcc._blocks import block_norms, block_sums
 
     G, K = st.n_categories, st.data["k"]
     MT = _array(MT, "centroids", ndim=2, shape=(G, K), min_value=0.0, max_value=1.0)
@@ -308,7 +308,7 @@ def _kcc_centroids(MT, st):
 
 
 def _kcc_reset(agent, st, args):
-    from .site_rows import kcc_reset
+    from .rows import kcc_reset
 
     _args(args, 0, "reset")
     _need(st, "backend", "reset")
@@ -316,7 +316,7 @@ def _kcc_reset(agent, st, args):
 
 
 def _kcc_sizes(agent, st, args):
-    from .site_rows import kcc_sizes
+    from .rows import kcc_sizes
 
     (n_categories,) = _args(args, 1, "kcc_sizes")
     _need(st, "backend", "kcc_sizes")
@@ -324,7 +324,7 @@ def _kcc_sizes(agent, st, args):
 
 
 def _kcc_cooccurrence(agent, st, args):
-    from .site_rows import kcc_cooccurrence
+    from .rows import kcc_cooccurrence
 
     chosen, n_categories = _args(args, 2, "kcc_cooccurrence")
     _need(st, "backend", "kcc_cooccurrence")
@@ -336,7 +336,7 @@ def _kcc_cooccurrence(agent, st, args):
 
 
 def _kcc_step(agent, st, args):
-    from .site_rows import kcc_step
+    from .rows import kcc_step
 
     (MT,) = _args(args, 1, "kcc_step")
     _need(st, "backend", "kcc_step")
@@ -344,7 +344,7 @@ def _kcc_step(agent, st, args):
 
 
 def _kcc_finish(agent, st, args):
-    from .site_rows import kcc_finish
+    from .rows import kcc_finish
 
     (MT,) = _args(args, 1, "finish")
     _need(st, "backend", "finish")

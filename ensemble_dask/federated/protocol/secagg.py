@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import InputError
+from ..._validation import InputError
 from .secure import (
     add_words,
     check_exact,

@@ -19,7 +19,7 @@ import math
 import msgpack
 import numpy as np
 
-from .._validation import InputError
+from ..._validation import InputError
 
 __all__ = [
     "ARRAY_EXT",

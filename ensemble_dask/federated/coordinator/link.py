@@ -1,14 +1,15 @@
 """The coordinator's side of a federation: HTTPS calls to the site agents and secure sums over them.
 
-:class:`Federation` opens one session with every site agent (:mod:`.agent`) of a roster, over mutual TLS
+:class:`Federation` opens one session with every site agent (:mod:`~ensemble_dask.federated.site.agent`) of a
+roster, over mutual TLS
 (the coordinator's certificate; each site's certificate must carry the site's name), and offers the
-drivers of :mod:`.rows` and :mod:`.rows_kcc` two kinds of request, each an operation *name* with plain
+drivers of :mod:`.bce` and :mod:`.kcc` two kinds of request, each an operation *name* with plain
 arguments (no code travels):
 
 * :meth:`Federation.call` - an operation whose answer reveals nothing about rows (prepare, reset, ...);
 * :meth:`Federation.sum` - the sum over the sites of one vector each, by the SecAgg+ round of
-  :mod:`.secagg` (round keys and encrypted shares relayed, masked inputs, unmasking), or in clear in a
-  plain session (which each site refuses unless its own config allows it).
+  :mod:`~ensemble_dask.federated.protocol.secagg` (round keys and encrypted shares relayed, masked inputs,
+  unmasking), or in clear in a plain session (which each site refuses unless its own config allows it).
 
 Dropouts: a site that fails, is refused for a fault, or does not answer within ``timeout`` is dropped;
 the round still completes over the survivors when at least every site's threshold of them remain, and
@@ -27,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validation import EnsembleDaskError, InputError
-from . import secagg, wire
-from .secure import decode_fixed, sum_words
-from .wire import peer_name
+from ..._validation import EnsembleDaskError, InputError
+from ..protocol import secagg, wire
+from ..protocol.secure import decode_fixed, sum_words
+from ..protocol.wire import peer_name
 
 __all__ = [
     "Federation",
@@ -51,7 +52,7 @@ class SiteLostError(EnsembleDaskError):
 
 class SiteRefusedError(EnsembleDaskError):
     """A site refused a request (its reason, from its own policy, is in the message; ``code``, when the site
-    gives one, is a reason to act on: :data:`.wire.CANNOT_RESUME`)."""
+    gives one, is a reason to act on: :data:`~ensemble_dask.federated.protocol.wire.CANNOT_RESUME`)."""
 
     def __init__(self, message, code=None):
         super().__init__(message)

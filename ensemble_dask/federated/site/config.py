@@ -19,7 +19,7 @@ Everything that decides what leaves the site is here, never in a message of the 
     max_state_entries: 134217728    # rows x k a session may keep (its gamma and checkpoints; memberships)
     state: state                    # audit log and the sessions already joined
     audit_max_bytes: 67108864       # the audit log is renamed audit.log.1 at this size (two on disk at most)
-    compute:                        # the site's own Dask cluster for its row blocks (federated.site_rows)
+    compute:                        # the site's own Dask cluster for its row blocks (federated.site.rows)
       processes: false              # false: threads of the agent (no port); true: worker processes over TLS
       n_workers: 1                  #   with credentials made in the agent; or scheduler: (+ tls:) the
                                     #   site's own
@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validation import InputError
+from ..._validation import InputError
 
 __all__ = ["Limits", "SiteConfig", "load_config"]
 
@@ -154,7 +154,7 @@ def _short(value, limit=80):
 def _check_member(name, what):
     """A member's name as its certificate's (letters, digits, '-', '_', '.'): the names are fields of what
     the sites authenticate, and a '|' or ',' in one could read as two."""
-    from .certs import _check_name
+    from ..protocol.certs import _check_name
 
     _check_name(name if isinstance(name, str) else "", f"{what}: site names")
 
@@ -252,7 +252,7 @@ def _compute(value, base, where):
 def load_config(path):
     """The :class:`SiteConfig` of a site's YAML; refuses a config that weakens the site or that does not
     read (named: the key, and the file where one is missing)."""
-    from .certs import load_mask_private, load_mask_public, load_private_pem
+    from ..protocol.certs import load_mask_private, load_mask_public, load_private_pem
 
     path = Path(path)
     spec = _yaml(path)

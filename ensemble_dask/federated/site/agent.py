@@ -1,8 +1,8 @@
 """The site agent: a site's own service, answering a fixed set of data-only operations over mutual TLS.
 
 ``ensemble-dask site serve site.yaml`` starts it. The coordinator is not trusted: nothing it sends is
-code (messages are msgpack maps of plain values and arrays, :mod:`.wire`; no pickle on any inbound path),
-and everything that decides what leaves the site is in the site's own config (:mod:`.site_config`).
+code (messages are msgpack maps of plain values and arrays, :mod:`~ensemble_dask.federated.protocol.wire`; no pickle on any inbound path),
+and everything that decides what leaves the site is in the site's own config (:mod:`.config`).
 
 Operations (``POST /v1/<op>``): ``join``, ``call``,
 ``keys``, ``masked``, ``unmask``, ``close``. The site refuses, with a clear error to the coordinator and
@@ -12,7 +12,7 @@ a line in its audit log (``state/audit.log``, JSON lines):
   presented to it is refused too);
 * a roster that is not exactly its federation, a round whose sites are fewer than its minimum or
   include a site not in the session's last survivors, a round key or share that does not verify under a
-  pinned key (:mod:`.secagg`), the coordinator as a member (refused when the config is read);
+  pinned key (:mod:`~ensemble_dask.federated.protocol.secagg`), the coordinator as a member (refused when the config is read);
 * a session it has joined before (kept across restarts in ``state/sessions``), a (session, round)
   answered before, a phase out of order;
 * plain mode unless ``allow_plain``; an operation or method it does not know; parameters of the wrong
@@ -40,11 +40,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import InputError
-from . import secagg, wire
-from .secure import exact_value, is_exact, rows_in_range
-from .site_config import SiteConfig, _short, load_config, shown
-from .site_ops import CALLS, SUMS, Refused
+from ..._validation import InputError
+from ..protocol import secagg, wire
+from ..protocol.secure import exact_value, is_exact, rows_in_range
+from .config import SiteConfig, _short, load_config, shown
+from .ops import CALLS, SUMS, Refused
 
 __all__ = ["SiteAgent", "SiteConfig", "Refused", "load_config", "serve", "serve_main", "OPERATIONS"]
 
@@ -137,7 +137,7 @@ class SiteAgent:
     def client(self):
         """A client of the site's own Dask cluster, started on first use (in the agent's worker thread)."""
         if self._client is None:
-            from ..runtime.site import site_cluster
+            from ...runtime.site import site_cluster
 
             self._cluster = contextlib.ExitStack()
             self._client = self._cluster.enter_context(site_cluster(self.config.compute))
@@ -239,7 +239,7 @@ class SiteAgent:
 
     # -- operations ----------------------------------------------------------------------------
     def _op_join(self, msg):
-        from .rows import bce_open
+        from .data import bce_open
 
         cfg = self.config
         sid = msg.get("session")
@@ -491,5 +491,5 @@ def serve_main(config_path):
     return serve(config)
 
 
-if __name__ == "__main__":  # python -m ensemble_dask.federated.agent site.yaml
+if __name__ == "__main__":  # python -m ensemble_dask.federated.site.agent site.yaml
     sys.exit(serve_main(sys.argv[1]))

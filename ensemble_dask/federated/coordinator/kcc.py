@@ -1,10 +1,11 @@
 """Row-distributed KCC across sites (papers/004) with secure aggregation: ``federated: method: kcc``.
 
-The same federation as row-distributed BCE (:mod:`.rows`): each site's rows stay with its own agent
-(:mod:`.agent`), and the coordinator obtains only secure sums (:class:`~.coordinator.Federation`):
+The same federation as row-distributed BCE (:mod:`.bce`): each site's rows stay with its own agent
+(:mod:`~ensemble_dask.federated.site.agent`), and the coordinator obtains only secure sums
+(:class:`~.link.Federation`):
 
 1. each site reads its rows (only their counts come back); the category space of each clustering
-   comes from the secure sums of :mod:`.rows` (label range, then per-label counts);
+   comes from the secure sums of :mod:`.bce` (label range, then per-label counts);
 2. one secure sum of the per-category counts gives the pooled label distribution (the prior of
    empty centroid blocks and the scale of ``tol``);
 3. the start (``init="clusters"``, see :class:`~ensemble_dask.consensus.KCC`): the coordinator
@@ -42,11 +43,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import InputError, check_int, check_random_state, convergence_warning
-from ..consensus._common.encoding import Encoding, check_encoding
-from ..consensus.kcc import KCC
-from ..consensus.kcc._kcc import kcc_starts
-from .rows import (
+from ..._validation import InputError, check_int, check_random_state, convergence_warning
+from ...consensus._common.encoding import Encoding, check_encoding
+from ...consensus.kcc import KCC
+from ...consensus.kcc._kcc import kcc_starts
+from .bce import (
     _category_space,
     _check_sites,
     federation_scores,
@@ -65,7 +66,7 @@ def pooled_sse(counts, MT, sq, offsets):
     the clusters' label counts alone: a row's observed label ``g`` of clustering ``i`` adds ``1 - 2 MT[g, c]
     + sq[c, i]`` (a missing one nothing), so the sum is ``sum_ci n_ci (1 + sq[c, i]) - 2 sum_cg counts[c, g]
     MT[g, c]`` with ``n_ci`` the rows of cluster ``c`` labelled in clustering ``i``."""
-    from ..consensus.kcc._blocks import block_sums
+    from ...consensus.kcc._blocks import block_sums
 
     labelled = block_sums(counts.T, offsets).T  # K x N
     return max(float((labelled * (1.0 + sq)).sum() - 2.0 * (counts * MT.T).sum()), 0.0)
@@ -171,7 +172,7 @@ def run_federated_kcc(
     Parameters
     ----------
     sites : list of dict
-        As for :func:`~.rows.run_federated_bce`: ``name`` and ``address`` of each site agent.
+        As for :func:`~.bce.run_federated_bce`: ``name`` and ``address`` of each site agent.
     n_clusters : int
     context : ssl.SSLContext
         The coordinator's TLS client context.
@@ -184,7 +185,7 @@ def run_federated_kcc(
     n_labels : int, default=None
         Labels are ``0 .. n_labels - 1`` in every clustering (None: bounded by a secure sum).
     timeout, progress
-        As for :func:`~.rows.run_federated_bce` (``progress(iteration, objective)`` per Lloyd step).
+        As for :func:`~.bce.run_federated_bce` (``progress(iteration, objective)`` per Lloyd step).
 
     Returns
     -------

@@ -1,7 +1,8 @@
 """Row-distributed BCE across sites (papers/001 Sect. 5.2.1) with secure aggregation.
 
-Each *site* runs its own agent (:mod:`.agent`) holding its rows of the labels matrix; the coordinator
-names operations and gets back only what :class:`~.coordinator.Federation` lets through. One run:
+Each *site* runs its own agent (:mod:`~ensemble_dask.federated.site.agent`) holding its rows of the labels
+matrix; the coordinator
+names operations and gets back only what :class:`~.link.Federation` lets through. One run:
 
 1. each site joins the session and reads its rows (its row and clustering counts come back);
 2. the category space of each clustering is fixed by secure sums: with ``n_labels`` declared, one
@@ -11,17 +12,18 @@ names operations and gets back only what :class:`~.coordinator.Federation` lets 
    count, exactly ``np.unique`` of the pooled rows;
 3. per EM iteration the coordinator sends ``(alpha, beta)``; each site runs its E-step on its rows
    (warm-started from its rows' ``gamma``, kept in its session) and returns its statistics masked
-   (SecAgg+, :mod:`.secagg`); the coordinator unmasks the total and runs the M-step of
+   (SecAgg+, :mod:`~ensemble_dask.federated.protocol.secagg`); the coordinator unmasks the total and runs the
+   M-step of
    :mod:`ensemble_dask.consensus.bce._bce`. The fit therefore equals centralised BCE up to each row's
    terms rounded to ``2**-32`` (a site sums them exactly, so that the total depends on the pooled rows
-   alone: :func:`~.secure.encode_exact`; the secure sum is exact);
+   alone: :func:`~ensemble_dask.federated.protocol.secure.encode_exact`; the secure sum is exact);
 4. at the end each site writes its rows' memberships where its config says and, when it holds
    reference labels, the contingency table of its consensus labels against them joins one more
    secure sum, giving H, ARI and NMI of the whole federation.
 
 The functions named ``bce_*`` here (reading the rows, the category-space vectors, the contingency table)
-and the row-block ones of :mod:`.site_rows` run at the site, called by its agent with arguments it has
-checked; the E-step runs on the site's own Dask cluster over its row blocks.
+and the row-block ones of :mod:`~ensemble_dask.federated.site.rows` run at the site, called by its agent with
+arguments it has checked; the E-step runs on the site's own Dask cluster over its row blocks.
 A site that drops out ends its session; the fit starts again over the survivors in a new session (so
 it is the fit on their rows), while at least the sites' minimum remain.
 
@@ -30,7 +32,7 @@ start so far to ``checkpoint.save``; each site with a ``checkpoint`` directory s
 ``gamma`` there after every E-step (the last two), so a run resumed from the coordinator's
 checkpoint continues exactly where it stopped. A site names each by the session and round of the E-step
 that made it, and a resume names that round (the ``gamma_tag`` and the best start's ``tag`` in the
-coordinator's checkpoint; :func:`~.site_rows.bce_prepare` says why).
+coordinator's checkpoint; :func:`~ensemble_dask.federated.site.rows.bce_prepare` says why).
 """
 
 from __future__ import annotations
@@ -44,115 +46,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import InputError, check_int, check_labels_matrix, check_random_state, convergence_warning
-from ..consensus.bce import BCE
-from ..consensus.bce._em import BCEWarning, Params, StatsLayout, _offsets, m_step
-from ..metrics import partition_scores
-from ..rowblocks.bce import read_labels
-from .coordinator import Federation, SiteRefusedError, SitesDropped, SitesDroppedWarning
-from .secure import ROW_TERM_LIMIT
-from .wire import CANNOT_RESUME
+from ..._validation import InputError, check_int, check_random_state, convergence_warning
+from ...consensus.bce import BCE
+from ...consensus.bce._em import BCEWarning, StatsLayout, _offsets, m_step
+from ...metrics import partition_scores
+from ..protocol.messages import params_from_message, params_to_message
+from ..protocol.secure import ROW_TERM_LIMIT
+from ..protocol.wire import CANNOT_RESUME
+from .link import Federation, SiteRefusedError, SitesDropped, SitesDroppedWarning
 
 __all__ = ["FederatedBCEResult", "ResumeRefusedWarning", "run_federated_bce", "scores_from_contingency"]
 
 logger = logging.getLogger(__name__)
 
 _MAX_LABEL_SPACE = 1 << 24  # entries of the label-count vector without a declared n_labels
-
-
-# --------------------------------------------------------------------------- site side (run in sessions)
-
-
-def bce_open(st, url, storage_options, reference):
-    """Read the site's rows (and reference labels); returns only their counts."""
-    try:
-        labels = check_labels_matrix(read_labels(url, storage_options=storage_options))
-    except InputError as exc:
-        raise InputError(f"site {st.name!r}: labels at {url!r}: {exc}") from exc
-    except Exception as exc:  # missing file, unreadable store, ...
-        raise InputError(f"site {st.name!r}: cannot read labels at {url!r}: {exc}") from exc
-    st.data["labels"] = labels
-    if reference:
-        try:
-            ref = np.asarray(read_labels(reference, storage_options=storage_options)).ravel()
-        except Exception as exc:
-            raise InputError(
-                f"site {st.name!r}: cannot read reference labels at {reference!r}: {exc}"
-            ) from exc
-        if ref.shape[0] != labels.shape[0]:
-            raise InputError(
-                f"site {st.name!r}: reference has {ref.shape[0]} labels for {labels.shape[0]} rows"
-            )
-        st.data["reference"] = ref.astype(np.int64)
-    return {"n_rows": int(labels.shape[0]), "n_clusterings": int(labels.shape[1])}
-
-
-def _bit_onehot(columns):
-    """Per column (64 bins), the count of the entries of each bit length (``-1``, missing: none): a sum over
-    the rows of each row's own one-hot, so the round's total depends on the pooled rows alone (a one-hot of
-    each site's largest value counted the sites per bit length, which told two splits of the same rows
-    apart). The coordinator reads the largest bin with a count, as before."""
-    powers = np.left_shift(1, np.arange(63, dtype=np.int64))
-    out = np.zeros((len(columns), 64))
-    for j, col in enumerate(columns):
-        col = np.asarray(col, dtype=np.int64)
-        out[j] = np.bincount(np.searchsorted(powers, col[col >= 0], side="right"), minlength=64)
-    return out.ravel()
-
-
-def bce_label_bits(st):
-    return _bit_onehot(st.data["labels"].T)
-
-
-def bce_reference_bits(st):
-    return _bit_onehot([st.data["reference"]])
-
-
-def bce_label_counts(st, sizes):
-    """Per clustering, the count of each label ``0 .. sizes[j] - 1`` among the site's rows, then the count
-    of its labels ``>= sizes[j]`` (an overflow entry: summed like the rest, so that whether a site's labels
-    fit shows only in the total, never in a refusal of that site alone)."""
-    labels = st.data["labels"]
-    parts = []
-    for j, size in enumerate(sizes):
-        col = labels[:, j]
-        col = col[col >= 0]
-        over = col >= size
-        parts.append(np.bincount(col[~over], minlength=size).astype(np.float64))
-        parts.append(np.array([float(over.sum())]))
-    return np.concatenate(parts) if parts else np.zeros(0)
-
-
-def write_memberships(output, memb, storage_options):
-    """Write a site's memberships (float32) to its own ``output`` (``.npy`` path or zarr URL)."""
-    from ..rowblocks.bce import _local_path
-
-    memb32 = memb.astype(np.float32)
-    if output.endswith(".npy"):
-        np.save(_local_path(output), memb32)
-        return
-    import zarr
-
-    from ..io.urls import make_zarr_store
-
-    z = zarr.create_array(
-        make_zarr_store(output, storage_options),
-        shape=memb32.shape,
-        dtype="float32",
-        chunks=(min(memb32.shape[0], 65536) or 1, memb32.shape[1]),
-        overwrite=True,
-    )
-    z[:] = memb32
-
-
-def bce_contingency(st, n_classes):
-    """``k x n_classes`` counts of (consensus label, reference class) over the site's labelled rows."""
-    ref = st.data["reference"]
-    pred = st.data["labels_"]
-    keep = (ref >= 0) & (ref < n_classes)  # classes beyond n_classes: counted in the last entry
-    table = np.zeros((st.data["k"], n_classes))
-    np.add.at(table, (pred[keep], ref[keep]), 1.0)
-    return np.concatenate([table.ravel(), [float(np.sum(ref >= n_classes))]])
 
 
 # --------------------------------------------------------------------------- coordinator
@@ -283,11 +190,12 @@ def run_federated_bce(
     Parameters
     ----------
     sites : list of dict
-        ``name`` and ``address`` (``https://HOST:PORT``) of each site agent (:mod:`.agent`). What a site
+        ``name`` and ``address`` (``https://HOST:PORT``) of each site agent
+        (:mod:`~ensemble_dask.federated.site.agent`). What a site
         reads and writes (its rows, reference labels, memberships, E-step checkpoint) is in its own config.
     n_clusters : int
     context : ssl.SSLContext
-        The coordinator's TLS client context (:func:`~.coordinator.client_context`).
+        The coordinator's TLS client context (:func:`~.link.client_context`).
     mode : {"secure", "plain"}, default="secure"
         ``"plain"``: statistics in clear, which every site refuses unless its config allows it.
     n_init, max_iter, tol, e_step_tol, e_step_max_iter, alpha_init, random_state
@@ -431,7 +339,7 @@ def _fit_bce(agg, est, n_labels, checkpoint, progress, fresh=False):
     for i in range(first, est.n_init):
         if i == first and state["trace"]:
             trace = list(state["trace"])
-            params = _params_from(state["params"], k)
+            params = params_from_message(state["params"], k)
         else:
             trace, params = [], starts[i]
             if i > first:
@@ -441,7 +349,7 @@ def _fit_bce(agg, est, n_labels, checkpoint, progress, fresh=False):
             t0 = time.perf_counter()
             vec = agg.sum(
                 "estep",
-                (_params_to(params), i, t, float(est.e_step_tol), int(est.e_step_max_iter)),
+                (params_to_message(params), i, t, float(est.e_step_tol), int(est.e_step_max_iter)),
                 what=f"EM iteration {t + 1}" + (f" of start {i + 1}" if est.n_init > 1 else ""),
             )
             t_em += time.perf_counter() - t0
@@ -468,37 +376,27 @@ def _fit_bce(agg, est, n_labels, checkpoint, progress, fresh=False):
             params = m_step(stats, params, offsets)
             if checkpoint is not None:
                 checkpoint.save(
-                    {**state, "init": i, "trace": trace, "params": _params_to(params), "gamma_tag": gamma_tag}
+                    {
+                        **state,
+                        "init": i,
+                        "trace": trace,
+                        "params": params_to_message(params),
+                        "gamma_tag": gamma_tag,
+                    }
                 )
         best = state["best"]
         if best is None or trace[-1] > best["trace"][-1]:
             agg.call("promote", (i,), what=f"end of start {i + 1}")
-            best = {"init": i, "trace": trace, "params": _params_to(params), "converged": converged}
+            best = {"init": i, "trace": trace, "params": params_to_message(params), "converged": converged}
             best["tag"] = gamma_tag  # the tag of the E-step that made the promoted gamma
         state = {**state, "init": i + 1, "trace": [], "params": None, "best": best, "gamma_tag": None}
         if checkpoint is not None:
             checkpoint.save(state)
     best = state["best"]
-    params = _params_from(best["params"], k)
+    params = params_from_message(best["params"], k)
     agg.call("finish", what="writing memberships")
     scores = federation_scores(agg, k)
     return best, params, offsets, categories, rows_per_site, scores, resumed_from, t_em, n_em
-
-
-def _params_to(params):
-    return {
-        "alpha": np.array(params.alpha, dtype=np.float64),
-        "beta": np.array(params.beta, dtype=np.float64),
-    }
-
-
-def _params_from(d, k):
-    return Params(
-        np.asarray(d["alpha"], dtype=np.float64),
-        np.asarray(d["beta"], dtype=np.float64).reshape(k, -1),
-        np.zeros((k, 0)),
-        np.ones((k, 0)),
-    )
 
 
 def _check_sites(sites):

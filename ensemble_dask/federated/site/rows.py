@@ -6,7 +6,7 @@ credentials made in the agent's process; or a scheduler the site names, with the
 scatters its rows in
 blocks of fixed size, and runs the row-level work where the blocks are: per round only the blocks'
 summed statistics come back to the agent, which masks them. Nothing here is reachable from the
-coordinator: the agent calls these functions with arguments it has checked (:mod:`.site_ops`).
+coordinator: the agent calls these functions with arguments it has checked (:mod:`.ops`).
 
 Functions take the session ``st`` (``st.name``, ``st.data``, ``st.client``).
 """
@@ -20,14 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validation import InputError
-from ..consensus._common.encoding import Encoding
-from ..io.readers import load_npy
-from ..rowblocks.bce import DaskBlockEStep, expand_gamma, prepare_block
-from ..rowblocks.blocks import DaskBlocks
-from .rows import write_memberships
-from .secure import ROW_TERM_LIMIT
-from .wire import CANNOT_RESUME
+from ..._validation import InputError
+from ...consensus._common.encoding import Encoding
+from ...io.readers import load_npy
+from ...rowblocks.bce import DaskBlockEStep, expand_gamma, prepare_block
+from ...rowblocks.blocks import DaskBlocks
+from .data import write_memberships
+from ..protocol.secure import ROW_TERM_LIMIT
+from ..protocol.wire import CANNOT_RESUME
 
 __all__ = [
     "scatter_rows",
@@ -282,7 +282,7 @@ def kcc_step(st, MT, sq):
     """The Lloyd assignment of the site's blocks: the summed counts, sizes and rows moved (integers: sums
     exact whatever the rows' split); the assignment stays there. Not its float sum of squared errors, whose
     roundings would tell its own rows apart: the coordinator has it from the counts
-    (:func:`~.rows_kcc.pooled_sse`)."""
+    (:func:`~ensemble_dask.federated.coordinator.kcc.pooled_sse`)."""
     stats = st.data["backend"].step(MT, sq, 0)
     return np.concatenate([stats["counts"].ravel(), stats["sizes"], [stats["changed"]]])
 

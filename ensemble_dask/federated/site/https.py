@@ -1,6 +1,6 @@
 """The site agent's HTTPS server: mutual TLS, and bounds on what any caller can make the site hold.
 
-:class:`~ensemble_dask.federated.agent.SiteAgent` answers the operations; this module puts it behind
+:class:`~ensemble_dask.federated.site.agent.SiteAgent` answers the operations; this module puts it behind
 Tornado. Whoever connects (a stranger, any holder of a certificate of the federation's CA, the coordinator)
 is bounded before the agent sees a byte:
 
@@ -26,10 +26,10 @@ import re
 import ssl
 import uuid
 
-from . import wire
-from .site_config import _short
-from .site_ops import Refused
-from .wire import peer_name
+from ..protocol import wire
+from .config import _short
+from .ops import Refused
+from ..protocol.wire import peer_name
 
 __all__ = [
     "HANDSHAKE_SECONDS", "MAX_HANDSHAKES", "MAX_COORDINATOR_CONNECTIONS", "MAX_OTHER_CONNECTIONS",
@@ -228,7 +228,7 @@ def _server_class():
 
 
 def serve(agent):
-    """Run ``agent`` (a :class:`~ensemble_dask.federated.agent.SiteAgent`) until SIGTERM or SIGINT."""
+    """Run ``agent`` (a :class:`~ensemble_dask.federated.site.agent.SiteAgent`) until SIGTERM or SIGINT."""
     import signal
 
     import tornado.netutil

@@ -9,7 +9,8 @@ share a base cluster (not the label values); that is inherent to the paper's pro
 
 Its clients are the coordinator's own Dask workers, not site agents: this is the paper's protocol run in
 one trust domain (as a study of its messages), with no protection against a malicious coordinator. Sites
-that do not trust the coordinator run the row-distributed BCE and KCC of :mod:`.agent`.
+that do not trust the coordinator run the row-distributed BCE and KCC of
+:mod:`~ensemble_dask.federated.site.agent`.
 """
 
 from __future__ import annotations
@@ -19,17 +20,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import InputError, check_random_state
-from ..consensus.bce import BCE
-from ..consensus.bce import _kernels as kern
-from ..consensus.bce._em import _offsets, normalise_counts, update_alpha
-from ..rowblocks.bce import (
+from ..._validation import InputError, check_random_state
+from ...consensus.bce import BCE
+from ...consensus.bce import _kernels as kern
+from ...consensus.bce._em import _offsets, normalise_counts, update_alpha
+from ...rowblocks.bce import (
     block_meta,
     encode_block,
     fresh_gamma,
     read_labels,
 )
-from .secure import COORDINATOR, MessageLog
+from ..protocol.secure import COORDINATOR, MessageLog
 
 __all__ = ["ColumnBCEResult", "run_column_distributed_bce"]
 
