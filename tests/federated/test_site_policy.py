@@ -21,6 +21,7 @@ from ensemble_dask import _validation
 from ensemble_dask.federated.coordinator.link import Federation, SiteRefusedError
 from ensemble_dask.federated.protocol import wire
 from ensemble_dask.federated.site.https import MAX_BODIES
+from ensemble_dask.stages.sites import _write_array
 from tests._sites import start_sites
 
 pytestmark = pytest.mark.slow
@@ -86,6 +87,40 @@ def test_a_checkpoint_of_another_layout_is_refused_alike_whatever_a_sites_rows(t
         fed.close()
     assert len(set(outcomes.values())) == 1, f"the sites' answers tell their rows apart: {outcomes}"
     assert "answered" not in outcomes.values()
+
+
+def test_a_resume_after_a_sites_rows_changed_does_not_tell_what_they_hold(tmp_path):
+    """The fifth attacker review: session 1 prepares with one label (label 0 of clustering 0) and
+    checkpoints; the sites' rows are then refreshed (the same row counts); session 2 resumes under the same
+    layout. The file's name did not cover the rows, so a site found it and took or refused it by whether its
+    new rows had one or two patterns under that label: whether they hold label 0, read from one site's answer.
+    A checkpoint is now bound to the rows it was written for: every site whose rows changed finds none."""
+    rng = np.random.default_rng(8)
+    labels = {s: rng.integers(1, 3, size=(40, N)) for s in NAMES}  # no label 0 in clustering 0 at first
+    one = [np.array([0], dtype=np.int64)] + [np.zeros(0, dtype=np.int64)] * (N - 1)
+    run_key = "00000000facefeed"
+    with start_sites(tmp_path, labels) as agents:
+        fed = _federation(agents)
+        fed.call("prepare", (one, 2, run_key, None), what="prepare")
+        fed.sum("estep", ({"alpha": np.ones(2), "beta": np.full((2, 1), 0.5)}, 0, 0, 1e-4, 5), what="E-step")
+        tag = f"{fed.session}-{fed.round}"
+        fed.close()
+        new = {
+            "site-a": np.column_stack([rng.integers(0, 3, size=40), labels["site-a"][:, 1:]]),  # label 0 now
+            "site-c": np.column_stack(
+                [rng.integers(1, 3, size=40), labels["site-c"][:, 1:]]
+            ),  # changed, no 0
+        }
+        for name, rows in new.items():
+            spec = yaml.safe_load(agents.configs[name].read_text())
+            _write_array(str(agents.configs[name].parent / spec["data"]["labels"]), rows.astype(np.int32))
+        fed = _federation(agents)
+        msg = {"session": fed.session, "op": "prepare", "args": [one, 2, run_key, [0, 0, tag, None, None]]}
+        outcomes = {n: _outcome(fed.links[n], "call", msg) for n in NAMES}
+        fed.close()
+    assert outcomes["site-a"] == outcomes["site-c"], f"changed rows tell their labels apart: {outcomes}"
+    assert "no checkpoint" in outcomes["site-a"]
+    assert outcomes["site-b"] == "answered"  # its rows are those the file was written for
 
 
 # --------------------------------------------------------------------------- answers the caller does not read

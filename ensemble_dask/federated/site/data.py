@@ -6,15 +6,26 @@ what these return is one statistics vector, which the agent masks, or the counts
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from ..._validation import InputError, check_labels_matrix
 from ...rowblocks.bce import read_labels
 
 __all__ = [
-    "bce_open", "bce_label_bits", "bce_reference_bits", "bce_label_counts", "bce_contingency",
+    "rows_key", "bce_open", "bce_label_bits", "bce_reference_bits", "bce_label_counts", "bce_contingency",
     "write_memberships",
 ]  # fmt: skip
+
+
+def rows_key(labels):
+    """SHA-256 of the site's labels (shape, dtype, bytes): a checkpoint is bound to the rows it was written
+    for, so a site whose rows changed finds none, whatever layout the coordinator names (never sent)."""
+    arr = np.ascontiguousarray(labels)
+    digest = hashlib.sha256(f"{arr.shape}{arr.dtype.str}".encode())
+    digest.update(memoryview(arr).cast("B"))
+    return digest.hexdigest()
 
 
 def bce_open(st, url, storage_options, reference):
@@ -26,6 +37,7 @@ def bce_open(st, url, storage_options, reference):
     except Exception as exc:  # missing file, unreadable store, ...
         raise InputError(f"site {st.name!r}: cannot read labels at {url!r}: {exc}") from exc
     st.data["labels"] = labels
+    st.data["rows_key"] = rows_key(labels)
     if reference:
         try:
             ref = np.asarray(read_labels(reference, storage_options=storage_options)).ravel()

@@ -14,6 +14,7 @@ Functions take the session ``st`` (``st.name``, ``st.data``, ``st.client``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import operator
 import re
 from pathlib import Path
@@ -43,6 +44,8 @@ __all__ = [
     "kcc_step",
     "kcc_finish",
 ]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_BLOCK_ROWS = 65536
 
@@ -125,15 +128,16 @@ def _load(path, name, prepared, k):
     told the checkpoint's ``name`` (its kind, start and tag) and no more: neither the site's paths, nor the
     file's name, whose fit key hashes the number of the site's row blocks (its ``block_rows``, a setting of
     its own config; a review read it back), nor its blocks' distinct rows."""
+    missing = CannotResume(f"no checkpoint {name} at this site; cannot resume")
     if not Path(path).exists():
-        raise CannotResume(f"no checkpoint {name} at this site; cannot resume")
+        raise missing
     gamma = load_npy(path, allow_pickle=False)
     want = (prepared["gidx"].shape[0], k)
+    # a file is named by the site's rows and the layout (bce_prepare): one that does not fit them was altered
+    # on the site's disk; told as a missing one, so that no answer tells which rows a site holds
     if gamma.shape != want or gamma.dtype != np.float64 or not np.isfinite(gamma).all():
-        raise CannotResume(
-            f"checkpoint {name} does not fit this site's rows (they changed since it was written); "
-            "cannot resume"
-        )
+        logger.warning("checkpoint %s (%s) does not fit the site's rows (altered?); not resumed", name, path)
+        raise missing
     return gamma
 
 
@@ -157,6 +161,7 @@ def bce_prepare(st, categories, k, checkpoint, run_key, resume, e_step=(1e-4, 10
     blocks = st.data.pop("blocks")
     prepared = [_submit(st, prepare_block, b, categories) for b in blocks]
     layout = {"k": int(k), "categories": [c.tolist() for c in categories], "blocks": len(blocks)}
+    layout["rows"] = st.data.get("rows_key")  # the site's own rows: changed rows find no file (never sent)
     # the whole SHA-256: a coordinator that finds two layouts of one key could resume a file of one under the
     # other, and a site's answer (the file fits its rows or not) would depend on its rows
     fit_key = hashlib.sha256(json.dumps(layout).encode()).hexdigest()
