@@ -27,8 +27,14 @@ def add_parser(sub, common):
     p.add_argument("--fraction", type=float, help="cocluster: share of draws from shared clusters")
     p.add_argument("--max-n", type=int, help="full: largest n accepted (default 5000)")
     p.add_argument("--block-size", type=int, default=4096, help="rows per seed block")
-    p.add_argument("--count-mode", default="auto", choices=["auto", "rows", "join"])
-    p.add_argument("--seed", type=seed, default=0)
+    p.add_argument(
+        "--count-mode",
+        default="auto",
+        choices=["auto", "rows", "join"],
+        help="rows: a task reads the label rows its pairs touch; join: pairs bucketed by their two row "
+        "blocks (the same counts; auto: join when the labels are large)",
+    )
+    p.add_argument("--seed", type=seed, default=0, help="the seed of the pairs' draws")
     p.set_defaults(run=run)
 
 

@@ -31,7 +31,7 @@ def add_parser(sub, common):
         "take it)",
     )
     set_args(p, help="a method parameter")
-    p.add_argument("--seed", type=seed, default=0)
+    p.add_argument("--seed", type=seed, default=0, help="the seed of the method's starts")
     p.add_argument("--no-progress", action="store_true", help="no line counting the fit's time")
     p.set_defaults(run=run)
 

@@ -13,7 +13,9 @@ def add_parser(sub, common):
     p = sub.add_parser(
         "federated", parents=[common], help="row-distributed BCE or KCC over the sites of a workflow"
     )
-    p.add_argument("workflow")
+    p.add_argument(
+        "workflow", help="the coordinator's workflow YAML file (its store, and each site's name and address)"
+    )
     store_args(p, required=False)
     set_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

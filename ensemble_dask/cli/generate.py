@@ -21,7 +21,7 @@ def add_parser(sub, common):
     p = sub.add_parser("generate", parents=[common], help="generate base clusterings as a Dask graph")
     store_args(p)
     cluster_args(p)
-    p.add_argument("-N", "--n-clusterings", type=int, default=100)
+    p.add_argument("-N", "--n-clusterings", type=int, default=100, help="base clusterings in the ensemble")
     p.add_argument("--ensemble", default="type1", help="type1 (k-means) or type2 (mixed algorithms)")
     p.add_argument("--k-min", type=int, help="fewest clusters of a base clustering (default 2, or K // 2)")
     p.add_argument("--k-max", type=int, help="most clusters of a base clustering (default 10, or 2K)")
@@ -30,9 +30,11 @@ def add_parser(sub, common):
         type=int,
         help="the largest K you will ask of the consensus (sets the k range's default)",
     )
-    p.add_argument("--rate", type=float, default=1.0)
-    p.add_argument("--algorithms", type=csv_list)
-    p.add_argument("--seed", type=seed, default=0)
+    p.add_argument("--rate", type=float, default=1.0, help="share of the rows each base clustering sees")
+    p.add_argument(
+        "--algorithms", type=csv_list, help="type2: comma-separated algorithms to draw from (default: all)"
+    )
+    p.add_argument("--seed", type=seed, default=0, help="the seed of every base clustering's draws")
     p.add_argument(
         "--replace-imported",
         action="store_true",

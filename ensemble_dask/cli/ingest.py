@@ -12,11 +12,21 @@ def add_parser(sub, common):
     p.add_argument("data", help="input URL (CSV[.gz], Parquet, zarr, npy, synthetic:kdd99?n=...)")
     store_args(p)
     p.add_argument("--data-storage-options", help="fsspec options of the input, as JSON")
-    p.add_argument("--format", choices=["csv", "parquet", "zarr", "npy"])
-    p.add_argument("--schema", choices=["kdd99"])
-    p.add_argument("--label-column")
-    p.add_argument("--categorical", type=csv_list, default=[])
-    p.add_argument("--drop", type=csv_list, default=[])
+    p.add_argument(
+        "--format",
+        choices=["csv", "parquet", "zarr", "npy"],
+        help="the input's format (default: from its name)",
+    )
+    p.add_argument("--schema", choices=["kdd99"], help="a known table's column names and types (KDD Cup 99)")
+    p.add_argument(
+        "--label-column",
+        help="the column of reference labels, kept apart from the features (a name, or a position in a "
+        "table without header)",
+    )
+    p.add_argument(
+        "--categorical", type=csv_list, default=[], help="comma-separated columns to one-hot encode"
+    )
+    p.add_argument("--drop", type=csv_list, default=[], help="comma-separated columns to leave out")
     p.add_argument(
         "--header",
         action=argparse.BooleanOptionalAction,
@@ -24,8 +34,8 @@ def add_parser(sub, common):
         help="the CSV's first line holds column names (default: guessed from its first two lines)",
     )
     sep_arg(p)
-    p.add_argument("--classes", type=csv_list)
-    p.add_argument("--subset", type=int)
+    p.add_argument("--classes", type=csv_list, help="keep only the rows of these comma-separated labels")
+    p.add_argument("--subset", type=int, help="keep a seeded random sample of this many rows")
     p.add_argument(
         "--standardize",
         action=argparse.BooleanOptionalAction,
@@ -34,9 +44,13 @@ def add_parser(sub, common):
             "z-score each feature column over the kept rows (the default); --no-standardize keeps the values"
         ),
     )
-    p.add_argument("--impute", choices=["mean"])
-    p.add_argument("--seed", type=seed, default=0)
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument(
+        "--impute", choices=["mean"], help="fill missing numbers with their column's mean (default: refused)"
+    )
+    p.add_argument("--seed", type=seed, default=0, help="the seed of --subset's sample")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the store's data (its results computed from it go)"
+    )
     p.set_defaults(run=run)
 
 

@@ -7,7 +7,7 @@ from ._options import cluster_args, print_summary, progress, set_args, storage_o
 
 def add_parser(sub, common):
     p = sub.add_parser("run", parents=[common], help="run every stage of a workflow YAML file")
-    p.add_argument("workflow")
+    p.add_argument("workflow", help="the workflow YAML file (its data, store, stages and their parameters)")
     p.add_argument("--data", help="input URL, replacing the workflow's data.url")
     store_args(p, required=False)
     cluster_args(p)

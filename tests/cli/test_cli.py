@@ -573,3 +573,36 @@ def test_an_unknown_option_is_told_with_its_commands_usage(tmp_path):
     r = cli("certs", "--out", "ca", "--bogus")
     assert r.returncode == 2 and "ensemble-dask certs: error: unrecognized arguments: --bogus" in r.stderr
     assert not (tmp_path / "s.zarr").exists()
+
+
+def _every_parser():
+    import argparse
+
+    from ensemble_dask.cli._parser import _subparsers, parser
+
+    ap = parser()
+    return ap, [("",), *[p for p, _ in _subparsers(ap)]], dict(_subparsers(ap)), argparse
+
+
+def test_every_option_and_positional_of_every_command_has_a_help_line():
+    ap, _, subs, argparse = _every_parser()
+    missing = [
+        (" ".join(path), action.option_strings or action.dest)
+        for path, sp in subs.items()
+        for action in sp._actions
+        if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)) and not action.help
+    ]
+    assert not missing, f"options without help: {missing}"
+
+
+def test_every_command_shows_examples_that_parse_and_its_defaults():
+    ap, _, subs, _ = _every_parser()
+    for path, sp in subs.items():
+        text = sp.format_help()
+        assert "examples:\n  ensemble-dask " + " ".join(path) in text, " ".join(path)
+        for line in text.split("examples:\n", 1)[1].splitlines():
+            if line.startswith("  ensemble-dask "):
+                ap.parse_args(line.split()[1:])  # an example that does not parse exits 2
+    assert "--seed SEED           the seed of every base clustering's draws (default: 0)" in (
+        subs[("generate",)].format_help()
+    )
