@@ -1,8 +1,9 @@
 """The site agent: a site's own service, answering a fixed set of data-only operations over mutual TLS.
 
 ``ensemble-dask site serve site.yaml`` starts it. The coordinator is not trusted: nothing it sends is
-code (messages are msgpack maps of plain values and arrays, :mod:`~ensemble_dask.federated.protocol.wire`; no pickle on any inbound path),
-and everything that decides what leaves the site is in the site's own config (:mod:`.config`).
+code (messages are msgpack maps of plain values and arrays, :mod:`~ensemble_dask.federated.protocol.wire`;
+no pickle on any inbound path), and everything that decides what leaves the site is in the site's own
+config (:mod:`.config`).
 
 Operations (``POST /v1/<op>``): ``join``, ``call``,
 ``keys``, ``masked``, ``unmask``, ``close``. The site refuses, with a clear error to the coordinator and
@@ -12,7 +13,8 @@ a line in its audit log (``state/audit.log``, JSON lines):
   presented to it is refused too);
 * a roster that is not exactly its federation, a round whose sites are fewer than its minimum or
   include a site not in the session's last survivors, a round key or share that does not verify under a
-  pinned key (:mod:`~ensemble_dask.federated.protocol.secagg`), the coordinator as a member (refused when the config is read);
+  pinned key (:mod:`~ensemble_dask.federated.protocol.secagg`), the coordinator as a member (refused when
+  the config is read);
 * a session it has joined before (kept across restarts in ``state/sessions``), a (session, round)
   answered before, a phase out of order;
 * plain mode unless ``allow_plain``; an operation or method it does not know; parameters of the wrong

@@ -27,9 +27,9 @@ import ssl
 import uuid
 
 from ..protocol import wire
+from ..protocol.wire import peer_name
 from .config import _short
 from .ops import Refused
-from ..protocol.wire import peer_name
 
 __all__ = [
     "HANDSHAKE_SECONDS", "MAX_HANDSHAKES", "MAX_COORDINATOR_CONNECTIONS", "MAX_OTHER_CONNECTIONS",

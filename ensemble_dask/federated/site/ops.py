@@ -2,7 +2,8 @@
 
 Each entry of :data:`CALLS` (answers that carry nothing about rows) and :data:`SUMS` (one statistics
 vector, masked by the agent) checks the arguments against the session (types, shapes, ranges, finite
-values) and runs the matching site function of :mod:`~ensemble_dask.federated.coordinator.bce` or :mod:`~ensemble_dask.federated.coordinator.kcc` on the session's rows.
+values) and runs the matching site function of :mod:`.rows` (BCE's E-step, KCC's Lloyd step over the row
+blocks) or :mod:`.data` (the counts and the contingency table) on the session's rows.
 Paths never come from the coordinator: the agent passes its own config's output and checkpoint.
 """
 
@@ -11,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..._validation import EnsembleDaskError
-from .config import shown
 from ..protocol.wire import CANNOT_RESUME
+from .config import shown
 
 __all__ = ["CALLS", "SUMS", "Refused"]
 
@@ -79,7 +80,7 @@ def _args(args, n, op):
 
 # --------------------------------------------------------------------------- BCE and KCC at the site
 # Each entry checks the coordinator's arguments against the session, then runs the site function of
-# .rows / .rows_kcc on the session's rows. Calls return nothing about the rows; sums return a vector.
+# .rows / .data on the session's rows. Calls return nothing about the rows; sums return a vector.
 
 
 def _limit(value, what, limit, key):

@@ -26,9 +26,9 @@ from ...consensus._common.encoding import Encoding
 from ...io.readers import load_npy
 from ...rowblocks.bce import DaskBlockEStep, expand_gamma, prepare_block
 from ...rowblocks.blocks import DaskBlocks
-from .data import write_memberships
 from ..protocol.secure import ROW_TERM_LIMIT
 from ..protocol.wire import CANNOT_RESUME
+from .data import write_memberships
 
 __all__ = [
     "scatter_rows",
