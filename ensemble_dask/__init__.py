@@ -4,9 +4,15 @@ Base clusterings of subsamples generated as a Dask graph, a sparse co-associatio
 zarr, and the consensus methods PCC (KL, squared L2), PPC, BCE/GBCE/MM on top.
 """
 
+import logging
 from typing import TYPE_CHECKING
 
 from ._validation import EnsembleDaskError, InputError
+
+# a library's loggers are quiet until the application configures logging (the CLI does): without a handler
+# of its own, Python's last resort printed each of the package's warning lines to stderr, beside the
+# warning the fit raises through ``warnings`` (which a user can filter)
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 # numba and the kernels are imported where they are used (each module of cached kernels imports
 # runtime.numba_cache first, which puts their caches in the user's cache folder): a command that runs no

@@ -530,13 +530,15 @@ def _rewarn(note):
     from .consensus.bce import _em
     from .stages import consensus as stage
 
-    name, _, _ = note.partition(":")
+    name, _, message = note.partition(":")
     known = {"ConvergenceWarning": ConvergenceWarning}
     known.update({k: v for k, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, Warning)})
     for module in (stage, _em):
         found = vars(module).items()
         known.update({k: v for k, v in found if isinstance(v, type) and issubclass(v, Warning)})
-    warnings.warn(note, known.get(name.strip(), UserWarning), stacklevel=_callers_level())
+    category = known.get(name.strip())
+    # in its category, the message alone (the category's name is printed with it); else the note as it is
+    warnings.warn(message.strip() if category else note, category or UserWarning, stacklevel=_callers_level())
 
 
 def _callers_level():

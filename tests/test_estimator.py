@@ -483,3 +483,49 @@ def test_a_table_by_url_takes_the_data_sections_options_and_a_nan_is_placed(tmp_
         ConsensusClustering(2, data_params={"impute": "mean"}).fit(frame[["a", "b"]].to_numpy())
     with pytest.raises(InputError, match=r"contains NaN. \(first at row 3, column 'a'\)"):
         ConsensusClustering(2).fit(frame[["a", "b"]])
+
+
+_WARNING_FIT = """
+import warnings, sys
+import numpy as np
+from sklearn.datasets import make_blobs
+from ensemble_dask import ConsensusClustering
+if sys.argv[1] == "ignore":
+    warnings.simplefilter("ignore")
+X, _ = make_blobs(300, centers=3, random_state=0)
+ConsensusClustering(n_clusters=3, method="kcc", n_clusterings=3, random_state=0).fit(X)
+"""
+
+
+@pytest.mark.parametrize("filters", ["default", "ignore"])
+def test_a_fit_s_warning_is_printed_once_and_a_filter_silences_it(filters):
+    """From the user review (issue 60): each warning of a fit was printed twice, once as a log line that
+    ``warnings.simplefilter("ignore")`` could not silence (Python's last resort handler, the library's
+    loggers having none) and once as a warning whose text repeated its class ("UnlabelledRowsWarning:
+    UnlabelledRowsWarning: ...")."""
+    import subprocess
+    import sys
+
+    err = subprocess.run(
+        [sys.executable, "-c", _WARNING_FIT, filters], capture_output=True, text=True, check=True
+    ).stderr
+    if filters == "ignore":
+        assert err == ""
+    else:
+        assert err.count("rows are in no base clustering") == 1, err
+        assert "UnlabelledRowsWarning: UnlabelledRowsWarning" not in err
+        assert "UnlabelledRowsWarning: " in err
+
+
+def test_ten_fits_on_clean_blobs_write_nothing_to_stderr():
+    import subprocess
+    import sys
+
+    code = (
+        "from sklearn.datasets import make_blobs\nfrom ensemble_dask import ConsensusClustering\n"
+        "X, _ = make_blobs(500, centers=3, random_state=0)\n"
+        "for i in range(10):\n    ConsensusClustering(3, random_state=i).fit(X)\n"
+    )
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stderr == ""
+    )

@@ -246,7 +246,7 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
         ``[{"site-a": 1}, {"site-b": 1}]``: a local stand-in for the sites of a federated run).
         Replaces ``n_workers``.
     """
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     if isinstance(scheduler, LazyClient):
         scheduler = scheduler.resolve()
@@ -269,7 +269,6 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
         with client:
             yield client
         return
-    import dask
 
     if resources is not None:
         with _resource_cluster(resources, threads_per_worker) as cluster, Client(cluster) as client:
@@ -277,6 +276,21 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
             yield client
         return
     n_workers = n_workers or default_n_workers()
+    # the embedded cluster's own comms closing with it: distributed logs each at INFO with a traceback (on
+    # stderr by its logging config), though nothing is wrong
+    closing = _DropMessages("Batched Comm Closed")
+    logging.getLogger("distributed.batched").addFilter(closing)
+    try:
+        yield from _embedded(n_workers, threads_per_worker, processes)
+    finally:
+        logging.getLogger("distributed.batched").removeFilter(closing)
+
+
+def _embedded(n_workers, threads_per_worker, processes):
+    """The embedded ``LocalCluster``'s client (see :func:`dask_client`)."""
+    import dask
+    from distributed import Client, LocalCluster
+
     network = (
         {"host": "127.0.0.1", "worker_class": _patient_nanny(), "preload": [__name__]} if processes else {}
     )

@@ -88,3 +88,19 @@ def test_heartbeat_failure_of_a_closing_worker_is_dropped():
         assert quiet.filter(record) and quiet.filter(other)  # running: kept
     assert not quiet.filter(record)  # closed: dropped
     assert quiet.filter(other)  # and nothing else is
+
+
+def test_the_embedded_clusters_comms_closing_with_it_are_not_logged():
+    """A fit's embedded cluster closed its in-process comms with an INFO "Batched Comm Closed" and a
+    traceback, which distributed's logging config prints on stderr (4 of 24 quiet fits of a user review).
+    Dropped while the embedded cluster lives; the same record logged after it is kept."""
+
+    def log_it():
+        logging.getLogger("distributed.batched").info("Batched Comm Closed %r", "comm")
+
+    def inside():
+        with dask_client(n_workers=1, processes=False):
+            log_it()
+
+    assert _records_of("distributed.batched", inside) == []
+    assert _records_of("distributed.batched", log_it) == ["Batched Comm Closed 'comm'"]
