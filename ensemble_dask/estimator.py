@@ -19,119 +19,18 @@ from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 
 from ._validation import InputError, check_int, check_rate, check_seed, shown
 from .consensus import registry
+from .io.arrays import data_url, feature_names
+from .io.own_stores import (
+    ABANDONED,
+    MEMORY_ROOT,
+    is_own_store,
+    own_store_root,
+    remove_abandoned,
+    remove_store,
+)
+from .runtime.clients import active_client
 
 __all__ = ["ConsensusClustering"]
-
-
-def _feature_names(X):
-    """A data frame's column names when they are all strings (scikit-learn's ``feature_names_in_``), else
-    None."""
-    columns = getattr(X, "columns", None)
-    if columns is None or not all(isinstance(c, str) for c in columns):
-        return None
-    return np.asarray(list(columns), dtype=object)
-
-
-_WANTED = "X must be a 2-d numeric array, a data frame or a URL"
-_NAME = "ConsensusClustering"
-
-
-def _data_url(X, folder, min_samples=2, names=None):
-    """``(url, shape)``: a URL that ``ingest`` reads ``X`` from, and its shape (None for a URL): ``X`` itself
-    when it is a URL or path; an array or a numeric data frame, written once under ``folder`` (``.npy``, its
-    columns by position, or zarr block by block for Dask; with ``names``, Parquet with those column names).
-    """
-    if isinstance(X, str):
-        return X, None
-    if hasattr(X, "to_dask_array") and names is not None and set(names) <= set(X.columns):  # by name: Parquet
-        return _dask_frame_parquet(X, f"{folder}/X.parquet", names)
-    if hasattr(X, "to_dask_array"):  # a Dask DataFrame: its numeric values, block by block
-        X = X.to_dask_array(lengths=True)
-    if hasattr(X, "dask") and hasattr(X, "to_zarr"):  # a Dask array
-        if X.ndim != 2:
-            raise InputError(f"{_WANTED}; got {shown(X)}")
-        url = f"{folder}/X.zarr"
-        if len(set(X.chunks[0][:-1])) > 1 or X.chunks[0][-1:] > X.chunks[0][:1]:  # zarr wants even row blocks
-            X = X.rechunk({0: max(X.chunks[0]), 1: -1})
-        # on this process's threads: under a user's distributed Client the workers would write into their
-        # own memory (an empty zarr here, read back as zeros)
-        X.to_zarr(url, compute=False).compute(scheduler="threads")
-        return url, tuple(int(d) for d in X.shape)
-    import fsspec
-
-    arr = _numeric(X, min_samples)  # a pandas DataFrame too: its values
-    if names is not None and len(names) == arr.shape[1]:
-        import pandas as pd
-
-        url = f"{folder}/X.parquet"
-        with fsspec.open(url, "wb") as fh:
-            pd.DataFrame(arr, columns=[str(c) for c in names]).to_parquet(fh, index=False)
-        return url, arr.shape
-    url = f"{folder}/X.npy"
-    with fsspec.open(url, "wb") as fh:
-        np.save(fh, np.ascontiguousarray(arr))
-    return url, arr.shape
-
-
-def _first_missing(X):
-    """`` (first at row i, column j)`` of a NaN or infinity in ``X``, or ``""``."""
-    try:
-        bad = np.argwhere(~np.isfinite(np.asarray(X, dtype=np.float64)))
-    except (TypeError, ValueError):
-        return ""
-    if bad.ndim != 2 or bad.shape[1] != 2 or not len(bad):
-        return ""
-    i, j = (int(v) for v in bad[0])
-    column = getattr(X, "columns", None)
-    return f" (first at row {i}, column {j if column is None else repr(column[j])})"
-
-
-def _numeric(X, min_samples):
-    """``X``'s numeric values as scikit-learn checks them, with its messages (sparse, complex, few rows)."""
-    from sklearn.utils.validation import check_array
-
-    try:
-        arr = check_array(X, dtype="numeric", ensure_min_samples=min_samples, estimator=_NAME)
-    except ValueError as exc:  # a TypeError (an object that is no number) stays one, as scikit-learn's
-        raise InputError(f"{_WANTED}: {exc}{_first_missing(X)}") from exc
-    if arr.dtype.kind not in "biuf":  # scikit-learn keeps a categorical column's values as objects
-        kinds = getattr(X, "dtypes", None)
-        named = [] if kinds is None else [str(c) for c, t in kinds.items() if t.kind not in "biuf"][:5]
-        raise InputError(
-            f"{_WANTED}: columns {named} are not numbers (categorical); give their codes, or give X by its "
-            "URL and name them in data_params={'categorical': [...]}"
-            if named
-            else f"{_WANTED}: its values are not numbers (dtype {arr.dtype})"
-        )
-    return arr
-
-
-def _dask_frame_parquet(X, url, names):
-    """``(url, shape)``: the Dask DataFrame ``X``'s columns ``names`` written to one Parquet file at ``url``,
-    a row group per partition (computed one at a time on this process's threads, as a Dask array is
-    written; numeric as :func:`_numeric` checks them)."""
-    import fsspec
-    import pandas as pd
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rows, writer = 0, None
-    with fsspec.open(url, "wb") as fh:
-        try:
-            for part in X[list(names)].to_delayed():
-                frame = part.compute(scheduler="threads")
-                if len(frame):
-                    frame = pd.DataFrame(_numeric(frame, 1).astype(np.float64), columns=list(names))
-                    table = pa.Table.from_pandas(frame, preserve_index=False)  # (one schema: float64)
-                    writer = writer or pq.ParquetWriter(fh, table.schema)
-                    writer.write_table(table)
-                    rows += len(frame)
-        finally:
-            if writer is not None:
-                writer.close()
-    if writer is None:
-        raise InputError(f"{_WANTED}: the Dask DataFrame has no rows")
-    return url, (rows, len(names))
 
 
 class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
@@ -183,8 +82,10 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         fsspec options of ``store`` (and of ``X`` when it is a URL).
     client : distributed.Client, str or None, default=None
         The cluster to run on, or its scheduler's address (which ``sklearn.base.clone`` can copy, a Client
-        it cannot); None: an embedded one, started when needed. A remote cluster cannot see a store in
-        memory: give ``store`` too.
+        it cannot); None: the active ``distributed.Client`` if there is one, else an embedded cluster, started
+        when needed. With ``store=None`` the estimator's own store is in this process's memory for a cluster
+        of this process, in a temporary folder for one of other processes on this machine (removed with the
+        estimator); a cluster on other machines needs ``store`` (a path its workers share, or a URL).
     progress : bool, default=False
         Progress bars on the long stages.
 
@@ -259,14 +160,55 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
             return check_seed(rs, "random_state")
         raise InputError(f"The 'random_state' parameter must be None, an int or a Generator; got {rs!r}")
 
-    def _store_url(self):
-        """``store``, else a store in this process's memory of this very estimator: a copy of it
-        (``copy.deepcopy``, pickling) gets its own at its first fit, and never writes into the original's."""
+    def __getstate__(self):
+        """The estimator's state; a fitted one whose store is in this process's memory carries the store's
+        files in it, so that a copy unpickled in another process predicts, as any scikit-learn clusterer
+        does (a store given as a path or URL stays there: the pickle names it; a large data set fitted in
+        memory makes a large pickle)."""
+        state = super().__getstate__()
+        url = state.get("store_")
+        if url is not None and url.startswith(MEMORY_ROOT):
+            import fsspec
+
+            fs, root = fsspec.core.url_to_fs(url)
+            state["_store_files"] = {p[len(root) :]: fs.cat_file(p) for p in fs.find(root)}
+        return state
+
+    def __setstate__(self, state):
+        files = state.pop("_store_files", None)
+        super().__setstate__(state)
+        if files is not None:
+            import fsspec
+
+            fs, root = fsspec.core.url_to_fs(self.store_)
+            if not fs.exists(root):  # another process: the store, in its memory (the same process: its own)
+                for path, data in files.items():
+                    fs.pipe_file(root + path, data)
+
+    def _client(self):
+        """The cluster to run on: ``client``, else the active ``distributed.Client`` (as dask-ml's and
+        xgboost.dask's estimators take it) when its workers can see ``store``, else None (an embedded one,
+        started when needed)."""
+        if self.client is not None:
+            return self.client
+        active = active_client()
+        if active is None or self.store is None or not str(self.store).startswith("memory://"):
+            return active
+        # a store named in this process's memory: the active cluster only if it runs in this process
+        return active if active.scheduler.address.startswith("inproc://") else None
+
+    def _store_url(self, client=None):
+        """``store``, else a store of this very estimator's own: in this process's memory, or in a temporary
+        folder of this machine when ``client``'s workers are other processes (a cluster on this machine;
+        they cannot see this process's memory). A copy of the estimator (``copy.deepcopy``, pickling) gets its
+        own at its first fit, and never writes into the original's."""
         if self.store is not None:
             return self.store
+        address = client if client is None or isinstance(client, str) else client.scheduler.address
+        where = own_store_root(address)
         owner, url = getattr(self, "_memory_store", (None, None))
-        if owner != id(self):
-            url = f"memory://ensemble_dask/{uuid.uuid4().hex}.zarr"
+        if owner != id(self) or not url.startswith(where):
+            url = f"{where}{uuid.uuid4().hex}.zarr"
         return url
 
     _left = None  # the store's stage records as this estimator's last fit left them (:meth:`_records`)
@@ -299,8 +241,8 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         # a new X replaces the store's data (the results computed from the old go) in the estimator's own
         # store only (in memory), or in one that holds what its last fit left and nothing since: a store the
         # user named, here or in ``store``, may hold results this estimator did not make
-        own = self.store is None and (store is None or store.startswith("memory://ensemble_dask/"))
-        store = store or self._store_url()
+        own = self.store is None and (store is None or is_own_store(store))
+        store = store or self._store_url(self._client())
         mine = getattr(self, "store_", None) == store and self._records(store) in (None, self._left)
         replace = own or mine
         spec = {
@@ -344,8 +286,9 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
             spec["coassoc"] = {"strategy": self.pairs}
         if self.storage_options is not None:
             spec["storage_options"] = dict(self.storage_options)
-        if self.client is not None:  # a Client, or its scheduler's address (which clone() can copy)
-            spec["scheduler"] = self.client if isinstance(self.client, str) else self.client.scheduler.address
+        client = self._client()
+        if client is not None:  # a Client, or its scheduler's address (which clone() can copy)
+            spec["scheduler"] = client if isinstance(client, str) else client.scheduler.address
         return spec
 
     def _method_params(self):
@@ -377,8 +320,8 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         from .stages._same_data import OtherDataError
         from .stages.generate import ImportedLabelsError
 
-        _remove_abandoned()
-        store_url = self._store_url()
+        remove_abandoned()
+        store_url = self._store_url(self._client())
         seed = self._seed()
         folder = f"memory://ensemble_dask/input-{uuid.uuid4().hex}"
         spec, done = None, False
@@ -393,7 +336,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
                     "The 'label_column' parameter names a column of a table given by its URL; an array or a "
                     "data frame X holds features only (leave its labels out)"
                 )
-            url, shape = _data_url(X, folder)
+            url, shape = data_url(X, folder)
             spec = self.workflow(url, seed, store_url, n_rows=None if shape is None else shape[0])
             report = pipeline.run_workflow(spec, progress=self.progress, report=False)  # no HTML page
             done = True
@@ -411,17 +354,17 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
                 "replace with its own: pass another store, or store=None (one in memory)"
             ) from None
         finally:
-            _remove(folder)
+            remove_store(folder)
             # what a fit left in a named store is its own: one that completed, or one that was let replace
             # the store and stopped partway
             if self.store is not None and spec is not None and (done or spec["data"]["overwrite"]):
                 self._left = self._records(store_url)
-        if store_url.startswith("memory://ensemble_dask/"):
+        if is_own_store(store_url):
             owned = getattr(self, "_memory_store", (None, None))
             if owned[0] == id(self) and owned[1] != store_url:
-                _remove(owned[1])
+                remove_store(owned[1])
             if owned != (id(self), store_url):  # a store of its own: removed after the estimator is gone
-                weakref.finalize(self, _ABANDONED.append, store_url)
+                weakref.finalize(self, ABANDONED.append, store_url)
             self._memory_store = (id(self), store_url)
         store = RunStore(store_url, self.storage_options, mode="r")
         group = f"consensus/{self.method}"
@@ -430,7 +373,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         self.uncertainty_ = np.asarray(store[f"{group}/uncertainty"][:], dtype=np.float64)
         self.metrics_ = report["methods"][self.method]
         self.n_features_in_ = int(store["X"].shape[1]) if shape is None else shape[1]
-        names = None if shape is None else _feature_names(X)
+        names = None if shape is None else feature_names(X)
         if names is not None:
             self.feature_names_in_ = names
         elif hasattr(self, "feature_names_in_"):
@@ -459,7 +402,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         as scikit-learn's estimators check them: other names are an error, and names on one side only a
         warning (the columns are then taken by place)."""
         fitted = getattr(self, "feature_names_in_", None)
-        names = _feature_names(X) if not isinstance(X, str) else None
+        names = feature_names(X) if not isinstance(X, str) else None
         if fitted is None:
             if names is not None:
                 _warn_names("X has feature names, but ConsensusClustering was fitted without feature names")
@@ -490,17 +433,17 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         # fitted on a table read by name (a URL): a data frame's columns by its own names, as the CLI takes a
         # table's, and an array's by place under the store's names; fitted on an array or a frame: by place,
         # a frame's columns first put in the order of feature_names_in_
-        by_name = from_url and not isinstance(X, str) and _feature_names(X) is not None
+        by_name = from_url and not isinstance(X, str) and feature_names(X) is not None
         if not from_url:
             X = self._by_feature_names(X)
         folder = f"memory://ensemble_dask/input-{uuid.uuid4().hex}"
         try:
             names = None
             if by_name:
-                names = _feature_names(X).tolist()
+                names = feature_names(X).tolist()
             elif from_url and not isinstance(X, str):
                 names = RunStore(self.store_, self.storage_options, mode="r")["X"].attrs["feature_names"]
-            url, shape = _data_url(X, folder, min_samples=1, names=names)
+            url, shape = data_url(X, folder, min_samples=1, names=names)
             n_columns = None if shape is None or by_name else shape[1]
             if n_columns is not None and n_columns != self.n_features_in_:
                 raise InputError(
@@ -511,12 +454,13 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
                 "memory://"
             )  # its base centres kept there; a given store's not
             store = RunStore(self.store_, self.storage_options, mode="r+" if in_memory else "r")
-            with contextlib.nullcontext() if self.client is None else dask_client(self.client) as client:
+            given = self._client()
+            with contextlib.nullcontext() if given is None else dask_client(given) as client:
                 labels, memberships, _ = predict_rows(
                     store, method, url, client=client, storage_options=self.storage_options
                 )
         finally:
-            _remove(folder)
+            remove_store(folder)
         return labels.astype(np.int64), memberships.astype(np.float64)
 
 
@@ -558,22 +502,5 @@ def _warn_names(message):
 
 #: stores in memory of estimators that are gone: a finaliser runs in whatever thread collects the estimator,
 #: maybe while a stage lists the memory file system, so it only notes the store; the next fit removes it
-_ABANDONED = []
-
-
 def _is_int(value, low):
     return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= low
-
-
-def _remove_abandoned():
-    while _ABANDONED:
-        _remove(_ABANDONED.pop())
-
-
-def _remove(url):
-    """Remove a folder of this process's memory file system, if it is there."""
-    import fsspec
-
-    fs = fsspec.filesystem("memory")
-    if fs.exists(url):
-        fs.rm(url, recursive=True)

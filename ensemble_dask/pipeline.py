@@ -228,7 +228,8 @@ PERFORMANCE_REPORT = "report/dask-performance.html"
 
 
 def _check_scheduler_sees(store_url, scheduler):
-    if scheduler and store_url.startswith("memory://"):
+    # (a cluster of this process, inproc://, shares its memory)
+    if scheduler and store_url.startswith("memory://") and not str(scheduler).startswith("inproc://"):
         raise InputError(
             f"run store {store_url!r} lives in this process's memory, which the workers of the cluster at "
             f"{scheduler!r} cannot see; use a file or object-store URL"

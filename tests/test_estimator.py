@@ -17,6 +17,14 @@ from ensemble_dask._validation import InputError
 pytestmark = pytest.mark.slow  # each fit starts a (threads) cluster
 
 
+@pytest.fixture(autouse=True)
+def no_active_client(monkeypatch):
+    """No ``distributed.Client`` is taken as active in a test here unless the test asks: another test file's
+    session cluster in the same test process is the process's default client, and a fit runs on the active
+    client (:func:`test_a_fit_under_an_active_client_runs_its_tasks_there` puts the real look-up back)."""
+    monkeypatch.setattr("ensemble_dask.estimator.active_client", lambda: None)
+
+
 @pytest.fixture(scope="module")
 def blobs():
     X, _ = make_blobs(400, centers=3, cluster_std=1.0, random_state=1)
@@ -529,3 +537,89 @@ def test_ten_fits_on_clean_blobs_write_nothing_to_stderr():
     assert (
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stderr == ""
     )
+
+
+def _tasks_seen(client):
+    return client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+
+
+@pytest.mark.parametrize("processes", [False, True])
+def test_a_fit_under_an_active_client_runs_its_tasks_there(blobs, processes, monkeypatch):
+    """From the user review (issue 60): an active ``distributed.Client`` was ignored with ``client=None``
+    (dask-ml and xgboost.dask use it), and ``client=`` without ``store=`` was refused. Its tasks now run on
+    the active client's cluster; the estimator's own store is in memory for a cluster of this process, in a
+    temporary folder (removed with the estimator) for one of worker processes."""
+    import gc
+    import os
+
+    from distributed import Client, LocalCluster
+
+    from ensemble_dask.io.own_stores import remove_abandoned
+    from ensemble_dask.runtime.clients import active_client
+
+    monkeypatch.setattr("ensemble_dask.estimator.active_client", active_client)
+
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=processes, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        assert _tasks_seen(client) == []
+        model = ConsensusClustering(n_clusters=3, method="kcc", n_clusterings=12, random_state=0).fit(blobs)
+        assert _tasks_seen(client), "no task ran on the active client's cluster"
+        alone = ConsensusClustering(n_clusters=3, method="kcc", n_clusterings=12, random_state=0)
+    np.testing.assert_array_equal(alone.fit(blobs).labels_, model.labels_)  # the same labels without it
+    own = model.store_
+    assert own.startswith("memory://") != processes
+    del model
+    gc.collect()
+    remove_abandoned()
+    if processes:
+        assert not os.path.exists(own)
+
+
+def test_a_cluster_on_another_machine_needs_a_store():
+    from ensemble_dask.io.own_stores import own_store_root
+
+    with pytest.raises(InputError, match="is not on this machine.*give store="):
+        own_store_root("tcp://10.0.0.7:8786")
+    assert own_store_root("inproc://10.0.0.7/1/2") == "memory://ensemble_dask/"
+
+
+_PICKLED_FIT = """
+import sys, joblib
+import numpy as np
+from sklearn.datasets import make_blobs
+from ensemble_dask import ConsensusClustering
+X, _ = make_blobs(400, centers=3, random_state=1)
+model = ConsensusClustering(n_clusters=3, method="kcc", random_state=0).fit(X)
+joblib.dump(model, sys.argv[1])
+np.save(sys.argv[2], model.predict(X[:60]))
+"""
+
+_PICKLED_PREDICT = """
+import sys, joblib
+import numpy as np
+from sklearn.datasets import make_blobs
+X, _ = make_blobs(400, centers=3, random_state=1)
+model = joblib.load(sys.argv[1])
+np.testing.assert_array_equal(model.predict(X[:60]), np.load(sys.argv[2]))
+print(model.store_)
+"""
+
+
+def test_a_model_pickled_in_one_process_predicts_the_same_labels_in_a_new_one(tmp_path):
+    """From the user review (issue 60): joblib.dump(model), then load and predict in a new process failed
+    with "run store 'memory://ensemble_dask/...zarr' does not exist". A model fitted with its store in memory
+    now carries the store in its pickle."""
+    import subprocess
+    import sys
+
+    model, labels = tmp_path / "model.joblib", tmp_path / "labels.npy"
+    subprocess.run([sys.executable, "-c", _PICKLED_FIT, model, labels], check=True, capture_output=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _PICKLED_PREDICT, model, labels], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("memory://ensemble_dask/")

@@ -15,8 +15,10 @@ import threading
 
 from .._config import flag
 from .._validation import InputError
+from .quiet import _QUIET_PLUGIN, _DropMessages, _quiet_worker_logs, quiet_close_timeouts
 
 __all__ = [
+    "active_client",
     "cluster_facts",
     "dask_client",
     "gather_with_progress",
@@ -225,6 +227,19 @@ def default_n_workers():
     return value
 
 
+def active_client():
+    """The current ``distributed.Client`` of this process (the one ``dask.compute`` would use), or None;
+    distributed is not imported for it."""
+    if "distributed" not in sys.modules:
+        return None
+    from distributed import default_client
+
+    try:
+        return default_client()
+    except ValueError:  # no client
+        return None
+
+
 @contextlib.contextmanager
 def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, processes=True, resources=None):
     """Yield a ``distributed.Client``.
@@ -280,6 +295,7 @@ def dask_client(scheduler=None, *, n_workers=None, threads_per_worker=1, process
     # stderr by its logging config), though nothing is wrong
     closing = _DropMessages("Batched Comm Closed")
     logging.getLogger("distributed.batched").addFilter(closing)
+    quiet_close_timeouts()
     try:
         yield from _embedded(n_workers, threads_per_worker, processes)
     finally:
@@ -312,72 +328,6 @@ def _embedded(n_workers, threads_per_worker, processes):
             if processes:
                 client.register_plugin(_quiet_worker_logs(), name=_QUIET_PLUGIN)
             yield client
-
-
-_QUIET_PLUGIN = "ensemble-dask-quiet-worker-logs"
-# what distributed's worker logs when a heartbeat is in flight as the worker closes its connections
-_HEARTBEAT_FAILURE = "Failed to communicate with scheduler during heartbeat."
-
-
-class _NoiseWhileClosing(logging.Filter):
-    """Drops what a worker logs about its own close once ``worker`` is no longer running.
-
-    * A heartbeat in flight while the worker closes fails with ``CommClosedError: ConnectionPool
-      closing``, which distributed logs as an ERROR with its traceback: at the end of a run, noise. A
-      heartbeat failure while the worker runs (a lost scheduler) is still logged.
-    * A task still running when the worker closes (the run was interrupted) ends with "Async instruction
-      ... ended with CancelledError", which distributed says happens only in ``Worker.close()``.
-    """
-
-    def __init__(self, worker):
-        super().__init__()
-        self.worker = worker
-
-    def filter(self, record):
-        msg = str(record.msg)
-        if msg != _HEARTBEAT_FAILURE and not (
-            msg.startswith("Async instruction for") and msg.endswith("ended with CancelledError")
-        ):
-            return True
-        from distributed.core import Status
-
-        return self.worker.status == Status.running
-
-
-class _DropMessages(logging.Filter):
-    """Drops the log records whose message (formatted) starts with ``prefix``."""
-
-    def __init__(self, prefix):
-        super().__init__()
-        self.prefix = prefix
-
-    def filter(self, record):
-        return not record.getMessage().startswith(self.prefix)
-
-
-def _quiet_worker_logs():
-    """A WorkerPlugin for the embedded clusters' worker processes: no noise when nothing is wrong.
-
-    * ``distributed.sizeof`` warnings go: the worker's statistical profile is a call tree as deep as
-      the deepest stack it sampled (zarr's async calls, numba), and sizing it before sending it
-      (for the Dask performance report) exceeds Python's recursion limit, so every run printed
-      "Sizeof calculation for object of type 'dict' failed" twice; distributed then just
-      serialises that message off the event loop, which is all the warning says.
-    * what a closing worker says of its close goes (see :class:`_NoiseWhileClosing`).
-    * a failed task's "Compute Failed" report goes: its exception reaches the client, which reports it
-      (one line for a full disk or bad input, the task's traceback for a bug); the worker printed the
-      same error again, once per failed task.
-    """
-    from distributed.diagnostics.plugin import WorkerPlugin
-
-    class QuietWorkerLogs(WorkerPlugin):
-        def setup(self, worker):
-            logging.getLogger("distributed.sizeof").setLevel(logging.ERROR)
-            for name in ("distributed.worker", "distributed.worker.state_machine"):
-                logging.getLogger(name).addFilter(_NoiseWhileClosing(worker))
-            logging.getLogger("distributed.worker").addFilter(_DropMessages("Compute Failed"))
-
-    return QuietWorkerLogs()
 
 
 _NANNY_CLOSE_SECONDS = 30
