@@ -40,7 +40,11 @@ below the best single algorithm, and the warnings the fits raised, by category. 
 set, algorithm and scaling (with the number of distinct labels the fit returned).
 
     python benchmarks/e2e.py [--quick] [--sets 'wut/*,iris'] [--max-rows N] [--cap 20000]
-        [--methods pcc-kl,bce] [--singles kmeans,genie] [--csv PATH] [--seed 0]
+        [--methods pcc-kl,bce,design:graph] [--singles kmeans,genie] [--csv PATH] [--seed 0]
+        [--ours-params '{"standardize": false}']
+
+``--methods design:graph`` adds a design measured beside ours (``benchmarks/_graph_design.py``: an ensemble
+of k-means with k up to sqrt(n), consensus on a sparse kNN co-association graph), not yet the package's.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from __future__ import annotations
 import argparse
 import csv
 import fnmatch
+import json
 import logging
 import sys
 import time
@@ -171,11 +176,24 @@ def timed(fit, notes):
     return labels, seconds, error
 
 
+#: more parameters of ours (``--ours-params``): a design measured against the defaults, on the same table
+OURS_PARAMS = {}
+
+
+#: designs measured beside ours (``--methods design:graph``), in memory: see their modules
+DESIGNS = {"design:graph": "_graph_design"}
+
+
 def ours_fit(method, K, seed):
+    if method in DESIGNS:
+        from _graph_design import graph_consensus
+
+        return lambda X: graph_consensus(X, K, seed)[0]
+
     from ensemble_dask import ConsensusClustering
 
     def fit(X):
-        model = ConsensusClustering(n_clusters=K, method=method, random_state=seed).fit(X)
+        model = ConsensusClustering(n_clusters=K, method=method, random_state=seed, **OURS_PARAMS).fit(X)
         return model.labels_
 
     return fit
@@ -223,7 +241,12 @@ def main():
     ap.add_argument("--singles", default=",".join(SINGLES), help="single algorithms (default: %(default)s)")
     ap.add_argument("--csv", type=Path, default=None, help="write one row per set, algorithm and scaling")
     ap.add_argument("--seed", type=int, default=0, help="the one seed of every random choice")
+    ap.add_argument(
+        "--ours-params", type=json.loads, default={},
+        help='more parameters of ours, as JSON (e.g. \'{"standardize": false}\'); default: none',
+    )  # fmt: skip
     args = ap.parse_args()
+    OURS_PARAMS.update(args.ours_params)
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     singles = [s.strip() for s in args.singles.split(",") if s.strip()]
@@ -243,8 +266,9 @@ def main():
     start = time.perf_counter()
     print(f"e2e: {len(todo)} sets, seed {args.seed}, cap {args.cap:,} rows, {load_average()}")
     print(
-        f"ours: ConsensusClustering(n_clusters=K, method=M, random_state={args.seed}), defaults otherwise, "
-        f"raw X in (it z-scores); M in {', '.join(methods)}"
+        f"ours: ConsensusClustering(n_clusters=K, method=M, random_state={args.seed}"
+        + "".join(f", {k}={v!r}" for k, v in OURS_PARAMS.items())
+        + f"), defaults otherwise, raw X in; M in {', '.join(methods)}"
     )
     print(
         f"single: {', '.join(singles)}; each on raw and standardised X; ward/average skipped above "
