@@ -587,17 +587,6 @@ def test_a_cluster_on_another_machine_needs_a_store():
     assert own_store_root("inproc://10.0.0.7/1/2") == "memory://ensemble_dask/"
 
 
-_PICKLED_FIT = """
-import sys, joblib
-import numpy as np
-from sklearn.datasets import make_blobs
-from ensemble_dask import ConsensusClustering
-X, _ = make_blobs(400, centers=3, random_state=1)
-model = ConsensusClustering(n_clusters=3, method="kcc", random_state=0).fit(X)
-joblib.dump(model, sys.argv[1])
-np.save(sys.argv[2], model.predict(X[:60]))
-"""
-
 _PICKLED_PREDICT = """
 import sys, joblib
 import numpy as np
@@ -616,8 +605,13 @@ def test_a_model_pickled_in_one_process_predicts_the_same_labels_in_a_new_one(tm
     import subprocess
     import sys
 
+    import joblib
+
+    X, _ = make_blobs(400, centers=3, random_state=1)
+    fitted = ConsensusClustering(n_clusters=3, method="kcc", random_state=0).fit(X)
     model, labels = tmp_path / "model.joblib", tmp_path / "labels.npy"
-    subprocess.run([sys.executable, "-c", _PICKLED_FIT, model, labels], check=True, capture_output=True)
+    joblib.dump(fitted, model)
+    np.save(labels, fitted.predict(X[:60]))
     out = subprocess.run(
         [sys.executable, "-c", _PICKLED_PREDICT, model, labels], capture_output=True, text=True
     )
