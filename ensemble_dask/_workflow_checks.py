@@ -19,7 +19,7 @@ import numbers
 
 from ._validation import InputError, check_choice, check_int, check_rate
 from .coassoc.sampling import _STRATEGY_PARAMS, STRATEGIES, _make_sampler
-from .partitions.clusterers import plan_ensemble
+from .partitions.clusterers import plan_ensemble, resolve_k_max
 from .stages.coassoc import coassoc_stage
 from .stages.consensus import check_consensus_params
 from .stages.generate import generate_params
@@ -102,7 +102,9 @@ def _check_generate(spec, seed):
     # plan_ensemble's own checks, on the smallest data set its parameters allow (a subsample of
     # k_max points): what fails there fails for every n, and what passes can only fail on the data
     rate = _in_section("generate", check_rate, p["rate"], "rate")
-    k_max = _in_section("generate", check_int, p["k_max"], "k_max", min_value=2)
+    k_min = _in_section("generate", check_int, p["k_min"], "k_min", min_value=2)
+    # "sqrt" is floor(sqrt(n)), at least k_min: checked on a subsample of k_min points
+    k_max = _in_section("generate", resolve_k_max, 2, k_min, k_min if p["k_max"] == "sqrt" else p["k_max"])
     algorithms = p["algorithms"]
     if algorithms is not None and not all(isinstance(a, str) for a in algorithms):
         raise InputError(

@@ -291,6 +291,16 @@ def _largest_k(consensus, on=None):
     return max(ks) if ks else None
 
 
+def _fine_ensemble(consensus):
+    """Whether every consensus entry's method takes an ensemble of many small clusters by default (then the
+    generate stage's defaults are that ensemble's: :func:`~ensemble_dask.stages.generate.generate_params`)."""
+    from .consensus import registry
+    from .stages.consensus import resolve_method
+
+    methods = [registry.get(resolve_method(name, params)[0]) for name, params in (consensus or {}).items()]
+    return bool(methods) and all(m.fine_ensemble for m in methods)
+
+
 def _fresh_workers(client):
     """Restart the embedded cluster's worker processes before a consensus method fits on them.
 
@@ -475,6 +485,7 @@ def _run_workflow(spec, progress, report=True):
             gen = dict(gen_spec)
             gen.setdefault("seed", seed)
             gen.setdefault("n_clusters", _largest_k(consensus))
+            gen.setdefault("fine", _fine_ensemble(consensus))
             _call(generate, "generate", store, client, progress=progress, **gen)
         co_spec = _default_coassoc(spec, store, consensus)
         if co_spec is not None:

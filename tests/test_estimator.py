@@ -115,6 +115,27 @@ def test_predict_labels_new_rows(blobs):
         ConsensusClustering(3).predict(blobs)
 
 
+def test_the_graph_method_finds_the_moons_on_an_ensemble_of_small_clusters():
+    """``method="graph"`` takes the ensemble it is made for by default (k in [K, sqrt(n)], every row
+    labelled), finds two moons that k-means cuts in halves, and labels new rows by its base clusters'
+    votes."""
+    from sklearn.datasets import make_moons
+    from sklearn.metrics import adjusted_rand_score
+
+    from ensemble_dask.io.store import RunStore
+
+    X, y = make_moons(500, noise=0.06, random_state=0)
+    model = ConsensusClustering(2, method="graph", random_state=0).fit(X)
+    assert adjusted_rand_score(y, model.labels_) > 0.95
+    assert model.metrics_["candidate"] in model.metrics_["cuts"]
+    gen = RunStore(model.store_, mode="r").record("generate")["params"]
+    assert (gen["k_min"], gen["k_max"], gen["extend"]) == (2, "sqrt", True)
+    assert (RunStore(model.store_, mode="r")["labels"][:] >= 0).all()
+    assert np.mean(model.predict(X) == model.labels_) >= 0.97
+    pcc = ConsensusClustering(2, random_state=0).fit(X)  # the other methods keep their ensemble
+    assert "extend" not in RunStore(pcc.store_, mode="r").record("generate")["params"]
+
+
 def test_copies_and_other_stores_keep_apart(blobs, tmp_path):
     """A copy of a fitted estimator fits into a store of its own; a failed fit leaves nothing fitted;
     predict refuses another number of columns, as scikit-learn does."""

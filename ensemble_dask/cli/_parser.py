@@ -20,10 +20,16 @@ EXAMPLES = {
         "ensemble-dask ingest data.csv --store runs/my.zarr --label-column class",
         "ensemble-dask ingest X.npy --store runs/my.zarr --no-standardize",
     ],
-    "generate": ["ensemble-dask generate --store runs/my.zarr -N 50 --rate 0.5 --n-clusters 8"],
+    "generate": [
+        "ensemble-dask generate --store runs/my.zarr -N 50 --rate 0.5 --n-clusters 8",
+        "ensemble-dask generate --store runs/my.zarr -N 50 --rate 0.5 --k-min 8 --k-max sqrt --extend",
+    ],
     "import-labels": ["ensemble-dask import-labels partitions.csv --store runs/my.zarr"],
     "coassoc": ["ensemble-dask coassoc --store runs/my.zarr --n-clusters 8"],
-    "consensus": ["ensemble-dask consensus pcc-kl --store runs/my.zarr --n-clusters 8"],
+    "consensus": [
+        "ensemble-dask consensus pcc-kl --store runs/my.zarr --n-clusters 8",
+        "ensemble-dask consensus graph --store runs/my.zarr --n-clusters 8",
+    ],
     "report": ["ensemble-dask report --store runs/my.zarr"],
     "verify": ["ensemble-dask verify --store runs/my.zarr"],
     "predict": [

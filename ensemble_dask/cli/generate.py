@@ -24,7 +24,11 @@ def add_parser(sub, common):
     p.add_argument("-N", "--n-clusterings", type=int, default=100, help="base clusterings in the ensemble")
     p.add_argument("--ensemble", default="type1", help="type1 (k-means) or type2 (mixed algorithms)")
     p.add_argument("--k-min", type=int, help="fewest clusters of a base clustering (default 2, or K // 2)")
-    p.add_argument("--k-max", type=int, help="most clusters of a base clustering (default 10, or 2K)")
+    p.add_argument(
+        "--k-max",
+        type=k_max_arg,
+        help="most clusters of a base clustering (default 10, or 2K); 'sqrt': floor(sqrt(rows))",
+    )
     p.add_argument(
         "--n-clusters",
         type=int,
@@ -35,6 +39,11 @@ def add_parser(sub, common):
         "--algorithms", type=csv_list, help="type2: comma-separated algorithms to draw from (default: all)"
     )
     p.add_argument("--seed", type=seed, default=0, help="the seed of every base clustering's draws")
+    p.add_argument(
+        "--extend",
+        action="store_true",
+        help="label every row outside a clustering's subsample by its nearest cluster centre (else -1)",
+    )
     p.add_argument(
         "--replace-imported",
         action="store_true",
@@ -58,6 +67,16 @@ def add_parser(sub, common):
     p.set_defaults(run=run_import)
 
 
+def k_max_arg(text):
+    """``--k-max``: an integer or ``sqrt``."""
+    if text == "sqrt":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"an integer or 'sqrt'; got {text!r}") from None
+
+
 def run(args):
     from .. import pipeline
     from ..stages.generate import generate
@@ -78,6 +97,7 @@ def run(args):
                 rate=args.rate,
                 algorithms=args.algorithms,
                 seed=args.seed,
+                extend=args.extend,
             )
     print(
         f"generate: {info['n_clusterings']} clusterings (k in [{info['k_min']}, {info['k_max']}]), "

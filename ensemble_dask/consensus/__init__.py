@@ -1,6 +1,7 @@
 """Consensus solvers on NumPy alone (no Dask, no store), one package per family: ``pcc`` (PCC, PPC on the
 co-association pairs), ``bce`` (BCE, GBCE, MM on the labels matrix), ``kcc`` (KCC, GKCC on the labels) and
-``baselines`` (EAC, CSPA, HGPA, MCLA, HBGF), over ``starts`` (the partitions the families start from) and
+``baselines`` (EAC, CSPA, HGPA, MCLA, HBGF), ``graph`` (a consensus on a sparse nearest-neighbour
+co-association graph, with the features), over ``starts`` (the partitions the families start from) and
 ``_common`` (what they share). Families never import each other. :mod:`.registry` lists every method."""
 
 import importlib
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # what type checkers and the API docs read; at run time a family is imported on first use
     from .baselines import CSPA, HBGF, HGPA, MCLA, EACAverageLink, EACSingleLink
     from .bce import BCE, GBCE, MM
+    from .graph import GraphConsensus
     from .kcc import GKCC, KCC
     from .pcc import PCC, PPC
 
@@ -26,6 +28,7 @@ __all__ = [
     "HGPA",
     "MCLA",
     "HBGF",
+    "GraphConsensus",
 ]
 
 #: each solver's family: a solver is imported on first use, so reading :mod:`.registry` (every command's
@@ -44,6 +47,7 @@ _FAMILY = {
     "HGPA": "baselines",
     "MCLA": "baselines",
     "HBGF": "baselines",
+    "GraphConsensus": "graph",
 }
 
 

@@ -54,6 +54,9 @@ class Method:
         finished with an older default is not up to date).
     trace : str, default="objective"
         What its trace is, for the report's figure: ``"objective"`` or ``"lower bound"``.
+    fine_ensemble : bool, default=False
+        Its default ensemble has many small clusters, every row labelled (``generate``'s ``fine``: k in
+        ``[K, floor(sqrt(n))]``, ``extend``); a workflow of such methods only gets it by default.
     """
 
     name: str
@@ -64,6 +67,7 @@ class Method:
     starts: tuple = ()
     hbgf_start: bool = False
     trace: str = "objective"
+    fine_ensemble: bool = False
 
     def estimator_class(self):
         """The estimator's class (imported now)."""
@@ -138,6 +142,9 @@ for _method in (
     Method("hgpa", ".baselines:HGPA", "labels", "hypergraph partitioning"),
     Method("mcla", ".baselines:MCLA", "labels", "meta-clustering"),
     Method("hbgf", ".baselines:HBGF", "labels", "bipartite graph of points and clusters (spectral)"),
+    Method("graph", ".graph:GraphConsensus", "labels+X",
+           "Genie or spectral on a sparse nearest-neighbour co-association graph (with the features)",
+           fine_ensemble=True),
     Method("auto", ".selection:AutoConsensus", "labels+pairs",
            "the result of highest ANMI with the ensemble among pcc-kl, pcc-l2, bce, mm, kcc, hbgf"),
 ):  # fmt: skip

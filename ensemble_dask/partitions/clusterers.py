@@ -16,6 +16,7 @@ Ensemble types of papers/003 Sect. 7.2: ``type1`` = k-means with a random k in [
 from __future__ import annotations
 
 import inspect
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -102,6 +103,15 @@ def subsample(n, rate, rng):
     return np.sort(rng.choice(n, size=m, replace=False)).astype(np.int64)
 
 
+def resolve_k_max(n, k_min, k_max, rate=1.0):
+    """``k_max`` as an int: ``"sqrt"`` is ``max(k_min, floor(sqrt(n)))``, at most a subsample's points."""
+    if isinstance(k_max, str) and k_max != "sqrt":
+        raise InputError(f"The 'k_max' parameter must be an integer or 'sqrt'; got {shown(k_max)}")
+    if k_max == "sqrt":
+        k_max = min(max(k_min, math.isqrt(n)), subsample_size(n, rate))
+    return check_int(k_max, "k_max", min_value=2)
+
+
 def plan_ensemble(
     n,
     n_clusterings,
@@ -113,6 +123,7 @@ def plan_ensemble(
     algorithms=None,
     seed=0,
     start=0,
+    extend=False,
 ):
     """Specifications of base clusterings ``start .. n_clusterings - 1`` of an ensemble.
 
@@ -124,27 +135,34 @@ def plan_ensemble(
         Size N of the whole ensemble.
     ensemble : {"type1", "type2"}, default="type1"
     k_min, k_max : int, default=2, 10
-        Each clustering's k is drawn uniformly in [k_min, k_max].
+        Each clustering's k is drawn uniformly in [k_min, k_max]; ``k_max="sqrt"`` is
+        ``max(k_min, floor(sqrt(n)))`` (at most the subsample's points): many small clusters, as in Fred &
+        Jain's evidence accumulation.
     rate : float in (0, 1], default=1.0
-        Subsample rate; points outside a clustering's subsample get the label -1.
+        Subsample rate; points outside a clustering's subsample get the label -1 (unless ``extend``).
     algorithms : list of str, default=None
         Algorithms a ``type2`` ensemble draws from (all registered ones by default).
     seed : int or SeedSequence, default=0
         Run seed; clustering u uses child u of ``stage_seed(seed, "generate").spawn``.
     start : int, default=0
         First clustering to plan (to extend an ensemble with new columns).
+    extend : bool, default=False
+        Every point outside a clustering's subsample is labelled by the nearest centre (mean) of that
+        clustering's clusters, instead of -1.
 
     Returns
     -------
     list of dict
-        ``{"index", "algorithm", "k", "seed", "rate", "m"}`` per clustering.
+        ``{"index", "algorithm", "k", "seed", "rate", "m"}`` per clustering (and ``"extend": True``).
     """
     n = check_int(n, "n", min_value=2)
     n_clusterings = check_int(n_clusterings, "n_clusterings", min_value=1)
     check_choice(ensemble, "ensemble", ENSEMBLE_TYPES)
     rate = check_rate(rate, "rate")
+    if not isinstance(extend, bool | np.bool_):
+        raise InputError(f"The 'extend' parameter takes true or false; got {shown(extend)}")
     k_min = check_int(k_min, "k_min", min_value=2)
-    k_max = check_int(k_max, "k_max", min_value=2)
+    k_max = resolve_k_max(n, k_min, k_max, rate)
     if k_min > k_max:
         raise InputError(f"k_min={k_min} must be <= k_max={k_max}")
     m = subsample_size(n, rate)
@@ -184,6 +202,7 @@ def plan_ensemble(
                 "seed": int(rng.integers(2**31 - 1)),
                 "rate": rate,
                 "m": m,
+                **({"extend": True} if extend else {}),
             }
         )
     return plans

@@ -27,6 +27,7 @@ from ..consensus import registry
 from ..io.store import RunStore, StageContentError
 from ..runtime.progress import elapsed_line
 from ._starts import STARTS_CACHE, is_kept, keep_starts, kept_starts, starts_key
+from .kept_models import write_model
 
 __all__ = [
     "resolve_method",
@@ -522,18 +523,7 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, progress=Fals
         out.create_array("uncertainty", shape=(n,), chunks=(rows,), dtype="float32")[:] = est.uncertainty_
         chosen = getattr(est, "chosen_", None)  # auto: the candidate kept, whose model is kept
         model, model_method = (est.estimator_, resolve_method(chosen, {})[0]) if chosen else (est, method)
-        if hasattr(model, "alpha_"):  # BCE / GBCE: the Dirichlet prior and per-clustering label distributions
-            out.create_array("alpha", data=np.asarray(model.alpha_, dtype=np.float64))
-        if hasattr(model, "beta_"):
-            beta = [np.asarray(b, dtype=np.float64) for b in model.beta_]
-            out.create_array("beta", data=np.concatenate(beta, axis=1))
-            out["beta"].attrs["offsets"] = np.cumsum([0] + [b.shape[1] for b in beta]).tolist()
-        for attr in ("weights_", "means_", "variances_"):  # MM's mixing weights, GBCE's Gaussians
-            if hasattr(model, attr):
-                out.create_array(attr.rstrip("_"), data=np.asarray(getattr(model, attr), dtype=np.float64))
-        if model_method == "kcc":  # its centroids over the fit's labels, for predict
-            out.create_array("centers", data=np.concatenate(model.cluster_centers_, axis=1))
-            out["centers"].attrs["offsets"] = np.asarray(model.encoding_.offsets).tolist()
+        write_model(out, model, model_method)
         objective = getattr(model, "objective_", getattr(model, "lower_bound_", None))
         converged = getattr(model, "converged_", None)  # None: a method that does not iterate
         converged = None if converged is None else bool(converged)
@@ -545,6 +535,9 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, progress=Fals
         if chosen:  # auto: which result it kept, and every candidate's score
             metrics["chosen"] = chosen
             metrics["anmi"] = {k: round(v, 6) for k, v in est.scores_.items()}
+        elif getattr(est, "candidate_", None):  # graph: the candidate partition kept, every one's cut
+            metrics["candidate"] = est.candidate_
+            metrics["cuts"] = {k: round(v, 6) for k, v in est.cuts_.items()}
         elif getattr(est, "anmi_", None):  # GKCC: Algorithm 1's partition or KCC's, and both scores
             metrics["kept"] = est.start_
             metrics["anmi"] = {k: round(v, 6) for k, v in est.anmi_.items()}

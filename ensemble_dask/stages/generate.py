@@ -21,7 +21,7 @@ from .._validation import InputError, check_int, check_labels_matrix
 from ..io.readers import check_sep, csv_has_header, detect_separator, iter_table_chunks
 from ..io.store import CONTENT_CHECKS, RunStore
 from ..io.urls import infer_format, strip_file_scheme
-from ..partitions.clusterers import plan_ensemble, run_clustering, subsample_of
+from ..partitions.clusterers import plan_ensemble, resolve_k_max, run_clustering, subsample_of
 
 __all__ = [
     "generate",
@@ -141,14 +141,27 @@ def generate_params(
     algorithms=None,
     seed=0,
     n_clusters=None,
+    fine=False,
+    extend=None,
 ):
     """The ``generate`` stage's parameters, validated (see
     :func:`~ensemble_dask.partitions.clusterers.plan_ensemble`).
 
-    ``n_clusters`` (the largest K the consensus will be asked for) only sets the defaults of
-    ``k_min`` and ``k_max`` (:func:`default_k_range`); it is not itself a parameter of the stage.
+    ``n_clusters`` (the largest K the consensus will be asked for) and ``fine`` only set the defaults of
+    ``k_min``, ``k_max`` and ``extend``; they are not themselves parameters of the stage. ``fine``: the
+    ensemble of a consensus on many small clusters (the ``graph`` method): k in ``[K, floor(sqrt(n))]`` and
+    every row labelled (``extend``); else :func:`default_k_range` and ``extend`` false. ``extend`` is in the
+    record only when true (a record of before it stays up to date).
     """
-    lo, hi = default_k_range(n_clusters)
+    if not isinstance(fine, bool | np.bool_):
+        raise InputError(f"The 'fine' parameter takes true or false; got {fine!r}")
+    if fine and n_clusters is not None:
+        lo, hi = check_int(n_clusters, "n_clusters", min_value=2), "sqrt"
+    else:
+        lo, hi = default_k_range(n_clusters)
+    extend = bool(fine) if extend is None else extend
+    if not isinstance(extend, bool | np.bool_):
+        raise InputError(f"The 'extend' parameter takes true or false; got {extend!r}")
     return dict(
         n_clusterings=check_int(n_clusterings, "n_clusterings", min_value=1),
         ensemble=ensemble,
@@ -157,6 +170,7 @@ def generate_params(
         rate=rate,
         algorithms=None if algorithms is None else list(algorithms),
         seed=int(seed),
+        **({"extend": True} if extend else {}),
     )
 
 
@@ -177,7 +191,10 @@ def _cluster_task(store_url, storage_options, ingest_hash, specs):
         idx = subsample_of(spec, n)
         t0 = time.perf_counter()
         # a subsample's rows are a fresh copy, which k-means may centre in place; all of X is the cache
-        lab = run_clustering(_rows_of_x(store, ingest_hash, idx), spec, overwrite_x=len(idx) < n)
+        x_sub = _rows_of_x(store, ingest_hash, idx)
+        lab = run_clustering(x_sub, spec, overwrite_x=len(idx) < n)
+        if spec.get("extend") and len(idx) < n:
+            _label_by_nearest_centre(store, ingest_hash, x_sub, lab, block[:, j])
         block[idx, j] = lab
         meta.append(
             {
@@ -192,6 +209,27 @@ def _cluster_task(store_url, storage_options, ingest_hash, specs):
     for r0 in range(0, n, step):  # whole row chunks, widened to int32 one chunk at a time
         labels[r0 : r0 + step, first : first + len(specs)] = block[r0 : r0 + step].astype(np.int32)
     return meta
+
+
+#: rows of X labelled at a time by their nearest centre (``extend``)
+_EXTEND_ROWS = 1 << 16
+
+
+def _label_by_nearest_centre(store, ingest_hash, x_sub, lab, out):
+    """``out[i]``: the cluster (of the subsample's ``lab``) whose mean over ``x_sub`` is nearest to row ``i``
+    of X, for every row; the subsample's rows are overwritten by the caller with their own labels."""
+    from ..partitions.models import ClusterCenters, nearest_centers
+
+    acc = ClusterCenters(1, x_sub.shape[1])
+    acc.add(x_sub, lab[:, None])
+    centers = acc.centers
+    x_arr = store["X"]
+    n = x_arr.shape[0]
+    cached = x_arr.nbytes <= _X_CACHE_MAX_BYTES
+    for r0 in range(0, n, _EXTEND_ROWS):
+        rows = slice(r0, min(n, r0 + _EXTEND_ROWS))
+        x = _rows_of_x(store, ingest_hash, np.arange(n))[rows] if cached else x_arr[rows]
+        out[rows] = nearest_centers(x, centers)[:, 0]
 
 
 def _column_groups(specs, col_chunk):
@@ -238,7 +276,7 @@ def generate(store, client, *, progress=False, replace_imported=False, **params)
     inputs = [store.stage_hash("ingest")]
     if store.is_complete("generate", p, inputs):
         logger.info("generate: up to date, skipped")
-        return {**_summary(p), "computed": 0, "skipped": True}
+        return {**_summary(p, store["X"].shape[0]), "computed": 0, "skipped": True}
     check_not_imported(store, replace_imported)
     n = store["X"].shape[0]
     try:
@@ -286,7 +324,7 @@ def generate(store, client, *, progress=False, replace_imported=False, **params)
         client.run(_drop_x_cache)
         labels.attrs["partitions"] = meta
         record["output"] = labels_identity(n, [m["sha256"] for m in meta])
-    return {**_summary(p), "computed": len(todo), "skipped": False}
+    return {**_summary(p, n), "computed": len(todo), "skipped": False}
 
 
 def _kept_columns(store, p, inputs):
@@ -318,8 +356,11 @@ def _kept_columns(store, p, inputs):
     return m
 
 
-def _summary(p):
-    return {"n_clusterings": p["n_clusterings"], "k_min": p["k_min"], "k_max": p["k_max"]}
+def _summary(p, n):
+    k_max = p["k_max"]
+    if k_max == "sqrt":  # the k range drawn in, on these rows
+        k_max = resolve_k_max(n, p["k_min"], k_max, p["rate"])
+    return {"n_clusterings": p["n_clusterings"], "k_min": p["k_min"], "k_max": k_max}
 
 
 def read_labels_table(url, *, storage_options=None, fmt=None, header=None, sep=None):

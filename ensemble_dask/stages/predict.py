@@ -5,9 +5,9 @@ centring and scaling: :func:`new_rows`), then every base clustering labels it by
 (:mod:`ensemble_dask.partitions.models`; the centres are computed once from ``X`` and ``labels`` and kept in
 the store, :func:`base_centers`), and the consensus result labels its base labels: BCE by its E-step with the
 fitted ``alpha`` and ``beta`` (GBCE with its Gaussians, on the row's features), MM by its mixture, KCC by the
-nearest consensus centroid, PCC and PPC by the new row's own problem against partners among the fitted rows,
-their memberships fixed (:mod:`ensemble_dask.consensus.pcc._predict`), and GKCC and the baselines, whose
-results are partitions, by KCC's rule on their partition
+nearest consensus centroid, ``graph`` by its base clusters' votes, PCC and PPC by the new row's own problem
+against partners among the fitted rows, their memberships fixed (:mod:`ensemble_dask.consensus.pcc._predict`),
+and GKCC and the baselines, whose results are partitions, by KCC's rule on their partition
 (:meth:`~ensemble_dask.consensus.KCC.from_partition`).
 A new row has a label in every base clustering (the base clusterings of subsamples left about half the fitted
 rows out of each).
@@ -37,6 +37,7 @@ MODELS = {
     "gbce": ("alpha", "beta", "means", "variances"),
     "mm": ("weights", "beta"),
     "kcc": ("centers",),
+    "graph": ("tables",),
     "pcc": ("Y",),
     "ppc": ("Y",),
 }  # each with the arrays of its result that it reads
@@ -226,6 +227,11 @@ def _consensus_model(store, name, labels):
         return _LabelModel(model, features=True)
     if method == "mm":
         return _LabelModel(MM.from_parameters(read("weights"), blocks("beta"), cats))
+    if method == "graph":
+        from ..consensus import GraphConsensus
+
+        offsets = store[f"{path}/tables"].attrs["offsets"]
+        return _LabelModel(GraphConsensus.from_parameters(read("tables"), offsets))
     return _LabelModel(KCC.from_parameters(blocks("centers"), cats))
 
 

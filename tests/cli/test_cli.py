@@ -606,3 +606,13 @@ def test_every_command_shows_examples_that_parse_and_its_defaults():
     assert "--seed SEED           the seed of every base clustering's draws (default: 0)" in (
         subs[("generate",)].format_help()
     )
+
+
+def test_generate_takes_a_k_range_to_the_square_root_and_extended_rows(capsys):
+    ap, _, _, _ = _every_parser()
+    args = ap.parse_args(["generate", "--store", "run.zarr", "--k-max", "sqrt", "--extend"])
+    assert (args.k_max, args.extend) == ("sqrt", True)
+    assert ap.parse_args(["generate", "--store", "run.zarr", "--k-max", "12"]).k_max == 12
+    with pytest.raises(SystemExit) as exc:
+        ap.parse_args(["generate", "--store", "run.zarr", "--k-max", "root"])
+    assert exc.value.code == 2 and "an integer or 'sqrt'; got 'root'" in capsys.readouterr().err

@@ -310,3 +310,55 @@ def test_a_k_range_the_user_did_not_give_is_named_by_the_k_that_set_it(tmp_path,
         generate(store, client, n_clusters=3)  # any K up to 5 sets [2, 10]: no smaller K helps
     with pytest.raises(InputError, match=rf"k_max=50 is larger than {rows}$"):
         generate(store, client, n_clusters=50, k_max=50)
+
+
+def test_a_fine_ensemble_draws_k_up_to_the_square_root_and_labels_every_row(kdd_store, client):
+    """``k_max: sqrt`` and ``extend``: many small clusters, and a row outside a clustering's subsample gets
+    the cluster of the nearest centre (mean of the subsample's members) instead of -1."""
+    from ensemble_dask.partitions.models import ClusterCenters, nearest_centers
+
+    plans = plan_ensemble(2000, 30, k_min=3, k_max="sqrt", rate=0.5, seed=1, extend=True)
+    ks = [p["k"] for p in plans]
+    assert 3 <= min(ks) and max(ks) <= 44 < 2 * max(ks) and all(p["extend"] for p in plans)
+    assert {p["k"] for p in plan_ensemble(10, 5, k_min=3, k_max="sqrt", rate=0.5)} == {3}  # floor(sqrt(10))
+    info = generate(
+        kdd_store, client, n_clusterings=6, rate=0.5, k_max="sqrt", n_clusters=4, extend=True, seed=3
+    )
+    assert info == {"n_clusterings": 6, "k_min": 2, "k_max": 44, "computed": 6, "skipped": False}
+    lab = kdd_store["labels"][:]
+    assert (lab >= 0).all()
+    X = kdd_store["X"][:]
+    for u, spec in enumerate(kdd_store["labels"].attrs["partitions"]):
+        idx = subsample_of(spec, 2000)
+        out = np.setdiff1d(np.arange(2000), idx)
+        acc = ClusterCenters(1, X.shape[1])
+        acc.add(X[idx], lab[idx, u][:, None])
+        assert np.array_equal(nearest_centers(X[out], acc.centers)[:, 0], lab[out, u])
+    assert kdd_store.record("generate")["params"]["extend"] is True
+
+
+def test_the_fine_defaults_follow_the_k_asked_and_old_records_keep_their_identity():
+    from ensemble_dask.stages.generate import generate_params
+
+    p = generate_params(n_clusters=7, fine=True)
+    assert (p["k_min"], p["k_max"], p["extend"]) == (7, "sqrt", True)
+    assert "extend" not in generate_params(n_clusters=7) and "fine" not in p
+    assert generate_params(n_clusters=7, fine=True, extend=False, k_min=3, k_max=14) == generate_params(
+        n_clusters=7
+    )
+    with pytest.raises(InputError, match="'k_max' parameter must be an integer or 'sqrt'; got 'root'"):
+        plan_ensemble(100, 2, k_max="root")
+    with pytest.raises(InputError, match="'extend' parameter takes true or false; got 'yes'"):
+        generate_params(extend="yes")
+
+
+def test_a_workflow_takes_k_max_sqrt_and_extend_and_names_a_bad_value():
+    from ensemble_dask._workflow_checks import validate_workflow
+
+    spec = {"data": {"url": "synthetic:kdd99?n=600"}, "consensus": {"graph": {"n_clusters": 3}}}
+    validate_workflow({**spec, "generate": {"k_min": 3, "k_max": "sqrt", "extend": True}})
+    validate_workflow({**spec, "generate": {"k_min": 5, "k_max": "sqrt", "rate": 0.3}})
+    with pytest.raises(InputError, match="'generate'.*'k_max' parameter must be an integer or 'sqrt'"):
+        validate_workflow({**spec, "generate": {"k_max": "root"}})
+    with pytest.raises(InputError, match="section 'generate'.*'extend' parameter takes true or false"):
+        validate_workflow({**spec, "generate": {"extend": "yes"}})

@@ -39,13 +39,14 @@ def fitted(tmp_path_factory):
             "gbce": {"n_clusters": 4},
             "gkcc": {"n_clusters": 4},
             "eac-al": {"n_clusters": 4},
+            "graph": {"n_clusters": 4},
         },
     }
     pipeline.run_workflow(spec, report=False)  # (no page: predict reads the results, not the report)
     return d, df, new
 
 
-@pytest.mark.parametrize("method", ["bce", "kcc", "pcc-kl", "mm", "gbce", "gkcc", "hbgf", "eac-al"])
+@pytest.mark.parametrize("method", ["bce", "kcc", "pcc-kl", "mm", "gbce", "gkcc", "hbgf", "eac-al", "graph"])
 def test_new_rows_are_labelled_as_the_fit_labels_its_own(fitted, method, process_client, capsys):
     """Every method's result labels new rows: BCE, GBCE, MM and KCC by their models, PCC by each row's own
     problem, GKCC and the baselines by the nearest centroid of their partition in the base labels' space."""
@@ -76,7 +77,7 @@ def test_new_rows_are_labelled_as_the_fit_labels_its_own(fitted, method, process
     )  # a fitted row, new, has all 16 base labels, where its fit saw half (GBCE: 0.974)
 
 
-@pytest.mark.parametrize("method", ["bce", "gbce", "mm", "kcc", "gkcc", "hbgf"])
+@pytest.mark.parametrize("method", ["bce", "gbce", "mm", "kcc", "gkcc", "hbgf", "graph"])
 def test_the_rebuilt_model_gives_the_fitted_rows_their_labels(fitted, method):
     """Given a fitted row's own base labels (and features), the model rebuilt from the store labels it as the
     fit did: what the store keeps is the fitted model (the partitions: their centroids' rule)."""

@@ -1,0 +1,308 @@
+"""Consensus on a sparse co-association graph: :class:`GraphConsensus`."""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+
+from ..._validation import InputError, check_labels_matrix, check_random_state
+from .._common.base import SoftConsensusMixin
+from .._common.params import Interval, check_n_clusters
+from . import _kernels as _k
+
+__all__ = ["GraphConsensus", "normalised_cut", "reliability"]
+
+CANDIDATES = ("genie-ca", "genie-weighted", "spectral")
+#: a sampled row's weight of its own label in its memberships (more than half: its argmax is that label)
+_OWN = 0.51
+
+
+def reliability(L, theta=0.4):
+    """``n x N``: the reliability of each row's cluster in each clustering, ``exp(-H / (theta N))`` with ``H``
+    the cluster's entropy over the other clusterings' partitions (Huang, Wang & Lai 2018, "Locally weighted
+    cluster ensembles", IEEE Trans. Cybernetics 48(5), doi:10.1109/TCYB.2017.2702343: the ensemble-driven
+    cluster index). Rows absent from a clustering (``-1``) count in neither its clusters nor the others'."""
+    n, N = L.shape
+    W = np.zeros((n, N))
+    ks = L.max(axis=0) + 1
+    for t in range(N):
+        if ks[t] <= 0:
+            continue
+        H = np.zeros(ks[t])
+        for s in range(N):
+            if s == t or ks[s] <= 0:
+                continue
+            both = (L[:, t] >= 0) & (L[:, s] >= 0)
+            table = np.bincount(
+                L[both, t].astype(np.int64) * ks[s] + L[both, s], minlength=ks[t] * ks[s]
+            ).reshape(ks[t], ks[s])
+            P = table / np.maximum(table.sum(axis=1, keepdims=True), 1)
+            H -= (P * np.log2(np.where(P > 0, P, 1.0))).sum(axis=1)
+        present = L[:, t] >= 0
+        W[present, t] = np.exp(-H / (theta * N))[L[present, t]]
+    return W
+
+
+def normalised_cut(i, j, w, z, n):
+    """``(1/K) sum_k cut(k) / volume(k)`` of the partition ``z`` on the graph of edges ``(i, j)`` (each
+    listed in both directions) of affinity ``w``."""
+    K = int(z.max()) + 1
+    degree = np.bincount(i, weights=w, minlength=n)
+    volume = np.bincount(z, weights=degree, minlength=K)
+    across = z[i] != z[j]
+    cut = np.bincount(z[i][across], weights=w[across], minlength=K)
+    return float(np.sum(cut / np.maximum(volume, 1e-12)) / K)
+
+
+def _symmetric(i, j, w, n):
+    """The graph of edges ``(i, j)`` of weight ``w`` made symmetric (a pair's larger weight kept), CSR."""
+    from scipy import sparse
+
+    G = sparse.coo_matrix((w, (i, j)), shape=(n, n)).tocsr()
+    return G.maximum(G.T).tocsr()
+
+
+def _join_components(G, Z, weight):
+    """``G`` with edges added until it is connected: each component but the largest joined by the shortest
+    edge in feature space from one of its rows to a row outside it, of weight ``weight(i, j, distance)``."""
+    from scipy import sparse
+    from scipy.sparse.csgraph import connected_components
+    from sklearn.neighbors import NearestNeighbors
+
+    while True:
+        n_comp, comp = connected_components(G, directed=False)
+        if n_comp == 1:
+            return G
+        big = int(np.argmax(np.bincount(comp)))
+        ii, jj, dd = [], [], []
+        for c in range(n_comp):
+            if c == big:
+                continue
+            inside, outside = np.flatnonzero(comp == c), np.flatnonzero(comp != c)
+            dist, ind = NearestNeighbors(n_neighbors=1).fit(Z[outside]).kneighbors(Z[inside])
+            a = int(np.argmin(dist[:, 0]))
+            ii.append(inside[a])
+            jj.append(outside[ind[a, 0]])
+            dd.append(dist[a, 0])
+        ii, jj = np.asarray(ii), np.asarray(jj)
+        E = sparse.coo_matrix((weight(ii, jj, np.asarray(dd)), (ii, jj)), shape=G.shape)
+        G = (G + E + E.T).tocsr()
+
+
+def _genie_of_graph(G, K, threshold):
+    from scipy.sparse.csgraph import minimum_spanning_tree
+
+    T = minimum_spanning_tree(G).tocoo()
+    order = np.argsort(T.data, kind="stable")
+    u = np.ascontiguousarray(T.row[order], dtype=np.int64)
+    v = np.ascontiguousarray(T.col[order], dtype=np.int64)
+    return _k.genie(u, v, G.shape[0], K, float(threshold))
+
+
+class GraphConsensus(SoftConsensusMixin):
+    """Consensus of base clusterings on their co-association kept on a sparse nearest-neighbour graph.
+
+    The consensus partition is fitted on the rows of a seeded sample (every row when there are at most
+    ``sample_size``): each sampled row is joined to its ``n_neighbors`` nearest sampled rows in feature space,
+    and each edge carries its feature distance ``f`` (over the median) and ``ca``, the share of the base
+    clusterings that put its two rows together. Three candidate partitions of that graph, and the one of the
+    smallest normalised cut on the ``ca`` graph kept:
+
+    * ``genie-ca``: Genie on the minimum spanning tree of ``1 - ca + 0.01 f`` (evidence accumulation, Fred &
+      Jain 2005, with Genie instead of single linkage);
+    * ``genie-weighted``: Genie on the minimum spanning tree of ``f (1 - lw + 0.1)``, ``lw`` the
+      co-association with each agreement weighted by its cluster's reliability (:func:`reliability`);
+    * ``spectral``: spectral clustering of the ``ca`` graph.
+
+    A row's soft membership is the mean, over its base clusterings, of the shares of the consensus labels
+    among its base cluster's sampled members (its votes); a sampled row's is 0.51 its own label and 0.49 its
+    votes, so that its ``labels_`` (the argmax) is the graph's. A new row labelled by the base clusterings
+    gets its votes (:meth:`transform`), as does a row left out of the sample.
+
+    No ``n x n`` matrix is built: the graph has at most ``2 n_neighbors`` edges per sampled row. A base
+    ensemble for it has many small clusters (k up to about the square root of the rows, every row labelled:
+    ``generate``'s ``k_max: sqrt`` and ``extend: true``).
+
+    Parameters
+    ----------
+    n_clusters : int, default=2
+    n_neighbors : int, default=20
+    sample_size : int, default=20000
+        Rows the graph is built on (a seeded sample when there are more); the others get the votes of their
+        base clusters.
+    gini_threshold : float in [0, 1], default=0.3
+        Genie's threshold (1: single linkage).
+    candidates : tuple of str, default=("genie-ca", "genie-weighted", "spectral")
+        The candidate partitions compared (one of them: that one, with no comparison).
+    random_state : int, Generator or None, default=None
+
+    Attributes
+    ----------
+    labels_, memberships_, uncertainty_, effective_k_
+    candidate_ : str
+        The candidate kept.
+    cuts_ : dict
+        Each candidate's normalised cut.
+    tables_ : ndarray, shape (sum of the base clusterings' k, n_clusters)
+        Each base cluster's share of each consensus cluster among its sampled members (-1: a base cluster with
+        no sampled member), clustering ``t``'s rows from ``offsets_[t]``.
+    offsets_ : ndarray of int, shape (N + 1,)
+    sample_ : ndarray of int
+        The rows the graph was built on.
+    """
+
+    _parameter_constraints = {
+        "n_clusters": [Interval(numbers.Integral, 2, None)],
+        "n_neighbors": [Interval(numbers.Integral, 1, None)],
+        "sample_size": [Interval(numbers.Integral, 2, None)],
+        "gini_threshold": [Interval(numbers.Real, 0, 1)],
+        "candidates": [list, tuple],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        n_clusters=2,
+        *,
+        n_neighbors=20,
+        sample_size=20000,
+        gini_threshold=0.3,
+        candidates=CANDIDATES,
+        random_state=None,
+    ):
+        self.n_clusters = n_clusters
+        self.n_neighbors = n_neighbors
+        self.sample_size = sample_size
+        self.gini_threshold = gini_threshold
+        self.candidates = candidates
+        self.random_state = random_state
+
+    def _check_candidates(self):
+        cands = list(self.candidates)
+        unknown = [c for c in cands if c not in CANDIDATES]
+        if not cands or unknown or len(set(cands)) != len(cands):
+            raise InputError(
+                "The 'candidates' parameter of GraphConsensus takes distinct names among "
+                f"{list(CANDIDATES)}; got {cands}"
+            )
+        return cands
+
+    def fit(self, labels, X, y=None):
+        """Fit on base labels ``(n, N)`` (``-1``: a row outside a clustering) and the features ``X``
+        ``(n, D)`` the base clusterings were made on; returns ``self``."""
+        self._validate_params()
+        cands = self._check_candidates()
+        L = check_labels_matrix(labels)
+        X = np.asarray(X, dtype=np.float64)
+        n = L.shape[0]
+        if X.ndim != 2 or X.shape[0] != n:
+            raise InputError(f"X must be a 2-d array of the labels' {n} rows; got shape {X.shape}")
+        if not np.isfinite(X).all():
+            raise InputError("X must hold finite values only (no NaN or infinity)")
+        K = check_n_clusters(self, n)
+        rng = check_random_state(self.random_state)
+        if n > self.sample_size:
+            sample = np.sort(rng.choice(n, size=int(self.sample_size), replace=False))
+        else:
+            sample = np.arange(n)
+        z, self.candidate_, self.cuts_ = self._partition(L[sample], X[sample], K, cands, rng)
+        self.sample_ = sample
+        self._tables(L[sample], z, L.max(axis=0) + 1, K)
+        Y = self._votes(L)
+        # a sampled row: its own label, just over half, and its base clusters' votes (argmax: its label)
+        Y[sample] *= 1.0 - _OWN
+        Y[sample, z] += _OWN
+        self._set_memberships(Y)
+        return self
+
+    def _partition(self, L, Z, K, cands, rng):
+        """The candidates' partitions of the sampled rows, and the one of the smallest normalised cut."""
+        from sklearn.neighbors import NearestNeighbors
+
+        n = L.shape[0]
+        m = min(int(self.n_neighbors), n - 1)
+        dist, ind = NearestNeighbors(n_neighbors=m + 1).fit(Z).kneighbors(Z)
+        i = np.repeat(np.arange(n, dtype=np.int64), m)
+        j, f = ind[:, 1:].ravel().astype(np.int64), dist[:, 1:].ravel()
+        scale = max(float(np.median(f)), 1e-12)
+        W = reliability(L) if "genie-weighted" in cands else np.zeros(L.shape)
+
+        def shares(a, b):
+            plain, weighted = np.empty(len(a)), np.empty(len(a))
+            _k.edge_shares(L, W, a, b, plain, weighted)
+            return plain, weighted
+
+        def eac(a, b, d):
+            return 1.0 - shares(a, b)[0] + 0.01 * d / scale + 1e-12
+
+        def weighted(a, b, d):
+            return d / scale * (1.0 - shares(a, b)[1] + 0.1) + 1e-12
+
+        out = {}
+        for name, weight in (("genie-ca", eac), ("genie-weighted", weighted)):
+            if name in cands:
+                G = _join_components(_symmetric(i, j, weight(i, j, f), n), Z, weight)
+                out[name] = _genie_of_graph(G, K, self.gini_threshold)
+        A = _symmetric(i, j, shares(i, j)[0] + 1e-6, n).tocoo()
+        if "spectral" in cands:
+            from sklearn.cluster import spectral_clustering
+
+            with warnings.catch_warnings():  # a disconnected graph still has an embedding
+                warnings.filterwarnings("ignore", message="Graph is not fully connected")
+                out["spectral"] = spectral_clustering(
+                    A.tocsr(), n_clusters=K, random_state=int(rng.integers(2**31 - 1))
+                )
+        cuts = {}
+        for name in cands:
+            out[name] = np.unique(out[name], return_inverse=True)[1].astype(np.int64)
+            cuts[name] = normalised_cut(A.row, A.col, A.data, out[name], n)
+        chosen = min(cands, key=lambda c: (cuts[c], cands.index(c)))
+        return out[chosen], chosen, cuts
+
+    def _tables(self, L, z, ks, K):
+        ks = np.maximum(ks, 0).astype(np.int64)
+        offsets = np.concatenate([[0], np.cumsum(ks)]).astype(np.int64)
+        tables = np.zeros((int(offsets[-1]), K))
+        _k.vote_tables(L, z, offsets, K, tables)
+        total = tables.sum(axis=1, keepdims=True)
+        tables = np.where(total > 0, tables / np.maximum(total, 1), -1.0)
+        self.tables_, self.offsets_ = tables, offsets
+
+    def _votes(self, L):
+        n = L.shape[0]
+        Y = np.zeros((n, self.tables_.shape[1]))
+        sizes = np.diff(self.offsets_)
+        _k.votes(L, self.tables_, self.offsets_[:-1].copy(), sizes, Y)
+        empty = Y.sum(axis=1) == 0
+        Y[empty] = 1.0 / Y.shape[1]  # a row that no base cluster of the fit holds
+        return Y
+
+    @classmethod
+    def from_parameters(cls, tables, offsets):
+        """A fitted model from its ``tables_`` and ``offsets_`` (as a run store keeps them), for
+        :meth:`transform` and :meth:`predict`."""
+        tables = np.asarray(tables, dtype=np.float64)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        if tables.ndim != 2 or offsets.ndim != 1 or offsets[0] != 0 or offsets[-1] != tables.shape[0]:
+            raise InputError(
+                f"tables of shape {tables.shape} and offsets ending at {offsets[-1]} do not fit each other"
+            )
+        est = cls(n_clusters=tables.shape[1])
+        est.tables_, est.offsets_ = tables, offsets
+        return est
+
+    def transform(self, labels):
+        """Memberships of (new) rows from their base labels ``(m, N)`` in the fitted ensemble's
+        clusterings."""
+        L = check_labels_matrix(labels)
+        if L.shape[1] != len(self.offsets_) - 1:
+            raise InputError(
+                f"labels must have the fitted ensemble's {len(self.offsets_) - 1} columns; got {L.shape[1]}"
+            )
+        return self._votes(L)
+
+    def predict(self, labels):
+        """Consensus labels of (new) rows from their base labels."""
+        return np.argmax(self.transform(labels), axis=1).astype(np.int64)
