@@ -110,11 +110,18 @@ def test_votes_by_hand():
     np.testing.assert_allclose(est.transform(np.array([[1, -1]]))[0], [0, 1])
 
 
-def test_a_disconnected_neighbour_graph_is_joined():
-    """Blobs far apart: each row's 5 neighbours stay in its blob, the spanning tree still spans."""
+@pytest.mark.parametrize("candidate", ["genie-ca", "genie-weighted", "spectral"])
+def test_a_disconnected_neighbour_graph_is_joined(candidate):
+    """Three blobs far apart and two pairs of points farther still: each row's 5 neighbours stay in its
+    group, so the neighbour graph has five components for K = 3. The joined graph's spanning tree spans,
+    and the spectral embedding is that of a connected graph (with the components' indicators, eigenvalue 1
+    five times, an eigensolver returns any 3 of them)."""
     X, y = make_blobs(300, centers=[[0, 0], [100, 0], [0, 100]], random_state=0)
+    X = np.r_[X, [[0, -30], [0.5, -30], [130, 0], [130, 0.5]]]
+    nearest = [y[np.argmin(np.linalg.norm(X[:300] - p, axis=1))] for p in ([0, -30], [130, 0])]
+    y = np.r_[y, np.repeat(nearest, 2)]  # a pair belongs to its nearest blob
     L = _fine_labels(X, 10, 1)
-    est = GraphConsensus(3, n_neighbors=5, random_state=0).fit(L, X)
+    est = GraphConsensus(3, n_neighbors=5, candidates=[candidate], random_state=0).fit(L, X)
     assert adjusted_rand_score(y, est.labels_) == 1.0
 
 

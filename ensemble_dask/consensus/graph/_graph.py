@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numbers
-import warnings
 
 import numpy as np
 
@@ -64,31 +63,66 @@ def _symmetric(i, j, w, n):
     return G.maximum(G.T).tocsr()
 
 
-def _join_components(G, Z, weight):
-    """``G`` with edges added until it is connected: each component but the largest joined by the shortest
-    edge in feature space from one of its rows to a row outside it, of weight ``weight(i, j, distance)``."""
+def _joining_edges(i, j, Z, n):
+    """Edges ``(a, b, distance)`` that make the graph of edges ``(i, j)`` connected: each component but the
+    largest joined, round after round, by the shortest edge in feature space from one of its rows to a row
+    outside it (looked for among each row's 64 nearest rows first, then among all rows outside)."""
     from scipy import sparse
     from scipy.sparse.csgraph import connected_components
     from sklearn.neighbors import NearestNeighbors
 
+    G = sparse.coo_matrix((np.ones(len(i)), (i, j)), shape=(n, n)).tocsr()
+    ii, jj, dd = [], [], []
+    index = None
     while True:
         n_comp, comp = connected_components(G, directed=False)
         if n_comp == 1:
-            return G
+            break
         big = int(np.argmax(np.bincount(comp)))
-        ii, jj, dd = [], [], []
-        for c in range(n_comp):
-            if c == big:
-                continue
-            inside, outside = np.flatnonzero(comp == c), np.flatnonzero(comp != c)
-            dist, ind = NearestNeighbors(n_neighbors=1).fit(Z[outside]).kneighbors(Z[inside])
-            a = int(np.argmin(dist[:, 0]))
-            ii.append(inside[a])
-            jj.append(outside[ind[a, 0]])
-            dd.append(dist[a, 0])
-        ii, jj = np.asarray(ii), np.asarray(jj)
-        E = sparse.coo_matrix((weight(ii, jj, np.asarray(dd)), (ii, jj)), shape=G.shape)
+        rows = np.flatnonzero(comp != big)
+        if index is None:
+            index = NearestNeighbors(n_neighbors=min(64, n - 1) + 1).fit(Z)
+        dist, ind = index.kneighbors(Z[rows])
+        dist = np.where(comp[ind] != comp[rows][:, None], dist, np.inf)
+        best = np.argmin(dist, axis=1)
+        d_row = dist[np.arange(len(rows)), best]
+        a_new, b_new, d_new = [], [], []
+        for c in np.unique(comp[rows]):
+            mine = np.flatnonzero(comp[rows] == c)
+            k = mine[np.argmin(d_row[mine])]
+            if np.isfinite(d_row[k]):
+                a, b, d = rows[k], ind[k, best[k]], d_row[k]
+            else:  # every near row is in the component: its nearest row outside, exactly
+                inside, outside = rows[mine], np.flatnonzero(comp != c)
+                dist_c, ind_c = NearestNeighbors(n_neighbors=1).fit(Z[outside]).kneighbors(Z[inside])
+                q = int(np.argmin(dist_c[:, 0]))
+                a, b, d = inside[q], outside[ind_c[q, 0]], dist_c[q, 0]
+            a_new.append(a)
+            b_new.append(b)
+            d_new.append(d)
+        E = sparse.coo_matrix((np.ones(len(a_new)), (a_new, b_new)), shape=(n, n))
         G = (G + E + E.T).tocsr()
+        ii += a_new
+        jj += b_new
+        dd += d_new
+    return np.asarray(ii, dtype=np.int64), np.asarray(jj, dtype=np.int64), np.asarray(dd, dtype=np.float64)
+
+
+def _spectral(A, K, seed):
+    """Spectral clustering of the connected affinity graph ``A`` (symmetric, CSR): the ``K`` leading
+    eigenvectors of ``D^-1/2 A D^-1/2`` (Lanczos, on products with ``A`` only: no factorisation), scaled by
+    ``D^-1/2``, then k-means (10 starts) of their rows, as scikit-learn's ``spectral_clustering`` does."""
+    from scipy.sparse.linalg import eigsh
+    from sklearn.cluster import KMeans
+
+    degree = np.asarray(A.sum(axis=1)).ravel()
+    scale = 1.0 / np.sqrt(np.maximum(degree, 1e-12))
+    M = A.multiply(scale[:, None]).multiply(scale[None, :]).tocsr()
+    rng = np.random.default_rng(seed)
+    _, vectors = eigsh(M, k=K, which="LA", v0=rng.uniform(-1, 1, A.shape[0]), tol=1e-8)
+    embedding = vectors * scale[:, None]
+    signs = np.sign(embedding[np.argmax(np.abs(embedding), axis=0), np.arange(K)])
+    return KMeans(K, n_init=10, random_state=seed).fit_predict(embedding * signs)
 
 
 def _genie_of_graph(G, K, threshold):
@@ -241,19 +275,15 @@ class GraphConsensus(SoftConsensusMixin):
             return d / scale * (1.0 - shares(a, b)[1] + 0.1) + 1e-12
 
         out = {}
+        ji, jj, jd = _joining_edges(i, j, Z, n)  # the same for both trees: the edges decide
+        ei, ej, ef = np.r_[i, ji], np.r_[j, jj], np.r_[f, jd]
         for name, weight in (("genie-ca", eac), ("genie-weighted", weighted)):
             if name in cands:
-                G = _join_components(_symmetric(i, j, weight(i, j, f), n), Z, weight)
+                G = _symmetric(ei, ej, weight(ei, ej, ef), n)
                 out[name] = _genie_of_graph(G, K, self.gini_threshold)
-        A = _symmetric(i, j, shares(i, j)[0] + 1e-6, n).tocoo()
+        A = _symmetric(ei, ej, shares(ei, ej)[0] + 1e-6, n).tocoo()  # connected: one eigenvalue 1
         if "spectral" in cands:
-            from sklearn.cluster import spectral_clustering
-
-            with warnings.catch_warnings():  # a disconnected graph still has an embedding
-                warnings.filterwarnings("ignore", message="Graph is not fully connected")
-                out["spectral"] = spectral_clustering(
-                    A.tocsr(), n_clusters=K, random_state=int(rng.integers(2**31 - 1))
-                )
+            out["spectral"] = _spectral(A.tocsr(), K, int(rng.integers(2**31 - 1)))
         cuts = {}
         for name in cands:
             out[name] = np.unique(out[name], return_inverse=True)[1].astype(np.int64)
