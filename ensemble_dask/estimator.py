@@ -40,9 +40,12 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
     ----------
     n_clusters : int, default=8
         Number ``K`` of consensus clusters (a maximum: clusters may stay empty).
-    method : str, default="pcc-kl"
+    method : str, default="graph"
         A consensus method of :mod:`ensemble_dask.consensus.registry`, or ``pcc-kl`` / ``pcc-l2`` (PCC with
-        that divergence).
+        that divergence). ``graph`` (:class:`~ensemble_dask.consensus.GraphConsensus`) fits on an ensemble of
+        many small clusters (k drawn in ``[n_clusters, sqrt(n)]``, every row labelled), the other methods on
+        one of k near ``n_clusters`` (``[n_clusters // 2, 2 n_clusters]``): the benchmarks page compares
+        them end to end.
     method_params : dict or None, default=None
         The method's own parameters, as a workflow's consensus entry takes them (e.g. ``{"init":
         "k-means++"}`` for BCE or KCC, ``{"candidates": ["kcc", "hbgf"]}`` for ``auto``: the methods
@@ -119,7 +122,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         self,
         n_clusters=8,
         *,
-        method="pcc-kl",
+        method="graph",
         method_params=None,
         n_clusterings=30,
         rate=0.5,
