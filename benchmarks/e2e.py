@@ -16,7 +16,7 @@ their condensed distance matrix, 42 GB.
 
 Ours: ``ConsensusClustering(n_clusters=K, method=M, random_state=seed)`` with every other parameter at its
 default (30 base clusterings of half the rows, z-scored features, its store in this process's memory), one
-fresh estimator per method (``--methods``; the default method is ``pcc-kl``), given the raw features. Its
+fresh estimator per method (``--methods``; the default method is ``graph``), given the raw features. Its
 seconds are the whole ``fit``: ingest, base clusterings, pairs where the method uses them, the consensus.
 
 Single algorithms (scikit-learn unless said), each given K, each on the raw and on the standardised
@@ -40,11 +40,8 @@ below the best single algorithm, and the warnings the fits raised, by category. 
 set, algorithm and scaling (with the number of distinct labels the fit returned).
 
     python benchmarks/e2e.py [--quick] [--sets 'wut/*,iris'] [--max-rows N] [--cap 20000]
-        [--methods pcc-kl,bce,design:graph] [--singles kmeans,genie] [--csv PATH] [--seed 0]
+        [--methods graph,pcc-kl,bce] [--singles kmeans,genie] [--csv PATH] [--seed 0]
         [--ours-params '{"standardize": false}']
-
-``--methods design:graph`` adds a design measured beside ours (``benchmarks/_graph_design.py``: an ensemble
-of k-means with k up to sqrt(n), consensus on a sparse kNN co-association graph), not yet the package's.
 """
 
 from __future__ import annotations
@@ -76,8 +73,8 @@ SKLEARN_SETS = ("digits", "iris", "wine", "breast_cancer")
 QUICK = ("sklearn/iris", "uci/wine", "fcps/hepta", "sipu/jain", "graves/zigzag_noisy", "wut/x2")
 
 #: ours: the auto candidates (the methods whose time grows linearly with the rows) and auto itself
-OURS = ("pcc-kl", "pcc-l2", "bce", "mm", "kcc", "hbgf", "auto")
-DEFAULT_METHOD = "pcc-kl"  # ConsensusClustering's default method
+OURS = ("graph", "pcc-kl", "pcc-l2", "bce", "mm", "kcc", "hbgf", "auto")
+DEFAULT_METHOD = "graph"  # ConsensusClustering's default method
 SINGLES = ("kmeans", "gmm", "ward", "average", "birch", "spectral", "hdbscan", "genie")
 #: the largest set (rows) each single algorithm runs on; None: any
 MAX_ROWS = {"ward": 20_000, "average": 20_000, "spectral": 10_000}
@@ -180,16 +177,7 @@ def timed(fit, notes):
 OURS_PARAMS = {}
 
 
-#: designs measured beside ours (``--methods design:graph``), in memory: see their modules
-DESIGNS = {"design:graph": "_graph_design"}
-
-
 def ours_fit(method, K, seed):
-    if method in DESIGNS:
-        from _graph_design import graph_consensus
-
-        return lambda X: graph_consensus(X, K, seed)[0]
-
     from ensemble_dask import ConsensusClustering
 
     def fit(X):
