@@ -103,7 +103,7 @@ def _check_generate(spec, seed):
     # k_max points): what fails there fails for every n, and what passes can only fail on the data
     rate = _in_section("generate", check_rate, p["rate"], "rate")
     k_min = _in_section("generate", check_int, p["k_min"], "k_min", min_value=2)
-    # "sqrt" is floor(sqrt(n)), at least k_min: checked on a subsample of k_min points
+    # "sqrt" is floor(sqrt(n)) (n up to 20,000), at least k_min: checked on a subsample of k_min points
     k_max = _in_section("generate", resolve_k_max, 2, k_min, k_min if p["k_max"] == "sqrt" else p["k_max"])
     algorithms = p["algorithms"]
     if algorithms is not None and not all(isinstance(a, str) for a in algorithms):

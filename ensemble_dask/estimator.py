@@ -43,9 +43,9 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
     method : str, default="graph"
         A consensus method of :mod:`ensemble_dask.consensus.registry`, or ``pcc-kl`` / ``pcc-l2`` (PCC with
         that divergence). ``graph`` (:class:`~ensemble_dask.consensus.GraphConsensus`) fits on an ensemble of
-        many small clusters (k drawn in ``[n_clusters, sqrt(n)]``, every row labelled), the other methods on
-        one of k near ``n_clusters`` (``[n_clusters // 2, 2 n_clusters]``): the benchmarks page compares
-        them end to end.
+        many small clusters (k drawn in ``[n_clusters, sqrt(n)]``, n up to 20,000, every row labelled), the
+        other methods on one of k near ``n_clusters`` (``[n_clusters // 2, 2 n_clusters]``): the benchmarks
+        page compares them end to end.
     method_params : dict or None, default=None
         The method's own parameters, as a workflow's consensus entry takes them (e.g. ``{"init":
         "k-means++"}`` for BCE or KCC, ``{"candidates": ["kcc", "hbgf"]}`` for ``auto``: the methods

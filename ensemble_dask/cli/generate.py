@@ -27,7 +27,8 @@ def add_parser(sub, common):
     p.add_argument(
         "--k-max",
         type=k_max_arg,
-        help="most clusters of a base clustering (default 10, or 2K); 'sqrt': floor(sqrt(rows))",
+        help="most clusters of a base clustering (default 10, or 2K); 'sqrt': floor(sqrt(rows)), "
+        "rows counted up to 20,000",
     )
     p.add_argument(
         "--n-clusters",

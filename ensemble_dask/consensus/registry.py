@@ -56,7 +56,7 @@ class Method:
         What its trace is, for the report's figure: ``"objective"`` or ``"lower bound"``.
     fine_ensemble : bool, default=False
         Its default ensemble has many small clusters, every row labelled (``generate``'s ``fine``: k in
-        ``[K, floor(sqrt(n))]``, ``extend``); a workflow of such methods only gets it by default.
+        ``[K, floor(sqrt(min(n, 20000)))]``, ``extend``); a workflow of such methods only gets it by default.
     """
 
     name: str

@@ -149,9 +149,9 @@ def generate_params(
 
     ``n_clusters`` (the largest K the consensus will be asked for) and ``fine`` only set the defaults of
     ``k_min``, ``k_max`` and ``extend``; they are not themselves parameters of the stage. ``fine``: the
-    ensemble of a consensus on many small clusters (the ``graph`` method): k in ``[K, floor(sqrt(n))]`` and
-    every row labelled (``extend``); else :func:`default_k_range` and ``extend`` false. ``extend`` is in the
-    record only when true (a record of before it stays up to date).
+    ensemble of a consensus on many small clusters (the ``graph`` method): k in
+    ``[K, floor(sqrt(min(n, 20000)))]`` and every row labelled (``extend``); else :func:`default_k_range` and
+    ``extend`` false. ``extend`` is in the record only when true (a record of before it stays up to date).
     """
     if not isinstance(fine, bool | np.bool_):
         raise InputError(f"The 'fine' parameter takes true or false; got {fine!r}")

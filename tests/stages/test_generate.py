@@ -362,3 +362,11 @@ def test_a_workflow_takes_k_max_sqrt_and_extend_and_names_a_bad_value():
         validate_workflow({**spec, "generate": {"k_max": "root"}})
     with pytest.raises(InputError, match="section 'generate'.*'extend' parameter takes true or false"):
         validate_workflow({**spec, "generate": {"extend": "yes"}})
+
+
+def test_k_max_sqrt_stops_growing_at_the_graph_s_sample():
+    from ensemble_dask.partitions.clusterers import SQRT_ROWS, resolve_k_max
+
+    assert resolve_k_max(10_000, 2, "sqrt") == 100 and resolve_k_max(SQRT_ROWS, 2, "sqrt") == 141
+    assert resolve_k_max(5_000_000, 2, "sqrt") == 141 and resolve_k_max(5_000_000, 300, "sqrt") == 300
+    assert resolve_k_max(100, 2, "sqrt", rate=0.05) == 5  # at most a subsample's points
