@@ -116,6 +116,8 @@ def print_summary(report, out=None):
         bp = report["base_partitions"]
         rows.append(("base partitions (mean)", bp["H"]["mean"], bp["ARI"]["mean"], bp["NMI"]["mean"], "", ""))
     for name, m in (report.get("methods") or {}).items():
+        kept = m.get("chosen") or m.get("candidate")  # auto's method, graph's candidate: the one kept
+        name = f"{name} ({kept})" if kept else name
         rows.append((name, m.get("H"), m.get("ARI"), m.get("NMI"), m.get("effective_k"), m.get("seconds")))
     if not rows:
         return

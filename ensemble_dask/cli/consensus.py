@@ -58,7 +58,11 @@ def run(args):
                 f"--n-clusters {args.n_clusters} and --set n_clusters={params['n_clusters']} disagree"
             )
     with stage_store(args, writes_report=True) as store:
+        before = store.record(f"consensus/{args.name}") or {}
         metrics = consensus_stage(store, args.name, seed=args.seed, progress=progress(args), **params)
+        after = store.record(f"consensus/{args.name}") or {}
         report = pipeline.write_report(store)
+    if before.get("complete") and before.get("started") == after.get("started"):
+        print(f"consensus {args.name}: up to date (fitted {after.get('finished')}), not fitted again")
     print_summary({"dataset": report["dataset"], "methods": {args.name: metrics}})
     return 0

@@ -104,6 +104,12 @@ def run(args):
         f"generate: {info['n_clusterings']} clusterings (k in [{info['k_min']}, {info['k_max']}]), "
         f"{info['computed']} computed"
     )
+    if info["outdated"]:
+        names = ", ".join(info["outdated"])
+        print(
+            f"generate: new base clusterings: the consensus results {names} were fitted on the old ones and "
+            "are out of date; run their consensus again (ensemble-dask consensus NAME, or the workflow)"
+        )
     if args.n_clusters is None and args.k_min is None and args.k_max is None:
         print(
             "generate: a range for consensus of up to 5 clusters; for K clusters, "

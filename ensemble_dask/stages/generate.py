@@ -276,7 +276,7 @@ def generate(store, client, *, progress=False, replace_imported=False, **params)
     inputs = [store.stage_hash("ingest")]
     if store.is_complete("generate", p, inputs):
         logger.info("generate: up to date, skipped")
-        return {**_summary(p, store["X"].shape[0]), "computed": 0, "skipped": True}
+        return {**_summary(p, store["X"].shape[0]), "computed": 0, "skipped": True, "outdated": []}
     check_not_imported(store, replace_imported)
     n = store["X"].shape[0]
     try:
@@ -293,6 +293,7 @@ def generate(store, client, *, progress=False, replace_imported=False, **params)
         raise InputError(f"{exc}; n_clusters={K} sets {sets}: {hint}") from None
 
     start = _kept_columns(store, p, inputs)
+    outdated = _results_made_of(store) if start == 0 else []
     with store.stage("generate", p, inputs, writes=("labels",)) as record:
         if start == 0:
             if "labels" in store:
@@ -324,7 +325,25 @@ def generate(store, client, *, progress=False, replace_imported=False, **params)
         client.run(_drop_x_cache)
         labels.attrs["partitions"] = meta
         record["output"] = labels_identity(n, [m["sha256"] for m in meta])
-    return {**_summary(p, n), "computed": len(todo), "skipped": False}
+    if outdated:
+        logger.warning(
+            "generate: new base clusterings; the consensus results %s were fitted on the old ones and are "
+            "out of date (run their consensus again)",
+            ", ".join(outdated),
+        )
+    return {**_summary(p, n), "computed": len(todo), "skipped": False, "outdated": outdated}
+
+
+def _results_made_of(store):
+    """The consensus results of ``store`` that are up to date with its labels (new labels outdate them)."""
+    if store.record("generate") is None or "consensus" not in store:
+        return []
+    from .consensus import current_results
+
+    try:
+        return sorted(current_results(store))
+    except InputError:  # a store whose results cannot be read: nothing to name
+        return []
 
 
 def _kept_columns(store, p, inputs):

@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -67,7 +69,9 @@ def test_bad_parameters(kwargs, match):
 
 def test_generate_writes_labels(kdd_store, client):
     info = generate(kdd_store, client, n_clusterings=12, rate=0.5, k_min=2, k_max=6, seed=3)
-    assert info == {"n_clusterings": 12, "k_min": 2, "k_max": 6, "computed": 12, "skipped": False}
+    assert info == {"n_clusterings": 12, "k_min": 2, "k_max": 6, "computed": 12, "skipped": False} | {
+        "outdated": []
+    }
     labels = kdd_store["labels"]
     assert labels.shape == (2000, 12) and labels.chunks == (2000, 1)
     lab = labels[:]
@@ -324,7 +328,9 @@ def test_a_fine_ensemble_draws_k_up_to_the_square_root_and_labels_every_row(kdd_
     info = generate(
         kdd_store, client, n_clusterings=6, rate=0.5, k_max="sqrt", n_clusters=4, extend=True, seed=3
     )
-    assert info == {"n_clusterings": 6, "k_min": 2, "k_max": 44, "computed": 6, "skipped": False}
+    assert info == {"n_clusterings": 6, "k_min": 2, "k_max": 44, "computed": 6, "skipped": False} | {
+        "outdated": []
+    }
     lab = kdd_store["labels"][:]
     assert (lab >= 0).all()
     X = kdd_store["X"][:]
@@ -370,3 +376,22 @@ def test_k_max_sqrt_stops_growing_at_the_graph_s_sample():
     assert resolve_k_max(10_000, 2, "sqrt") == 100 and resolve_k_max(SQRT_ROWS, 2, "sqrt") == 141
     assert resolve_k_max(5_000_000, 2, "sqrt") == 141 and resolve_k_max(5_000_000, 300, "sqrt") == 300
     assert resolve_k_max(100, 2, "sqrt", rate=0.05) == 5  # at most a subsample's points
+
+
+def test_new_base_clusterings_name_the_results_they_outdate_and_a_result_up_to_date_says_so(
+    kdd_store, client, capsys
+):
+    """A user's day: generate again with new settings left every consensus result out of date and said
+    nothing; a repeated consensus command did not say it was up to date; what graph kept was not printed."""
+    from ensemble_dask.cli import main
+
+    generate(kdd_store, client, n_clusterings=6, rate=0.5, k_max="sqrt", n_clusters=3, extend=True, seed=3)
+    url = str(kdd_store.url)
+    assert main(["consensus", "graph", "--store", url, "--n-clusters", "3"]) == 0
+    first = capsys.readouterr().out
+    assert "up to date" not in first and re.search(r"\ngraph \((genie-ca|genie-weighted|spectral)\) ", first)
+    assert main(["consensus", "graph", "--store", url, "--n-clusters", "3"]) == 0
+    assert "consensus graph: up to date (fitted 20" in capsys.readouterr().out
+    info = generate(kdd_store, client, n_clusterings=6, rate=0.5, k_min=2, k_max=5, seed=3)
+    assert info["outdated"] == ["graph"]
+    assert generate(kdd_store, client, n_clusterings=6, rate=0.5, k_min=2, k_max=5, seed=3)["outdated"] == []
