@@ -37,6 +37,7 @@ from ._workflow_checks import STRATEGY_PARAMS, check_against_data, validate_work
 from .io.store import RunStore, workflow_store_url
 from .runtime.clients import LazyClient, cluster_facts, dask_client
 from .runtime.probe import probe_scheduler
+from .runtime.progress import elapsed_line
 
 __all__ = [
     "load_workflow",
@@ -75,11 +76,13 @@ def check_report_settings(store):
     _check(store)
 
 
-def write_report(store):
-    """Write ``report/metrics.json`` (see :func:`ensemble_dask.stages.report.write_report`)."""
+def write_report(store, progress=False):
+    """Write ``report/metrics.json`` (see :func:`ensemble_dask.stages.report.write_report`); ``progress``: a
+    line on a terminal counts its time (the figures take seconds)."""
     from .stages.report import write_report as _write_report  # the stages import scikit-learn: only when used
 
-    return _write_report(store)
+    with elapsed_line("report", progress=progress):
+        return _write_report(store)
 
 
 def load_workflow(path):
@@ -479,7 +482,7 @@ def _run_workflow(spec, progress, report=True):
     consensus = spec.get("consensus") or {}
     gen_spec = _default_generate(spec, store, consensus)
     if gen_spec is None and spec.get("coassoc") is None and not consensus:
-        return write_report(store) if report else {"methods": {}}
+        return write_report(store, progress) if report else {"methods": {}}
     with client_for_store(store, spec.get("scheduler"), spec.get("dask"), report=report) as client:
         if gen_spec is not None:
             gen = dict(gen_spec)
@@ -492,7 +495,10 @@ def _run_workflow(spec, progress, report=True):
             co = dict(co_spec)
             co.setdefault("seed", seed)
             co.setdefault("n_clusters", _largest_k(consensus, "pairs"))
-            with label_starts_alongside(store, consensus, seed):  # the pair methods' starts meanwhile
+            with (
+                label_starts_alongside(store, consensus, seed),  # the pair methods' starts meanwhile
+                elapsed_line("coassoc", progress=progress),
+            ):
                 info = _call(coassoc_stage, "coassoc", store, client, **co)
             logger.info("coassoc: %s", info)
         if not any(uses_cluster(store, name, params) for name, params in consensus.items()):
@@ -508,4 +514,4 @@ def _run_workflow(spec, progress, report=True):
         from .stages.consensus import current_results
 
         return {"methods": current_results(store)}
-    return write_report(store)
+    return write_report(store, progress)

@@ -125,6 +125,8 @@ def main(argv=None):
         # read by dask's config when distributed is first imported (its own loggers say INFO)
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
+    if getattr(args, "quiet", False):
+        level = logging.ERROR
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     interrupt_handled()  # nothing of an earlier call's interrupt (in this process) carries over
     previous = None

@@ -75,7 +75,8 @@ def set_args(p, help="override a workflow key"):
 
 
 def progress(args):
-    return not getattr(args, "no_progress", True)
+    """Progress bars and lines (on a terminal only) unless ``--no-progress`` or ``--quiet``."""
+    return not (getattr(args, "no_progress", False) or getattr(args, "quiet", False))
 
 
 def dask_options(args):

@@ -78,6 +78,9 @@ def parser():
     ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    common.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bars or lines, and only errors in the log"
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(sub, common)

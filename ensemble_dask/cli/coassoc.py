@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._options import cluster_args, dask_options, seed, stage_store, store_args
+from ._options import cluster_args, dask_options, progress, seed, stage_store, store_args
 
 
 def add_parser(sub, common):
@@ -40,12 +40,14 @@ def add_parser(sub, common):
 
 def run(args):
     from .. import pipeline
+    from ..runtime.progress import elapsed_line
     from ..stages.coassoc import coassoc_stage
 
     extra = {k: getattr(args, k) for k in ("p", "l", "fraction", "max_n") if getattr(args, k) is not None}
     with (
         stage_store(args, writes_report=True) as store,
         pipeline.client_for_store(store, args.scheduler, dask_options(args)) as client,
+        elapsed_line("coassoc", progress=progress(args)),
     ):
         info = coassoc_stage(
             store,

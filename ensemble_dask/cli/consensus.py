@@ -61,7 +61,7 @@ def run(args):
         before = store.record(f"consensus/{args.name}") or {}
         metrics = consensus_stage(store, args.name, seed=args.seed, progress=progress(args), **params)
         after = store.record(f"consensus/{args.name}") or {}
-        report = pipeline.write_report(store)
+        report = pipeline.write_report(store, progress(args))
     if before.get("complete") and before.get("started") == after.get("started"):
         print(f"consensus {args.name}: up to date (fitted {after.get('finished')}), not fitted again")
     print_summary({"dataset": report["dataset"], "methods": {args.name: metrics}})

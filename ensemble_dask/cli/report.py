@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ._options import print_summary, stage_store, store_args
+from ._options import print_summary, progress, stage_store, store_args
 
 
 def add_parser(sub, common):
@@ -40,7 +40,7 @@ def run(args):
     from .. import pipeline
 
     with stage_store(args, writes_report=True) as store:
-        report = pipeline.write_report(store)
+        report = pipeline.write_report(store, progress(args))
     return show(report, args.format)
 
 

@@ -45,3 +45,30 @@ def test_an_in_process_fit_shows_the_line(tmp_path, monkeypatch):
     before = tty.getvalue()
     consensus_stage(store, "kcc", n_clusters=3)  # progress off: the library's default
     assert tty.getvalue() == before
+
+
+def test_the_report_shows_the_line_and_quiet_turns_progress_and_the_log_down(tmp_path, monkeypatch):
+    """The report's figures took about 10 s with nothing on the screen, and there was no ``--quiet``."""
+    import logging
+
+    from ensemble_dask import pipeline
+    from ensemble_dask.cli._options import progress
+    from ensemble_dask.cli._parser import parser
+
+    rng = np.random.default_rng(0)
+    store = RunStore(tmp_path / "s.zarr")
+    import_labels(store, "labels-table", labels=rng.integers(0, 3, (200, 4)).astype(np.int32))
+    tty = _Terminal()
+    monkeypatch.setattr("sys.stderr", tty)
+    pipeline.write_report(store, progress=True)
+    assert "report: 00:0" in tty.getvalue()
+    args = parser().parse_args(["report", "--store", "s.zarr", "--quiet"])
+    assert args.quiet and not progress(args)
+    assert progress(parser().parse_args(["report", "--store", "s.zarr"]))  # (drawn on a terminal only)
+    assert not progress(parser().parse_args(["generate", "--store", "s.zarr", "--no-progress"]))
+    from ensemble_dask.cli import main
+
+    monkeypatch.setattr(logging.root, "handlers", [])  # main's basicConfig sets the level afresh
+    monkeypatch.setattr(logging.root, "level", logging.root.level)  # (and the test puts it back)
+    main(["report", "--store", str(tmp_path / "s.zarr"), "-q"])
+    assert logging.getLogger().level == logging.ERROR
