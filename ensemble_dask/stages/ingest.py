@@ -182,11 +182,19 @@ class _Reader:
     nan_remedy = "set impute: mean (--impute mean; ConsensusClustering's data_params) to replace NaN"
 
     def __init__(self, p, storage_options):
+        position = None
         if positional_csv(p):
             # a CSV without header has columns 0, 1, ...: "3" (from the command line) means column 3
             def position(c):
                 return int(c) if isinstance(c, str) and c.isdigit() else c
 
+        elif p["format"] == "npy":
+            # an array's columns are x0, x1, ...: a position (3, or "3" from the command line) means x3
+            def position(c):
+                digits = isinstance(c, str) and c.isdigit()
+                return f"x{int(c)}" if digits or (isinstance(c, int) and not isinstance(c, bool)) else c
+
+        if position is not None:
             p = dict(p)
             p["label_column"] = position(p["label_column"])
             p["categorical"] = [position(c) for c in p["categorical"]]

@@ -735,3 +735,17 @@ def test_a_folder_of_the_users_own_keeps_its_files(tmp_path):
     with pytest.raises(InputError, match="is a folder of other files; give a new or empty folder"):
         RunStore(folder)
     assert sorted(p.name for p in folder.rglob("*")) == ["notes.md", "report"]
+
+
+@pytest.mark.parametrize("label_column", [2, "2", "x2"])
+def test_an_arrays_column_is_named_by_its_position_too(tmp_path, label_column):
+    """An .npy's columns are x0, x1, ...: ``--label-column 2`` failed where ``x2`` worked (a CSV without
+    header takes the position)."""
+    rng = np.random.default_rng(0)
+    x = np.c_[rng.normal(size=(50, 2)), rng.integers(0, 3, 50), rng.normal(size=50)]
+    np.save(tmp_path / "t.npy", x)
+    store = RunStore(tmp_path / "s.zarr")
+    info = ingest(store, str(tmp_path / "t.npy"), label_column=label_column, standardize=False)
+    assert info["feature_names"] == ["x0", "x1", "x3"]
+    assert np.array_equal(store["X"][:], x[:, [0, 1, 3]].astype(np.float32))
+    assert len(np.unique(store["y_true"][:])) == 3
