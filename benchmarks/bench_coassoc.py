@@ -2,8 +2,8 @@
 
 Sections (``--only`` picks some):
 
-``paper``     papers/003 Sect. 7.3: n = 120,000, 100 clusterings at sampling rate 0.5, uniform pairs at
-              p = 0.25 per mille (~1.8M pairs). Seconds for counting on one core (in-memory numba),
+``paper``     Lourenço et al. 2015 Sect. 7.3: n = 120,000, 100 clusterings at sampling rate 0.5, uniform
+              pairs at p = 0.25 per mille (~1.8M pairs). Seconds for counting on one core (in-memory numba),
               for the whole build (sample + count + write) on the synchronous scheduler and on a
               2-worker LocalCluster, and label comparisons per second.
 ``budget``    uniform vs cocluster pairs at several budgets (n = 120,000): fraction of stored pairs

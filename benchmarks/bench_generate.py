@@ -1,7 +1,7 @@
 """Benchmark of the generate stage (prints figures; asserts nothing about time).
 
 1. 100 type-1 clusterings (k-means, k in [2, 10], rate 0.5) of the 120,000-record KDD subset of
-   papers/003 Sect. 7.3, run (a) as a plain sequential scikit-learn loop in one process and (b)
+   Lourenço et al. 2015 Sect. 7.3, run (a) as a plain sequential scikit-learn loop in one process and (b)
    through the Dask graph on a 2-worker LocalCluster, with the same seeds; both times, their ratio,
    and whether the labels are identical.
 2. Peak memory (VmHWM of a fresh process) of ingesting the whole 494,021-record file.

@@ -1,4 +1,4 @@
-"""PCC on the KDD Cup 99 configuration of papers/003 Sect. 7.3 (prints its figures; no asserts).
+"""PCC on the KDD Cup 99 configuration of Lourenço et al. 2015 Sect. 7.3 (prints its figures; no asserts).
 
 The inputs are built by the package itself, in a run store (default under /tmp):
 ``ingest`` of kddcup.data_10_percent.gz (schema kdd99, the smurf/neptune/normal classes, a seeded
@@ -39,7 +39,7 @@ from ensemble_dask.stages.generate import base_partition_scores, generate  # noq
 from ensemble_dask.stages.ingest import ingest  # noqa: E402
 
 KDD = Path(__file__).resolve().parents[2] / "shared" / "data" / "kddcup99" / "kddcup.data_10_percent.gz"
-PAPER_SECONDS = {"l2": 13.8, "kl": 16.7}  # papers/003 Sect. 7.3, single-core C code, K = 3
+PAPER_SECONDS = {"l2": 13.8, "kl": 16.7}  # Lourenço et al. 2015 Sect. 7.3, single-core C code, K = 3
 PAPER_BASE_H = 0.79
 
 

@@ -1,6 +1,6 @@
 """PCC-KL on the KDD subset for K = 3..10: H, cluster sizes and objective per K (prints; no asserts).
 
-Why H is not flat from K = 3 to K = 4 (papers/003 Fig. 5 shows it flat): the co-association of the
+Why H is not flat from K = 3 to K = 4 (Lourenço et al. 2015 Fig. 5 shows it flat): the co-association of the
 paper's ensemble (100 k-means, k in [2, 10], 50% subsamples) holds four blocks, not three. At K >= 4
 PCC uses four clusters and leaves the others (nearly) empty, the paper's "K is a maximum" behaviour,
 so H is flat from K = 4 on; the fourth block is a real one: the objective falls by a third from K = 3 to

@@ -1,7 +1,7 @@
 """Reproduce papers' tables and print our figures beside theirs (no asserts).
 
-PCC part: papers/003 Sect. 7.2, Tables 4-7 (H and adjusted Rand of PCC-KL and PCC-L2 on ensembles of
-type 1 and type 2) for iris (r-1), wine (r-2) and ionosphere (r-4); PPC (papers/002) is run on the
+PCC part: Lourenço et al. 2015 Sect. 7.2, Tables 4-7 (H and adjusted Rand of PCC-KL and PCC-L2 on ensembles of
+type 1 and type 2) for iris (r-1), wine (r-2) and ionosphere (r-4); PPC (Rota Bulò et al. 2010) is run on the
 same ensembles (the tables have no PPC row). One function per table; ``main()`` picks sections.
 
 Everything runs through the package: ``ensemble_dask.io.datasets.load_uci`` reads the data, the base
@@ -54,7 +54,7 @@ DATASETS = {
 }
 TYPE2_ALGORITHMS = ("single", "average", "complete", "ward", "centroid", "kmeans", "spectral")
 
-# Tables 4-7 of papers/003, transcribed:
+# Tables 4-7 of Lourenço et al. 2015, transcribed:
 # {table: {method: ((avg, std, max, min) of iris r-1, of wine r-2, of ionosphere r-4)}}
 PAPER = {
     4: {

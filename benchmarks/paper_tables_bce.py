@@ -1,6 +1,6 @@
-"""BCE / MM against papers/001 Table 3, Fig. 3 (missing values) and Fig. 5 (row-distributed); prints.
+"""BCE / MM against Wang et al. 2011 Table 3, Fig. 3 (missing values) and Fig. 5 (row-distributed); prints.
 
-Protocol (papers/001 Sect. 7.1, Table 3): per data set, ``20 * n_subsets`` k-means clusterings
+Protocol (Wang et al. 2011 Sect. 7.1, Table 3): per data set, ``20 * n_subsets`` k-means clusterings
 with different initialisations (k = number of classes, raw features, all rows) are made by the
 package's own base clusterers: a ``type1`` plan of :func:`ensemble_dask.partitions.clusterers.plan_ensemble`
 with ``k_min = k_max`` = the number of classes and ``rate=1.0`` (each clustering has its own seed),
@@ -54,7 +54,7 @@ from ensemble_dask.metrics import micro_precision  # noqa: E402
 
 UCI = ROOT.parent / "shared" / "data" / "uci"
 
-# papers/001 Table 3: (max MP, average MP) of base k-means, MM and BCE
+# Wang et al. 2011 Table 3: (max MP, average MP) of base k-means, MM and BCE
 PAPER = {
     "iris": {"kmeans": (0.8867, 0.6267), "MM": (0.9067, 0.8867), "BCE": (0.9600, 0.8911)},
     "wdbc": {"kmeans": (0.8541, 0.7595), "MM": (0.8840, 0.8840), "BCE": (0.8893, 0.8840)},

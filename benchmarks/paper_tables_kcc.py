@@ -1,11 +1,11 @@
-"""KCC, KCC++ and GKCC beside papers/004 Table 4, and the baselines' speed at 50,000 and 500,000 points.
+"""KCC, KCC++ and GKCC beside Li & Liu 2018 Table 4, and the baselines' speed at 50,000 and 500,000 points.
 
 ``tables``: on iris, wine, glass (../shared/data/uci) and a KDD Cup 99 subset (every 100th record of
 the 10% file, numeric columns standardised, reference = the 5 attack categories), 20 k-means
-labelings with k drawn in [2, 2K] are the input ensemble. As in papers/004 Sect. 5.1, KCC (random
+labelings with k drawn in [2, 2K] are the input ensemble. As in Li & Liu 2018 Sect. 5.1, KCC (random
 start) and KCC++ (k-means++) run on the basic partitions GKCC generates, 20 runs each; GKCC runs
 with 20 seeds (its result is deterministic for a seed). Printed per set: the condensed objective
-(sum ||x - m||^2 / n^2) mean and std, NMI, R_n (papers/004 eq. 7-8) and seconds, then the average
+(sum ||x - m||^2 / n^2) mean and std, NMI, R_n (Li & Liu 2018 eq. 7-8) and seconds, then the average
 over the sets beside Table 4's averages over 36 sets.
 
 Why our average differs from Table 4's: Table 4 averages 36 sets, 16 of them gene-expression sets of
@@ -97,7 +97,7 @@ def kmeans_labelings(X, ks, seed=0):
 def tables(runs=20):
     from ensemble_dask.consensus import GKCC, KCC
 
-    print(f"== papers/004: KCC, KCC++, GKCC ({runs} runs; {load_average()})")
+    print(f"== Li & Liu 2018: KCC, KCC++, GKCC ({runs} runs; {load_average()})")
     print(
         f"{'set':11s} {'n':>5s} {'K':>2s} {'method':6s} {'objective mean':>15s} {'std':>9s} "
         f"{'NMI':>6s} {'R_n':>6s} {'s/run':>7s}"
@@ -140,7 +140,7 @@ def tables(runs=20):
             f"{'':11s} GKCC objective <= KCC's on the same partitions: {le['KCC']:.0%}, "
             f"<= KCC++'s: {le['KCC++']:.0%}"
         )
-    print("\naverage over our 4 sets vs papers/004 Table 4 (average over its 36 sets)")
+    print("\naverage over our 4 sets vs Li & Liu 2018 Table 4 (average over its 36 sets)")
     for meas in ("R_n", "NMI"):
         ours = " ".join(f"{m} {np.mean(avg[m][meas]):.3f}" for m in avg)
         paper = " ".join(f"{m} {v:.3f}" for m, v in zip(avg, TABLE4[meas], strict=True))

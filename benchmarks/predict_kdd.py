@@ -4,7 +4,7 @@ For each method (by default BCE, KCC and PCC-KL, at K = 3), two workflows of
 the ``kdd99`` schema, 100 k-means clusterings of 50% subsamples, seed 0: one on the 90% (``fit``), one on
 every row (``all``). The held-out 10% are then labelled by the 90% fit (``ensemble-dask predict``'s code)
 and compared with the labels the all-rows fit gives those rows (ARI; beside it, the ARI of the two fits on
-the rows both fitted: how far apart the fits themselves are), and the accuracy H (papers/003 eq. 11,
+the rows both fitted: how far apart the fits themselves are), and the accuracy H (Lourenço et al. 2015 eq. 11,
 ``ensemble_dask.metrics.h_criterion``, against the classes) of the prediction with the in-sample H of the
 90% fit. Seconds: the prediction's, the base clusterings' centres included.
 

@@ -2,7 +2,7 @@
 
 All hard-partition criteria ignore points whose predicted label is ``-1`` (absent from a
 subsampled base clustering), so the accuracy of an incomplete partition is computed on the
-points it actually clustered, as in papers/003 Sect. 7.3.
+points it actually clustered, as in Lourenço et al. 2015 Sect. 7.3.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def contingency(labels_pred, labels_true):
 
 
 def h_criterion(labels_pred, labels_true):
-    """Accuracy under the best one-to-one matching of clusters to classes (papers/003 eq. 11).
+    """Accuracy under the best one-to-one matching of clusters to classes (Lourenço et al. 2015 eq. 11).
 
     ``H(P, Q) = (1/n) max_v sum_j |P_j ∩ Q_{v_j}|``; the smaller partition is padded with
     empty clusters, so unmatched clusters count as errors. Returns a float in [0, 1]
@@ -108,7 +108,7 @@ def partition_scores(labels_pred, labels_true):
 
 
 def micro_precision(labels_pred, labels_true):
-    """Micro-precision of papers/001 Sect. 7: ``MP = sum_h a_h / n``.
+    """Micro-precision of Wang et al. 2011 Sect. 7: ``MP = sum_h a_h / n``.
 
     Each consensus cluster h is given the class it overlaps most and ``a_h`` counts its points
     of that class (several clusters may pick the same class, unlike :func:`h_criterion`).
@@ -127,7 +127,7 @@ def micro_precision(labels_pred, labels_true):
 
 
 def normalized_rand(labels_pred, labels_true):
-    """Normalised Rand index R_n of papers/004 eq. (8) (algebraically the adjusted Rand index).
+    """Normalised Rand index R_n of Li & Liu 2018 eq. (8) (algebraically the adjusted Rand index).
 
     ``R_n = (2 S_ij - 2 S_i S_j / C(n,2)) / (S_i + S_j - 2 S_i S_j / C(n,2))`` with ``S_ij`` the
     sum of ``C(n_ij, 2)`` over the contingency table and ``S_i``, ``S_j`` the same over its row
@@ -207,7 +207,7 @@ def js_divergence(p, q):
 
 
 def js_criterion(memberships, reference, *, return_permutation=False):
-    """JS criterion of papers/003 Sect. 7: ``J(Y, Z) = (1/n) min_P sum_i D_JS(z_i || P y_i)``.
+    """JS criterion of Lourenço et al. 2015 Sect. 7: ``J(Y, Z) = (1/n) min_P sum_i D_JS(z_i || P y_i)``.
 
     Compares soft memberships ``Y`` to a soft ground truth ``Z`` (both n x K, rows on the
     simplex; the one with fewer clusters is padded with zero columns). The JS divergence of
@@ -261,7 +261,7 @@ def _thresholded(Y, threshold):
 
 
 def cluster_overlap(memberships, *, threshold=0.0):
-    """Cluster overlap matrix ``m_ij`` of papers/003 Sect. 7.
+    """Cluster overlap matrix ``m_ij`` of Lourenço et al. 2015 Sect. 7.
 
     ``m_ij = E_Y[|P_i ∩ P_j|] / E_Y[|P_i|] = sum_x y_xi y_xj / sum_x y_xi``: the expected share
     of cluster i's mass that it has in common with cluster j (not symmetric). Entries below
@@ -292,7 +292,7 @@ def cluster_overlap(memberships, *, threshold=0.0):
 
 
 def soft_centroids(memberships, X, *, threshold=0.0):
-    """Soft centroids ``mu_k = sum_j y_jk x_j / sum_j y_jk`` of papers/003 Sect. 7.
+    """Soft centroids ``mu_k = sum_j y_jk x_j / sum_j y_jk`` of Lourenço et al. 2015 Sect. 7.
 
     Parameters
     ----------

@@ -82,8 +82,18 @@ def _check_exists(url, storage_options):
     except Exception as exc:  # bad bucket, credentials, unreachable endpoint ...
         raise InputError(f"cannot open {url!r}: {exc}") from exc
     if not exists:
-        raise InputError(f"input file {url!r} does not exist")
+        hint = ""
+        if str(url).rsplit("/", 1)[-1].startswith("kddcup.data"):  # the KDD workflows name the file alone
+            hint = (
+                f"; the KDD Cup 99 files are in the UCI KDD archive ({KDD99_SOURCE}): download one and give "
+                "its path or URL with --data"
+            )
+        raise InputError(f"input file {url!r} does not exist{hint}")
     return fs, path
+
+
+#: where the KDD Cup 99 files come from (the workflows for them name the file, not where it is)
+KDD99_SOURCE = "http://kdd.ics.uci.edu/databases/kddcup99/kddcup99.html"
 
 
 # Inputs up to this size are hashed whole; larger ones by size plus evenly spaced sample blocks.

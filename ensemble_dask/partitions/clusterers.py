@@ -8,7 +8,7 @@ workers run the ensemble or in which order.
 Registry (``ALGORITHMS``): ``kmeans``; agglomerative ``single``, ``average``, ``complete``,
 ``ward``, ``centroid`` (SciPy's hierarchical clustering, O(m^2) memory, so limited to
 subsamples of ``max_samples`` points); ``spectral`` (scikit-learn, nearest-neighbour affinity).
-Ensemble types of papers/003 Sect. 7.2: ``type1`` = k-means with a random k in [k_min, k_max];
+Ensemble types of Lourenço et al. 2015 Sect. 7.2: ``type1`` = k-means with a random k in [k_min, k_max];
 ``type2`` = a mix of the registry's algorithms with varying k, drawing only among those whose
 ``max_samples`` allows the subsample size.
 """

@@ -135,7 +135,7 @@ def accuracy_html(table_rows, base, base_note=None):
         )
         + " H is the accuracy with the clusters matched one to one to the classes (the best matching); "
         "micro-precision gives each cluster its majority class; R<sub>n</sub> is the normalised Rand "
-        "index of papers/004 (equal to ARI); effective K counts the non-empty clusters."
+        "index of Li & Liu 2018 (equal to ARI); effective K counts the non-empty clusters."
     )
     return (
         f"<section id='accuracy'><h2>Accuracy</h2>{none}<table class='grid' id='accuracy-table'>"
@@ -188,7 +188,8 @@ def method_caption(name, attrs, panels=True):
         "this method's clusters (VAT-style), the stored pairs' fractions inside and across its clusters, "
         "and the memberships of a sample. Bottom: per-point uncertainty, the cluster-overlap graph "
         "m<sub>ij</sub>"
-        " and the soft centroids of papers/003 Sect. 7.4, and the objective or bound over iterations."
+        " and the soft centroids of Lourenço et al. 2015 Sect. 7.4, and the objective or bound over"
+        " iterations."
     )
 
 
@@ -268,10 +269,13 @@ figcaption{color:#555;font-size:13px;margin-top:4px}nav a{margin-right:14px}
 """
 
 
-def page(url, sections, seconds):
+def page(url, sections, seconds, performance=None):
+    """The report page; ``performance``: the file name of the Dask performance report beside it, linked."""
     now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     anchors = re.findall(r"<section id='([^']+)'><h2>([^<]+)</h2>", "".join(sections))
     nav = "".join(f"<a href='#{a}'>{t.removeprefix('Method ')}</a>" for a, t in anchors)
+    if performance:
+        nav += f"<a href='{_esc(performance)}'>Dask performance report</a>"
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<title>ensemble_dask report: {_esc(url)}</title><style>{_CSS}</style></head><body>"

@@ -201,7 +201,7 @@ def draw_uncertainty(ax, uncertainty, *, note=""):
 
 
 def draw_overlap_graph(ax, overlap, mass, *, min_edge=0.01, max_out=3, note=""):
-    """The cluster-overlap graph of papers/003 Sect. 7.4.
+    """The cluster-overlap graph of Lourenço et al. 2015 Sect. 7.4.
 
     Nodes (clusters with mass) sit on a circle, their area proportional to the cluster's share of
     the membership mass; the arrow i -> j is drawn when ``m_ij >= min_edge`` and it is one of
@@ -270,7 +270,7 @@ def draw_overlap_graph(ax, overlap, mass, *, min_edge=0.01, max_out=3, note=""):
 
 
 def draw_centroids(ax, centroids, feature_names=None, *, max_features=30, note=""):
-    """Soft centroids (papers/003 Sect. 7.4) as a heat map: clusters x features.
+    """Soft centroids (Lourenço et al. 2015 Sect. 7.4) as a heat map: clusters x features.
 
     With more than ``max_features`` features, the ones whose centroid values spread most across
     clusters are shown (and the note says so).
@@ -475,7 +475,7 @@ def base_partitions_figure(scores, k_asked, k_found, method_scores, method_k, *,
     method_k : dict of str to int
         Effective K of each method.
     """
-    names = [c for c in scores if c != "R_n"]  # R_n equals ARI (papers/004 eq. 8)
+    names = [c for c in scores if c != "R_n"]  # R_n equals ARI (Li & Liu 2018 eq. 8)
     panels = len(names) + 1
     cols = min(3, panels)
     rows = -(-panels // cols)

@@ -24,7 +24,7 @@ Preprocessing
   categorical column of numbers with decimals (a measurement declared categorical by mistake) is
   coded in the order of its text, not of its value: a warning names it, and the summary's
   ``numbers_as_categories`` gives its number of distinct values. This is the "discretising"
-  of papers/003 Sect. 7.3, which turns the 41 KDD attributes into a 39-d space once the two
+  of Lourenço et al. 2015 Sect. 7.3, which turns the 41 KDD attributes into a 39-d space once the two
   constant columns of its 120,000-record subset are dropped.
 - The label column is kept apart as ``y_true`` (int32 codes; the class names are in the
   ``classes`` attribute); it is never used to fit.

@@ -306,6 +306,11 @@ def _clear_old_figures(store):
         fs.rm(path)
 
 
+def _has_file(store, path):
+    fs, target = store.file_system(path)
+    return fs.exists(target)
+
+
 def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png", figures=None):
     """Write ``report/index.html`` and its figures into ``store``; return the page's path or URL.
 
@@ -445,7 +450,8 @@ def report_page(store, report=None, *, sample_size=SAMPLE_SIZE, fmt="png", figur
         sections.append(figure_html(f"Method {name}", fname, caption, anchor=slug(name)))
     if fed is not None:
         sections.append(federated_html(fed, f"fig-federated.{fmt}" if draw else None))
-    page_html = page(store.url, sections, time.perf_counter() - t0)
+    performance = "dask-performance.html" if _has_file(store, "report/dask-performance.html") else None
+    page_html = page(store.url, sections, time.perf_counter() - t0, performance)
     _forget_report_key(store)  # a page not written by write_report is not the one it keyed
     _clear_old_figures(store)
     for fname, data in figures.items():

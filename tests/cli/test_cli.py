@@ -31,6 +31,8 @@ def test_run_demo_workflow(tmp_path, performance_report_on):
     for noise in ("Traceback", "still alive", "Sizeof calculation", "CommClosedError"):
         assert noise not in r.stderr, r.stderr
     assert (store / "report" / "dask-performance.html").stat().st_size > 10_000
+    page = (store / "report" / "index.html").read_text()
+    assert "<a href='dask-performance.html'>Dask performance report</a>" in page  # linked from the page
     report = json.loads((store / "report" / "metrics.json").read_text())
     assert set(report) == {"dataset", "base_partitions", "methods"}
     assert report["dataset"]["n"] == 3000 and report["dataset"]["n_clusterings"] == 6
@@ -83,6 +85,7 @@ def ingested(kdd_sample, tmp_path_factory):
     "args, message",
     [
         (["ingest", "nope.csv.gz", "--schema", "kdd99"], "input file 'nope.csv.gz' does not exist"),
+        (["ingest", "kddcup.data_10_percent.gz", "--schema", "kdd99"], "exist; the KDD Cup 99 files"),
         (["generate", "-N", "3", "--rate", "1.5"], r"'rate' parameter must be in (0, 1]; got 1.5"),
         (["generate", "-N", "3", "--k-min", "6", "--k-max", "3"], "k_min=6 must be <= k_max=3"),
         (["generate", "-N", "3", "--ensemble", "type2", "--algorithms", "kmeans,optics"], "got 'optics'"),

@@ -1,4 +1,4 @@
-"""Tests of BCE / GBCE / MM in memory (papers/001 Sect. 4-7)."""
+"""Tests of BCE / GBCE / MM in memory (Wang et al. 2011 Sect. 4-7)."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_update_alpha_reaches_the_stationary_point_of_eq8():
 
 
 def transcription(x, alpha, betas, n_iter, e_tol):
-    """Direct NumPy transcription of papers/001 eqs. 5-8 (gamma warm-started between E-steps).
+    """Direct NumPy transcription of Wang et al. 2011 eqs. 5-8 (gamma warm-started between E-steps).
 
     ``x`` holds codes 0..k_j-1 (or -1). Returns alpha, betas, gamma and the bound of each E-step.
     """

@@ -1,4 +1,4 @@
-"""KCC (papers/004 Sect. 3.1) against scikit-learn's KMeans and a NumPy transcription; its Dask layer."""
+"""KCC (Li & Liu 2018 Sect. 3.1) against scikit-learn's KMeans and a NumPy transcription; its Dask layer."""
 
 from __future__ import annotations
 
@@ -214,7 +214,7 @@ def test_gkcc_deterministic_and_not_worse_than_kcc(uci_dir, name):
     np.testing.assert_array_equal(GKCC(K, random_state=0, compare=None).fit(labels).labels_, g.labels_)
     assert g.partitions_.shape == (labels.shape[0], 59 * (K - 1))
     assert g.step_objectives_.shape == (K - 1, 59)
-    # papers/004's protocol: KCC and KCC++ on the same (GKCC-generated) basic partitions, 20 starts
+    # Li & Liu 2018's protocol: KCC and KCC++ on the same (GKCC-generated) basic partitions, 20 starts
     P = g.partitions_
     kcc = np.mean([KCC(K, init="random", random_state=s).fit(P).objective_ for s in range(20)])
     kpp = np.mean([KCC(K, random_state=s).fit(P).objective_ for s in range(20)])

@@ -1,4 +1,4 @@
-"""PCC (papers/003) and PPC (papers/002): kernels, solvers and estimators."""
+"""PCC (Lourenço et al. 2015) and PPC (Rota Bulò et al. 2010): kernels, solvers and estimators."""
 
 import warnings
 from pathlib import Path
@@ -24,7 +24,7 @@ UCI = Path(__file__).resolve().parents[1] / "data" / "uci"  # tests/data/README.
 
 
 def _simulate(seed, n_per=200, n_partitions=1000):
-    """papers/003 Sect. 7.1: 4 planar Gaussians, soft truth Z, hard partitions sampled from Z."""
+    """Lourenço et al. 2015 Sect. 7.1: 4 planar Gaussians, soft truth Z, hard partitions sampled from Z."""
     rng = np.random.default_rng(seed)
     signs = np.array([[1, 1], [-1, 1], [-1, -1], [1, -1]])
     means = signs * rng.uniform(0.5, 2.5, size=(4, 2))

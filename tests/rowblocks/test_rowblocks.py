@@ -1,4 +1,4 @@
-"""BCE's E-step on Dask row blocks, and column-distributed BCE (papers/001 Sect. 5.2.2)."""
+"""BCE's E-step on Dask row blocks, and column-distributed BCE (Wang et al. 2011 Sect. 5.2.2)."""
 
 from pathlib import Path
 

@@ -261,8 +261,8 @@ def normalized_entropy(Y):
 class SoftConsensusMixin(ParamsMixin):
     """Outputs shared by soft consensus estimators, derived from ``memberships_`` (n x K).
 
-    ``labels_`` is the row-wise argmax (the maximum-likelihood hard partition of papers/003
-    Sect. 7), ``uncertainty_`` the normalised entropy of each row (papers/002 Sect. 6), and
+    ``labels_`` is the row-wise argmax (the maximum-likelihood hard partition of Lourenço et al. 2015
+    Sect. 7), ``uncertainty_`` the normalised entropy of each row (Rota Bulò et al. 2010 Sect. 6), and
     ``effective_k_`` the number of clusters that are the argmax of at least one point.
     """
 

@@ -1,4 +1,4 @@
-"""Numba kernels of the divergences of PCC (papers/003): value and first two derivatives in ``x2``.
+"""Numba kernels of the divergences of PCC (Lourenço et al. 2015): value and first two derivatives in ``x2``.
 
 Divergences
 -----------

@@ -1,10 +1,10 @@
 """Bayesian cluster ensembles (BCE): mixed-membership consensus by variational EM.
 
-BCE (papers/001 Sect. 4-5) treats the row ``x_i`` of the ``n x N`` base-labels matrix as a bag of discrete
-features drawn from a mixed-membership model: ``theta_i ~ Dirichlet(alpha)``, then for each observed base
-clustering ``j`` a consensus cluster ``z_ij ~ theta_i`` and the label ``x_ij ~ discrete(beta_hj)``. The EM
-that fits it (the E-step's packed statistics, the M-step, the driver that runs in memory, on a cluster's row
-blocks and across sites) is :mod:`._em`'s.
+BCE (Wang et al. 2011 Sect. 4-5) treats the row ``x_i`` of the ``n x N`` base-labels matrix as a bag of
+discrete features drawn from a mixed-membership model: ``theta_i ~ Dirichlet(alpha)``, then for each observed
+base clustering ``j`` a consensus cluster ``z_ij ~ theta_i`` and the label ``x_ij ~ discrete(beta_hj)``. The
+EM that fits it (the E-step's packed statistics, the M-step, the driver that runs in memory, on a cluster's
+row blocks and across sites) is :mod:`._em`'s.
 
 Missing labels (``-1``) are skipped. Rows without any observed entry carry no information: they are left out
 of the fit, get the prior's memberships ``alpha / sum(alpha)``, are listed in ``empty_rows_`` and reported by
@@ -22,7 +22,7 @@ __all__ = ["BCE"]
 
 
 class BCE(_BCEBase):
-    """Bayesian cluster ensemble (papers/001 Sect. 4-5): mixed-membership consensus by variational EM.
+    """Bayesian cluster ensemble (Wang et al. 2011 Sect. 4-5): mixed-membership consensus by variational EM.
 
     Parameters
     ----------

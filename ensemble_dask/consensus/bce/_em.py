@@ -1,6 +1,6 @@
 """Shared machinery of the BCE family: label coding, packed E-step statistics, M-step and EM driver.
 
-BCE (papers/001 Sect. 4-5) treats the row ``x_i`` of the ``n x N`` base-labels matrix as a
+BCE (Wang et al. 2011 Sect. 4-5) treats the row ``x_i`` of the ``n x N`` base-labels matrix as a
 bag of discrete features drawn from a mixed-membership model; it is fitted by variational EM:
 the E-step runs eqs. 5-6 per row (numba, :mod:`._kernels`), the M-step is eq. 7 for
 ``beta`` and the Newton iteration of eq. 8 for ``alpha``.

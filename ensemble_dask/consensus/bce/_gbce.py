@@ -1,4 +1,4 @@
-"""Generalized Bayesian cluster ensembles (GBCE, papers/001 Sect. 6): base labels plus features.
+"""Generalized Bayesian cluster ensembles (GBCE, Wang et al. 2011 Sect. 6): base labels plus features.
 
 GBCE adds the original features to BCE with a Gaussian per (cluster, feature) and weights ``u``
 (eqs. 12-17); the E-step kernel and the EM driver are BCE's (:mod:`._em`).
@@ -18,7 +18,7 @@ __all__ = ["GBCE"]
 
 
 class GBCE(_BCEBase):
-    """Generalized BCE (papers/001 Sect. 6): base labels plus original features, with weights.
+    """Generalized BCE (Wang et al. 2011 Sect. 6): base labels plus original features, with weights.
 
     Each feature is Gaussian per consensus cluster (eqs. 13, 16, 17); each base clustering
     and each feature has a weight ``u`` (eqs. 12-15). Missing labels are ``-1``, missing

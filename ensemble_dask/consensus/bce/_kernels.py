@@ -1,4 +1,4 @@
-"""Numba kernels of the BCE / GBCE variational E-step (papers/001 eqs. 5-6 and 12-14).
+"""Numba kernels of the BCE / GBCE variational E-step (Wang et al. 2011 eqs. 5-6 and 12-14).
 
 Kernels take plain arrays and scalars only. The E-step of one row works on a small ``(m, k)`` matrix ``ll``
 holding, for each of the row's ``m`` observed entries (non-missing base labels, then non-missing features),

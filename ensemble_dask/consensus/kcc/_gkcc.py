@@ -1,4 +1,4 @@
-"""GKCC: greedy K-means-based consensus clustering (papers/004 Sect. 4, Algorithm 1).
+"""GKCC: greedy K-means-based consensus clustering (Li & Liu 2018 Sect. 4, Algorithm 1).
 
 The data of Algorithm 1 is here the input labels matrix, taken as its 1-of-K matrix ``B`` (eq. 3), so
 GKCC is a consensus method like the others. Starting from the centre of the data, for
@@ -85,7 +85,7 @@ __all__ = ["GKCC", "run_candidate", "run_candidates", "plan_work"]
 WORK_BUDGET = 6e11
 #: the smallest sample of rows (per cluster) the greedy steps run on under ``max_rows="auto"``
 SAMPLE_ROWS_PER_CLUSTER = 10
-#: Lemma 1 of papers/004: the best of 59 draws is in the top 5% with probability 0.95
+#: Lemma 1 of Li & Liu 2018: the best of 59 draws is in the top 5% with probability 0.95
 PAPER_CANDIDATES = 59
 
 
@@ -330,7 +330,7 @@ def _serial_map(func, args):
 
 
 class GKCC(ParamsMixin):
-    """Greedy K-means-based consensus clustering (papers/004 Algorithm 1).
+    """Greedy K-means-based consensus clustering (Li & Liu 2018 Algorithm 1).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""KCC: K-means-based consensus clustering on the 1-of-K binary matrix (papers/004 Sect. 3.1, eq. 3).
+"""KCC: K-means-based consensus clustering on the 1-of-K binary matrix (Li & Liu 2018 Sect. 3.1, eq. 3).
 
 K-means on the binary matrix ``B`` of eq. 3 maximises the category-utility consensus function
 (Wu et al., *K-means-based consensus clustering: a unified view*, TKDE 2015). ``B`` is never built:
@@ -303,7 +303,7 @@ class KCC(ParamsMixin):
         Start: the centroids of HBGF's spectral partition of the rows (the default; of a uniform sample of
         ``max(20,000, 50 K)`` rows on more: the lowest objective is not the best consensus where clusters
         differ much in size, see :func:`~ensemble_dask.consensus.starts.label_starts` and the benchmarks
-        page, "Starts"), greedy k-means++ on ``B`` (KCC++ of papers/004), ``K`` distinct random points
+        page, "Starts"), greedy k-means++ on ``B`` (KCC++ of Li & Liu 2018), ``K`` distinct random points
         (KCC), the centroids of ``K`` random clusters of the basic partitions (drawn in proportion to their
         sizes; needs only per-cluster counts: the start of the federated KCC), or explicit centroids over
         the ``G = sum_i K_i`` categories (the sorted distinct labels of each clustering, clustering by
@@ -327,7 +327,7 @@ class KCC(ParamsMixin):
     cluster_centers_ : list of ndarray
         One ``K x K_i`` block per clustering: the label distribution of each cluster's members.
     objective_ : float
-        ``sum_x ||b(x) - m_{k(x)}||^2 / n^2`` (papers/004 Sect. 5.2's condensed form), over the
+        ``sum_x ||b(x) - m_{k(x)}||^2 / n^2`` (Li & Liu 2018 Sect. 5.2's condensed form), over the
         clusterings where each point is present.
     inertia_ : float
         The same sum, not divided by ``n^2``.

@@ -1,4 +1,4 @@
-"""Numba kernels of PCC's row descent (papers/003 Sect. 5; PPC's too, with a diagonal term).
+"""Numba kernels of PCC's row descent (Lourenço et al. 2015 Sect. 5; PPC's too, with a diagonal term).
 
 Plain arrays and scalars in, plain arrays out: no estimator, Dask or zarr object reaches this
 module. ``Y`` is the public layout, ``n x K`` with rows on the simplex (the paper's ``K x n``
@@ -331,7 +331,7 @@ def pcc_rows(
     f_start=np.nan,
     gap_tol_start=0.0,
 ):
-    """Row-wise descent of PCC: the two-entry steps of papers/003 Sect. 5, many per visited row.
+    """Row-wise descent of PCC: the two-entry steps of Lourenço et al. 2015 Sect. 5, many per visited row.
 
     A plain function around the compiled :func:`descend_rows` on every row (so that numba compiles that
     loop once, not a second time inlined here: the first fit in a fresh environment 1.6 s sooner).

@@ -1,10 +1,10 @@
-"""The line search of PCC's and PPC's row descent (papers/003 Sect. 5): along the step
+"""The line search of PCC's and PPC's row descent (Lourenço et al. 2015 Sect. 5): along the step
 ``y_J + t (e_U - e_V)``, the root of ``rho``, the derivative of the objective in ``t`` (only row J's pairs
 vary).
 
-PPC (papers/002) is the L2 case with unit pair weights plus a diagonal term ``diag * (1 - y_j.y_j)^2`` per row
-(``x_jj = 1``): along the step, ``y_J.y_J = q0 + dq1 t + 2 t^2`` with ``dq1 = 2 (y_UJ - y_VJ)``. ``diag = 0``
-for PCC.
+PPC (Rota Bulò et al. 2010) is the L2 case with unit pair weights plus a diagonal term
+``diag * (1 - y_j.y_j)^2`` per row (``x_jj = 1``): along the step, ``y_J.y_J = q0 + dq1 t + 2 t^2`` with
+``dq1 = 2 (y_UJ - y_VJ)``. ``diag = 0`` for PCC.
 """
 
 from __future__ import annotations

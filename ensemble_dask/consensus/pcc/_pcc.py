@@ -1,4 +1,5 @@
-"""Probabilistic consensus clustering on co-association counts: PCC (papers/003) and PPC (papers/002).
+"""Probabilistic consensus clustering on co-association counts: PCC (Lourenço et al. 2015) and PPC
+(Rota Bulò et al. 2010).
 
 Both estimators take the co-association counts of an ensemble (``c_ij`` times co-clustered,
 ``N_ij`` times co-present, for a set of stored pairs) and return soft memberships ``Y`` (n x K,
@@ -13,7 +14,7 @@ neighbours once and the stopping test is the exact KKT test of Sect. 5.3.
 
 PPC minimises ``||C - Y Y^T||_F^2`` restricted to the stored pairs (plus the diagonal, where
 ``c_ii = 1``), by the same row-wise descent or by the paper's Baum-Eagon growth transformation
-(papers/002 eq. 5).
+(Rota Bulò et al. 2010 eq. 5).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ _CONSTRAINTS = {
 
 
 class PCC(SoftConsensusMixin):
-    """Probabilistic consensus clustering with a Bregman divergence (papers/003).
+    """Probabilistic consensus clustering with a Bregman divergence (Lourenço et al. 2015).
 
     Minimises ``f(Y) = sum_{stored pairs i < j} s_ij N_ij d(c_ij / N_ij, y_i.y_j)`` over soft
     memberships Y (rows on the simplex), ``s_ij`` the sample weights (1 when not given).
@@ -296,7 +297,7 @@ class PCC(SoftConsensusMixin):
 
 
 class PPC(SoftConsensusMixin):
-    """Pairwise probabilistic clustering: the least-squares fit of papers/002.
+    """Pairwise probabilistic clustering: the least-squares fit of Rota Bulò et al. 2010.
 
     Minimises ``P(Y) = sum_i (1 - y_i.y_i)^2 + sum_{stored (i, j)} s_ij (x_ij - y_i.y_j)^2`` over
     ordered pairs (``||C - Y Y^T||_F^2`` of eq. 1 when every pair is stored and ``s = 1``;
@@ -449,7 +450,7 @@ class PPC(SoftConsensusMixin):
 
 
 def _baum_eagon(indptr, indices, x, w, Y, gap_tol, max_iter):
-    """Sweeps of papers/002 eq. (5) until every row's gap is at most ``gap_tol``."""
+    """Sweeps of Rota Bulò et al. 2010 eq. (5) until every row's gap is at most ``gap_tol``."""
     Ynew = np.empty_like(Y)
     trace = []
     it = 0

@@ -1,4 +1,4 @@
-"""Numba kernel of the sparse Baum-Eagon sweep of PPC (papers/002 eq. 5); the row descent of PPC is
+"""Numba kernel of the sparse Baum-Eagon sweep of PPC (Rota Bulò et al. 2010 eq. 5); the row descent of PPC is
 :func:`~ensemble_dask.consensus.pcc._kernels.pcc_rows` with a diagonal term."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from ...runtime import numba_cache  # noqa: F401 (registers the package's cache 
 
 @numba.njit(cache=True, nogil=True)
 def ppc_sparse_sweep(indptr, indices, x, w, Y, Ynew):
-    """One Baum-Eagon step (papers/002 eq. 5) of PPC restricted to the stored pairs.
+    """One Baum-Eagon step (Rota Bulò et al. 2010 eq. 5) of PPC restricted to the stored pairs.
 
     Objective ``P(Y) = sum_i (1 - y_i.y_i)^2 + sum_{stored (i, j)} w_ij (x_ij - y_i.y_j)^2``
     (ordered entries, diagonal included with x_ii = 1 and weight 1, as in the dense

@@ -1,5 +1,5 @@
-"""The row operations of PCC's descent (papers/003 Sect. 5; PPC's too, with a diagonal term): a row's
-gradient from its gathered neighbours, its direction and KKT gap, and the objective of rows of ``Y``.
+"""The row operations of PCC's descent (Lourenço et al. 2015 Sect. 5; PPC's too, with a diagonal term): a
+row's gradient from its gathered neighbours, its direction and KKT gap, and the objective of rows of ``Y``.
 
 Plain arrays and scalars in, plain arrays out, as in :mod:`._kernels` (the descent, which uses them).
 """

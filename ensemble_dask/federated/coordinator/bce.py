@@ -1,4 +1,4 @@
-"""Row-distributed BCE across sites (papers/001 Sect. 5.2.1) with secure aggregation.
+"""Row-distributed BCE across sites (Wang et al. 2011 Sect. 5.2.1) with secure aggregation.
 
 Each *site* runs its own agent (:mod:`~ensemble_dask.federated.site.agent`) holding its rows of the labels
 matrix; the coordinator
@@ -185,7 +185,8 @@ def run_federated_bce(
     checkpoint=None,
     progress=None,
 ):
-    """Row-distributed BCE across site agents (papers/001 Sect. 5.2.1); the coordinator sees secure sums.
+    """Row-distributed BCE across site agents (Wang et al. 2011 Sect. 5.2.1); the coordinator sees secure
+    sums.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Column-distributed BCE (papers/001 Sect. 5.2.2).
+"""Column-distributed BCE (Wang et al. 2011 Sect. 5.2.2).
 
 Each *client* holds some base clusterings (columns) of all rows; a server (the coordinator
 with its own worker) holds ``alpha`` and the rows' ``gamma``. Per iteration each client sends
@@ -151,7 +151,7 @@ def run_column_distributed_bce(
     storage_options=None,
     log=None,
 ):
-    """Column-distributed BCE (papers/001 Sect. 5.2.2): clients hold columns, a server gamma/alpha.
+    """Column-distributed BCE (Wang et al. 2011 Sect. 5.2.2): clients hold columns, a server gamma/alpha.
 
     Parameters
     ----------

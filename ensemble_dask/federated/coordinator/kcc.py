@@ -1,4 +1,4 @@
-"""Row-distributed KCC across sites (papers/004) with secure aggregation: ``federated: method: kcc``.
+"""Row-distributed KCC across sites (Li & Liu 2018) with secure aggregation: ``federated: method: kcc``.
 
 The same federation as row-distributed BCE (:mod:`.bce`): each site's rows stay with its own agent
 (:mod:`~ensemble_dask.federated.site.agent`), and the coordinator obtains only secure sums
