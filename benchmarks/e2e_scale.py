@@ -78,12 +78,15 @@ def kdd():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", nargs="*", default=["grid", "kdd"], choices=["grid", "kdd"])
+    ap.add_argument("what", nargs="*", help="grid and/or kdd (default: both)")
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
-    if "grid" in args.what:
+    what = args.what or ["grid", "kdd"]
+    if set(what) - {"grid", "kdd"}:
+        ap.error(f"what to measure: grid or kdd; got {what}")
+    if "grid" in what:
         grid(args.rounds)
-    if "kdd" in args.what:
+    if "kdd" in what:
         kdd()
 
 
