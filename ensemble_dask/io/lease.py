@@ -165,16 +165,50 @@ class StoreLease:
         protocols = self.fs.protocol if isinstance(self.fs.protocol, (tuple, list)) else (self.fs.protocol,)
         #: S3: the lease is rewritten and removed only in the version last read (by its ETag)
         self._conditional = "s3" in protocols
+        #: a local disk: the lease written whole to a temporary file, then linked or moved in place
+        self._local = not is_object_store(self.fs) and protocol_of(self.fs) in ("file", "local")
 
     # -- the file ------------------------------------------------------------------------------
     def _create(self, doc):
-        """Create the lease file exclusively; False if it exists."""
+        """Create the lease file exclusively, whole or not at all; False if it exists."""
+        data = json.dumps(doc).encode()
+        if self._local:  # written, synced, then linked in place: a file-size limit cannot half-write it
+            tmp = f"{self.path}.{doc['owner']}.tmp"
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                try:
+                    os.link(tmp, self.path)  # fails if the lease exists (as O_EXCL would)
+                    return True
+                except FileExistsError:
+                    return False
+                except OSError:  # a file system without hard links: created exclusively, as on S3
+                    pass
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
         try:
             with self.fs.open(self.path, "xb") as f:  # on S3 a PUT with If-None-Match: *
-                f.write(json.dumps(doc).encode())
+                f.write(data)
         except FileExistsError:
             return False
         return True
+
+    def _unparsable(self):
+        """The lease document of a lease file that does not parse: owner ``"?"`` and, as its heartbeat, the
+        file's last write (a file being written is young; one half-written by a writer that died grows stale
+        like any other)."""
+        try:
+            info = self.fs.info(self.path)
+            when = info.get("mtime", info.get("LastModified"))
+            when = (
+                when if isinstance(when, _dt.datetime) else _dt.datetime.fromtimestamp(float(when), _dt.UTC)
+            )
+        except Exception:  # gone since, or no time: as a lease being written now
+            when = _now()
+        return {"owner": "?", "heartbeat": _iso(when), "unparsable": True}
 
     def _read_versioned(self):
         """``(document, ETag)`` of the lease in one consistent read (s3fs reads the body on the condition
@@ -185,7 +219,10 @@ class StoreLease:
                 data, etag = f.read(), f.details.get("ETag")
         except FileNotFoundError:
             return None, None
-        return json.loads(data.decode()), etag
+        try:
+            return json.loads(data.decode()), etag
+        except ValueError:
+            return self._unparsable(), etag
 
     def _replace(self, version, data=None):
         """Write ``data`` over (``None``: remove) the lease, on the condition that it is still at ``version``
@@ -194,6 +231,17 @@ class StoreLease:
         if not self._conditional:
             if data is None:
                 self.fs.rm(self.path)
+            elif self._local:  # a whole new file put in place: a reader never sees it half-written
+                tmp = f"{self.path}.{self.doc['owner']}.tmp"
+                try:
+                    with open(tmp, "wb") as f:
+                        f.write(data)
+                        f.flush()
+                        os.fsync(f.fileno())
+                    os.replace(tmp, self.path)
+                finally:
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp)
             else:
                 with self.fs.open(self.path, "wb") as f:
                     f.write(data)
@@ -252,11 +300,15 @@ class StoreLease:
         self.fs.invalidate_cache(self.path)  # its size from a request now, not from a cached listing
         try:
             with self.fs.open(self.path, "rb") as f:
-                return json.loads(f.read().decode())
+                data = f.read()
         except FileNotFoundError:
             return None
-        except (ValueError, OSError):  # being written: its holder is alive
+        except OSError:  # a failing request: its holder is alive
             return {"owner": "?", "heartbeat": _iso(_now())}
+        try:
+            return json.loads(data.decode())
+        except ValueError:
+            return self._unparsable()
 
     def _age(self, doc):
         try:
@@ -354,6 +406,18 @@ class StoreLease:
         return started is None or (held.get("pid_started") is not None and started != held["pid_started"])
 
     def _busy_message(self, held, age):
+        if held.get("unparsable"):
+            if age > self.stale_after:
+                return (
+                    f"run store {self.url!r}: its lease file {self.path!r} does not parse (last written "
+                    f"{age:.0f} s ago, a writer that stopped while writing it): run again with --take-over, "
+                    "or remove that file"
+                )
+            return (
+                f"run store {self.url!r}: its lease file {self.path!r} is being written (it does not parse "
+                f"yet, {age:.0f} s old); wait, or if no writer is running, remove it or run again with "
+                f"--take-over after {self.stale_after:.0f} s"
+            )
         who = (
             f"pid {held.get('pid', '?')} on {held.get('host', '?')} ({held.get('command', '?')!s}), "
             f"started {held.get('started', '?')}"

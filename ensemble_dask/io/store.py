@@ -58,6 +58,10 @@ def workflow_store_url(spec):
     return spec.get("store") or f"runs/{spec.get('name', 'federated' if 'federated' in spec else 'run')}.zarr"
 
 
+#: the mark of a stage record that does not parse (:meth:`RunStore.records` lists it, as complete)
+_UNPARSABLE = "_unparsable"
+
+
 class StageContentError(InputError):
     """A stage is recorded complete, but its output is not what its record says (see :meth:`RunStore.verify`).
 
@@ -216,17 +220,35 @@ class RunStore:
         for path in sorted(names):
             if path.endswith(".json") and not path.endswith("/zarr.json"):
                 rel = path[len(fs._strip_protocol(base)) :].strip("/")
-                rec = self.record(rel[: -len(".json")])
+                rec = self._raw_record(rel[: -len(".json")])
                 if rec is not None:
                     out[rel[: -len(".json")]] = rec
         return dict(sorted(out.items(), key=_run_order))
 
     def record(self, name):
-        """The record of stage ``name``, or None."""
+        """The record of stage ``name``, or None; a record that does not parse raises
+        :class:`StageContentError` naming the repair."""
+        rec = self._raw_record(name)
+        if rec is not None and rec.get(_UNPARSABLE):
+            raise StageContentError(
+                f"run store {self.url!r}: the record of stage {name!r} ({RECORDS_DIR}/{name}.json) does not "
+                f"parse, a damaged stage; run `ensemble-dask verify --store {self.url} --repair` to unmark "
+                "it (it runs again), then run the same command again"
+            )
+        return rec
+
+    def _raw_record(self, name):
+        """The record of stage ``name``, None, or ``{"complete": True, _UNPARSABLE: True}`` for one that does
+        not parse (so that :meth:`verify` names it and :meth:`repair` unmarks it)."""
         try:
-            return json.loads(self.read_bytes(f"{RECORDS_DIR}/{name}.json"))
+            data = self.read_bytes(f"{RECORDS_DIR}/{name}.json")
         except FileNotFoundError:
             return None
+        try:
+            rec = json.loads(data)
+        except ValueError:
+            rec = None
+        return rec if isinstance(rec, dict) else {"complete": True, _UNPARSABLE: True}
 
     def stage_hash(self, name):
         """Content identity of a complete stage's output, or raise if it is not complete.
@@ -297,6 +319,8 @@ class RunStore:
         count of stored chunks (a listing of the store, where the rest reads metadata only); ``content=True``
         reads the output too, for the stages with a check of :data:`CONTENT_CHECKS` (chunks overwritten by
         a writer that lost its lease keep the shape, the count and the stamp)."""
+        if (self._raw_record(name) or {}).get(_UNPARSABLE):
+            return [f"its record ({RECORDS_DIR}/{name}.json) does not parse"]
         problems = self._verify(name, chunks)
         check = CONTENT_CHECKS.get(name)
         if content and not problems and check is not None:
@@ -348,6 +372,9 @@ class RunStore:
         for name, rec in self.records().items():
             if rec.get("complete") and (problems := self.verify(name, content=content)):
                 found[name] = problems
+                if rec.get(_UNPARSABLE):  # nothing of it to keep: the stage runs again
+                    self._set_record(name, None)
+                    continue
                 self._set_record(name, {**rec, "complete": False, "broken": problems})
                 self._unmark_readers_of(rec.get("output") or rec["hash"])
         return found

@@ -304,3 +304,27 @@ def test_verify_reads_the_labels_a_writer_that_lost_its_lease_overwrote(tmp_path
     assert not store.record("generate")["complete"]
     assert generate(store, client, n_clusterings=4, k_min=2, k_max=3, seed=0)["skipped"] is False
     assert main(["verify", "--store", str(tmp_path / "run.zarr")]) == 0
+
+
+def test_a_record_that_does_not_parse_is_a_damaged_stage_in_one_line(tmp_path, client, capsys):
+    """A stage record that is not JSON (``_stages/generate.json`` holding ``{garbage``) gave a
+    JSONDecodeError traceback from ``verify`` and from ``run``; it is now a damaged stage, named with its
+    repair, and ``verify --repair`` unmarks it so that the stage runs again."""
+    from ensemble_dask.cli import main
+
+    src = _small_csv(tmp_path / "x.csv.gz")
+    url = str(tmp_path / "run.zarr")
+    store = RunStore(url)
+    ingest(store, str(src), label_column=3)
+    generate(store, client, n_clusterings=4, k_min=2, k_max=3, seed=0)
+    (tmp_path / "run.zarr" / "_stages" / "generate.json").write_text("{garbage")
+    with pytest.raises(InputError, match=r"stage 'generate' \(_stages/generate.json\) does not parse"):
+        generate(store, client, n_clusterings=4, k_min=2, k_max=3, seed=0)
+    assert main(["consensus", "kcc", "--store", url, "--n-clusters", "2"]) == 2
+    assert "does not parse, a damaged stage; run `ensemble-dask verify" in capsys.readouterr().err
+    assert main(["verify", "--store", url]) == 1
+    assert "generate: its record (_stages/generate.json) does not parse" in capsys.readouterr().out
+    assert main(["verify", "--store", url, "--repair"]) == 0
+    assert store.record("generate") is None
+    assert generate(store, client, n_clusterings=4, k_min=2, k_max=3, seed=0)["skipped"] is False
+    assert main(["verify", "--store", url]) == 0

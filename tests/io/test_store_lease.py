@@ -420,3 +420,50 @@ def test_a_lease_of_a_pid_of_another_machine_view_is_not_taken_over(tmp_path):
     (tmp_path / f"s.zarr{LEASE_SUFFIX}").write_text(json.dumps(other))
     with StoreLease(url) as lease:  # this machine's view: its pid is gone, taken over at once
         assert lease.doc["owner"] != "other"
+
+
+@pytest.mark.parametrize("content", [b"", b'{"owner": "ab', b"\x00\x00garbage"])
+def test_a_lease_file_that_does_not_parse_goes_stale_and_a_take_over_takes_it(tmp_path, content):
+    """A writer that hit a file-size limit while writing its lease left an empty or half-written file, which
+    read as a lease being written now, for ever: every writer was told "being written by pid ? on ? (?)",
+    --take-over was refused too, and nothing said to remove it."""
+    import os
+
+    url = str(tmp_path / "s.zarr")
+    path = tmp_path / f"s.zarr{LEASE_SUFFIX}"
+    path.write_bytes(content)
+    with pytest.raises(StoreBusyError, match=r"lease file .* is being written \(it does not parse yet"):
+        StoreLease(url, stale_after=60).acquire()
+    os.utime(path, (time.time() - 120, time.time() - 120))  # its last write, two minutes ago
+    with pytest.raises(StoreBusyError, match=r"does not parse \(last written 1[12]\d s ago.*--take-over"):
+        StoreLease(url, stale_after=60).acquire()
+    lease = StoreLease(url, stale_after=60, take_over=True).acquire()
+    assert json.loads(path.read_text())["owner"] == lease.doc["owner"]
+    lease.release()
+    assert not path.exists() and not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_lease_is_never_seen_half_written_on_a_local_disk(tmp_path, monkeypatch):
+    """The lease and each heartbeat are written whole to a temporary file and put in place: a writer stopped
+    while writing (a file-size limit) leaves the old lease or none, never a part of one."""
+    import os
+
+    url = str(tmp_path / "s.zarr")
+    path = tmp_path / f"s.zarr{LEASE_SUFFIX}"
+    real_fsync = os.fsync
+
+    def fail(fd):
+        raise OSError(27, "File too large")
+
+    monkeypatch.setattr(os, "fsync", fail)
+    with pytest.raises(OSError, match="File too large"):
+        StoreLease(url).acquire()
+    assert not path.exists() and not list(tmp_path.glob("*.tmp"))
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    with StoreLease(url, heartbeat=3600) as lease:
+        before = path.read_bytes()
+        monkeypatch.setattr(os, "fsync", fail)
+        with pytest.raises(OSError, match="File too large"):
+            lease._replace(None, b'{"owner": "half')
+        assert path.read_bytes() == before and not list(tmp_path.glob("*.tmp"))
+        monkeypatch.setattr(os, "fsync", real_fsync)
