@@ -132,8 +132,10 @@ def test_the_graph_method_finds_the_moons_on_an_ensemble_of_small_clusters():
     assert (gen["k_min"], gen["k_max"], gen["extend"]) == (2, "sqrt", True)
     assert (RunStore(model.store_, mode="r")["labels"][:] >= 0).all()
     assert np.mean(model.predict(X) == model.labels_) >= 0.97
-    pcc = ConsensusClustering(2, method="pcc-kl", random_state=0).fit(X)  # the others: their ensemble
-    assert "extend" not in RunStore(pcc.store_, mode="r").record("generate")["params"]
+    from ensemble_dask.pipeline import _fine_ensemble  # the others keep their ensemble (k near K)
+
+    assert _fine_ensemble({"graph": {}}) and _fine_ensemble({"g2": {"method": "graph"}})
+    assert not _fine_ensemble({"pcc-kl": {}}) and not _fine_ensemble({"graph": {}, "bce": {}})
 
 
 def test_copies_and_other_stores_keep_apart(blobs, tmp_path):
