@@ -1,7 +1,9 @@
 """The ``ensemble-dask`` command, run as a subprocess, as a user would."""
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -119,7 +121,20 @@ def test_existing_scheduler(dask_scheduler_address, tmp_path):
         "consensus: {kcc: {n_clusters: 3}}\n"
     )
     store = tmp_path / "run.zarr"
-    r = cli("run", workflow, "--store", store, "--scheduler", dask_scheduler_address, "--no-progress")
+    # the same run on the embedded cluster, on a store of its own: started first, it runs beside the one on
+    # the scheduler (each waits on its workers for most of its time); its labels are compared below
+    other = tmp_path / "local.zarr"
+    embedded = subprocess.Popen(
+        [EXE, "run", str(workflow), "--store", str(other), "--n-workers", "1", "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        r = cli("run", workflow, "--store", store, "--scheduler", dask_scheduler_address, "--no-progress")
+        _, embedded_err = embedded.communicate(timeout=300)
+    finally:
+        if embedded.poll() is None:  # not waited for: it and its workers go
+            os.killpg(embedded.pid, signal.SIGKILL)
+            embedded.communicate()
     assert r.returncode == 0, r.stderr
     from distributed import Client
 
@@ -128,9 +143,7 @@ def test_existing_scheduler(dask_scheduler_address, tmp_path):
     lab = RunStore(store)["labels"][:]
     assert lab.shape == (2000, 4)
     # the same run on the embedded cluster gives the same labels
-    other = tmp_path / "local.zarr"
-    r = cli("run", workflow, "--store", other, "--n-workers", 1, "--no-progress")
-    assert r.returncode == 0, r.stderr
+    assert embedded.returncode == 0, embedded_err
     np.testing.assert_array_equal(RunStore(other)["labels"][:], lab)
     np.testing.assert_array_equal(
         RunStore(other)["consensus/kcc/labels"][:], RunStore(store)["consensus/kcc/labels"][:]
