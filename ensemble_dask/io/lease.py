@@ -125,6 +125,14 @@ def check_held(url):
         lease.check()
 
 
+def _write_synced(path, data):
+    """Write ``data`` to the local file ``path`` and sync it to the disk."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def _iso(t):
     return t.isoformat(timespec="seconds")
 
@@ -175,10 +183,7 @@ class StoreLease:
         if self._local:  # written, synced, then linked in place: a file-size limit cannot half-write it
             tmp = f"{self.path}.{doc['owner']}.tmp"
             try:
-                with open(tmp, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
+                _write_synced(tmp, data)
                 try:
                     os.link(tmp, self.path)  # fails if the lease exists (as O_EXCL would)
                     return True
@@ -234,10 +239,7 @@ class StoreLease:
             elif self._local:  # a whole new file put in place: a reader never sees it half-written
                 tmp = f"{self.path}.{self.doc['owner']}.tmp"
                 try:
-                    with open(tmp, "wb") as f:
-                        f.write(data)
-                        f.flush()
-                        os.fsync(f.fileno())
+                    _write_synced(tmp, data)
                     os.replace(tmp, self.path)
                 finally:
                     with contextlib.suppress(OSError):

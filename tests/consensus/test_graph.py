@@ -137,3 +137,11 @@ def test_bad_input_is_named(moons):
         GraphConsensus(2, gini_threshold=1.5).fit(L, X)
     with pytest.raises(InputError, match="the fitted ensemble's 20 columns"):
         GraphConsensus(2, random_state=0).fit(L, X).transform(L[:, :3])
+
+
+def test_as_many_clusters_as_rows_less_one():
+    X = np.array([[0.0, 0], [0, 1], [5, 5], [9, 0]])
+    L = np.array([[0, 0], [0, 1], [1, 2], [2, 3]], dtype=np.int32)
+    for candidate in ("genie-ca", "spectral"):
+        est = GraphConsensus(3, candidates=[candidate], random_state=0).fit(L, X)
+        assert len(np.unique(est.labels_)) == 3

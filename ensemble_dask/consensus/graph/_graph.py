@@ -119,7 +119,10 @@ def _spectral(A, K, seed):
     scale = 1.0 / np.sqrt(np.maximum(degree, 1e-12))
     M = A.multiply(scale[:, None]).multiply(scale[None, :]).tocsr()
     rng = np.random.default_rng(seed)
-    _, vectors = eigsh(M, k=K, which="LA", v0=rng.uniform(-1, 1, A.shape[0]), tol=1e-8)
+    if K >= A.shape[0] - 1:  # Lanczos finds fewer eigenvectors than rows - 1
+        vectors = np.linalg.eigh(M.toarray())[1][:, -K:]
+    else:
+        _, vectors = eigsh(M, k=K, which="LA", v0=rng.uniform(-1, 1, A.shape[0]), tol=1e-8)
     embedding = vectors * scale[:, None]
     signs = np.sign(embedding[np.argmax(np.abs(embedding), axis=0), np.arange(K)])
     return KMeans(K, n_init=10, random_state=seed).fit_predict(embedding * signs)
@@ -263,25 +266,18 @@ class GraphConsensus(SoftConsensusMixin):
         scale = max(float(np.median(f)), 1e-12)
         W = reliability(L) if "genie-weighted" in cands else np.zeros(L.shape)
 
-        def shares(a, b):
-            plain, weighted = np.empty(len(a)), np.empty(len(a))
-            _k.edge_shares(L, W, a, b, plain, weighted)
-            return plain, weighted
-
-        def eac(a, b, d):
-            return 1.0 - shares(a, b)[0] + 0.01 * d / scale + 1e-12
-
-        def weighted(a, b, d):
-            return d / scale * (1.0 - shares(a, b)[1] + 0.1) + 1e-12
-
+        ji, jj, jd = _joining_edges(i, j, Z, n)  # the neighbour graph joined into one component
+        ei, ej, ef = np.r_[i, ji], np.r_[j, jj], np.r_[f, jd] / scale
+        ca, lw = np.empty(len(ei)), np.empty(len(ei))
+        _k.edge_shares(L, W, ei, ej, ca, lw)
         out = {}
-        ji, jj, jd = _joining_edges(i, j, Z, n)  # the same for both trees: the edges decide
-        ei, ej, ef = np.r_[i, ji], np.r_[j, jj], np.r_[f, jd]
-        for name, weight in (("genie-ca", eac), ("genie-weighted", weighted)):
+        for name, weight in (
+            ("genie-ca", 1.0 - ca + 0.01 * ef + 1e-12),
+            ("genie-weighted", ef * (1.0 - lw + 0.1) + 1e-12),
+        ):
             if name in cands:
-                G = _symmetric(ei, ej, weight(ei, ej, ef), n)
-                out[name] = _genie_of_graph(G, K, self.gini_threshold)
-        A = _symmetric(ei, ej, shares(ei, ej)[0] + 1e-6, n).tocoo()  # connected: one eigenvalue 1
+                out[name] = _genie_of_graph(_symmetric(ei, ej, weight, n), K, self.gini_threshold)
+        A = _symmetric(ei, ej, ca + 1e-6, n).tocoo()  # connected: one eigenvalue 1
         if "spectral" in cands:
             out["spectral"] = _spectral(A.tocsr(), K, int(rng.integers(2**31 - 1)))
         cuts = {}
