@@ -23,6 +23,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -147,124 +148,62 @@ def _rewrite(text, mounts):
 # --------------------------------------------------------------------------- local: real processes
 
 
-@pytest.fixture(scope="module")
-def local_demo(tmp_path_factory):
-    """deploy/local/demo.sh once (synthetic data, n=1000): S3, a TLS scheduler and one worker, the KDD
-    workflow, then the federation (three site agents) and the coordinator."""
+@pytest.fixture(scope="module", autouse=True)
+def _local_demo_started(request, tmp_path_factory):
+    """deploy/local/demo.sh started when this module starts, if a test of it that is to run takes
+    :func:`local_demo`: the demo spends most of its minute waiting on the processes it starts and stops, and
+    the module's other tests run meanwhile (the tests that read the demo come last in the module)."""
+    if not any(
+        item.module is request.module and "local_demo" in item.fixturenames for item in request.session.items
+    ):
+        yield None
+        return
     root = tmp_path_factory.mktemp("demo")
     run_dir, cwd = root / "run", root / "cwd"
     cwd.mkdir()
-    r = subprocess.run(
-        [str(DEPLOY / "local" / "demo.sh")],
-        cwd=cwd,
-        env=_env(
-            RUN_DIR=run_dir,
-            N=1000,
-            N_CLUSTERINGS=6,
-            N_WORKERS=1,
-            # a looser EM tolerance keeps the federated part short; the accuracy below still holds
-            FEDERATED_ARGS="--set federated.tol=0.01",
-        ),
-        capture_output=True,
-        text=True,
-        timeout=900,
+    with (root / "stdout").open("w") as out, (root / "stderr").open("w") as err:  # files: read at its end
+        proc = subprocess.Popen(
+            [str(DEPLOY / "local" / "demo.sh")],
+            cwd=cwd,
+            env=_env(
+                RUN_DIR=run_dir,
+                N=1000,
+                N_CLUSTERINGS=6,
+                N_WORKERS=1,
+                # a looser EM tolerance keeps the federated part short; the accuracy below still holds
+                FEDERATED_ARGS="--set federated.tol=0.01",
+            ),
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+    try:
+        yield SimpleNamespace(proc=proc, root=root, run_dir=run_dir, cwd=cwd)
+    finally:
+        if proc.poll() is None:  # not waited for (a test failed first): the demo stops what it started
+            proc.terminate()
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+@pytest.fixture(scope="module")
+def local_demo(_local_demo_started):
+    """deploy/local/demo.sh once (synthetic data, n=1000): S3, a TLS scheduler and one worker, the KDD
+    workflow, then the federation (three site agents) and the coordinator; waited for here."""
+    started = _local_demo_started
+    started.proc.wait(timeout=900)
+    out, err = (started.root / "stdout").read_text(), (started.root / "stderr").read_text()
+    r = subprocess.CompletedProcess(started.proc.args, started.proc.returncode, out, err)
+    return SimpleNamespace(
+        r=r,
+        out=r.stdout + r.stderr,
+        run_dir=started.run_dir,
+        fed=started.run_dir / "federation",
+        cwd=started.cwd,
     )
-    return SimpleNamespace(r=r, out=r.stdout + r.stderr, run_dir=run_dir, fed=run_dir / "federation", cwd=cwd)
-
-
-@pytest.mark.slow
-def test_local_demo_runs_the_cluster_and_the_federation_and_leaves_nothing(local_demo):
-    r, out = local_demo.r, local_demo.out
-    assert r.returncode == 0, out[-4000:]
-    # the coordinator's Dask cluster: the scheduler, the worker and this client run the same dask
-    assert "on scheduler, workers and client" in out
-    assert "s3://ensemble-dask/data/synthetic-kdd99-n1000.csv.gz" in out
-    pcc = re.search(r"^pcc-l2\s+(\S+)\s+(\S+)\s+(\S+)", r.stdout, re.M)
-    assert pcc and float(pcc.group(2)) > 0.5, r.stdout
-    # the federation: the sites' agents, called over mutual TLS; the coordinator's store in S3
-    assert "DEMO: every party's keys and data are made here" in out  # the demo says so
-    assert re.search(r"federated BCE \(secure, mutual TLS\) over 3 sites \(\d+ rows\)", r.stdout), r.stdout
-    fed = re.search(r"whole federation vs reference: H=(\S+) ARI=(\S+) NMI=(\S+)", r.stdout)
-    assert fed and float(fed.group(2)) > 0.8, r.stdout
-    assert "report: s3://ensemble-dask/runs/federated-bce.zarr/report/index.html" in r.stdout
-    # nothing left: the cluster's processes and ports, the agents' processes and ports
-    env_sh = (local_demo.run_dir / "env.sh").read_text()
-    names, ports = _assert_nothing_left(local_demo.run_dir, env_sh)
-    assert names == {"s3", "scheduler", "worker-0"} and len(ports) == 2  # the scheduler and S3
-    workflow = (local_demo.fed / "coordinator" / "federated.yaml").read_text()
-    names, ports = _assert_nothing_left(local_demo.fed, workflow)
-    assert names == {f"agent-{s}" for s in SITES} and len(ports) == len(SITES)
-    assert list(local_demo.cwd.iterdir()) == []
-
-
-@pytest.mark.slow
-def test_local_federation_keeps_each_partys_files_apart(local_demo, tmp_path):
-    import zarr
-    from cryptography import x509
-    from cryptography.hazmat.primitives.asymmetric import ec
-
-    from ensemble_dask.federated.protocol.certs import load_mask_public
-    from ensemble_dask.federated.site.config import load_config
-
-    assert local_demo.r.returncode == 0, local_demo.out[-4000:]
-    fed = local_demo.fed
-    private = {str(p.relative_to(fed)) for p in fed.rglob("*") if p.name.endswith(("-key.pem", ".key"))}
-    expected = {"ca/ca-key.pem", "coordinator/keys/coordinator-key.pem"}
-    for site in SITES:
-        expected |= {f"sites/{site}/keys/{site}-key.pem", f"sites/{site}/keys/{site}-mask.key"}
-    assert private == expected  # each site holds its own private keys, the coordinator no masking key
-    assert all(_mode(fed / p) == 0o600 for p in private)
-    ca = x509.load_pem_x509_certificate((fed / "ca" / "ca.pem").read_bytes())
-    n_rows = int(re.search(r"over 3 sites \((\d+) rows\)", local_demo.r.stdout).group(1))
-    rows = 0
-    spec = yaml.safe_load((fed / "coordinator" / "federated.yaml").read_text())
-    assert spec["federated"]["certs"] == str(fed / "coordinator" / "keys")
-    assert [set(s) for s in spec["federated"]["sites"]] == [{"name", "address"}] * len(SITES)
-    for site in SITES:
-        d = fed / "sites" / site
-        cert = x509.load_pem_x509_certificate((d / "keys" / f"{site}.pem").read_bytes())
-        cert.verify_directly_issued_by(ca)  # signed by the federation's CA
-        assert cert.subject.rfc4514_string() == f"CN={site}"
-        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        assert f"{site}" in sans.get_values_for_type(x509.DNSName)
-        assert isinstance(cert.public_key(), ec.EllipticCurvePublicKey)
-        # the agent's own loader accepts the site's config; its pins are the peers' own public keys
-        config = load_config(d / "site.yaml")
-        assert config.name == site and config.federation == SITES and not config.allow_plain
-        for peer in SITES:
-            assert config.pins[peer] == load_mask_public(fed / "sites" / peer / "keys" / f"{peer}-mask.pub")
-        # its rows, and its memberships written by itself, for each of its rows
-        labels = zarr.open_array(str(d / "data" / "labels.zarr"), mode="r")
-        memberships = zarr.open_array(str(d / "memberships.zarr"), mode="r")
-        assert memberships.shape[0] == labels.shape[0] > 0
-        rows += labels.shape[0]
-        audit = [json.loads(line) for line in (d / "state" / "audit.log").read_text().splitlines()]
-        assert {a["peer"] for a in audit} == {"coordinator"} and {a["outcome"] for a in audit} == {"ok"}
-        assert {"join", "keys", "masked", "unmask", "close"} <= {a["op"] for a in audit}
-    assert rows == n_rows
-    assert not list((fed / "coordinator").rglob("labels.zarr"))
-    # the Compose and Kubernetes tests emulate this layout in-process: it must be the script's
-    assert _keys_layout(fed) == _keys_layout(_party_files(tmp_path))
-
-
-@pytest.mark.slow
-def test_failed_site_start_stops_the_started_agents(local_demo, tmp_path):
-    assert local_demo.r.returncode == 0, local_demo.out[-4000:]
-    fed = tmp_path / "federation"
-    shutil.copytree(local_demo.fed, fed, symlinks=True, ignore=shutil.ignore_patterns("pids", "started"))
-    # site-b's masking key readable by others: its agent refuses to start, after site-a's has started
-    (fed / "sites" / "site-b" / "keys" / "site-b-mask.key").chmod(0o644)
-    script = str(DEPLOY / "local" / "sites.sh")
-    env = _env(RUN_DIR=tmp_path / "run", FED_DIR=fed, TIMEOUT=60)
-    r = subprocess.run([script, "start"], env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode != 0
-    assert "start failed" in r.stderr and "may be read by its group or others" in r.stderr, r.stderr
-    names, _ = _assert_nothing_left(fed)
-    assert names == {f"agent-{s}" for s in SITES}
-    assert (fed / "sites" / "site-a" / "address").read_text().startswith("https://127.0.0.1:")  # it ran
-    # stop on a stopped federation is harmless
-    r = subprocess.run([script, "stop"], env=env, capture_output=True, timeout=60)
-    assert r.returncode == 0
 
 
 @pytest.mark.slow
@@ -915,3 +854,102 @@ def test_shell_scripts_parse():
         r = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
         assert r.returncode == 0, (path, r.stderr)
         assert os.access(path, os.X_OK), f"{path} is not executable"
+
+
+# --------------------------------------------------------------------------- the local demo's results
+# (last in the module: the other tests run while the demo does, see _local_demo_started)
+
+
+@pytest.mark.slow
+def test_local_demo_runs_the_cluster_and_the_federation_and_leaves_nothing(local_demo):
+    r, out = local_demo.r, local_demo.out
+    assert r.returncode == 0, out[-4000:]
+    # the coordinator's Dask cluster: the scheduler, the worker and this client run the same dask
+    assert "on scheduler, workers and client" in out
+    assert "s3://ensemble-dask/data/synthetic-kdd99-n1000.csv.gz" in out
+    pcc = re.search(r"^pcc-l2\s+(\S+)\s+(\S+)\s+(\S+)", r.stdout, re.M)
+    assert pcc and float(pcc.group(2)) > 0.5, r.stdout
+    # the federation: the sites' agents, called over mutual TLS; the coordinator's store in S3
+    assert "DEMO: every party's keys and data are made here" in out  # the demo says so
+    assert re.search(r"federated BCE \(secure, mutual TLS\) over 3 sites \(\d+ rows\)", r.stdout), r.stdout
+    fed = re.search(r"whole federation vs reference: H=(\S+) ARI=(\S+) NMI=(\S+)", r.stdout)
+    assert fed and float(fed.group(2)) > 0.8, r.stdout
+    assert "report: s3://ensemble-dask/runs/federated-bce.zarr/report/index.html" in r.stdout
+    # nothing left: the cluster's processes and ports, the agents' processes and ports
+    env_sh = (local_demo.run_dir / "env.sh").read_text()
+    names, ports = _assert_nothing_left(local_demo.run_dir, env_sh)
+    assert names == {"s3", "scheduler", "worker-0"} and len(ports) == 2  # the scheduler and S3
+    workflow = (local_demo.fed / "coordinator" / "federated.yaml").read_text()
+    names, ports = _assert_nothing_left(local_demo.fed, workflow)
+    assert names == {f"agent-{s}" for s in SITES} and len(ports) == len(SITES)
+    assert list(local_demo.cwd.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_local_federation_keeps_each_partys_files_apart(local_demo, tmp_path):
+    import zarr
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from ensemble_dask.federated.protocol.certs import load_mask_public
+    from ensemble_dask.federated.site.config import load_config
+
+    assert local_demo.r.returncode == 0, local_demo.out[-4000:]
+    fed = local_demo.fed
+    private = {str(p.relative_to(fed)) for p in fed.rglob("*") if p.name.endswith(("-key.pem", ".key"))}
+    expected = {"ca/ca-key.pem", "coordinator/keys/coordinator-key.pem"}
+    for site in SITES:
+        expected |= {f"sites/{site}/keys/{site}-key.pem", f"sites/{site}/keys/{site}-mask.key"}
+    assert private == expected  # each site holds its own private keys, the coordinator no masking key
+    assert all(_mode(fed / p) == 0o600 for p in private)
+    ca = x509.load_pem_x509_certificate((fed / "ca" / "ca.pem").read_bytes())
+    n_rows = int(re.search(r"over 3 sites \((\d+) rows\)", local_demo.r.stdout).group(1))
+    rows = 0
+    spec = yaml.safe_load((fed / "coordinator" / "federated.yaml").read_text())
+    assert spec["federated"]["certs"] == str(fed / "coordinator" / "keys")
+    assert [set(s) for s in spec["federated"]["sites"]] == [{"name", "address"}] * len(SITES)
+    for site in SITES:
+        d = fed / "sites" / site
+        cert = x509.load_pem_x509_certificate((d / "keys" / f"{site}.pem").read_bytes())
+        cert.verify_directly_issued_by(ca)  # signed by the federation's CA
+        assert cert.subject.rfc4514_string() == f"CN={site}"
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert f"{site}" in sans.get_values_for_type(x509.DNSName)
+        assert isinstance(cert.public_key(), ec.EllipticCurvePublicKey)
+        # the agent's own loader accepts the site's config; its pins are the peers' own public keys
+        config = load_config(d / "site.yaml")
+        assert config.name == site and config.federation == SITES and not config.allow_plain
+        for peer in SITES:
+            assert config.pins[peer] == load_mask_public(fed / "sites" / peer / "keys" / f"{peer}-mask.pub")
+        # its rows, and its memberships written by itself, for each of its rows
+        labels = zarr.open_array(str(d / "data" / "labels.zarr"), mode="r")
+        memberships = zarr.open_array(str(d / "memberships.zarr"), mode="r")
+        assert memberships.shape[0] == labels.shape[0] > 0
+        rows += labels.shape[0]
+        audit = [json.loads(line) for line in (d / "state" / "audit.log").read_text().splitlines()]
+        assert {a["peer"] for a in audit} == {"coordinator"} and {a["outcome"] for a in audit} == {"ok"}
+        assert {"join", "keys", "masked", "unmask", "close"} <= {a["op"] for a in audit}
+    assert rows == n_rows
+    assert not list((fed / "coordinator").rglob("labels.zarr"))
+    # the Compose and Kubernetes tests emulate this layout in-process: it must be the script's
+    assert _keys_layout(fed) == _keys_layout(_party_files(tmp_path))
+
+
+@pytest.mark.slow
+def test_failed_site_start_stops_the_started_agents(local_demo, tmp_path):
+    assert local_demo.r.returncode == 0, local_demo.out[-4000:]
+    fed = tmp_path / "federation"
+    shutil.copytree(local_demo.fed, fed, symlinks=True, ignore=shutil.ignore_patterns("pids", "started"))
+    # site-b's masking key readable by others: its agent refuses to start, after site-a's has started
+    (fed / "sites" / "site-b" / "keys" / "site-b-mask.key").chmod(0o644)
+    script = str(DEPLOY / "local" / "sites.sh")
+    env = _env(RUN_DIR=tmp_path / "run", FED_DIR=fed, TIMEOUT=60)
+    r = subprocess.run([script, "start"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0
+    assert "start failed" in r.stderr and "may be read by its group or others" in r.stderr, r.stderr
+    names, _ = _assert_nothing_left(fed)
+    assert names == {f"agent-{s}" for s in SITES}
+    assert (fed / "sites" / "site-a" / "address").read_text().startswith("https://127.0.0.1:")  # it ran
+    # stop on a stopped federation is harmless
+    r = subprocess.run([script, "stop"], env=env, capture_output=True, timeout=60)
+    assert r.returncode == 0
