@@ -5,10 +5,12 @@
   each round fits KMeans(n_init=10) and then ConsensusClustering(100) with the same seed, in this process.
 * ``kdd``: ``../shared/data/kddcup99/kddcup.data_10_percent.gz`` (494,021 rows, schema kdd99), K = 23 (its
   classes), each method in a fresh process (its peak memory is that process's own), one after the other.
+* ``kmeans-k``: one base clustering's cost against its k: k-means (one start, one thread) of half of KDD 10%'s
+  ingested rows for k = 23, 100 and 300 (why ``k_max: sqrt`` counts the rows up to 20,000 only).
 
 Printed: seconds, ARI and their ratio per round.
 
-    python benchmarks/e2e_scale.py [grid] [kdd] [--rounds 2]
+    python benchmarks/e2e_scale.py [grid] [kdd] [kmeans-k] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -76,18 +78,45 @@ def kdd():
         print(f"  {method:7s} {r['seconds']:.1f} s ARI {r['ARI']:.3f}, peak of its process {r['peak_mb']} MB")
 
 
+def kmeans_k():
+    import tempfile
+
+    from sklearn.cluster import KMeans
+    from threadpoolctl import threadpool_limits
+
+    from ensemble_dask.io.store import RunStore
+    from ensemble_dask.stages.ingest import ingest
+
+    if not KDD.exists():
+        print(f"kmeans-k: {KDD} is not there; skipped")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        store = RunStore(f"{tmp}/kdd.zarr")
+        ingest(store, str(KDD), schema="kdd99")
+        X = store["X"][:]
+    rows = np.random.default_rng(0).choice(len(X), len(X) // 2, replace=False)
+    print(f"k-means of {len(rows):,} rows x {X.shape[1]} (one start, one thread)")
+    with threadpool_limits(1):
+        for k in (23, 100, 300):
+            t = time.perf_counter()
+            km = KMeans(k, n_init=1, random_state=0).fit(X[rows])
+            print(f"  k = {k}: {time.perf_counter() - t:.1f} s, {km.n_iter_} iterations", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", nargs="*", help="grid and/or kdd (default: both)")
+    ap.add_argument("what", nargs="*", help="grid, kdd and/or kmeans-k (default: grid and kdd)")
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     what = args.what or ["grid", "kdd"]
-    if set(what) - {"grid", "kdd"}:
-        ap.error(f"what to measure: grid or kdd; got {what}")
+    if set(what) - {"grid", "kdd", "kmeans-k"}:
+        ap.error(f"what to measure: grid, kdd or kmeans-k; got {what}")
     if "grid" in what:
         grid(args.rounds)
     if "kdd" in what:
         kdd()
+    if "kmeans-k" in what:
+        kmeans_k()
 
 
 if __name__ == "__main__":

@@ -105,8 +105,7 @@ def subsample(n, rate, rng):
 
 #: ``k_max="sqrt"`` is the square root of the rows up to this many rows (k at most 141): the ``graph``
 #: consensus, which takes such ensembles, builds its graph on a sample of as many rows (its ``sample_size``),
-#: and a k-means of k = sqrt(n) would cost about sqrt(n) times one of k = K (KDD 10%, 247,010 rows, k = 300:
-#: 15 s a clustering on one core, k = 23: 0.7 s)
+#: and a k-means's cost grows with k
 SQRT_ROWS = 20_000
 
 
