@@ -31,7 +31,10 @@ EXAMPLES = {
         "ensemble-dask consensus graph --store runs/my.zarr --n-clusters 8",
     ],
     "report": ["ensemble-dask report --store runs/my.zarr"],
-    "verify": ["ensemble-dask verify --store runs/my.zarr"],
+    "verify": [
+        "ensemble-dask verify --store runs/my.zarr",
+        "ensemble-dask verify --store runs/my.zarr --quick",
+    ],
     "predict": [
         "ensemble-dask predict new.csv --store runs/my.zarr --method pcc-kl --out new-labels.parquet"
     ],

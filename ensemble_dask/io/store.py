@@ -58,6 +58,9 @@ def workflow_store_url(spec):
     return spec.get("store") or f"runs/{spec.get('name', 'federated' if 'federated' in spec else 'run')}.zarr"
 
 
+#: how many chunk files :meth:`RunStore.bytes_digest` reads in one request (an object store's run at once)
+_DIGEST_BATCH = 64
+
 #: the mark of a stage record that does not parse (:meth:`RunStore.records` lists it, as complete)
 _UNPARSABLE = "_unparsable"
 
@@ -306,22 +309,51 @@ class RunStore:
                         yield f"{path}/{sub}", member
 
     def _seal(self, name, digest, writes):
-        """Stamp the arrays under ``writes`` with the stage's hash; their description for its record."""
+        """Stamp the arrays under ``writes`` with the stage's hash; their description for its record: shape,
+        dtype, stored chunk count and the digest of the stored chunks' bytes (:meth:`bytes_digest`)."""
         content = {}
         for path, arr in self._arrays(writes):
             arr.attrs[WRITTEN_BY] = {"stage": name, "hash": digest}
-            content[path] = [list(arr.shape), str(arr.dtype), int(arr.nchunks_initialized)]
+            content[path] = [
+                list(arr.shape),
+                str(arr.dtype),
+                int(arr.nchunks_initialized),
+                self.bytes_digest(path),
+            ]
         return content
+
+    def bytes_digest(self, path):
+        """The digest (BLAKE2b, hex) of the array ``path`` as stored: every chunk's key and encoded bytes, in
+        key order. The chunks are read as stored, not decoded; the array's ``zarr.json`` (its metadata, with
+        the stamp) is left out, shape and dtype being checked on their own."""
+        fs, root = self._fs()
+        base = fs._strip_protocol(f"{root}/{path}").rstrip("/")
+        try:
+            files = sorted(f for f in fs.find(base) if f.rsplit("/", 1)[-1] != "zarr.json")
+        except FileNotFoundError:
+            files = []
+        h = hashlib.blake2b(digest_size=16)
+        for i in range(0, len(files), _DIGEST_BATCH):
+            batch = files[i : i + _DIGEST_BATCH]
+            blobs = fs.cat(batch, on_error="raise") if len(batch) > 1 else {batch[0]: fs.cat_file(batch[0])}
+            for f in batch:
+                data = blobs[f]
+                h.update(f"{f[len(base) :]}\0{len(data)}\0".encode())
+                h.update(data)
+        return h.hexdigest()
 
     def verify(self, name, *, chunks=True, content=False):
         """What in the output of stage ``name`` disagrees with its record (a list of sentences; empty
         when all agree, or when the record predates content identities). ``chunks=False`` leaves out the
         count of stored chunks (a listing of the store, where the rest reads metadata only); ``content=True``
-        reads the output too, for the stages with a check of :data:`CONTENT_CHECKS` (chunks overwritten by
-        a writer that lost its lease keep the shape, the count and the stamp)."""
+        reads every stored chunk too, against the digest of the bytes the stage wrote (a chunk changed in
+        place, or restored from another copy, keeps the shape, the count and the stamp), and runs the stage's
+        check of :data:`CONTENT_CHECKS`. Records written before digests have no bytes to compare."""
         if (self._raw_record(name) or {}).get(_UNPARSABLE):
             return [f"its record ({RECORDS_DIR}/{name}.json) does not parse"]
         problems = self._verify(name, chunks)
+        if content and not problems:
+            problems = self._verify_bytes(name)
         check = CONTENT_CHECKS.get(name)
         if content and not problems and check is not None:
             problems = check(self, self.record(name) or {})
@@ -330,7 +362,7 @@ class RunStore:
     def _verify(self, name, chunks):
         rec = self.record(name) or {}
         problems, count_chunks = [], chunks
-        for path, (shape, dtype, chunks) in (rec.get("content") or {}).items():
+        for path, (shape, dtype, chunks, *_) in (rec.get("content") or {}).items():
             try:
                 arr = self.group[path]
             except KeyError:
@@ -347,6 +379,15 @@ class RunStore:
             elif count_chunks and (stored := int(arr.nchunks_initialized)) != chunks:
                 problems.append(f"{path} holds {stored} chunks, recorded {chunks}")
         return problems
+
+    def _verify_bytes(self, name):
+        entries = ((self.record(name) or {}).get("content") or {}).items()
+        return [
+            f"{path}'s stored bytes are not those stage {name!r} wrote (changed in place since, or restored "
+            "from another copy)"
+            for path, entry in entries
+            if len(entry) > 3 and self.bytes_digest(path) != entry[3]
+        ]
 
     def _check_content(self, name, rec):
         if not rec.get("content"):

@@ -299,6 +299,10 @@ def test_verify_reads_the_labels_a_writer_that_lost_its_lease_overwrote(tmp_path
     labels[:50, 1] = (labels[:50, 1] + 1) % 3  # another run's column, written in place
     assert store.verify("generate") == []  # (what a stage's re-run checks: shape, chunks, stamp)
     assert main(["verify", "--store", str(tmp_path / "run.zarr")]) == 1
+    assert "generate: labels's stored bytes are not those stage 'generate' wrote" in capsys.readouterr().out
+    rec = store.record("generate")  # a record of before the digests: the labels' columns are read
+    store._set_record("generate", {**rec, "content": {"labels": rec["content"]["labels"][:3]}})
+    assert main(["verify", "--store", str(tmp_path / "run.zarr")]) == 1
     assert "generate: labels hold other columns than the record's" in capsys.readouterr().out
     assert main(["verify", "--store", str(tmp_path / "run.zarr"), "--repair"]) == 0
     assert not store.record("generate")["complete"]
@@ -327,4 +331,74 @@ def test_a_record_that_does_not_parse_is_a_damaged_stage_in_one_line(tmp_path, c
     assert main(["verify", "--store", url, "--repair"]) == 0
     assert store.record("generate") is None
     assert generate(store, client, n_clusterings=4, k_min=2, k_max=3, seed=0)["skipped"] is False
+    assert main(["verify", "--store", url]) == 0
+
+
+@pytest.mark.slow
+def test_verify_reads_every_chunk_against_the_bytes_its_stage_wrote(tmp_path, capsys):
+    """Issue 61: ``verify`` said every stage was ok after X's rows were reversed in place, after ``pairs/co``
+    was incremented by one and after a consensus result's labels were permuted (a record checked shapes,
+    dtypes, chunk counts and stamps only). Each record now holds the digest of the bytes its stage stored;
+    ``verify`` reads every chunk against it (``--quick`` checks metadata as before), ``--repair`` unmarks the
+    stage and its readers, and the same workflow then ends with the clean run's bytes. A whole workflow,
+    predict and report included, leaves every stage's bytes as recorded (no stage writes into another's)."""
+    from ensemble_dask.cli import main
+    from ensemble_dask.pipeline import run_workflow
+
+    url = str(tmp_path / "run.zarr")
+    spec = {
+        "seed": 3,
+        "store": url,
+        "dask": {"n_workers": 1},
+        "data": {"url": "synthetic:blobs?n=300&d=3&centers=3&seed=1"},
+        "generate": {"n_clusterings": 6, "k_min": 2, "k_max": 5},
+        "coassoc": {"strategy": "per-point", "l": 10},
+        "consensus": {"pcc-kl": {"n_clusters": 3}, "graph": {"n_clusters": 3}},
+    }
+    run_workflow(spec)
+    np.save(tmp_path / "new.npy", np.random.default_rng(0).normal(size=(5, 3)))
+    assert (
+        main(
+            [
+                "predict",
+                str(tmp_path / "new.npy"),
+                "--store",
+                url,
+                "--method",
+                "pcc-kl",
+                "--out",
+                str(tmp_path / "p.parquet"),
+                "-q",
+            ]
+        )
+        == 0
+    )
+    assert main(["report", "--store", url, "-q", "--format", "html"]) == 0
+    capsys.readouterr()
+    assert main(["verify", "--store", url]) == 0
+    assert capsys.readouterr().out.count(": ok") == len(RunStore(url).records())
+    clean = {p: RunStore(url).bytes_digest(p) for p in ("X", "pairs/co", "consensus/pcc-kl/labels")}
+
+    store = RunStore(url)
+    store.group["X"][:] = store.group["X"][:][::-1]
+    store.group["pairs/co"][:] = store.group["pairs/co"][:] + 1
+    labels = store.group["consensus/pcc-kl/labels"]
+    labels[:] = np.random.default_rng(1).permutation(labels[:])
+    assert main(["verify", "--store", url, "--quick"]) == 0  # metadata: as a re-run checks
+    capsys.readouterr()
+    assert main(["verify", "--store", url]) == 1
+    out = capsys.readouterr().out
+    for stage, path in (
+        ("ingest", "X"),
+        ("coassoc", "pairs/co"),
+        ("consensus/pcc-kl", "consensus/pcc-kl/labels"),
+    ):
+        assert f"{stage}: {path}'s stored bytes are not those stage '{stage}' wrote" in out
+    assert "generate: ok" in out
+
+    assert main(["verify", "--store", url, "--repair"]) == 0
+    assert not RunStore(url).record("ingest")["complete"]
+    run_workflow(spec)
+    assert {p: RunStore(url).bytes_digest(p) for p in clean} == clean
+    capsys.readouterr()
     assert main(["verify", "--store", url]) == 0
