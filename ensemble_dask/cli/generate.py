@@ -46,6 +46,12 @@ def add_parser(sub, common):
         help="label every row outside a clustering's subsample by its nearest cluster centre (else -1)",
     )
     p.add_argument(
+        "--max-rows",
+        type=int,
+        help="most rows of a base clustering's subsample (a larger rate's share is cut to it); with "
+        "--extend the others get their nearest centre (default: none, or 20,000 for graph's ensemble)",
+    )
+    p.add_argument(
         "--replace-imported",
         action="store_true",
         help="replace base clusterings brought with import-labels (else refused)",
@@ -99,6 +105,7 @@ def run(args):
                 algorithms=args.algorithms,
                 seed=args.seed,
                 extend=args.extend,
+                max_rows=args.max_rows,
             )
     print(
         f"generate: {info['n_clusterings']} clusterings (k in [{info['k_min']}, {info['k_max']}]), "

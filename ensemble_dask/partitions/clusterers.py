@@ -90,14 +90,16 @@ ALGORITHMS = {
 ENSEMBLE_TYPES = ("type1", "type2")
 
 
-def subsample_size(n, rate):
-    """The points of a subsample of ``n`` at ``rate``: ``round(rate * n)``, at least 1."""
-    return max(1, int(round(rate * n)))
+def subsample_size(n, rate, max_rows=None):
+    """The points of a subsample of ``n`` at ``rate``: ``round(rate * n)``, at least 1, at most ``max_rows``
+    (None: no limit)."""
+    m = max(1, int(round(rate * n)))
+    return m if max_rows is None else min(m, int(max_rows))
 
 
-def subsample(n, rate, rng):
-    """Sorted indices of a subsample of ``round(rate * n)`` of ``n`` points (all when rate == 1)."""
-    m = subsample_size(n, rate)
+def subsample(n, rate, rng, max_rows=None):
+    """Sorted indices of a subsample of :func:`subsample_size` of ``n`` points (all when that is ``n``)."""
+    m = subsample_size(n, rate, max_rows)
     if m >= n:
         return np.arange(n, dtype=np.int64)
     return np.sort(rng.choice(n, size=m, replace=False)).astype(np.int64)
@@ -109,13 +111,13 @@ def subsample(n, rate, rng):
 SQRT_ROWS = 20_000
 
 
-def resolve_k_max(n, k_min, k_max, rate=1.0):
+def resolve_k_max(n, k_min, k_max, rate=1.0, max_rows=None):
     """``k_max`` as an int: ``"sqrt"`` is ``max(k_min, floor(sqrt(min(n, SQRT_ROWS))))``, at most a
     subsample's points."""
     if isinstance(k_max, str) and k_max != "sqrt":
         raise InputError(f"The 'k_max' parameter must be an integer or 'sqrt'; got {shown(k_max)}")
     if k_max == "sqrt":
-        k_max = min(max(k_min, math.isqrt(min(n, SQRT_ROWS))), subsample_size(n, rate))
+        k_max = min(max(k_min, math.isqrt(min(n, SQRT_ROWS))), subsample_size(n, rate, max_rows))
     return check_int(k_max, "k_max", min_value=2)
 
 
@@ -131,6 +133,7 @@ def plan_ensemble(
     seed=0,
     start=0,
     extend=False,
+    max_rows=None,
 ):
     """Specifications of base clusterings ``start .. n_clusterings - 1`` of an ensemble.
 
@@ -156,11 +159,16 @@ def plan_ensemble(
     extend : bool, default=False
         Every point outside a clustering's subsample is labelled by the nearest centre (mean) of that
         clustering's clusters, instead of -1.
+    max_rows : int or None, default=None
+        A subsample holds at most this many points (the rate's share of a larger data set is cut to it):
+        a base clustering's cost then stops growing with the rows (those outside are labelled by
+        ``extend``, or -1).
 
     Returns
     -------
     list of dict
-        ``{"index", "algorithm", "k", "seed", "rate", "m"}`` per clustering (and ``"extend": True``).
+        ``{"index", "algorithm", "k", "seed", "rate", "m"}`` per clustering (and ``"extend": True``,
+        ``"max_rows"`` when given).
     """
     n = check_int(n, "n", min_value=2)
     n_clusterings = check_int(n_clusterings, "n_clusterings", min_value=1)
@@ -168,13 +176,16 @@ def plan_ensemble(
     rate = check_rate(rate, "rate")
     if not isinstance(extend, bool | np.bool_):
         raise InputError(f"The 'extend' parameter takes true or false; got {shown(extend)}")
+    if max_rows is not None:
+        max_rows = check_int(max_rows, "max_rows", min_value=2)
     k_min = check_int(k_min, "k_min", min_value=2)
-    k_max = resolve_k_max(n, k_min, k_max, rate)
+    k_max = resolve_k_max(n, k_min, k_max, rate, max_rows)
     if k_min > k_max:
         raise InputError(f"k_min={k_min} must be <= k_max={k_max}")
-    m = subsample_size(n, rate)
+    m = subsample_size(n, rate, max_rows)
     if k_max > m:
-        raise InputError(f"k_max={k_max} is larger than a subsample of {m} points (n={n}, rate={rate})")
+        cut = "" if max_rows is None else f", max_rows={max_rows}"
+        raise InputError(f"k_max={k_max} is larger than a subsample of {m} points (n={n}, rate={rate}{cut})")
     for name in algorithms or []:
         if not isinstance(name, str) or name not in ALGORITHMS:
             raise InputError(
@@ -210,6 +221,7 @@ def plan_ensemble(
                 "rate": rate,
                 "m": m,
                 **({"extend": True} if extend else {}),
+                **({"max_rows": max_rows} if max_rows is not None else {}),
             }
         )
     return plans
@@ -251,4 +263,4 @@ def run_clustering(x_sub, spec, *, overwrite_x=False):
 def subsample_of(spec, n):
     """The subsample indices of clustering ``spec`` (drawn from its own seed)."""
     rng = np.random.default_rng(np.random.SeedSequence(spec["seed"], spawn_key=(0,)))
-    return subsample(n, spec["rate"], rng)
+    return subsample(n, spec["rate"], rng, spec.get("max_rows"))

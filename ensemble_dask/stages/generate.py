@@ -21,7 +21,7 @@ from .._validation import InputError, check_int, check_labels_matrix
 from ..io.readers import check_sep, csv_has_header, detect_separator, iter_table_chunks
 from ..io.store import CONTENT_CHECKS, RunStore
 from ..io.urls import infer_format, strip_file_scheme
-from ..partitions.clusterers import plan_ensemble, resolve_k_max, run_clustering, subsample_of
+from ..partitions.clusterers import SQRT_ROWS, plan_ensemble, resolve_k_max, run_clustering, subsample_of
 
 __all__ = [
     "generate",
@@ -143,6 +143,7 @@ def generate_params(
     n_clusters=None,
     fine=False,
     extend=None,
+    max_rows=None,
 ):
     """The ``generate`` stage's parameters, validated (see
     :func:`~ensemble_dask.partitions.clusterers.plan_ensemble`).
@@ -150,8 +151,9 @@ def generate_params(
     ``n_clusters`` (the largest K the consensus will be asked for) and ``fine`` only set the defaults of
     ``k_min``, ``k_max`` and ``extend``; they are not themselves parameters of the stage. ``fine``: the
     ensemble of a consensus on many small clusters (the ``graph`` method): k in
-    ``[K, floor(sqrt(min(n, 20000)))]`` and every row labelled (``extend``); else :func:`default_k_range` and
-    ``extend`` false. ``extend`` is in the record only when true (a record of before it stays up to date).
+    ``[K, floor(sqrt(min(n, 20000)))]``, every row labelled (``extend``) and subsamples of at most 20,000 rows
+    (``max_rows``); else :func:`default_k_range`, ``extend`` false and no ``max_rows``. ``extend`` is in the
+    record only when true, ``max_rows`` only when set (a record of before them stays up to date).
     """
     if not isinstance(fine, bool | np.bool_):
         raise InputError(f"The 'fine' parameter takes true or false; got {fine!r}")
@@ -162,6 +164,10 @@ def generate_params(
     extend = bool(fine) if extend is None else extend
     if not isinstance(extend, bool | np.bool_):
         raise InputError(f"The 'extend' parameter takes true or false; got {extend!r}")
+    if max_rows is None and fine:
+        max_rows = SQRT_ROWS
+    if max_rows is not None:
+        max_rows = check_int(max_rows, "max_rows", min_value=2)
     return dict(
         n_clusterings=check_int(n_clusterings, "n_clusterings", min_value=1),
         ensemble=ensemble,
@@ -171,6 +177,7 @@ def generate_params(
         algorithms=None if algorithms is None else list(algorithms),
         seed=int(seed),
         **({"extend": True} if extend else {}),
+        **({"max_rows": max_rows} if max_rows is not None else {}),
     )
 
 
@@ -378,7 +385,7 @@ def _kept_columns(store, p, inputs):
 def _summary(p, n):
     k_max = p["k_max"]
     if k_max == "sqrt":  # the k range drawn in, on these rows
-        k_max = resolve_k_max(n, p["k_min"], k_max, p["rate"])
+        k_max = resolve_k_max(n, p["k_min"], k_max, p["rate"], p.get("max_rows"))
     return {"n_clusterings": p["n_clusterings"], "k_min": p["k_min"], "k_max": k_max}
 
 

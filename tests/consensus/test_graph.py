@@ -84,6 +84,24 @@ def test_each_candidate_alone(moons, candidate):
     assert adjusted_rand_score(y, est.labels_) > 0.9
 
 
+def test_the_spectral_candidate_is_left_out_for_many_clusters(moons):
+    """Above ``spectral_max_clusters`` the spectral candidate is not computed while another remains (its
+    leading eigenvalues crowd near 1 and Lanczos's answer depends on its start); asked for alone, or with no
+    limit, it is; the Genie candidates give the same partition either way."""
+    X, y, L = moons
+    capped = GraphConsensus(3, spectral_max_clusters=2, random_state=0).fit(L, X)
+    assert set(capped.cuts_) == {"genie-ca", "genie-weighted"}
+    free = GraphConsensus(3, spectral_max_clusters=None, random_state=0).fit(L, X)
+    assert set(free.cuts_) == {"genie-ca", "genie-weighted", "spectral"}
+    for name in capped.cuts_:
+        assert capped.cuts_[name] == free.cuts_[name]
+    alone = GraphConsensus(3, candidates=["spectral"], spectral_max_clusters=2, random_state=0).fit(L, X)
+    assert list(alone.cuts_) == ["spectral"]
+    assert set(GraphConsensus(2, spectral_max_clusters=2, random_state=0).fit(L, X).cuts_) == set(free.cuts_)
+    with pytest.raises(InputError, match="spectral_max_clusters"):
+        GraphConsensus(3, spectral_max_clusters=0).fit(L, X)
+
+
 def test_rows_out_of_the_sample_and_new_rows_get_their_base_clusters_votes(moons):
     X, y, L = moons
     est = GraphConsensus(2, sample_size=200, random_state=0).fit(L, X)

@@ -347,11 +347,13 @@ def test_the_fine_defaults_follow_the_k_asked_and_old_records_keep_their_identit
     from ensemble_dask.stages.generate import generate_params
 
     p = generate_params(n_clusters=7, fine=True)
-    assert (p["k_min"], p["k_max"], p["extend"]) == (7, "sqrt", True)
+    assert (p["k_min"], p["k_max"], p["extend"], p["max_rows"]) == (7, "sqrt", True, 20_000)
     assert "extend" not in generate_params(n_clusters=7) and "fine" not in p
-    assert generate_params(n_clusters=7, fine=True, extend=False, k_min=3, k_max=14) == generate_params(
-        n_clusters=7
-    )
+    assert "max_rows" not in generate_params(n_clusters=7)
+    assert generate_params(n_clusters=7, fine=True, extend=False, k_min=3, k_max=14) == {
+        **generate_params(n_clusters=7),
+        "max_rows": 20_000,
+    }
     with pytest.raises(InputError, match="'k_max' parameter must be an integer or 'sqrt'; got 'root'"):
         plan_ensemble(100, 2, k_max="root")
     with pytest.raises(InputError, match="'extend' parameter takes true or false; got 'yes'"):
@@ -368,6 +370,30 @@ def test_a_workflow_takes_k_max_sqrt_and_extend_and_names_a_bad_value():
         validate_workflow({**spec, "generate": {"k_max": "root"}})
     with pytest.raises(InputError, match="section 'generate'.*'extend' parameter takes true or false"):
         validate_workflow({**spec, "generate": {"extend": "yes"}})
+
+
+def test_max_rows_cuts_each_subsample_and_extend_labels_the_rest(kdd_store, client):
+    """``max_rows``: a base clustering's subsample holds at most that many rows, so its cost stops growing
+    with the data (graph's ensemble: 20,000); with ``extend`` every other row gets its nearest centre. Not
+    given, the plans are those of before it (no key), and so are the stores made then."""
+    from ensemble_dask._workflow_checks import validate_workflow
+
+    plans = plan_ensemble(2000, 4, k_min=3, k_max="sqrt", rate=0.5, seed=1, extend=True, max_rows=300)
+    assert {p["m"] for p in plans} == {300} and {p["max_rows"] for p in plans} == {300}
+    assert max(p["k"] for p in plans) <= 44  # floor(sqrt(2000)): k counts the rows, not the subsample
+    assert all(len(subsample_of(p, 2000)) == 300 for p in plans)
+    assert "max_rows" not in plan_ensemble(2000, 2, rate=0.5)[0]
+    unset = plan_ensemble(2000, 3, k_max="sqrt", rate=0.5, seed=1, extend=True)
+    wide = plan_ensemble(2000, 3, k_max="sqrt", rate=0.5, seed=1, extend=True, max_rows=5000)
+    assert [{k: v for k, v in p.items() if k != "max_rows"} for p in wide] == unset  # not binding: same draws
+    info = generate(kdd_store, client, n_clusterings=4, rate=0.5, k_max=8, extend=True, max_rows=300, seed=3)
+    assert info["computed"] == 4 and (kdd_store["labels"][:] >= 0).all()
+    assert kdd_store.record("generate")["params"]["max_rows"] == 300
+    with pytest.raises(InputError, match=r"k_max=50 is larger than a subsample of 40 points .*max_rows=40"):
+        plan_ensemble(2000, 2, k_max=50, rate=0.5, max_rows=40)
+    spec = {"data": {"url": "synthetic:kdd99?n=600"}, "consensus": {"graph": {"n_clusters": 3}}}
+    with pytest.raises(InputError, match="section 'generate'.*'max_rows'"):
+        validate_workflow({**spec, "generate": {"max_rows": 1}})
 
 
 def test_k_max_sqrt_stops_growing_at_the_graph_s_sample():
