@@ -8,6 +8,7 @@ uninterrupted run, byte for byte.
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -199,3 +200,34 @@ def test_two_workflows_on_one_scheduler(cluster, workflow, reference, tmp_path):
     _assert_same(_results(tmp_path / "a.zarr"), reference)
     _assert_same(_results(tmp_path / "b.zarr"), reference)
     assert RunStore(tmp_path / "b.zarr")["consensus/pcc-l2/labels"].shape == (2000,)
+
+
+#: a file-size limit that lets ingest and generate write (X's one chunk is 39 kB) and stops coassoc at
+#: pairs/indices (63 kB)
+_COASSOC_LIMIT = 45_000
+
+
+@pytest.mark.slow
+def test_a_full_disk_during_run_is_one_line_and_the_rerun_ends_as_a_clean_run(workflow, reference, tmp_path):
+    """Issue 61: a full disk (a file-size limit as a stand-in) during `ensemble-dask run` on the embedded
+    cluster printed the clear line after 28 lines of the in-process scheduler's tracebacks (coassoc
+    cancelled its tasks, and distributed's scheduler asserted on a task of the failed compute that nobody
+    wanted any more: ``stimulus_cancel``'s ``assert ts.who_wants``). The clear line only, exit 1, coassoc
+    not marked; the same command without the limit ends as a clean run, byte for byte."""
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (_COASSOC_LIMIT, _COASSOC_LIMIT))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+
+    store = tmp_path / "run.zarr"
+    command = [EXE, "run", str(workflow), "--store", str(store), "--no-progress"]
+    failed = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, preexec_fn=limited)
+    assert failed.returncode == 1, failed.stderr
+    assert failed.stderr == (
+        f"ensemble-dask: error: I/O error on {store}: File too large; the stage is not marked complete: "
+        "fix the cause (free space, permissions) and run the same command again\n"
+    )
+    assert _stage_complete(store, "generate") and not _stage_complete(store, "coassoc")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    _assert_same(_results(store), reference)
