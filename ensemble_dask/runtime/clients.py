@@ -21,7 +21,6 @@ __all__ = [
     "active_client",
     "cluster_facts",
     "dask_client",
-    "gather_with_progress",
     "interrupt",
     "interrupt_handled",
     "LazyClient",
@@ -377,24 +376,6 @@ def _resource_cluster(resources, threads_per_worker):
         _start_fork_server()
         with SpecCluster(workers=workers, scheduler=scheduler) as cluster:
             yield cluster
-
-
-def gather_with_progress(client, futures, *, desc, progress=True):
-    """Results of ``futures`` in submission order, with a tqdm bar on stderr as they finish."""
-    from distributed import as_completed
-    from tqdm.auto import tqdm
-
-    try:
-        with tqdm(total=len(futures), desc=desc, disable=not progress, unit="task") as bar:
-            for fut in as_completed(futures):
-                if fut.status == "error":
-                    fut.result()  # raises the task's exception here, with its traceback
-                bar.update(1)
-        return client.gather(futures)
-    except BaseException:
-        if not INTERRUPTED.is_set():  # after an interrupt the client closes, and its tasks go with it
-            client.cancel(futures)  # no task of a failed stage keeps writing
-        raise
 
 
 class LazyClient:
