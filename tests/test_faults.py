@@ -2,11 +2,13 @@
 processes (each under its nanny, which replaces a worker that dies) and the `ensemble-dask` command.
 
 Every faulty run must end with the labels, the co-association store and the consensus result of an
-uninterrupted run, byte for byte.
+uninterrupted run, byte for byte. A fault the run cannot get over (a lost scheduler, a full disk) ends in one
+line, exit 1 and the stage not marked; the same command then ends as an uninterrupted run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
@@ -38,14 +40,11 @@ ARRAYS = (
 TIMEOUT = 180
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """A `dask scheduler` and two nanny-managed `dask worker` processes on 127.0.0.1 (this module's own:
-    its tests kill workers); yields (address, client)."""
-    from distributed import Client
-
+@contextlib.contextmanager
+def _dask_processes(workdir, n_workers):
+    """A `dask scheduler` and ``n_workers`` nanny-managed `dask worker` processes on 127.0.0.1; yields
+    (address, the scheduler's process)."""
     port = _free_port()
-    workdir = tmp_path_factory.mktemp("faults-dask")
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
     quiet = dict(cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     sched = subprocess.Popen(
@@ -56,7 +55,7 @@ def cluster(tmp_path_factory):
     try:
         _wait_port(port, sched)
         address = f"tcp://127.0.0.1:{port}"
-        for _ in range(2):
+        for _ in range(n_workers):
             cmd = [
                 _exe("dask"),
                 "worker",
@@ -68,14 +67,26 @@ def cluster(tmp_path_factory):
                 "--no-dashboard",
             ]
             procs.append(subprocess.Popen(cmd, **quiet))
-        with Client(address, timeout="30s") as client:
-            client.wait_for_workers(2, timeout=60)
-            yield address, client
+        yield address, sched
     finally:
         for p in procs:  # all at once: each may take seconds to close
             p.terminate()
         for p in procs:
             _stop(p)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A `dask scheduler` and two nanny-managed `dask worker` processes on 127.0.0.1 (this module's own:
+    its tests kill workers); yields (address, client)."""
+    from distributed import Client
+
+    with (
+        _dask_processes(tmp_path_factory.mktemp("faults-dask"), 2) as (address, _),
+        Client(address, timeout="30s") as client,
+    ):
+        client.wait_for_workers(2, timeout=60)
+        yield address, client
 
 
 @pytest.fixture(scope="module")
@@ -230,4 +241,45 @@ def test_a_full_disk_during_run_is_one_line_and_the_rerun_ends_as_a_clean_run(wo
     assert _stage_complete(store, "generate") and not _stage_complete(store, "coassoc")
     done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 0, done.stderr
+    _assert_same(_results(store), reference)
+
+
+_RUN_AGAIN = "the stage is not marked complete: "
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("after_generate", [False, True], ids=["mid-generate", "after-generate"])
+def test_a_lost_scheduler_is_one_line_and_a_rerun_ends_as_a_clean_run(
+    cluster, workflow, reference, tmp_path, after_generate
+):
+    """Issue 61: the scheduler of `--scheduler` killed mid-stage printed 3 tracebacks, the last ending in
+    "Client lost the connection to the scheduler"; killed just after a stage, 11 s later (the client tries to
+    reconnect for 10 s), a traceback of "FutureCancelledError ... cancelled for reason: unknown". One line
+    naming the scheduler and the stage it ran, exit 1, that stage not marked; the same command on a live
+    scheduler ends as a clean run."""
+    from distributed import Client
+
+    store = tmp_path / "run.zarr"
+    (tmp_path / "dask").mkdir()
+    with (
+        _dask_processes(tmp_path / "dask", 1) as (address, scheduler),
+        Client(address, timeout="30s") as watch,
+    ):
+        watch.wait_for_workers(1, timeout=60)
+        proc = _start(workflow, store, address)
+        if after_generate:
+            _wait_for(lambda: _stage_complete(store, "generate"), proc, "generate complete")
+        else:
+            _wait_for(lambda: _busy_worker(watch, "_cluster_task"), proc, "a clustering task")
+        scheduler.kill()
+        _, err = proc.communicate(timeout=TIMEOUT)
+    stage = "coassoc" if after_generate else "generate"
+    assert proc.returncode == 1, err
+    assert err == (
+        f"ensemble-dask: error: lost the connection to the Dask scheduler at {address} during stage "
+        f"{stage!r}; {_RUN_AGAIN}start the scheduler again (or run without one, on an embedded cluster) and "
+        "run the same command again\n"
+    )
+    assert _stage_complete(store, "ingest") and not _stage_complete(store, stage)
+    _finish(_start(workflow, store, cluster[0]))
     _assert_same(_results(store), reference)

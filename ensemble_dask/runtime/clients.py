@@ -15,6 +15,7 @@ import threading
 
 from .._config import flag
 from .._validation import InputError
+from .faults import ClusterError, LostScheduler
 from .quiet import _QUIET_PLUGIN, _DropMessages, _quiet_worker_logs, quiet_close_timeouts
 
 __all__ = [
@@ -405,6 +406,7 @@ class LazyClient:
         self._client = None
         self._started = False
         self._report_cm = None
+        self._watch = None  # of an existing scheduler, for its loss (:class:`~.faults.LostScheduler`)
 
     @property
     def started(self):
@@ -419,7 +421,8 @@ class LazyClient:
             logger.info("starting the Dask client (a stage has work to do)")
             stack = contextlib.ExitStack()
             try:
-                client = stack.enter_context(self._open_client())
+                watch = stack.enter_context(LostScheduler())  # entered first: it quiets the client's close
+                client = watch.client = stack.enter_context(self._open_client())
                 if self._report is not None and _has_bokeh():
                     report = performance_report(filename=self._report)
                     report.__enter__()
@@ -427,8 +430,20 @@ class LazyClient:
             except BaseException:
                 stack.close()
                 raise
-            self._stack, self._client, self._started = stack, client, True
+            self._stack, self._client, self._started, self._watch = stack, client, True, watch
         return self._client
+
+    @contextlib.contextmanager
+    def running(self, stage):
+        """Within: stage ``stage`` runs on the cluster; the loss of an existing scheduler is then a
+        :class:`~.faults.SchedulerLostError` that names it, whatever distributed raised for it."""
+        try:
+            yield
+        except Exception as exc:
+            lost = self._watch.error(stage) if self._watch is not None else None
+            if lost is None:
+                raise
+            raise lost from exc
 
     def __getattr__(self, name):
         if name.startswith("__") or name in (
@@ -439,6 +454,7 @@ class LazyClient:
             "_client",
             "_started",
             "_report_cm",
+            "_watch",
         ):
             raise AttributeError(name)
         return getattr(self.resolve(), name)
@@ -452,20 +468,27 @@ class LazyClient:
             return
         # after an error (a scheduler that died, a full disk, Ctrl-C ...): no performance report or
         # description of a failed run (each would fail again on the dead scheduler or the full disk), and
-        # closing must not replace the error with its own
+        # closing must not replace the error with its own (but the loss of the scheduler, told before it
+        # closes, replaces distributed's error for it outside a stage of :meth:`running`)
+        interrupted = INTERRUPTED.is_set() or issubclass(exc_type, KeyboardInterrupt)
+        lost = None
+        if not (interrupted or issubclass(exc_type, ClusterError)) and self._watch is not None:
+            lost = self._watch.error(None)
         try:
-            if INTERRUPTED.is_set() or issubclass(exc_type, KeyboardInterrupt):
+            if interrupted:
                 self.abort()
             else:
                 self._discard()
         except Exception as cleanup:  # noqa: BLE001 - the first error is the one to report
             logger.warning("closing the Dask client after %s failed too: %r", exc_type.__name__, cleanup)
+        if lost is not None:
+            raise lost from exc
 
     def close(self):
         """Write the performance report (if any) and close the cluster, when it was started."""
         stack, self._stack = self._stack, None
         client, self._client = self._client, None
-        report, self._report_cm = self._report_cm, None
+        report, self._report_cm, self._watch = self._report_cm, None, None
         if stack is not None:
             try:
                 if self._before_close is not None:
@@ -505,7 +528,7 @@ class LazyClient:
 
     def _discard(self):
         """Close the cluster without writing its performance report or description."""
-        stack, self._stack, self._client, self._report_cm = self._stack, None, None, None
+        stack, self._stack, self._client, self._report_cm, self._watch = self._stack, None, None, None, None
         if stack is not None:
             stack.close()
 
