@@ -2,8 +2,9 @@
 processes (each under its nanny, which replaces a worker that dies) and the `ensemble-dask` command.
 
 Every faulty run must end with the labels, the co-association store and the consensus result of an
-uninterrupted run, byte for byte. A fault the run cannot get over (a lost scheduler, a full disk) ends in one
-line, exit 1 and the stage not marked; the same command then ends as an uninterrupted run.
+uninterrupted run, byte for byte. A fault the run cannot get over (a lost scheduler, a worker killed as the
+embedded cluster starts, a full disk) ends in one line, exit 1 and the stage not marked; the same command
+then ends as an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -282,4 +283,43 @@ def test_a_lost_scheduler_is_one_line_and_a_rerun_ends_as_a_clean_run(
     )
     assert _stage_complete(store, "ingest") and not _stage_complete(store, stage)
     _finish(_start(workflow, store, cluster[0]))
+    _assert_same(_results(store), reference)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_as_the_embedded_cluster_starts_is_one_line_and_a_rerun_ends_as_a_clean_run(
+    workflow, reference, tmp_path
+):
+    """Issue 61: a worker process killed while the embedded cluster starts printed 81 lines ending in
+    "RuntimeError: PatientNanny failed to start.". Here the test kills it (SIGKILL, as the kernel's OOM
+    killer would): the command forks its workers from multiprocessing's fork server, its child, so its first
+    grandchild is the worker process. Seen within milliseconds of its fork, it is killed long before it has
+    registered with the scheduler (which takes it a second or more); a worker killed after that would be
+    replaced by its nanny, and the run would end well (the test would then fail on the exit status). One
+    line, exit 1, generate not marked; the same command ends as a clean run."""
+    import psutil
+
+    store = tmp_path / "run.zarr"
+    command = [EXE, "run", str(workflow), "--store", str(store), "--no-progress", "--n-workers", "1"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = psutil.Process(proc.pid)
+
+    def worker_process():
+        for child in run.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if child.ppid() != proc.pid:  # forked by the fork server
+                    return child
+        return None
+
+    _wait_for(worker_process, proc, "a worker process").kill()
+    _, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 1, err
+    assert err == (
+        "ensemble-dask: error: a worker process of the embedded Dask cluster was killed by signal 9 as it "
+        f"started; {_RUN_AGAIN}run the same command again (with fewer workers, --n-workers, if memory is "
+        "short)\n"
+    )
+    assert _stage_complete(store, "ingest") and not _stage_complete(store, "generate")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr
     _assert_same(_results(store), reference)

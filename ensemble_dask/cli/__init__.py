@@ -7,8 +7,8 @@ One module per command, each adding its subcommands to the parser (:mod:`._parse
 record); ``federated``, ``certs`` (a federation's CA,
 signed site requests, or all keys at once for a demo) and ``site`` (``site init``: a site's own keys;
 ``site serve``: its agent). Errors on bad input print one line naming the file, parameter or value, and
-exit with status 2; an I/O error (a full disk) and a cluster that fails under the command (a lost scheduler)
-print one line and exit with status 1. When the reader of
+exit with status 2; an I/O error (a full disk) and a cluster that fails under the command (a lost scheduler,
+a worker killed as the embedded cluster starts) print one line and exit with status 1. When the reader of
 stdout stops early (``ensemble-dask report --format json | head``), the command ends quietly with status 141
 (128 + SIGPIPE).
 """

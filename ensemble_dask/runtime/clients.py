@@ -15,7 +15,7 @@ import threading
 
 from .._config import flag
 from .._validation import InputError
-from .faults import ClusterError, LostScheduler
+from .faults import ClusterError, LostScheduler, started
 from .quiet import _QUIET_PLUGIN, _DropMessages, _quiet_worker_logs, quiet_close_timeouts
 
 __all__ = [
@@ -314,7 +314,9 @@ def _embedded(n_workers, threads_per_worker, processes):
         if processes:
             _start_fork_server()
         with (
-            LocalCluster(
+            started(
+                LocalCluster,
+                network.get("worker_class"),
                 n_workers=n_workers,
                 threads_per_worker=threads_per_worker,
                 processes=processes,
@@ -344,8 +346,17 @@ def _patient_nanny():
     after 4.0 seconds, killing". The process exits by itself; this nanny waits up to 30 s for it.
     """
     from distributed import Nanny
+    from distributed.core import Status
 
     class PatientNanny(Nanny):
+        #: exit statuses of the worker processes that ended before their nanny started (for the error)
+        ended_at_start = []
+
+        def _on_worker_exit_sync(self, exitcode):  # distributed's callback when the worker process exits
+            if self.status == Status.init:  # the nanny has not started: it is starting this process
+                PatientNanny.ended_at_start.append(exitcode)
+            super()._on_worker_exit_sync(exitcode)
+
         async def close(self, timeout=_NANNY_CLOSE_SECONDS, reason="nanny-close"):
             if INTERRUPTED.is_set():
                 timeout = min(timeout, _NANNY_CLOSE_INTERRUPTED)
@@ -359,9 +370,10 @@ def _resource_cluster(resources, threads_per_worker):
     import dask
     from distributed import Scheduler, SpecCluster
 
+    nanny = _patient_nanny()  # one class: the exit statuses of its processes that ended as they started
     workers = {
         f"worker-{i}": {
-            "cls": _patient_nanny(),
+            "cls": nanny,
             "options": {
                 "nthreads": threads_per_worker,
                 "resources": dict(res),
@@ -375,7 +387,7 @@ def _resource_cluster(resources, threads_per_worker):
     scheduler = {"cls": Scheduler, "options": options}
     with dask.config.set(_process_config()):
         _start_fork_server()
-        with SpecCluster(workers=workers, scheduler=scheduler) as cluster:
+        with started(SpecCluster, nanny, workers=workers, scheduler=scheduler) as cluster:
             yield cluster
 
 

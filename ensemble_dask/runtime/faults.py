@@ -1,5 +1,5 @@
-"""A Dask cluster that fails under a command, told in one error: its scheduler lost (see :mod:`.clients`,
-which raises it).
+"""A Dask cluster that fails under a command, told in one error: its scheduler lost, a worker process of the
+embedded cluster dead as it started (see :mod:`.clients`, which raises them).
 
 Each is a :class:`ClusterError`: the message names what happened, that the stage is not marked complete and
 what to do; the CLI prints it as one line and exits 1 (the cluster failed, not the input).
@@ -7,11 +7,12 @@ what to do; the CLI prints it as one line and exits 1 (the cluster failed, not t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from .._validation import EnsembleDaskError
 
-__all__ = ["ClusterError", "SchedulerLostError"]
+__all__ = ["ClusterError", "SchedulerLostError", "WorkerStartError"]
 
 #: what distributed's client logs when it gives up reconnecting (then it closes, its futures cancelled)
 _GAVE_UP = "Failed to reconnect to scheduler"
@@ -23,6 +24,10 @@ class ClusterError(EnsembleDaskError):
 
 class SchedulerLostError(ClusterError):
     """The connection to an existing scheduler (``--scheduler``) was lost while a stage ran on it."""
+
+
+class WorkerStartError(ClusterError):
+    """A worker process of the embedded cluster ended before it started (killed, or out of memory)."""
 
 
 class LostScheduler(logging.Filter):
@@ -87,3 +92,44 @@ class LostScheduler(logging.Filter):
             "complete: start the scheduler again (or run without one, on an embedded cluster) and run the "
             "same command again"
         )
+
+
+@contextlib.contextmanager
+def started(cls, nanny, **options):
+    """The cluster ``cls(**options)``, closed on exit; a worker process of ``nanny`` (its nanny class, with
+    ``ended_at_start``; or None) that ends before it started is a :class:`WorkerStartError` (distributed's
+    80 lines of tracebacks ended in "PatientNanny failed to start.")."""
+    try:
+        cluster = cls(**options)
+    except RuntimeError as exc:
+        ended = getattr(nanny, "ended_at_start", None) or [None]
+        error = worker_start_error(exc, ended[0])
+        if error is None:
+            raise
+        raise error from exc
+    with cluster:
+        yield cluster
+
+
+def worker_start_error(exc, exitcode):
+    """A :class:`WorkerStartError` for ``exc``, distributed's "<Nanny> failed to start." when the nanny's
+    worker process ended before it started (exit status ``exitcode``: negative for a signal; None if
+    unknown); None for any other error."""
+    cause = exc.__cause__
+    if not (
+        isinstance(exc, RuntimeError)
+        and str(exc).endswith("failed to start.")
+        and isinstance(cause, RuntimeError)
+        and str(cause) == "Nanny failed to start worker process"
+    ):
+        return None
+    if exitcode is None:
+        how = "ended"
+    elif exitcode < 0:
+        how = f"was killed by signal {-exitcode}"
+    else:
+        how = f"exited with status {exitcode}"
+    return WorkerStartError(
+        f"a worker process of the embedded Dask cluster {how} as it started; the stage is not marked "
+        "complete: run the same command again (with fewer workers, --n-workers, if memory is short)"
+    )

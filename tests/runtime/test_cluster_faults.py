@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from ensemble_dask.runtime.clients import LazyClient
-from ensemble_dask.runtime.faults import LostScheduler, SchedulerLostError
+from ensemble_dask.runtime.faults import LostScheduler, SchedulerLostError, worker_start_error
 
 ADDRESS = "tcp://127.0.0.1:8786"
 
@@ -23,6 +23,32 @@ def _client(status, cluster=None):
 def _record(msg, exc=None):
     exc_info = (type(exc), exc, None) if exc is not None else None
     return logging.LogRecord("distributed.client", logging.ERROR, __file__, 1, msg, (), exc_info)
+
+
+def _failed_to_start(cause):
+    try:
+        try:
+            raise cause
+        except RuntimeError as exc:
+            raise RuntimeError("PatientNanny failed to start.") from exc
+    except RuntimeError as exc:
+        return exc
+
+
+@pytest.mark.parametrize(
+    ("exitcode", "how"),
+    [(-9, "was killed by signal 9"), (3, "exited with status 3"), (None, "ended")],
+)
+def test_a_worker_process_that_ended_as_it_started_is_named_with_its_exit(exitcode, how):
+    nanny = _failed_to_start(RuntimeError("Nanny failed to start worker process"))
+    error = worker_start_error(nanny, exitcode)
+    assert str(error).startswith(f"a worker process of the embedded Dask cluster {how} as it started; ")
+
+
+def test_any_other_failure_to_start_is_not_told_as_a_killed_worker():
+    assert worker_start_error(_failed_to_start(RuntimeError("Could not start Nanny on host x")), -9) is None
+    assert worker_start_error(RuntimeError("PatientNanny failed to start."), -9) is None  # no cause
+    assert worker_start_error(RuntimeError("something else"), -9) is None
 
 
 def test_the_lost_scheduler_is_told_only_while_the_client_is_not_connected():
