@@ -489,13 +489,15 @@ def _run_workflow(spec, progress, report=True):
             gen.setdefault("seed", seed)
             gen.setdefault("n_clusters", _largest_k(consensus))
             gen.setdefault("fine", _fine_ensemble(consensus))
-            _call(generate, "generate", store, client, progress=progress, **gen)
+            with client.running("generate"):  # (a lost scheduler's error names the stage)
+                _call(generate, "generate", store, client, progress=progress, **gen)
         co_spec = _default_coassoc(spec, store, consensus)
         if co_spec is not None:
             co = dict(co_spec)
             co.setdefault("seed", seed)
             co.setdefault("n_clusters", _largest_k(consensus, "pairs"))
             with (
+                client.running("coassoc"),
                 label_starts_alongside(store, consensus, seed),  # the pair methods' starts meanwhile
                 elapsed_line("coassoc", progress=progress),
             ):
@@ -506,9 +508,10 @@ def _run_workflow(spec, progress, report=True):
         elif client.started and not spec.get("scheduler") and not store.url.startswith("memory://"):
             _fresh_workers(client)  # worker processes of our own embedded cluster (threads cannot restart)
         for name, params in consensus.items():
-            metrics = consensus_stage(
-                store, name, seed=seed, client=client, progress=progress, **(params or {})
-            )
+            with client.running(f"consensus/{name}"):
+                metrics = consensus_stage(
+                    store, name, seed=seed, client=client, progress=progress, **(params or {})
+                )
             logger.info("consensus %s: %s", name, metrics)
     if not report:
         from .stages.consensus import current_results

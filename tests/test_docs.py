@@ -18,6 +18,7 @@ PUBLIC = [
     "ensemble_dask.pipeline",
     "ensemble_dask.federated",
     "ensemble_dask.runtime.clients",
+    "ensemble_dask.runtime.faults",
     "ensemble_dask.metrics",
     "ensemble_dask.io.lease",
 ]

@@ -7,8 +7,10 @@ One module per command, each adding its subcommands to the parser (:mod:`._parse
 record); ``federated``, ``certs`` (a federation's CA,
 signed site requests, or all keys at once for a demo) and ``site`` (``site init``: a site's own keys;
 ``site serve``: its agent). Errors on bad input print one line naming the file, parameter or value, and
-exit with status 2. When the reader of stdout stops early
-(``ensemble-dask report --format json | head``), the command ends quietly with status 141 (128 + SIGPIPE).
+exit with status 2; an I/O error (a full disk) and a cluster that fails under the command (a lost scheduler,
+a worker killed as the embedded cluster starts) print one line and exit with status 1. When the reader of
+stdout stops early (``ensemble-dask report --format json | head``), the command ends quietly with status 141
+(128 + SIGPIPE).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import warnings
 
 from .._validation import EnsembleDaskError
 from ..runtime.clients import INTERRUPTED, interrupt, interrupt_handled, workers_ignore_ctrl_c
+from ..runtime.faults import ClusterError
 from ._parser import parser
 
 __all__ = ["console", "main"]
@@ -171,7 +174,7 @@ def _failure(exc, args):
         return 130
     if isinstance(exc, EnsembleDaskError):
         print(f"ensemble-dask: error: {exc}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(exc, ClusterError) else 2  # the cluster failed, not the input
     if isinstance(exc, BrokenPipeError):
         # the reader of stdout stopped early (``report --format json | head``): end quietly, as
         # Python's docs advise: stdout points at devnull so that flushing it at exit cannot raise again

@@ -47,6 +47,7 @@ def run(args):
     with (
         stage_store(args, writes_report=True) as store,
         pipeline.client_for_store(store, args.scheduler, dask_options(args)) as client,
+        client.running("coassoc"),
         elapsed_line("coassoc", progress=progress(args)),
     ):
         info = coassoc_stage(

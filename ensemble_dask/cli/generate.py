@@ -90,7 +90,10 @@ def run(args):
 
     # (the cluster starts when generate has work: a refusal of imported labels starts none)
     with stage_store(args, writes_report=True) as store:
-        with pipeline.client_for_store(store, args.scheduler, dask_options(args)) as client:
+        with (
+            pipeline.client_for_store(store, args.scheduler, dask_options(args)) as client,
+            client.running("generate"),
+        ):
             info = generate(
                 store,
                 client,

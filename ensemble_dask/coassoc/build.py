@@ -293,7 +293,14 @@ def build_coassociation(
         running.clear()
     finally:
         if running and hasattr(scheduler, "cancel"):
-            scheduler.cancel(running)
+            # released, not cancelled: no task of a failed stage keeps waiting to write. A cancel reaches the
+            # tasks that depend on these too, and one that no client wants any more (of the compute that just
+            # failed) trips distributed's scheduler (``stimulus_cancel``: ``assert ts.who_wants``): on a full
+            # disk, 28 lines of its tracebacks came before the error's one line
+            from distributed import futures_of
+
+            for future in futures_of(running):
+                future.release()
         if owned:
             scheduler.close()
         if spill:

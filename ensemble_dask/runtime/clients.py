@@ -15,13 +15,13 @@ import threading
 
 from .._config import flag
 from .._validation import InputError
+from .faults import ClusterError, LostScheduler, started
 from .quiet import _QUIET_PLUGIN, _DropMessages, _quiet_worker_logs, quiet_close_timeouts
 
 __all__ = [
     "active_client",
     "cluster_facts",
     "dask_client",
-    "gather_with_progress",
     "interrupt",
     "interrupt_handled",
     "LazyClient",
@@ -314,7 +314,9 @@ def _embedded(n_workers, threads_per_worker, processes):
         if processes:
             _start_fork_server()
         with (
-            LocalCluster(
+            started(
+                LocalCluster,
+                network.get("worker_class"),
                 n_workers=n_workers,
                 threads_per_worker=threads_per_worker,
                 processes=processes,
@@ -344,8 +346,17 @@ def _patient_nanny():
     after 4.0 seconds, killing". The process exits by itself; this nanny waits up to 30 s for it.
     """
     from distributed import Nanny
+    from distributed.core import Status
 
     class PatientNanny(Nanny):
+        #: exit statuses of the worker processes that ended before their nanny started (for the error)
+        ended_at_start = []
+
+        def _on_worker_exit_sync(self, exitcode):  # distributed's callback when the worker process exits
+            if self.status == Status.init:  # the nanny has not started: it is starting this process
+                PatientNanny.ended_at_start.append(exitcode)
+            super()._on_worker_exit_sync(exitcode)
+
         async def close(self, timeout=_NANNY_CLOSE_SECONDS, reason="nanny-close"):
             if INTERRUPTED.is_set():
                 timeout = min(timeout, _NANNY_CLOSE_INTERRUPTED)
@@ -359,9 +370,10 @@ def _resource_cluster(resources, threads_per_worker):
     import dask
     from distributed import Scheduler, SpecCluster
 
+    nanny = _patient_nanny()  # one class: the exit statuses of its processes that ended as they started
     workers = {
         f"worker-{i}": {
-            "cls": _patient_nanny(),
+            "cls": nanny,
             "options": {
                 "nthreads": threads_per_worker,
                 "resources": dict(res),
@@ -375,26 +387,8 @@ def _resource_cluster(resources, threads_per_worker):
     scheduler = {"cls": Scheduler, "options": options}
     with dask.config.set(_process_config()):
         _start_fork_server()
-        with SpecCluster(workers=workers, scheduler=scheduler) as cluster:
+        with started(SpecCluster, nanny, workers=workers, scheduler=scheduler) as cluster:
             yield cluster
-
-
-def gather_with_progress(client, futures, *, desc, progress=True):
-    """Results of ``futures`` in submission order, with a tqdm bar on stderr as they finish."""
-    from distributed import as_completed
-    from tqdm.auto import tqdm
-
-    try:
-        with tqdm(total=len(futures), desc=desc, disable=not progress, unit="task") as bar:
-            for fut in as_completed(futures):
-                if fut.status == "error":
-                    fut.result()  # raises the task's exception here, with its traceback
-                bar.update(1)
-        return client.gather(futures)
-    except BaseException:
-        if not INTERRUPTED.is_set():  # after an interrupt the client closes, and its tasks go with it
-            client.cancel(futures)  # no task of a failed stage keeps writing
-        raise
 
 
 class LazyClient:
@@ -424,6 +418,7 @@ class LazyClient:
         self._client = None
         self._started = False
         self._report_cm = None
+        self._watch = None  # of an existing scheduler, for its loss (:class:`~.faults.LostScheduler`)
 
     @property
     def started(self):
@@ -438,7 +433,8 @@ class LazyClient:
             logger.info("starting the Dask client (a stage has work to do)")
             stack = contextlib.ExitStack()
             try:
-                client = stack.enter_context(self._open_client())
+                watch = stack.enter_context(LostScheduler())  # entered first: it quiets the client's close
+                client = watch.client = stack.enter_context(self._open_client())
                 if self._report is not None and _has_bokeh():
                     report = performance_report(filename=self._report)
                     report.__enter__()
@@ -446,8 +442,20 @@ class LazyClient:
             except BaseException:
                 stack.close()
                 raise
-            self._stack, self._client, self._started = stack, client, True
+            self._stack, self._client, self._started, self._watch = stack, client, True, watch
         return self._client
+
+    @contextlib.contextmanager
+    def running(self, stage):
+        """Within: stage ``stage`` runs on the cluster; the loss of an existing scheduler is then a
+        :class:`~.faults.SchedulerLostError` that names it, whatever distributed raised for it."""
+        try:
+            yield
+        except Exception as exc:
+            lost = self._watch.error(stage) if self._watch is not None else None
+            if lost is None:
+                raise
+            raise lost from exc
 
     def __getattr__(self, name):
         if name.startswith("__") or name in (
@@ -458,6 +466,7 @@ class LazyClient:
             "_client",
             "_started",
             "_report_cm",
+            "_watch",
         ):
             raise AttributeError(name)
         return getattr(self.resolve(), name)
@@ -471,20 +480,27 @@ class LazyClient:
             return
         # after an error (a scheduler that died, a full disk, Ctrl-C ...): no performance report or
         # description of a failed run (each would fail again on the dead scheduler or the full disk), and
-        # closing must not replace the error with its own
+        # closing must not replace the error with its own (but the loss of the scheduler, told before it
+        # closes, replaces distributed's error for it outside a stage of :meth:`running`)
+        interrupted = INTERRUPTED.is_set() or issubclass(exc_type, KeyboardInterrupt)
+        lost = None
+        if not (interrupted or issubclass(exc_type, ClusterError)) and self._watch is not None:
+            lost = self._watch.error(None)
         try:
-            if INTERRUPTED.is_set() or issubclass(exc_type, KeyboardInterrupt):
+            if interrupted:
                 self.abort()
             else:
                 self._discard()
         except Exception as cleanup:  # noqa: BLE001 - the first error is the one to report
             logger.warning("closing the Dask client after %s failed too: %r", exc_type.__name__, cleanup)
+        if lost is not None:
+            raise lost from exc
 
     def close(self):
         """Write the performance report (if any) and close the cluster, when it was started."""
         stack, self._stack = self._stack, None
         client, self._client = self._client, None
-        report, self._report_cm = self._report_cm, None
+        report, self._report_cm, self._watch = self._report_cm, None, None
         if stack is not None:
             try:
                 if self._before_close is not None:
@@ -524,7 +540,7 @@ class LazyClient:
 
     def _discard(self):
         """Close the cluster without writing its performance report or description."""
-        stack, self._stack, self._client, self._report_cm = self._stack, None, None, None
+        stack, self._stack, self._client, self._report_cm, self._watch = self._stack, None, None, None, None
         if stack is not None:
             stack.close()
 

@@ -1,9 +1,8 @@
-"""A progress line for a step that reports no steps of its own: the time spent in it, on a terminal.
+"""Progress on stderr: a bar of a stage's tasks on the cluster (:func:`gather_with_progress`), and for a step
+that reports no steps of its own, the time spent in it, on a terminal (:func:`elapsed_line`).
 
-The stages that run on the cluster show a bar of their tasks (:func:`~ensemble_dask.runtime.clients.
-gather_with_progress`); a consensus fit in this process reports nothing while it runs (10-20 s each at the
-size of KDD 10%), so it shows how long it has been running, as a sign of life and no more: no fraction done
-is claimed.
+A consensus fit in this process reports nothing while it runs (10-20 s each at the size of KDD 10%), so it
+shows how long it has been running, as a sign of life and no more: no fraction done is claimed.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import contextlib
 import sys
 import threading
 
-__all__ = ["elapsed_line"]
+__all__ = ["elapsed_line", "gather_with_progress"]
 
 
 @contextlib.contextmanager
@@ -42,3 +41,23 @@ def elapsed_line(desc, *, progress=True, every=1.0, file=None):
         stop.set()
         thread.join()
         bar.close()
+
+
+def gather_with_progress(client, futures, *, desc, progress=True):
+    """Results of ``futures`` in submission order, with a tqdm bar on stderr as they finish."""
+    from distributed import as_completed
+    from tqdm.auto import tqdm
+
+    from .clients import INTERRUPTED
+
+    try:
+        with tqdm(total=len(futures), desc=desc, disable=not progress, unit="task") as bar:
+            for fut in as_completed(futures):
+                if fut.status == "error":
+                    fut.result()  # raises the task's exception here, with its traceback
+                bar.update(1)
+        return client.gather(futures)
+    except BaseException:
+        if not INTERRUPTED.is_set():  # after an interrupt the client closes, and its tasks go with it
+            client.cancel(futures)  # no task of a failed stage keeps writing
+        raise

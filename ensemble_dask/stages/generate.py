@@ -322,7 +322,7 @@ def generate(store, client, *, progress=False, replace_imported=False, **params)
             client.submit(_cluster_task, store.url, store.storage_options, inputs[0], group, pure=False)
             for group in _column_groups(todo, int(labels.chunks[1]))
         ]
-        from ..runtime.clients import gather_with_progress
+        from ..runtime.progress import gather_with_progress
 
         for part in gather_with_progress(client, futures, desc="generate", progress=progress):
             meta += part

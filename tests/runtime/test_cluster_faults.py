@@ -1,0 +1,92 @@
+"""What a cluster's faults are told as (issue 61), without a cluster: only those faults, and nothing else,
+become a one-line error or lose a log record. The faults themselves, on real processes: tests/test_faults.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from ensemble_dask.runtime.clients import LazyClient
+from ensemble_dask.runtime.faults import LostScheduler, SchedulerLostError, worker_start_error
+
+ADDRESS = "tcp://127.0.0.1:8786"
+
+
+def _client(status, cluster=None):
+    return SimpleNamespace(status=status, cluster=cluster, scheduler=SimpleNamespace(address=ADDRESS))
+
+
+def _record(msg, exc=None):
+    exc_info = (type(exc), exc, None) if exc is not None else None
+    return logging.LogRecord("distributed.client", logging.ERROR, __file__, 1, msg, (), exc_info)
+
+
+def _failed_to_start(cause):
+    try:
+        try:
+            raise cause
+        except RuntimeError as exc:
+            raise RuntimeError("PatientNanny failed to start.") from exc
+    except RuntimeError as exc:
+        return exc
+
+
+@pytest.mark.parametrize(
+    ("exitcode", "how"),
+    [(-9, "was killed by signal 9"), (3, "exited with status 3"), (None, "ended")],
+)
+def test_a_worker_process_that_ended_as_it_started_is_named_with_its_exit(exitcode, how):
+    nanny = _failed_to_start(RuntimeError("Nanny failed to start worker process"))
+    error = worker_start_error(nanny, exitcode)
+    assert str(error).startswith(f"a worker process of the embedded Dask cluster {how} as it started; ")
+
+
+def test_any_other_failure_to_start_is_not_told_as_a_killed_worker():
+    assert worker_start_error(_failed_to_start(RuntimeError("Could not start Nanny on host x")), -9) is None
+    assert worker_start_error(RuntimeError("PatientNanny failed to start."), -9) is None  # no cause
+    assert worker_start_error(RuntimeError("something else"), -9) is None
+
+
+def test_the_lost_scheduler_is_told_only_while_the_client_is_not_connected():
+    watch = LostScheduler()
+    assert watch.error("generate") is None  # no client yet
+    watch.client = _client("running")
+    assert watch.error("generate") is None
+    watch.client = _client("closed", cluster=object())  # an embedded cluster's client, closed with it
+    assert watch.error("generate") is None
+    for status in ("connecting", "closed"):
+        watch.client = _client(status)
+        watch.client.scheduler.address = None  # as distributed leaves it once the client gave up reconnecting
+        assert str(watch.error("coassoc")).startswith(
+            f"lost the connection to the Dask scheduler at {ADDRESS} during stage 'coassoc'; "
+        )
+
+
+def test_only_the_lost_connection_s_own_records_are_dropped_and_only_while_it_is_lost():
+    watch = LostScheduler()
+    gave_up = _record("Failed to reconnect to scheduler after 10.00 seconds, closing client")
+    cut_short = _record("", asyncio.CancelledError())
+    other = _record("a real error", ValueError("x"))
+    watch.client = _client("running")
+    assert all(watch.filter(r) for r in (gave_up, cut_short, other))
+    watch.client = _client("connecting")
+    assert [watch.filter(r) for r in (gave_up, cut_short, other)] == [False, False, True]
+    with watch:
+        assert watch in logging.getLogger("distributed.client").filters
+    assert watch not in logging.getLogger("distributed.client").filters
+
+
+def test_a_stage_s_error_becomes_the_lost_scheduler_only_when_it_is_lost():
+    lazy = LazyClient(lambda: None)
+    lazy._watch = LostScheduler()
+    lazy._watch.client = _client("running")
+    with pytest.raises(ValueError, match="a bug"), lazy.running("generate"):
+        raise ValueError("a bug")
+    lazy._watch.client = _client("connecting")
+    with pytest.raises(SchedulerLostError, match="during stage 'generate'") as info, lazy.running("generate"):
+        raise ValueError("what distributed raised for it")
+    assert isinstance(info.value.__cause__, ValueError)
