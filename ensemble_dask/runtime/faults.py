@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import sys
 
 from .._validation import EnsembleDaskError
 
@@ -132,4 +134,24 @@ def worker_start_error(exc, exitcode):
     return WorkerStartError(
         f"a worker process of the embedded Dask cluster {how} as it started; the stage is not marked "
         "complete: run the same command again (with fewer workers, --n-workers, if memory is short)"
+        + (_GUARD_HINT if exitcode is not None and exitcode > 0 and _a_script_of_the_user() else "")
+    )
+
+
+#: a worker process imports the script that started it (multiprocessing's spawn and forkserver)
+_GUARD_HINT = (
+    "; if this is a script that starts the cluster (a ConsensusClustering with a store on disk), put its "
+    'code under `if __name__ == "__main__":`: each worker process imports the script, and without the '
+    "guard it starts a cluster of its own"
+)
+
+
+def _a_script_of_the_user():
+    """Whether this process runs a Python file of the user's (not ``ensemble-dask``, not an interpreter)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    return (
+        bool(path)
+        and "ensemble_dask" not in path
+        and not os.path.basename(sys.argv[0]).startswith("ensemble-dask")
     )

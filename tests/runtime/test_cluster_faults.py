@@ -45,6 +45,48 @@ def test_a_worker_process_that_ended_as_it_started_is_named_with_its_exit(exitco
     assert str(error).startswith(f"a worker process of the embedded Dask cluster {how} as it started; ")
 
 
+@pytest.mark.slow
+def test_a_script_without_the_main_guard_is_told_to_add_it(tmp_path):
+    """A user's five-line script fitting a ConsensusClustering with a store on disk, with no ``if __name__ ==
+    "__main__":``: each worker process imports the script and starts a cluster of its own, and the error said
+    to run the same command again (with fewer workers). It now names the guard; the same script with the
+    guard fits."""
+    import os
+    import subprocess
+    import sys
+
+    body = (
+        "import numpy as np\n"
+        "from ensemble_dask import ConsensusClustering\n"
+        "X = np.random.default_rng(0).normal(size=(60, 2))\n"
+        f"store = {str(tmp_path / 's.zarr')!r}\n"
+        "ConsensusClustering(2, n_clusterings=3, store=store, random_state=0).fit(X)\n"
+    )
+    script = tmp_path / "fit.py"
+    script.write_text(body)
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=240)
+    assert out.returncode == 1
+    assert 'put its code under `if __name__ == "__main__":`' in out.stderr.strip().splitlines()[-1]
+    guarded = "def main():\n" + "".join(f"    {line}\n" for line in body.splitlines())
+    script.write_text(guarded + "\n\nif __name__ == '__main__':\n    main()\n")
+    ok = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=240)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+
+
+def test_the_guard_hint_is_for_a_script_of_the_user_only(monkeypatch):
+    nanny = _failed_to_start(RuntimeError("Nanny failed to start worker process"))
+    monkeypatch.setattr("sys.argv", ["/usr/bin/ensemble-dask", "run"])
+    assert "__main__" not in str(worker_start_error(nanny, 1))
+    monkeypatch.setattr("sys.argv", ["fit.py"])
+    monkeypatch.setattr(
+        "sys.modules", {**__import__("sys").modules, "__main__": SimpleNamespace(__file__="fit.py")}
+    )
+    assert "__main__" in str(worker_start_error(nanny, 1)) and "__main__" not in str(
+        worker_start_error(nanny, -9)
+    )
+
+
 def test_any_other_failure_to_start_is_not_told_as_a_killed_worker():
     assert worker_start_error(_failed_to_start(RuntimeError("Could not start Nanny on host x")), -9) is None
     assert worker_start_error(RuntimeError("PatientNanny failed to start."), -9) is None  # no cause
