@@ -168,7 +168,7 @@ def test_coassoc_and_consensus_commands(tmp_path):
     assert "8 clusterings (k in [2, 5])" in r.stdout and "--n-clusters K" not in r.stdout
     r = cli("coassoc", "--store", store, "--strategy", "per-point", "--l", 10, "--n-workers", 1)
     assert r.returncode == 0, r.stderr
-    r = cli("consensus", "pcc-l2", "--store", store, "--set", "n_clusters=3")
+    r = cli("consensus", "pcc-l2", "--store", store, "--set", "n_clusters=3", "--report")
     assert r.returncode == 0, r.stderr
     assert "pcc-l2" in r.stdout
     report = json.loads((store / "report" / "metrics.json").read_text())

@@ -167,7 +167,7 @@ def test_the_data_s_first_ingest_keeps_the_reference_or_replaces_it_with_its_own
         ]
         == 0
     )
-    assert main(capsys, "consensus", "hbgf", "--store", store, "--n-clusters", 3)[0] == 0
+    assert main(capsys, "consensus", "hbgf", "--store", store, "--n-clusters", 3, "--report")[0] == 0
     before = _report(store)["methods"]["hbgf"]["ARI"]
     extra = ["--labels", path / "y.npy"] if own_labels else []
     rc, _, err = main(capsys, "ingest", path / "X.npy", "--store", store, *extra)
