@@ -1,11 +1,15 @@
 """A consensus command on small data without fixed costs (issue 60, item 4): the report page drawn when asked,
-not after every fit. No timings here: ``benchmarks/cli_overhead.py`` measures the command against the imports
-it cannot avoid."""
+not after every fit, and no scikit-learn, matplotlib or pandas imported for a fit on a thousand rows. No
+timings here: ``benchmarks/cli_overhead.py`` measures the command against the imports it cannot avoid."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+
+from tests.conftest import REPO
 
 
 @pytest.fixture(scope="module")
@@ -55,3 +59,37 @@ def test_the_consensus_command_draws_the_report_when_asked(small_store, tmp_path
     assert "report: not redrawn" not in capsys.readouterr().out
     assert set(json.loads((store / "report" / "metrics.json").read_text())["methods"]) == {"kcc", "hbgf"}
     assert (store / "report" / "index.html").exists()
+
+
+_IMPORTS = """
+import sys
+from ensemble_dask.cli import main
+
+HEAVY = ("sklearn", "matplotlib", "pandas", "scipy.optimize", "distributed")
+for method in sys.argv[2:]:
+    assert main(["consensus", method, "--store", sys.argv[1], "--n-clusters", "3", "-q"]) == 0
+    print("imported:", method, sorted(m for m in HEAVY if m in sys.modules))
+"""
+
+
+def test_a_consensus_command_on_small_data_imports_no_scikit_learn(small_store, tmp_path):
+    """Before: scikit-learn (about a second to import, with SciPy's statistics and pandas) for the graph's
+    neighbours and the spectral k-means, the starts' k-means and the scores; matplotlib for the report."""
+    import shutil
+
+    store = tmp_path / "s.zarr"
+    shutil.copytree(small_store, store)
+    methods = ["graph", "pcc-kl", "kcc", "hbgf", "bce", "mm", "ppc"]
+    r = subprocess.run(
+        [sys.executable, "-c", _IMPORTS, str(store), *methods],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    said = [line for line in r.stdout.splitlines() if line.startswith("imported:")]
+    assert said == [f"imported: {m} []" for m in methods], r.stdout
+    report = json.loads(subprocess.run(
+        [sys.executable, "-m", "ensemble_dask", "report", "--store", str(store), "--format", "json"],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+    ).stdout)  # fmt: skip
+    for m in methods:  # each scored against the data's labels, as before
+        assert report["methods"][m]["ARI"] > 0.9, (m, report["methods"][m])
