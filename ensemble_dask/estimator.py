@@ -39,7 +39,9 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
     Parameters
     ----------
     n_clusters : int, default=8
-        Number ``K`` of consensus clusters (a maximum: clusters may stay empty).
+        Number ``K`` of consensus clusters (a maximum: clusters may stay empty). 1, as for ``KMeans``: one
+        cluster of every row (labels 0, memberships 1, uncertainty 0); the data are read and checked as for
+        any K, and no base clustering is made.
     method : str, default="graph"
         A consensus method of :mod:`ensemble_dask.consensus.registry`, or ``pcc-kl`` / ``pcc-l2`` (PCC with
         that divergence). ``graph`` (:class:`~ensemble_dask.consensus.GraphConsensus`) fits on an ensemble of
@@ -287,12 +289,18 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
                 spec["generate"].update(k_min=min(lo, m), k_max=m)
         if self.pairs != "auto":
             spec["coassoc"] = {"strategy": self.pairs}
+        if self._one_cluster():  # every row in it: the data alone (read and checked), nothing to fit
+            for section in ("generate", "coassoc", "consensus"):
+                spec.pop(section, None)
         if self.storage_options is not None:
             spec["storage_options"] = dict(self.storage_options)
         client = self._client()
         if client is not None:  # a Client, or its scheduler's address (which clone() can copy)
             spec["scheduler"] = client if isinstance(client, str) else client.scheduler.address
         return spec
+
+    def _one_cluster(self):
+        return _is_int(self.n_clusters, 1) and self.n_clusters == 1
 
     def _method_params(self):
         params = self.method_params
@@ -370,11 +378,19 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
                 weakref.finalize(self, ABANDONED.append, store_url)
             self._memory_store = (id(self), store_url)
         store = RunStore(store_url, self.storage_options, mode="r")
-        group = f"consensus/{self.method}"
-        self.memberships_ = np.asarray(store[f"{group}/Y"][:], dtype=np.float64)
-        self.labels_ = np.asarray(store[f"{group}/labels"][:], dtype=np.int64)
-        self.uncertainty_ = np.asarray(store[f"{group}/uncertainty"][:], dtype=np.float64)
-        self.metrics_ = report["methods"][self.method]
+        if self._one_cluster():
+            self.labels_, self.memberships_, self.uncertainty_ = _one_cluster(store.n)
+            self.metrics_ = {"effective_k": 1}
+            if "y_true" in store:
+                from .metrics import partition_scores
+
+                self.metrics_.update(partition_scores(self.labels_, store["y_true"][:]))
+        else:
+            group = f"consensus/{self.method}"
+            self.memberships_ = np.asarray(store[f"{group}/Y"][:], dtype=np.float64)
+            self.labels_ = np.asarray(store[f"{group}/labels"][:], dtype=np.int64)
+            self.uncertainty_ = np.asarray(store[f"{group}/uncertainty"][:], dtype=np.float64)
+            self.metrics_ = report["methods"][self.method]
         self.n_features_in_ = int(store["X"].shape[1]) if shape is None else shape[1]
         names = None if shape is None else feature_names(X)
         if names is not None:
@@ -383,7 +399,7 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
             del self.feature_names_in_
         # what predict reads: the result of the method fitted (not one set since), and an array of new rows
         # by the store's column names when X was a table read by name (an array was written by place)
-        self._fitted = (self.method, shape is None)
+        self._fitted = (None if self._one_cluster() else self.method, shape is None)  # None: one cluster
         self.store_ = store_url  # last: a failed fit leaves no fitted look behind
         for note in self.metrics_.get("warnings", []):  # the stage logs them; a fit's caller sees them too
             _rewarn(note)
@@ -457,6 +473,11 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
                 "memory://"
             )  # its base centres kept there; a given store's not
             store = RunStore(self.store_, self.storage_options, mode="r+" if in_memory else "r")
+            if method is None:  # one cluster: the new rows read and checked as any K's, all in it
+                from .stages.predict import new_rows
+
+                rows = sum(len(b) for _, b in new_rows(store, url, storage_options=self.storage_options))
+                return _one_cluster(rows)[:2]
             given = self._client()
             with contextlib.nullcontext() if given is None else dask_client(given) as client:
                 labels, memberships, _ = predict_rows(
@@ -505,5 +526,10 @@ def _warn_names(message):
 
 #: stores in memory of estimators that are gone: a finaliser runs in whatever thread collects the estimator,
 #: maybe while a stage lists the memory file system, so it only notes the store; the next fit removes it
+def _one_cluster(n):
+    """``(labels, memberships, uncertainty)`` of ``n`` rows in one cluster."""
+    return np.zeros(n, dtype=np.int64), np.ones((n, 1)), np.zeros(n)
+
+
 def _is_int(value, low):
     return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= low

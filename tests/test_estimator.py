@@ -98,7 +98,7 @@ def test_bad_input_is_a_clear_error(blobs):
     with pytest.raises(InputError, match="'method' parameter must be one of .*got 'kmeans'"):
         ConsensusClustering(3, method="kmeans").fit(blobs)
     with pytest.raises(InputError, match="'n_clusters' parameter of KCC"):
-        ConsensusClustering(1, method="kcc", n_clusterings=4).fit(blobs)
+        ConsensusClustering(0, method="kcc", n_clusterings=4).fit(blobs)
 
 
 def test_predict_labels_new_rows(blobs):
@@ -440,30 +440,46 @@ def test_a_store_in_memory_goes_with_its_estimator(blobs):
     assert not fs.exists(url)
 
 
-#: scikit-learn's checks that do not apply to a consensus clusterer, and why
-NOT_APPLICABLE = {
-    check: "they set n_clusters=1, and a consensus of one cluster is no clustering: every method needs K >= 2"
-    for check in (
-        "check_dont_overwrite_parameters",
-        "check_methods_subset_invariance",
-        "check_fit2d_1feature",
-        "check_fit2d_predict1d",
-    )
-}
-
-
-@parametrize_with_checks(
-    [ConsensusClustering(3, n_clusterings=8, random_state=0)],
-    expected_failed_checks=lambda est: NOT_APPLICABLE,
-)
+@parametrize_with_checks([ConsensusClustering(3, n_clusterings=8, random_state=0)])
 def test_scikit_learn_s_estimator_checks(estimator, check):
-    """scikit-learn's own checks (``check_estimator``): the API, input validation and its messages, fitted
-    attributes, predict before fit, sample order and subset invariance of predict, and more."""
+    """scikit-learn's own checks (``check_estimator``), every one of them: the API, input validation and its
+    messages, fitted attributes, predict before fit, sample order and subset invariance of predict (on one
+    cluster, as four checks set n_clusters=1), and more."""
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tiny data sets warn (empty rows, convergence), as they should
         check(estimator)
+
+
+def test_one_cluster_as_kmeans_gives_it(tmp_path):
+    """n_clusters=1 (issue 60, item 10), as KMeans: every row in cluster 0, memberships 1, uncertainty 0;
+    predict and transform of new rows likewise, their data checked as for any K; no base clustering made.
+    It was refused (every consensus method needs K >= 2), and scikit-learn's four checks that set it were
+    declared not applicable."""
+    from ensemble_dask.io.store import RunStore
+
+    X, y = make_blobs(60, centers=3, n_features=2, random_state=0)
+    model = ConsensusClustering(1, random_state=0).fit(X)
+    assert model.labels_.tolist() == [0] * 60
+    assert model.memberships_.shape == (60, 1) and (model.memberships_ == 1).all()
+    assert (model.uncertainty_ == 0).all() and model.metrics_["effective_k"] == 1
+    assert model.predict(X[:7]).tolist() == [0] * 7
+    assert model.transform(X[:7]).tolist() == [[1.0]] * 7
+    assert "labels" not in RunStore(model.store_, mode="r")  # nothing fitted: no ensemble
+    with pytest.raises(InputError, match="X has 3 features, but ConsensusClustering is expecting 2"):
+        model.predict(np.zeros((2, 3)))
+    with pytest.raises(InputError, match="Input contains NaN"):
+        model.predict(np.array([[0.0, np.nan]]))
+    # a table with reference labels: scored against them, as any K
+    pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "c": y}).to_csv(tmp_path / "t.csv", index=False)
+    scored = ConsensusClustering(1, label_column="c", random_state=0).fit(str(tmp_path / "t.csv"))
+    assert scored.metrics_["ARI"] == 0.0 and scored.predict(str(tmp_path / "t.csv")).tolist() == [0] * 60
+    pd.DataFrame({"a": [0.0]}).to_csv(tmp_path / "new.csv", index=False)
+    with pytest.raises(InputError, match="no column 'b'"):
+        scored.predict(str(tmp_path / "new.csv"))
+    with pytest.raises(InputError, match="n_clusters"):
+        ConsensusClustering(0, random_state=0).fit(X)
 
 
 def test_a_fit_on_the_same_file_read_otherwise_keeps_results_it_did_not_make(tmp_path):

@@ -216,7 +216,8 @@ def test_strategy_override_replaces_the_strategy_parameters(caplog):
         (
             "consensus",
             {"pcc-kl": {"n_clusters": 1}},  # was an error naming HBGF, the start, after the other stages
-            r"consensus method 'pcc-kl': The 'n_clusters' parameter (of PCC )?must be an integer >= 2",
+            r"consensus method 'pcc-kl': The 'n_clusters' parameter (of PCC )?must be an integer >= 2; got 1 "
+            r"\(one cluster holds every row; ConsensusClustering\(n_clusters=1\) gives it\)",
         ),
         (
             "consensus",

@@ -19,12 +19,16 @@ EXAMPLES = {
     "ingest": [
         "ensemble-dask ingest data.csv --store runs/my.zarr --label-column class",
         "ensemble-dask ingest X.npy --store runs/my.zarr --no-standardize",
+        "ensemble-dask ingest X.npy --store runs/my.zarr --labels y.npy",
     ],
     "generate": [
         "ensemble-dask generate --store runs/my.zarr -N 50 --rate 0.5 --n-clusters 8",
         "ensemble-dask generate --store runs/my.zarr -N 50 --rate 0.5 --k-min 8 --k-max sqrt --extend",
     ],
-    "import-labels": ["ensemble-dask import-labels partitions.csv --store runs/my.zarr"],
+    "import-labels": [
+        "ensemble-dask import-labels partitions.csv --store runs/my.zarr",
+        "ensemble-dask import-labels partitions.npy --store runs/my.zarr --reference y.npy",
+    ],
     "coassoc": ["ensemble-dask coassoc --store runs/my.zarr --n-clusters 8"],
     "consensus": [
         "ensemble-dask consensus pcc-kl --store runs/my.zarr --n-clusters 8",

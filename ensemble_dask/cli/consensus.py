@@ -1,4 +1,5 @@
-"""``ensemble-dask consensus NAME``: one consensus method on the store; its help lists the registry."""
+"""``ensemble-dask consensus NAME``: one consensus method on the store; its help lists the registry. The
+report page is drawn when asked (``--report``, or ``ensemble-dask report``), not after every fit."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ def add_parser(sub, common):
     set_args(p, help="a method parameter")
     p.add_argument("--seed", type=seed, default=0, help="the seed of the method's starts")
     p.add_argument("--no-progress", action="store_true", help="no line counting the fit's time")
+    p.add_argument(
+        "--report",
+        action="store_true",
+        help="draw the report page after the fit (else `ensemble-dask report` draws it; `run` at its end)",
+    )
     p.set_defaults(run=run)
 
 
@@ -57,12 +63,19 @@ def run(args):
             raise InputError(
                 f"--n-clusters {args.n_clusters} and --set n_clusters={params['n_clusters']} disagree"
             )
-    with stage_store(args, writes_report=True) as store:
+    with stage_store(args, writes_report=args.report) as store:
         before = store.record(f"consensus/{args.name}") or {}
         metrics = consensus_stage(store, args.name, seed=args.seed, progress=progress(args), **params)
         after = store.record(f"consensus/{args.name}") or {}
-        report = pipeline.write_report(store, progress(args))
+        if args.report:
+            dataset = pipeline.write_report(store, progress(args))["dataset"]
+        else:  # the page is drawn when asked, not after every fit (seconds of figures on small data)
+            from ..stages.report import dataset_facts
+
+            dataset = dataset_facts(store)
     if before.get("complete") and before.get("started") == after.get("started"):
         print(f"consensus {args.name}: up to date (fitted {after.get('finished')}), not fitted again")
-    print_summary({"dataset": report["dataset"], "methods": {args.name: metrics}})
+    print_summary({"dataset": dataset, "methods": {args.name: metrics}})
+    if not args.report:
+        print(f"report: not redrawn; ensemble-dask report --store {args.store} draws it")
     return 0

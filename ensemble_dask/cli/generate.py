@@ -70,6 +70,13 @@ def add_parser(sub, common):
         help="the CSV's first line names the columns (default: guessed from its first two lines)",
     )
     sep_arg(p)
+    p.add_argument(
+        "--reference",
+        metavar="FILE",
+        help="reference labels to score the results against (y_true): one per row of the table, in its "
+        "order (.npy, or a CSV or Parquet file of one column); for a store without data (ingest's come "
+        "with its data)",
+    )
     p.add_argument("--data-storage-options", help="fsspec options of the labels table, as JSON")
     p.set_defaults(run=run_import)
 
@@ -135,8 +142,21 @@ def run_import(args):
     # checked before a store is opened (or created)
     options = storage_options(args.data_storage_options)
     labels = read_labels_table(args.labels, storage_options=options, header=args.header, sep=args.sep)
+    reference = None
+    if args.reference is not None:
+        from ..stages.reference import check_reference_store, import_reference, read_reference
+
+        what = f"labels table {args.labels!r}"
+        reference = read_reference(args.reference, labels.shape[0], what, options)
     with stage_store(args, mode="a") as store:
+        if reference is not None:
+            check_reference_store(store)  # before the labels are imported
         info = import_labels(store, args.labels, storage_options=options, labels=labels)
+        if reference is not None:
+            ref = import_reference(store, args.reference, labels=reference)
     state = " (up to date)" if info["skipped"] else ""
     print(f"import-labels: {info['n_clusterings']} clusterings{state}")
+    if reference is not None:
+        state = " (up to date)" if ref["skipped"] else ""
+        print(f"import-labels: reference labels of {ref['classes']} classes{state}")
     return 0

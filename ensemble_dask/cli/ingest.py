@@ -24,6 +24,12 @@ def add_parser(sub, common):
         "table without header)",
     )
     p.add_argument(
+        "--labels",
+        metavar="FILE",
+        help="a file of the reference labels instead of a column: one per row of the data, in its order "
+        "(.npy, or a CSV or Parquet file of one column; a CSV of one line more starts with its name)",
+    )
+    p.add_argument(
         "--categorical", type=csv_list, default=[], help="comma-separated columns to one-hot encode"
     )
     p.add_argument("--drop", type=csv_list, default=[], help="comma-separated columns to leave out")
@@ -67,6 +73,7 @@ def run(args):
             format=args.format,
             schema=args.schema,
             label_column=args.label_column,
+            labels=args.labels,
             categorical=args.categorical,
             drop=args.drop,
             header=args.header,

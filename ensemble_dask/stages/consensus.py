@@ -134,10 +134,13 @@ def check_consensus_params(name, params, *, seed=0):
                 f"got {kwargs['init']!r}"
             )
     est = _estimator(method, _estimator_params(method, kwargs), name)
+    # K = 1: no consensus to fit, a refusal that says where that partition is given
+    one = " (one cluster holds every row; ConsensusClustering(n_clusters=1) gives it)"
+    one = one if kwargs.get("n_clusters") == 1 else ""
     try:  # the estimator's own checks, those that need no data
         est._validate_params()
     except InputError as exc:
-        raise InputError(f"consensus method {name!r}: {exc}") from None
+        raise InputError(f"consensus method {name!r}: {exc}{one}") from None
     k = kwargs.get("n_clusters")
     if k is None:  # each estimator has a default K of its own (2 or 8): a consensus states the one it wants
         raise InputError(
@@ -146,8 +149,7 @@ def check_consensus_params(name, params, *, seed=0):
         )
     if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 2:
         raise InputError(
-            f"consensus method {name!r}: The 'n_clusters' parameter must be an integer >= 2 (one cluster is "
-            f"no clustering); got {k!r}"
+            f"consensus method {name!r}: The 'n_clusters' parameter must be an integer >= 2; got {k!r}{one}"
         )
     return method, kwargs
 

@@ -46,7 +46,6 @@ from .._validation import InputError, check_int, stage_seed
 from ..io import datasets
 from ..io.lease import check_held
 from ..io.readers import (
-    MISSING_TOKENS,
     check_sep,
     csv_has_header,
     detect_separator,
@@ -56,7 +55,9 @@ from ..io.readers import (
 from ..io.store import RECORDS_DIR
 from ..io.urls import infer_format, source_fingerprint
 from ._ingest_blocks import _blocks, _identity, _merge_moments
+from ._ingest_text import _missing_category, _numbers_with_decimals, _shorten
 from ._same_data import check_results_kept, check_same_n, check_same_source, results_at_risk
+from .reference import REFERENCE, drop_reference
 
 __all__ = ["ingest", "ingest_params"]
 
@@ -81,6 +82,7 @@ def ingest_params(
     schema=None,
     columns=None,
     label_column=None,
+    labels=None,
     categorical=(),
     drop=(),
     header=None,
@@ -98,6 +100,10 @@ def ingest_params(
 
     Parameters
     ----------
+    labels : str, default=None
+        A file of the reference labels of their own, one per row of the table in its order, instead of a
+        ``label_column`` (:func:`~ensemble_dask.stages.reference.read_reference`: ``.npy``, CSV or Parquet of
+        one column).
     header : bool, default=None
         Whether a CSV's first line names its columns. None: guessed when the table is read
         (:func:`~ensemble_dask.io.readers.csv_has_header`: no number on the first line, one on the
@@ -127,6 +133,7 @@ def ingest_params(
         schema=schema,
         columns=list(columns) if columns is not None else base.get("columns"),
         label_column=label_column if label_column is not None else base.get("label_column"),
+        labels=None if labels is None else str(labels),
         categorical=list(categorical) or list(base.get("categorical", [])),
         drop=list(drop),
         header=None if header is None else bool(header),
@@ -143,8 +150,13 @@ def ingest_params(
     if p["url"].startswith("synthetic:"):
         p["format"] = "synthetic"
         p["columns"] = None
-    if p["format"] == "synthetic" and p["label_column"] is None:
+    if p["format"] == "synthetic" and p["label_column"] is None and labels is None:
         p["label_column"] = "label"
+    if labels is not None and p["label_column"] is not None:
+        raise InputError(
+            "The reference labels come from a column of the table (label_column) or from a file of their own "
+            f"(labels), not both; got label_column={p['label_column']!r} and labels={p['labels']!r}"
+        )
     if p["url"].startswith("synthetic:kdd99"):
         p["categorical"] = p["categorical"] or list(datasets.KDD99_CATEGORICAL)
         if drop_constant is None:
@@ -265,6 +277,14 @@ class _Reader:
                 cats[c].append(pd.Categorical(col.astype(str).str.strip().mask(col.isna())))
         if n_total == 0:
             raise InputError(f"{p['url']}: the table is empty")
+        if p["labels"] is not None:  # a file of their own, a label for each row of the table
+            from .reference import read_reference
+
+            labels = [
+                pd.Categorical(
+                    read_reference(p["labels"], n_total, f"data {p['url']!r}", self.storage_options)
+                )
+            ]
         self.n_total = n_total
         self.labels = pd.api.types.union_categoricals(labels) if labels else None
         keep = np.ones(n_total, dtype=bool)
@@ -385,35 +405,6 @@ class _Reader:
         return out
 
 
-def _missing_category(c):
-    return (
-        f"missing value in categorical column {c!r} (an empty field, or a token read as missing: NA, N/A, "
-        "null, None, NaN, #N/A ...); give a missing category a value of its own in the input, e.g. 'unknown'"
-    )
-
-
-def _numbers_with_decimals(values):
-    """Whether the text ``values`` of a categorical column are all numbers (missing tokens aside) and one of
-    them has a fractional part: a measurement, most likely, that ordinal coding ranks by its text."""
-    fractional = False
-    for v in values:
-        if v.lower() in MISSING_TOKENS:
-            continue
-        try:
-            x = float(v)
-        except ValueError:
-            return False
-        if not np.isfinite(x):
-            return False
-        fractional = fractional or not x.is_integer()
-    return fractional
-
-
-def _shorten(names, k=8):
-    names = [str(n) for n in names]
-    return ", ".join(names[:k]) + (f", ... ({len(names)} columns)" if len(names) > k else "")
-
-
 def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n=None, **options):
     """Read the table at ``url`` into ``store`` (a :class:`~ensemble_dask.io.store.RunStore`).
 
@@ -450,11 +441,15 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
     if p["format"] == "csv" and p["header"] is None:  # not said: guessed from the first two lines
         p["header"] = p["columns"] is None and csv_has_header(p["url"], storage_options, p["sep"])
     if p["format"] == "zarr" and p["label_column"] is None and zarr_has_labels(p["url"], storage_options):
+        if p["labels"] is not None:
+            raise InputError(f"{p['url']} holds reference labels (its y): give no labels file beside it")
         p["label_column"] = "label"  # a group's ``y`` holds reference labels: never a feature
     # the stage's identity: everything that changes X, the input by its content (not how its URL
     # is spelt, nor the block size it is read in)
     params = {k: v for k, v in p.items() if k not in ("chunk_rows", "url")}
     params.update(seed=int(seed), source=source_fingerprint(p["url"], storage_options))
+    if p["labels"] is not None:  # the labels file by its content too
+        params["labels"] = source_fingerprint(p["labels"], storage_options)
     if store.is_complete("ingest", params, []):
         logger.info("ingest: up to date, skipped")
         return {**store["X"].attrs.asdict().get("summary", {}), "skipped": True}
@@ -510,8 +505,13 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
     before = (store.record("ingest") or {}).get("output")
     # a store that held nothing: no result to delete (and a folder of the user's own keeps its files)
     fresh = before is None and "X" not in store and not store.records()
-    with store.stage("ingest", params, [], meta={"url": p["url"]}, writes=("X", "y_true")) as record:
-        for name in ("X", "y_true"):
+    # labels imported with a reference of their own (import-labels --reference): the data's first ingest
+    # keeps it unless it brings its own labels (which replace it)
+    keep_reference = labels_alone and not overwrite and reader.y is None and store.record(REFERENCE)
+    meta = {"url": p["url"], **({"labels": p["labels"]} if p["labels"] is not None else {})}
+    writes = ("X",) if keep_reference else ("X", "y_true")
+    with store.stage("ingest", params, [], meta=meta, writes=writes) as record:
+        for name in writes:
             if name in store:
                 del store.group[name]
         content = hashlib.sha256()  # the identity of what is written: the later stages key on it
@@ -562,6 +562,8 @@ def ingest(store, url, *, seed=0, storage_options=None, overwrite=False, check_n
                 # the first data of a store of imported labels (check_n: of their n): nothing was computed
                 # from an X, so the labels and their results stay (gbce and predict need X)
                 check_held(store.url)
+                if not keep_reference:
+                    drop_reference(store)
             store.clear_report()  # either way its page redrawn (with y_true, for imported labels)
         X.attrs.update(
             {

@@ -19,7 +19,7 @@ from ._figure_keys import REPORT_INPUTS, figures_enabled, read_json, record_iden
 from .consensus import current_results
 from .generate import base_partition_scores
 
-__all__ = ["write_report", "check_report_settings", "REPORT_INPUTS", "BASE_SCORES"]
+__all__ = ["write_report", "check_report_settings", "dataset_facts", "REPORT_INPUTS", "BASE_SCORES"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +73,26 @@ def cached_base_scores(store):
     return scores
 
 
+def dataset_facts(store):
+    """The report's ``dataset``: where the data came from, n, d, the classes and their counts, the number of
+    base clusterings and the share of rows they leave out."""
+    summary = store["X"].attrs.get("summary", {}) if "X" in store else {}
+    ingest_rec = store.record("ingest") or {}
+    dataset = {
+        "source": (ingest_rec.get("meta") or ingest_rec.get("params") or {}).get("url"),
+        "n": summary.get("n", store.n),
+        "d": summary.get("d"),
+        "classes": summary.get("classes"),
+        "class_counts": summary.get("class_counts"),
+    }
+    if "labels" in store:
+        labels = store["labels"]
+        dataset["n_clusterings"] = int(labels.shape[1])
+        rates = [m.get("rate", 1.0) for m in labels.attrs.get("partitions", [])]
+        dataset["missing_fraction"] = round(1.0 - float(np.mean(rates)), 6) if rates else None
+    return dataset
+
+
 def write_report(store, *, force=False):
     """Write ``report/metrics.json`` (data-set facts, base-partition accuracy, consensus methods)
     and ``report/index.html`` with its figures (:func:`~ensemble_dask.stages.report_page.report_page`).
@@ -104,22 +124,8 @@ def write_report(store, *, force=False):
         if report is not None and _exists(store, "report/index.html"):
             logger.info("report: up to date, skipped")
             return {**report, "html": store._file_url("report/index.html")}
-    summary = store["X"].attrs.get("summary", {}) if "X" in store else {}
-    ingest_rec = store.record("ingest") or {}
-    dataset = {
-        "source": (ingest_rec.get("meta") or ingest_rec.get("params") or {}).get("url"),
-        "n": summary.get("n", store.n),
-        "d": summary.get("d"),
-        "classes": summary.get("classes"),
-        "class_counts": summary.get("class_counts"),
-    }
-    if "labels" in store:
-        labels = store["labels"]
-        dataset["n_clusterings"] = int(labels.shape[1])
-        rates = [m.get("rate", 1.0) for m in labels.attrs.get("partitions", [])]
-        dataset["missing_fraction"] = round(1.0 - float(np.mean(rates)), 6) if rates else None
     report = {
-        "dataset": dataset,
+        "dataset": dataset_facts(store),
         "base_partitions": cached_base_scores(store),
         "methods": current_results(store),
     }

@@ -168,7 +168,7 @@ def test_coassoc_and_consensus_commands(tmp_path):
     assert "8 clusterings (k in [2, 5])" in r.stdout and "--n-clusters K" not in r.stdout
     r = cli("coassoc", "--store", store, "--strategy", "per-point", "--l", 10, "--n-workers", 1)
     assert r.returncode == 0, r.stderr
-    r = cli("consensus", "pcc-l2", "--store", store, "--set", "n_clusters=3")
+    r = cli("consensus", "pcc-l2", "--store", store, "--set", "n_clusters=3", "--report")
     assert r.returncode == 0, r.stderr
     assert "pcc-l2" in r.stdout
     report = json.loads((store / "report" / "metrics.json").read_text())
@@ -575,6 +575,20 @@ def test_an_unknown_method_lists_the_names_a_result_may_take(tmp_path, capsys):
     assert "(method: M, --set method=M)" in err
     rc, _, err = main(capsys, "consensus", "mine", "--store", store, "--set", "method=nosuch")
     assert rc == 2 and "unknown method 'nosuch'" in err and "--set method" not in err, err
+
+
+def test_one_cluster_is_refused_by_the_commands_naming_the_estimator_that_gives_it(tmp_path, capsys):
+    """Issue 60, item 10: K = 1 is the estimator's (as KMeans's: every row in one cluster); a consensus
+    command, every method alike, refuses it naming the parameter and where that partition is given."""
+    np.save(tmp_path / "a.npy", np.random.default_rng(0).integers(0, 3, (50, 4)))
+    store = tmp_path / "s.zarr"
+    assert main(capsys, "import-labels", tmp_path / "a.npy", "--store", store)[0] == 0
+    for method in ("graph", "pcc-kl", "kcc", "auto", "hbgf"):
+        rc, _, err = main(capsys, "consensus", method, "--store", store, "--n-clusters", 1)
+        assert rc == 2 and "'n_clusters' parameter" in err and "got 1" in err, err
+        assert "(one cluster holds every row; ConsensusClustering(n_clusters=1) gives it)" in err, err
+    rc, _, err = main(capsys, "consensus", "kcc", "--store", store, "--n-clusters", 0)
+    assert rc == 2 and err.rstrip().endswith("got 0"), err
 
 
 def test_an_unknown_option_is_told_with_its_commands_usage(tmp_path):

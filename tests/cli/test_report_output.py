@@ -51,7 +51,7 @@ def _one_line_error(rc, err, path):
     [
         ["generate", "-N", 2, "--no-progress"],
         ["coassoc"],
-        ["consensus", "bce", "--set", "n_clusters=2"],
+        ["consensus", "bce", "--set", "n_clusters=2", "--report"],
         ["report"],
     ],
     ids=lambda c: c[0],

@@ -284,6 +284,7 @@ def test_hbgf_compares_its_starts_on_a_sample_above_kmeans_sample(monkeypatch):
             return super().fit(X, y, sample_weight=sample_weight)
 
     monkeypatch.setattr(sklearn.cluster, "KMeans", Recording)
+    monkeypatch.setattr(hb, "SMALL_KMEANS", 0)  # scikit-learn's k-means at any size (NumPy's below it)
     everywhere = HBGF(6, random_state=0).fit(labels)
     assert fitted_rows == [(distinct, 10)]
     monkeypatch.setattr(hb, "KMEANS_SAMPLE", 400)

@@ -401,7 +401,7 @@ def test_a_bad_figures_setting_stops_a_command_before_its_stage(run, tmp_path):
     path = _copy_of_run(run, tmp_path)
     env = {**os.environ, "DASK_ENSEMBLE_DASK__REPORT__FIGURES": "maybe"}
     r = subprocess.run(
-        [EXE, "consensus", "hbgf", "--store", path, "--set", "n_clusters=3"],
+        [EXE, "consensus", "hbgf", "--store", path, "--set", "n_clusters=3", "--report"],
         capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     said = "(env DASK_ENSEMBLE_DASK__REPORT__FIGURES) must be true or false; got 'maybe'"

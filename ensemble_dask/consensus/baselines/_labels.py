@@ -19,6 +19,7 @@ from ..._validation import InputError, check_labels_matrix, check_random_state
 from .._common.base import SoftConsensusMixin
 from .._common.encoding import Encoding, check_encoding, column_categories, compress_rows, encode
 from .._common.params import Interval, Options, check_n_clusters
+from .._common.small import SMALL_KMEANS, kmeans
 from . import _kernels as kern
 from ._pairs import metis_parts, one_hot, relabel
 
@@ -289,7 +290,10 @@ def _kmeans(U, w, k, n_init, seed, scratch=False):
     more than :data:`KMEANS_SAMPLE` rows are run on a uniform sample of ``max(KMEANS_SAMPLE, 50 k)``
     rows (an unbiased estimate of the inertia, weights kept) and only the winner's centres refined on all.
     ``scratch``: ``U`` is the caller's to lose, so k-means centres it in place (``copy_x=False``: the same
-    labels, ``U`` changed by rounding) instead of centring a copy (32 MB at 500,000 rows, K = 8)."""
+    labels, ``U`` changed by rounding) instead of centring a copy (32 MB at 500,000 rows, K = 8). On a small
+    ``U``, NumPy's k-means (:func:`~ensemble_dask.consensus._common.small.kmeans`: no scikit-learn import)."""
+    if U.shape[0] * k <= SMALL_KMEANS:
+        return kmeans(U, k, n_init=n_init, seed=seed, sample_weight=w)
     from sklearn.cluster import KMeans
 
     m = max(KMEANS_SAMPLE, 50 * k)

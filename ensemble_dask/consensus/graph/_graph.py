@@ -9,6 +9,7 @@ import numpy as np
 from ..._validation import InputError, check_labels_matrix, check_random_state
 from .._common.base import SoftConsensusMixin
 from .._common.params import Interval, check_n_clusters
+from .._common.small import SMALL_KMEANS, SMALL_SEARCH, kmeans
 from . import _kernels as _k
 
 __all__ = ["GraphConsensus", "normalised_cut", "reliability"]
@@ -55,6 +56,28 @@ def normalised_cut(i, j, w, z, n):
     return float(np.sum(cut / np.maximum(volume, 1e-12)) / K)
 
 
+class _Neighbours:
+    """Exact nearest rows of ``data`` (Euclidean, nearest first), as scikit-learn's ``NearestNeighbors``
+    finds them; on a small search (:data:`~ensemble_dask.consensus._common.small.SMALL_SEARCH`) every
+    distance by a kernel, without importing scikit-learn (rows at the same distance by their index)."""
+
+    def __init__(self, data):
+        self.data = np.ascontiguousarray(data, dtype=np.float64)
+        self._tree = None
+
+    def kneighbors(self, queries, k):
+        queries = np.ascontiguousarray(queries, dtype=np.float64)
+        if self._tree is None and self.data.size * len(queries) <= SMALL_SEARCH:
+            dist, ind = np.empty((len(queries), k)), np.empty((len(queries), k), dtype=np.int64)
+            _k.nearest(self.data, queries, dist, ind)
+            return dist, ind
+        if self._tree is None:
+            from sklearn.neighbors import NearestNeighbors
+
+            self._tree = NearestNeighbors().fit(self.data)
+        return self._tree.kneighbors(queries, n_neighbors=k)
+
+
 def _symmetric(i, j, w, n):
     """The graph of edges ``(i, j)`` of weight ``w`` made symmetric (a pair's larger weight kept), CSR."""
     from scipy import sparse
@@ -69,7 +92,6 @@ def _joining_edges(i, j, Z, n):
     outside it (looked for among each row's 64 nearest rows first, then among all rows outside)."""
     from scipy import sparse
     from scipy.sparse.csgraph import connected_components
-    from sklearn.neighbors import NearestNeighbors
 
     G = sparse.coo_matrix((np.ones(len(i)), (i, j)), shape=(n, n)).tocsr()
     ii, jj, dd = [], [], []
@@ -81,8 +103,8 @@ def _joining_edges(i, j, Z, n):
         big = int(np.argmax(np.bincount(comp)))
         rows = np.flatnonzero(comp != big)
         if index is None:
-            index = NearestNeighbors(n_neighbors=min(64, n - 1) + 1).fit(Z)
-        dist, ind = index.kneighbors(Z[rows])
+            index = _Neighbours(Z)
+        dist, ind = index.kneighbors(Z[rows], min(64, n - 1) + 1)
         dist = np.where(comp[ind] != comp[rows][:, None], dist, np.inf)
         best = np.argmin(dist, axis=1)
         d_row = dist[np.arange(len(rows)), best]
@@ -94,7 +116,7 @@ def _joining_edges(i, j, Z, n):
                 a, b, d = rows[k], ind[k, best[k]], d_row[k]
             else:  # every near row is in the component: its nearest row outside, exactly
                 inside, outside = rows[mine], np.flatnonzero(comp != c)
-                dist_c, ind_c = NearestNeighbors(n_neighbors=1).fit(Z[outside]).kneighbors(Z[inside])
+                dist_c, ind_c = _Neighbours(Z[outside]).kneighbors(Z[inside], 1)
                 q = int(np.argmin(dist_c[:, 0]))
                 a, b, d = inside[q], outside[ind_c[q, 0]], dist_c[q, 0]
             a_new.append(a)
@@ -111,9 +133,9 @@ def _joining_edges(i, j, Z, n):
 def _spectral(A, K, seed):
     """Spectral clustering of the connected affinity graph ``A`` (symmetric, CSR): the ``K`` leading
     eigenvectors of ``D^-1/2 A D^-1/2`` (Lanczos, on products with ``A`` only: no factorisation), scaled by
-    ``D^-1/2``, then k-means (10 starts) of their rows, as scikit-learn's ``spectral_clustering`` does."""
+    ``D^-1/2``, then k-means (10 starts) of their rows, as scikit-learn's ``spectral_clustering`` does
+    (NumPy's on a small embedding, :func:`~ensemble_dask.consensus._common.small.kmeans`)."""
     from scipy.sparse.linalg import eigsh
-    from sklearn.cluster import KMeans
 
     degree = np.asarray(A.sum(axis=1)).ravel()
     scale = 1.0 / np.sqrt(np.maximum(degree, 1e-12))
@@ -125,6 +147,10 @@ def _spectral(A, K, seed):
         _, vectors = eigsh(M, k=K, which="LA", v0=rng.uniform(-1, 1, A.shape[0]), tol=1e-8)
     embedding = vectors * scale[:, None]
     signs = np.sign(embedding[np.argmax(np.abs(embedding), axis=0), np.arange(K)])
+    if A.shape[0] * K <= SMALL_KMEANS:
+        return kmeans(embedding * signs, K, n_init=10, seed=seed)
+    from sklearn.cluster import KMeans
+
     return KMeans(K, n_init=10, random_state=seed).fit_predict(embedding * signs)
 
 
@@ -267,11 +293,9 @@ class GraphConsensus(SoftConsensusMixin):
 
     def _partition(self, L, Z, K, cands, rng):
         """The candidates' partitions of the sampled rows, and the one of the smallest normalised cut."""
-        from sklearn.neighbors import NearestNeighbors
-
         n = L.shape[0]
         m = min(int(self.n_neighbors), n - 1)
-        dist, ind = NearestNeighbors(n_neighbors=m + 1).fit(Z).kneighbors(Z)
+        dist, ind = _Neighbours(Z).kneighbors(Z, m + 1)
         i = np.repeat(np.arange(n, dtype=np.int64), m)
         j, f = ind[:, 1:].ravel().astype(np.int64), dist[:, 1:].ravel()
         scale = max(float(np.median(f)), 1e-12)

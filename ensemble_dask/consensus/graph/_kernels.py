@@ -1,5 +1,5 @@
 """Numba kernels of the graph consensus: the co-association on a list of edges, Genie on a spanning tree,
-and the votes of base clusters. Plain arrays in and out.
+the votes of base clusters, and exact nearest neighbours on small samples. Plain arrays in and out.
 
 Genie (Gagolewski, Bartoszuk & Cena 2016, "Genie: a new, fast, and outlier-resistant hierarchical clustering
 algorithm", Information Sciences 363, doi:10.1016/j.ins.2016.05.003) merges along the edges of a minimum
@@ -15,7 +15,7 @@ import numpy as np
 
 from ...runtime import numba_cache  # noqa: F401 (registers the package's cache locator: before the kernels)
 
-__all__ = ["edge_shares", "genie", "vote_tables", "votes"]
+__all__ = ["edge_shares", "genie", "nearest", "vote_tables", "votes"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -198,3 +198,31 @@ def votes(L, tables, offsets, sizes, out):
         if held > 0:
             for q in range(K):
                 out[x, q] /= held
+
+
+@numba.njit(cache=True, nogil=True)
+def nearest(data, queries, dist, ind):
+    """The ``k = dist.shape[1]`` rows of ``data`` nearest each row of ``queries``, nearest first, into
+    ``dist`` (Euclidean) and ``ind``; rows at the same distance in the order of their index. Every distance
+    is computed (``len(data) x len(queries)``): for samples small enough that a tree is not worth building."""
+    n, d = data.shape
+    k = dist.shape[1]
+    for q in range(queries.shape[0]):
+        for j in range(k):
+            dist[q, j] = np.inf
+            ind[q, j] = -1
+        for i in range(n):
+            s = 0.0
+            for f in range(d):
+                t = data[i, f] - queries[q, f]
+                s += t * t
+            if s < dist[q, k - 1]:  # (a tie with the k-th: the row of the lower index stays)
+                p = k - 1
+                while p > 0 and dist[q, p - 1] > s:
+                    dist[q, p] = dist[q, p - 1]
+                    ind[q, p] = ind[q, p - 1]
+                    p -= 1
+                dist[q, p] = s
+                ind[q, p] = i
+        for j in range(k):
+            dist[q, j] = np.sqrt(dist[q, j])
