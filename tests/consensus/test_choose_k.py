@@ -119,3 +119,15 @@ def test_edge_cases_of_a_range(blobs):
         GraphConsensus([2, 5], k_criterion="gap").fit(L, X)
     with pytest.raises(InputError, match="'n_clusters' parameter of GraphConsensus"):
         GraphConsensus("many").fit(L, X)
+
+
+def test_the_spectral_candidate_is_cut_at_the_k_chosen_only(blobs):
+    X, y, L = blobs
+    est = GraphConsensus((2, 6), random_state=0).fit(L, X)
+    K = est.n_clusters_
+    assert set(est.cuts_) == {"genie-ca", "genie-weighted", "spectral"}  # at K: every candidate compared
+    assert est.cuts_[est.candidate_] == min(est.cuts_.values()) == est.k_scores_[K]["cut"]
+    assert all(est.k_scores_[k]["candidate"] != "spectral" for k in est.k_scores_ if k != K)
+    alone = GraphConsensus((2, 6), candidates=["spectral"], random_state=0).fit(L, X)
+    assert alone.candidate_ == "spectral" and alone.k_scores_[alone.n_clusters_]["candidate"] == "spectral"
+    assert all(alone.k_scores_[k]["candidate"] is None for k in alone.k_scores_ if k != alone.n_clusters_)

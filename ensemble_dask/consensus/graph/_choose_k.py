@@ -87,12 +87,15 @@ def _genie_cuts(tree, n, ks, threshold, k_low):
     return {K: _k.cut(u, v, order[: n - K], n) for K in ks}, heights
 
 
-def sweep(est, L, Z, ks, cands, rng, n_resamples):
+def sweep(est, L, Z, ks, cands, rng, n_resamples, criterion):
     """The graph consensus of the sampled rows (base labels ``L``, features ``Z``) at every K of ``ks``
-    (increasing), and every criterion of :data:`CRITERIA` at each.
+    (increasing), every criterion of :data:`CRITERIA` at each, and the K that ``criterion`` chooses.
 
-    Returns ``(partitions, candidates, cuts, scores, cdfs)``: per K, the partition kept, its candidate's name,
-    every candidate's normalised cut, ``{criterion: value}`` and the consensus CDF at :data:`CDF_GRID`.
+    Returns ``(K, reason, partition, kept, cuts, scores, cdfs)``: the K chosen, why (:func:`best_k`), its
+    partition; per K, the candidate kept and every candidate's normalised cut, ``{criterion: value}`` and the
+    consensus CDF at :data:`CDF_GRID`. The spectral candidate (k-means of its embedding, 10 starts: most of a
+    fit's time) is cut at the K chosen only, where every candidate is compared as at a fixed K; at the other
+    K the Genie candidates are.
     """
     n, N = L.shape
     g = est._graph(L, Z, cands)
@@ -108,12 +111,6 @@ def sweep(est, L, Z, ks, cands, rng, n_resamples):
                 heights = h
     seed = int(rng.integers(2**31 - 1))
     values, embedding = _spectral_embedding(g.A.tocsr(), min(ks[-1] + 1, n), seed)
-    if "spectral" in cands:
-        for K in ks:
-            out[K]["spectral"] = _embedded_kmeans(embedding, K, seed)
-    partitions, kept, cuts = {}, {}, {}
-    for K in ks:
-        partitions[K], kept[K], cuts[K] = _least_cut(g, out[K], cands)
     values = np.r_[values, np.zeros(max(0, ks[-1] + 1 - values.size))]
     scores = {K: {"eigengap": float(values[K - 1] - values[K])} for K in ks}
     for K in ks:  # K clusters from merge n - K to merge n - K + 1 (index n - K - 1 to n - K)
@@ -125,7 +122,18 @@ def sweep(est, L, Z, ks, cands, rng, n_resamples):
         scores[K]["pac"] = pac(co[K])
         scores[K]["stability"] = stability[K]
         cdfs[K] = consensus_cdf(co[K])
-    return partitions, kept, cuts, scores, cdfs
+    chosen, reason = best_k(scores, criterion)
+    if "spectral" in cands:
+        out[chosen]["spectral"] = _embedded_kmeans(embedding, chosen, seed)
+    kept, cuts, partition = {}, {}, None
+    for K in ks:
+        here = [c for c in cands if c in out[K]]
+        if here:
+            z, kept[K], cuts[K] = _least_cut(g, out[K], here)
+            partition = z if K == chosen else partition
+        else:  # spectral alone, at another K than the one chosen: not cut
+            kept[K], cuts[K] = None, {}
+    return chosen, reason, partition, kept, cuts, scores, cdfs
 
 
 def _resampled(g, L, ks, threshold, rng, n_resamples):

@@ -164,7 +164,8 @@ class GraphConsensus(SoftConsensusMixin):
     n_clusters_ : int
         K of the result: ``n_clusters``, or the K chosen.
     k_scores_ : dict
-        A range of K only: per K, every criterion's value, the candidate kept at that K and its cut.
+        A range of K only: per K, every criterion's value, the candidate kept at that K and its cut (the
+        spectral candidate is compared at the K chosen only: at another K, the Genie candidates).
     k_cdf_ : dict
         A range of K only: per K, the consensus CDF at ``_choose_k.CDF_GRID`` (the consensus values of
         ``pac``).
@@ -276,12 +277,13 @@ class GraphConsensus(SoftConsensusMixin):
 
     def _choose(self, L, Z, ks, cands, rng):
         """The partition of the K chosen among ``ks`` (:func:`._choose_k.sweep`), and that K."""
-        parts, kept, cuts, scores, cdfs = _choose_k.sweep(self, L, Z, ks, cands, rng, int(self.n_resamples))
-        K, self.k_reason_ = _choose_k.best_k(scores, self.k_criterion)
-        self.k_scores_ = {k: {**scores[k], "candidate": kept[k], "cut": cuts[k][kept[k]]} for k in ks}
+        K, self.k_reason_, z, kept, cuts, scores, cdfs = _choose_k.sweep(
+            self, L, Z, ks, cands, rng, int(self.n_resamples), self.k_criterion
+        )
+        self.k_scores_ = {k: {**scores[k], "candidate": kept[k], "cut": cuts[k].get(kept[k])} for k in ks}
         self.k_cdf_ = cdfs
         self.candidate_, self.cuts_ = kept[K], cuts[K]
-        return parts[K], K
+        return z, K
 
     def _graph(self, L, Z, cands):
         """The sampled rows' neighbour graph (:class:`_Graph`), joined into one component."""
