@@ -59,11 +59,11 @@ def test_a_workflow_chooses_k_and_records_every_k(capsys):
     assert sorted(int(k) for k in metrics["k_scores"]) == list(range(2, 8))
     K = metrics["n_clusters"]
     assert store["consensus/graph/Y"].shape == (600, K) and f"K={K}" in metrics["k_reason"]
-    assert metrics["k_criterion"] == "lifetime" and len(metrics["k_cdf"][str(K)]) == 21
+    assert metrics["k_criterion"] == "stability" and len(metrics["k_cdf"][str(K)]) == 21
     assert metrics["ARI"] > 0.9 and K == 4
     assert store["consensus/graph"].attrs["metrics"]["n_clusters"] == K
     print_summary({"dataset": {"n": 600}, "methods": {"graph": metrics}})
-    assert f"graph: K={K} chosen in [2, 7] by lifetime" in capsys.readouterr().out
+    assert f"graph: K={K} chosen in [2, 7] by stability" in capsys.readouterr().out
 
 
 @pytest.mark.slow  # a fit on a (threads) cluster
@@ -75,7 +75,7 @@ def test_the_estimator_keeps_the_k_chosen_and_every_k_scores():
     X, y = make_blobs(500, centers=[[0, 0], [8, 0], [0, 8]], random_state=0)
     model = ConsensusClustering((2, 6), n_clusterings=12, random_state=0).fit(X)
     assert model.n_clusters_ == 3 and model.memberships_.shape == (500, 3)
-    assert sorted(model.k_scores_) == [2, 3, 4, 5, 6] and "lifetime" in model.k_scores_[3]
+    assert sorted(model.k_scores_) == [2, 3, 4, 5, 6] and "stability" in model.k_scores_[3]
     assert model.predict(X[:20]).shape == (20,)
     refit = model.set_params(n_clusters=3).fit(X)  # a fixed K: no scores of a range left behind
     assert refit.n_clusters_ == 3 and not hasattr(refit, "k_scores_")

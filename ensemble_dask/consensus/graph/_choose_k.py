@@ -38,7 +38,7 @@ __all__ = ["CRITERIA", "DEFAULT_CRITERION", "k_range", "auto_k_max", "sweep", "p
 
 #: each criterion, and whether its largest value wins (else its smallest)
 CRITERIA = {"eigengap": True, "lifetime": True, "pac": False, "stability": True}
-DEFAULT_CRITERION = "lifetime"
+DEFAULT_CRITERION = "stability"
 #: the criteria of reproducibility over resampled ensembles, and how far from the best value a larger K is
 #: still taken as reproducible as the best (:func:`best_k`)
 REPRODUCIBLE = ("pac", "stability")

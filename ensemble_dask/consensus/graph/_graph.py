@@ -151,7 +151,7 @@ class GraphConsensus(SoftConsensusMixin):
         Genie's threshold (1: single linkage).
     candidates : tuple of str, default=("genie-ca", "genie-weighted", "spectral")
         The candidate partitions compared (one of them: that one, with no comparison).
-    k_criterion : {"eigengap", "lifetime", "pac", "stability"}, default="lifetime"
+    k_criterion : {"eigengap", "lifetime", "pac", "stability"}, default="stability"
         What chooses K when ``n_clusters`` is a range (every criterion is computed and kept).
     n_resamples : int, default=10
         Splits of the base clusterings into two random halves that ``pac`` and ``stability`` read (a range
