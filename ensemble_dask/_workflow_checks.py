@@ -19,6 +19,7 @@ import numbers
 
 from ._validation import InputError, check_choice, check_int, check_rate
 from .coassoc.sampling import _STRATEGY_PARAMS, STRATEGIES, _make_sampler
+from .consensus._common.krange import is_k_range, k_range
 from .partitions.clusterers import plan_ensemble, resolve_k_max
 from .stages.coassoc import coassoc_stage
 from .stages.consensus import check_consensus_params
@@ -207,6 +208,13 @@ def check_against_data(spec, n):
     """
     for name, params in (spec.get("consensus") or {}).items():
         k = (params or {}).get("n_clusters")
+        if is_k_range(k):  # "auto", or [k_min, k_max] with k_max < n
+            if n is not None:
+                try:
+                    k_range(k, n)
+                except InputError as exc:
+                    raise InputError(f"consensus method {name!r}: {exc}") from None
+            continue
         if k is not None and n is not None and int(k) > n:
             raise InputError(
                 f"consensus method {name!r}: The 'n_clusters' parameter must be <= n={n} (the data set's "

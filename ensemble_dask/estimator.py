@@ -38,10 +38,13 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_clusters : int, default=8
+    n_clusters : int, "auto" or (int, int), default=8
         Number ``K`` of consensus clusters (a maximum: clusters may stay empty). 1, as for ``KMeans``: one
         cluster of every row (labels 0, memberships 1, uncertainty 0); the data are read and checked as for
-        any K, and no base clustering is made.
+        any K, and no base clustering is made. ``"auto"`` or a range ``(k_min, k_max)``: K chosen (method
+        ``graph``): the consensus is fitted at every K of the range on the same base clusterings (k drawn past
+        ``k_max``), each K scored, the best kept (``n_clusters_``, ``k_scores_``; the methods guide says how).
+        ``"auto"`` is ``[2, clip(floor(sqrt(n) / 4), 10, 30)]``.
     method : str, default="graph"
         A consensus method of :mod:`ensemble_dask.consensus.registry`, or ``pcc-kl`` / ``pcc-l2`` (PCC with
         that divergence). ``graph`` (:class:`~ensemble_dask.consensus.GraphConsensus`) fits on an ensemble of
@@ -101,6 +104,12 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
         Soft memberships (rows on the simplex).
     uncertainty_ : ndarray of float, shape (n_samples,)
         Normalised entropy of each row's memberships, in [0, 1].
+    n_clusters_ : int
+        K of the result: ``n_clusters``, or the K chosen from a range.
+    k_scores_ : dict
+        ``n_clusters`` a range only: per K, each criterion's value (``eigengap``, ``lifetime``, ``pac``,
+        ``stability``), the graph's candidate kept at that K and its cut; ``metrics_["k_reason"]`` says why
+        the K chosen won.
     metrics_ : dict
         The result's record: converged, seconds, warnings, and the scores against reference labels (H,
         ARI, NMI) when ``label_column`` named them.
@@ -283,7 +292,8 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
             from .partitions.clusterers import subsample_size
             from .stages.generate import default_k_range
 
-            lo, hi = default_k_range(self.n_clusters if _is_int(self.n_clusters, 2) else None)
+            top = _largest_k(self.n_clusters, n_rows)
+            lo, hi = default_k_range(top if _is_int(top, 2) else None)
             m = subsample_size(n_rows, spec["generate"]["rate"])
             if hi > m >= 2:
                 spec["generate"].update(k_min=min(lo, m), k_max=m)
@@ -391,6 +401,11 @@ class ConsensusClustering(TransformerMixin, ClusterMixin, BaseEstimator):
             self.labels_ = np.asarray(store[f"{group}/labels"][:], dtype=np.int64)
             self.uncertainty_ = np.asarray(store[f"{group}/uncertainty"][:], dtype=np.float64)
             self.metrics_ = report["methods"][self.method]
+        self.n_clusters_ = int(self.metrics_.get("n_clusters", self.memberships_.shape[1]))
+        if "k_scores" in self.metrics_:  # K chosen: every K's scores
+            self.k_scores_ = {int(k): v for k, v in self.metrics_["k_scores"].items()}
+        elif hasattr(self, "k_scores_"):
+            del self.k_scores_
         self.n_features_in_ = int(store["X"].shape[1]) if shape is None else shape[1]
         names = None if shape is None else feature_names(X)
         if names is not None:
@@ -529,6 +544,15 @@ def _warn_names(message):
 def _one_cluster(n):
     """``(labels, memberships, uncertainty)`` of ``n`` rows in one cluster."""
     return np.zeros(n, dtype=np.int64), np.ones((n, 1)), np.zeros(n)
+
+
+def _largest_k(n_clusters, n_rows):
+    from .consensus._common.krange import largest_k
+
+    try:
+        return largest_k(n_clusters, n_rows)
+    except InputError:  # the consensus stage names it
+        return None
 
 
 def _is_int(value, low):

@@ -280,17 +280,20 @@ def _call(func, section, *args, **kwargs):
         raise
 
 
-def _largest_k(consensus, on=None):
-    """The largest ``n_clusters`` of the consensus entries (that fit on ``on``, e.g. ``"pairs"``), or None."""
+def _largest_k(consensus, on=None, n=None):
+    """The largest ``n_clusters`` of the consensus entries (that fit on ``on``, e.g. ``"pairs"``), or None; a
+    range's ``k_max`` (``auto``'s for ``n`` rows): the ensemble reaches past the largest K asked."""
     from .consensus import registry
+    from .consensus._common.krange import largest_k
     from .stages.consensus import resolve_method
 
     ks = []
     for name, params in (consensus or {}).items():
         method, kw = resolve_method(name, params)
         fits_on = registry.get(method).fits_on.split("+")  # "labels+pairs" fits on pairs too
-        if (on is None or on in fits_on) and isinstance(kw.get("n_clusters"), int):
-            ks.append(kw["n_clusters"])
+        k = largest_k(kw.get("n_clusters"), n)
+        if (on is None or on in fits_on) and isinstance(k, int):
+            ks.append(k)
     return max(ks) if ks else None
 
 
@@ -487,7 +490,7 @@ def _run_workflow(spec, progress, report=True):
         if gen_spec is not None:
             gen = dict(gen_spec)
             gen.setdefault("seed", seed)
-            gen.setdefault("n_clusters", _largest_k(consensus))
+            gen.setdefault("n_clusters", _largest_k(consensus, n=store.n))
             gen.setdefault("fine", _fine_ensemble(consensus))
             with client.running("generate"):  # (a lost scheduler's error names the stage)
                 _call(generate, "generate", store, client, progress=progress, **gen)
@@ -495,7 +498,7 @@ def _run_workflow(spec, progress, report=True):
         if co_spec is not None:
             co = dict(co_spec)
             co.setdefault("seed", seed)
-            co.setdefault("n_clusters", _largest_k(consensus, "pairs"))
+            co.setdefault("n_clusters", _largest_k(consensus, "pairs", store.n))
             with (
                 client.running("coassoc"),
                 label_starts_alongside(store, consensus, seed),  # the pair methods' starts meanwhile

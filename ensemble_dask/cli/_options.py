@@ -133,3 +133,7 @@ def print_summary(report, out=None):
     for name, h, a, nm, k, s in rows:
         scores = " ".join(fmt(v, 7, ".4f") for v in (h, a, nm))
         print(f"{name:26s} {scores} {fmt(k, 6)} {fmt(s, 8, '.2f')}", file=out)
+    for name, m in (report.get("methods") or {}).items():
+        if m.get("k_scores"):  # K chosen from a range: which, and why
+            ks = sorted(int(k) for k in m["k_scores"])
+            print(f"{name}: K={m['n_clusters']} chosen in [{ks[0]}, {ks[-1]}] by {m['k_reason']}", file=out)

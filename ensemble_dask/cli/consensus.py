@@ -25,11 +25,12 @@ def add_parser(sub, common):
     store_args(p)
     p.add_argument(
         "--n-clusters",
-        type=int,
+        type=n_clusters,
         default=None,
         metavar="K",
         help="the number of consensus clusters K (the same as --set n_clusters=K, as generate and coassoc "
-        "take it)",
+        "take it), or K chosen (method graph): auto, or a range K_MIN:K_MAX such as 2:20 (the ensemble's k "
+        "must reach past K_MAX: generate --n-clusters K_MAX)",
     )
     set_args(p, help="a method parameter")
     p.add_argument("--seed", type=seed, default=0, help="the seed of the method's starts")
@@ -40,6 +41,19 @@ def add_parser(sub, common):
         help="draw the report page after the fit (else `ensemble-dask report` draws it; `run` at its end)",
     )
     p.set_defaults(run=run)
+
+
+def n_clusters(text):
+    """``--n-clusters``: an integer K, ``auto`` or ``K_MIN:K_MAX`` (as a list, as a workflow gives it)."""
+    if text == "auto":
+        return text
+    lo, sep, hi = text.partition(":")
+    try:
+        return [int(lo), int(hi)] if sep else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"takes an integer K, auto or a range K_MIN:K_MAX such as 2:20; got {text!r}"
+        ) from None
 
 
 def methods_help():

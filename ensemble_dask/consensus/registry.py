@@ -57,6 +57,9 @@ class Method:
     fine_ensemble : bool, default=False
         Its default ensemble has many small clusters, every row labelled (``generate``'s ``fine``: k in
         ``[K, floor(sqrt(min(n, 20000)))]``, ``extend``); a workflow of such methods only gets it by default.
+    chooses_k : bool, default=False
+        Its ``n_clusters`` may be ``"auto"`` or a range ``[k_min, k_max]``: it fits every K of the range and
+        keeps the best (``n_clusters_``, ``k_scores_``).
     """
 
     name: str
@@ -68,6 +71,7 @@ class Method:
     hbgf_start: bool = False
     trace: str = "objective"
     fine_ensemble: bool = False
+    chooses_k: bool = False
 
     def estimator_class(self):
         """The estimator's class (imported now)."""
@@ -144,7 +148,7 @@ for _method in (
     Method("hbgf", ".baselines:HBGF", "labels", "bipartite graph of points and clusters (spectral)"),
     Method("graph", ".graph:GraphConsensus", "labels+X",
            "Genie or spectral on a sparse nearest-neighbour co-association graph (with the features)",
-           fine_ensemble=True),
+           fine_ensemble=True, chooses_k=True),
     Method("auto", ".selection:AutoConsensus", "labels+pairs",
            "the result of highest ANMI with the ensemble among pcc-kl, pcc-l2, bce, mm, kcc, hbgf"),
 ):  # fmt: skip

@@ -390,6 +390,43 @@ def draw_k_distribution(ax, k_asked, k_found, marks):
     ax.set_title("k of the base partitions, effective K of each method", fontsize=10)
 
 
+def draw_k_scores(ax, k_scores, chosen, criterion):
+    """Each criterion of choosing K against K (each scaled to [0, 1] over the range: they share an axis), the
+    K chosen marked; the criterion that chose it drawn thicker."""
+    ks = sorted(int(k) for k in k_scores)
+    names = [c for c in k_scores[str(ks[0])] if isinstance(k_scores[str(ks[0])][c], int | float)]
+    for c in names:
+        if c == "cut":
+            continue
+        v = np.array([float(k_scores[str(k)][c]) for k in ks])
+        span = v.max() - v.min()
+        scaled = (v - v.min()) / span if span > 0 else np.zeros_like(v)
+        ax.plot(ks, scaled, marker="o", ms=3, lw=2.4 if c == criterion else 1.0, label=c)
+    ax.axvline(chosen, color="black", ls="--", lw=1)
+    ax.set_xlabel("K", fontsize=_SMALL)
+    ax.set_ylabel("criterion, scaled to [0, 1]", fontsize=_SMALL)
+    ax.tick_params(labelsize=_SMALL)
+    ax.legend(fontsize=_SMALL - 1, frameon=True, framealpha=0.8)
+    ax.set_title(f"K chosen: {chosen} (by {criterion}, dashed)", fontsize=10)
+
+
+def draw_consensus_cdf(ax, k_cdf, chosen):
+    """The consensus CDF at each K (ConsensusClusterPlus's figure, from sampled pairs), K chosen thicker."""
+    ks = sorted(int(k) for k in k_cdf)
+    grid = np.linspace(0.0, 1.0, len(k_cdf[str(ks[0])]))
+    colors = _colors(len(ks))
+    for k, color in zip(ks, colors, strict=True):
+        ax.step(
+            grid, k_cdf[str(k)], where="post", color=color, lw=2.4 if k == chosen else 0.8, label=f"K={k}"
+        )
+    ax.set_xlabel("consensus of a sampled pair over resampled ensembles", fontsize=_SMALL)
+    ax.set_ylabel("CDF", fontsize=_SMALL)
+    ax.tick_params(labelsize=_SMALL)
+    if len(ks) <= 12:
+        ax.legend(fontsize=_SMALL - 1, ncol=2, frameon=True, framealpha=0.8)
+    ax.set_title("consensus CDF per K", fontsize=10)
+
+
 def method_figure(
     name,
     *,
@@ -411,13 +448,19 @@ def method_figure(
     converged=None,
     n_iter=None,
     notes=None,
+    k_scores=None,
+    k_cdf=None,
+    k_chosen=None,
+    k_criterion=None,
 ):
     """The figure of one consensus method: 8 panels on a 2 x 4 grid.
 
     Top: co-association of a sample (VAT-style), stored-pair fractions, memberships (two slots).
     Bottom: uncertainty histogram, overlap graph, soft centroids, objective trace. A panel whose
     inputs are None says so instead of drawing. ``notes`` maps a panel (``"vat"``, ``"pairs"``,
-    ``"members"``, ``"uncertainty"``, ``"overlap"``, ``"centroids"``) to its sample note.
+    ``"members"``, ``"uncertainty"``, ``"overlap"``, ``"centroids"``) to its sample note. A result that chose
+    K (``k_scores``): the criteria against K in the trace's place, and the consensus CDFs in the stored
+    pairs' place when there are none.
     """
     notes = notes or {}
     # fixed margins rather than a layout engine: constrained layout measures every text several
@@ -434,6 +477,8 @@ def method_figure(
     ax = fig.add_subplot(grid[0, 1])
     if within is not None:
         draw_pair_fractions(ax, within, between, note=notes.get("pairs", ""))
+    elif k_cdf:
+        draw_consensus_cdf(ax, k_cdf, k_chosen)
     else:
         _empty(ax, "stored pairs", "no pairs store")
     ax = fig.add_subplot(grid[0, 2:])
@@ -456,7 +501,10 @@ def method_figure(
         draw_centroids(ax, centroids, feature_names, note=notes.get("centroids", ""))
     else:
         _empty(ax, "soft centroids", "no features X in the store")
-    draw_trace(fig.add_subplot(grid[1, 3]), trace, ylabel=trace_label, converged=converged, n_iter=n_iter)
+    if k_scores:
+        draw_k_scores(fig.add_subplot(grid[1, 3]), k_scores, k_chosen, k_criterion)
+    else:
+        draw_trace(fig.add_subplot(grid[1, 3]), trace, ylabel=trace_label, converged=converged, n_iter=n_iter)
     fig.suptitle(name, fontsize=13, fontweight="bold")
     return fig
 

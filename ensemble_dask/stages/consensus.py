@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import numbers
 import re
 import time
 import warnings
@@ -24,8 +23,10 @@ import numpy as np
 
 from .._validation import InputError, stage_seed
 from ..consensus import registry
+from ..consensus._common.krange import is_k_range, largest_k
 from ..io.store import RunStore, StageContentError
 from ..runtime.progress import elapsed_line
+from ._choose_k import checked_k, k_metrics
 from ._starts import STARTS_CACHE, is_kept, keep_starts, kept_starts, starts_key
 from .kept_models import write_model
 
@@ -123,6 +124,9 @@ def check_consensus_params(name, params, *, seed=0):
     if params is not None and not isinstance(params, dict):
         raise InputError(f"consensus method {name!r}: its parameters must be a mapping; got {params!r}")
     method, kwargs = resolve_method(name, params)
+    k = kwargs.get("n_clusters")
+    if is_k_range(k):  # checked first: a method that does not choose K says so (not its estimator)
+        kwargs["n_clusters"] = checked_k(name, method, k)
     if "random_state" in inspect.signature(_estimator_class(method).__init__).parameters:
         kwargs.setdefault("random_state", int(stage_seed(seed, "consensus").generate_state(1)[0]))
     starts = registry.get(method).starts
@@ -141,16 +145,15 @@ def check_consensus_params(name, params, *, seed=0):
         est._validate_params()
     except InputError as exc:
         raise InputError(f"consensus method {name!r}: {exc}{one}") from None
-    k = kwargs.get("n_clusters")
     if k is None:  # each estimator has a default K of its own (2 or 8): a consensus states the one it wants
         raise InputError(
             f"consensus method {name!r} needs n_clusters, the number of consensus clusters K (on the command "
             f"line --n-clusters K; in a workflow {name}: {{n_clusters: K}})"
         )
-    if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 2:
-        raise InputError(
-            f"consensus method {name!r}: The 'n_clusters' parameter must be an integer >= 2; got {k!r}{one}"
-        )
+    try:
+        kwargs["n_clusters"] = checked_k(name, method, kwargs["n_clusters"])
+    except InputError as exc:
+        raise InputError(f"{exc}{one}") from None
     return method, kwargs
 
 
@@ -301,7 +304,8 @@ def _check_clusters_used(est):
     """Warn when the hard labels use fewer clusters than the estimator's ``n_clusters`` (e.g. PCC on an
     ensemble coarser than K: 6 of 20 on 20 blobs from k in [2, 10]): the result exists, but not at the K
     asked."""
-    used, n_clusters = getattr(est, "effective_k_", None), getattr(est, "n_clusters", None)
+    used = getattr(est, "effective_k_", None)
+    n_clusters = getattr(est, "n_clusters_", getattr(est, "n_clusters", None))  # the K chosen, of a range
     if n_clusters and used is not None and used < n_clusters:
         warnings.warn(
             f"the labels use {used} of the n_clusters={n_clusters} clusters asked "
@@ -437,7 +441,7 @@ def _fit(store, method, kwargs, client):
         params = {**params, "init": "random" if starts is None else starts}
     est = _estimator(method, params)
     entry = registry.get(method)
-    _check_ensemble_range(store, kwargs.get("n_clusters"))
+    _check_ensemble_range(store, largest_k(kwargs.get("n_clusters"), store.n))
     if entry.fits_on == "pairs":
         from ..coassoc.csr import StoredPairs, read_pair_fractions
         from ..consensus._common.base import pair_data_from_fractions
@@ -540,9 +544,7 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, progress=Fals
         elif getattr(est, "candidate_", None):  # graph: the candidate partition kept, every one's cut
             metrics["candidate"] = est.candidate_
             metrics["cuts"] = {k: round(v, 6) for k, v in est.cuts_.items()}
-        elif getattr(est, "anmi_", None):  # GKCC: Algorithm 1's partition or KCC's, and both scores
-            metrics["kept"] = est.start_
-            metrics["anmi"] = {k: round(v, 6) for k, v in est.anmi_.items()}
+        metrics.update(k_metrics(est))  # K chosen: which, by what, and every K's scores
         if "y_true" in store:
             from ..metrics import partition_scores  # scikit-learn: imported only when a result is scored
 

@@ -268,6 +268,10 @@ def _method_figure_data(store, name, attrs, sample, image_pos, X_sample, feature
     fig["trace_label"] = _trace_label(attrs.get("method"))
     fig["converged"] = attrs.get("converged")
     fig["n_iter"] = attrs.get("n_iter")
+    metrics = attrs.get("metrics") or {}
+    if metrics.get("k_scores"):  # K chosen: the criteria against K, and the consensus CDFs
+        fig.update(k_scores=metrics["k_scores"], k_cdf=metrics.get("k_cdf"), k_chosen=metrics["n_clusters"])
+        fig["k_criterion"] = metrics.get("k_criterion")
     return fig
 
 

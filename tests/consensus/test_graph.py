@@ -28,6 +28,16 @@ def test_genie_of_threshold_one_is_single_linkage(K):
     assert adjusted_rand_score(single, kernels.genie(u, v, len(X), K, 1.0)) == 1.0
 
 
+@pytest.mark.parametrize("threshold", [0.3, 1.0])
+def test_one_sequence_of_merges_cut_at_each_k_is_genie_at_that_k(threshold):
+    """Genie's choice at each merge does not depend on K: one sequence, cut at any K, is Genie at K."""
+    u, v = _tree(np.random.default_rng(0).normal(size=(80, 2)))
+    merges = kernels.genie_merges(u, v, 80, 1, threshold)
+    assert len(merges) == 79 and len(np.unique(merges)) == 79
+    for K in (1, 2, 3, 7, 30, 80):
+        assert np.array_equal(kernels.cut(u, v, merges[: 80 - K], 80), kernels.genie(u, v, 80, K, threshold))
+
+
 def test_genie_joins_an_outlier_that_single_linkage_leaves_alone():
     """Two groups of 10 points 5 apart and one point 12 beyond the second: single linkage's two clusters are
     the outlier and the rest; at three clusters of sizes 10, 10 and 1 the Gini index is 18 / 42 > 0.3, so

@@ -61,6 +61,7 @@ def test_the_graph_consensus_on_a_small_sample_is_the_one_scikit_learn_gives(mon
     """The same candidates and partition with NumPy's k-means and the kernel's neighbours (small) as with
     scikit-learn's (forced by thresholds of 0)."""
     from ensemble_dask.consensus import GraphConsensus
+    from ensemble_dask.consensus._common import small as small_module
     from ensemble_dask.consensus.graph import _graph
 
     X, y = make_blobs(800, centers=4, n_features=4, cluster_std=1.2, random_state=2)
@@ -70,7 +71,7 @@ def test_the_graph_consensus_on_a_small_sample_is_the_one_scikit_learn_gives(mon
     )
     small = GraphConsensus(4, random_state=0).fit(L, X)
     monkeypatch.setattr(_graph, "SMALL_SEARCH", 0)
-    monkeypatch.setattr(_graph, "SMALL_KMEANS", 0)
+    monkeypatch.setattr(small_module, "SMALL_KMEANS", 0)  # (read when the spectral candidate runs)
     large = GraphConsensus(4, random_state=0).fit(L, X)
     assert adjusted_rand_score(small.labels_, large.labels_) == 1.0
     assert small.cuts_ == pytest.approx(large.cuts_)

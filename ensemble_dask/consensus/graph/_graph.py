@@ -8,9 +8,19 @@ import numpy as np
 
 from ..._validation import InputError, check_labels_matrix, check_random_state
 from .._common.base import SoftConsensusMixin
-from .._common.params import Interval, check_n_clusters
-from .._common.small import SMALL_KMEANS, SMALL_SEARCH, kmeans
+from .._common.krange import is_k_range, k_range
+from .._common.params import Interval, Options, check_n_clusters
+from .._common.small import SMALL_SEARCH
+from . import _choose_k
 from . import _kernels as _k
+from ._parts import (
+    _embedded_kmeans,
+    _Graph,
+    _least_cut,
+    _spanning_tree,
+    _spectral_embedding,
+    normalised_cut,
+)
 
 __all__ = ["GraphConsensus", "normalised_cut", "reliability"]
 
@@ -45,17 +55,6 @@ def reliability(L, theta=0.4):
     return W
 
 
-def normalised_cut(i, j, w, z, n):
-    """``(1/K) sum_k cut(k) / volume(k)`` of the partition ``z`` on the graph of edges ``(i, j)`` (each
-    listed in both directions) of affinity ``w``."""
-    K = int(z.max()) + 1
-    degree = np.bincount(i, weights=w, minlength=n)
-    volume = np.bincount(z, weights=degree, minlength=K)
-    across = z[i] != z[j]
-    cut = np.bincount(z[i][across], weights=w[across], minlength=K)
-    return float(np.sum(cut / np.maximum(volume, 1e-12)) / K)
-
-
 class _Neighbours:
     """Exact nearest rows of ``data`` (Euclidean, nearest first), as scikit-learn's ``NearestNeighbors``
     finds them; on a small search (:data:`~ensemble_dask.consensus._common.small.SMALL_SEARCH`) every
@@ -76,14 +75,6 @@ class _Neighbours:
 
             self._tree = NearestNeighbors().fit(self.data)
         return self._tree.kneighbors(queries, n_neighbors=k)
-
-
-def _symmetric(i, j, w, n):
-    """The graph of edges ``(i, j)`` of weight ``w`` made symmetric (a pair's larger weight kept), CSR."""
-    from scipy import sparse
-
-    G = sparse.coo_matrix((w, (i, j)), shape=(n, n)).tocsr()
-    return G.maximum(G.T).tocsr()
 
 
 def _joining_edges(i, j, Z, n):
@@ -133,34 +124,12 @@ def _joining_edges(i, j, Z, n):
 def _spectral(A, K, seed):
     """Spectral clustering of the connected affinity graph ``A`` (symmetric, CSR): the ``K`` leading
     eigenvectors of ``D^-1/2 A D^-1/2`` (Lanczos, on products with ``A`` only: no factorisation), scaled by
-    ``D^-1/2``, then k-means (10 starts) of their rows, as scikit-learn's ``spectral_clustering`` does
-    (NumPy's on a small embedding, :func:`~ensemble_dask.consensus._common.small.kmeans`)."""
-    from scipy.sparse.linalg import eigsh
-
-    degree = np.asarray(A.sum(axis=1)).ravel()
-    scale = 1.0 / np.sqrt(np.maximum(degree, 1e-12))
-    M = A.multiply(scale[:, None]).multiply(scale[None, :]).tocsr()
-    rng = np.random.default_rng(seed)
-    if K >= A.shape[0] - 1:  # Lanczos finds fewer eigenvectors than rows - 1
-        vectors = np.linalg.eigh(M.toarray())[1][:, -K:]
-    else:
-        _, vectors = eigsh(M, k=K, which="LA", v0=rng.uniform(-1, 1, A.shape[0]), tol=1e-8)
-    embedding = vectors * scale[:, None]
-    signs = np.sign(embedding[np.argmax(np.abs(embedding), axis=0), np.arange(K)])
-    if A.shape[0] * K <= SMALL_KMEANS:
-        return kmeans(embedding * signs, K, n_init=10, seed=seed)
-    from sklearn.cluster import KMeans
-
-    return KMeans(K, n_init=10, random_state=seed).fit_predict(embedding * signs)
+    ``D^-1/2``, then k-means (10 starts) of their rows, as scikit-learn's ``spectral_clustering`` does."""
+    return _embedded_kmeans(_spectral_embedding(A, K, seed)[1], K, seed)
 
 
 def _genie_of_graph(G, K, threshold):
-    from scipy.sparse.csgraph import minimum_spanning_tree
-
-    T = minimum_spanning_tree(G).tocoo()
-    order = np.argsort(T.data, kind="stable")
-    u = np.ascontiguousarray(T.row[order], dtype=np.int64)
-    v = np.ascontiguousarray(T.col[order], dtype=np.int64)
+    u, v, _ = _spanning_tree(G)
     return _k.genie(u, v, G.shape[0], K, float(threshold))
 
 
@@ -188,9 +157,14 @@ class GraphConsensus(SoftConsensusMixin):
     ensemble for it has many small clusters (k up to about the square root of the rows, every row labelled:
     ``generate``'s ``k_max: sqrt`` and ``extend: true``).
 
+    ``n_clusters`` may instead ask for K to be chosen: ``"auto"`` (K in ``[2, clip(floor(sqrt(n) / 4), 10,
+    30)]``) or a range ``(k_min, k_max)``. The graph is then built once, the consensus had at every K of the
+    range and scored by ``k_criterion`` (:mod:`._choose_k`: ``eigengap``, ``lifetime``, ``pac``,
+    ``stability``), and the best K kept.
+
     Parameters
     ----------
-    n_clusters : int, default=2
+    n_clusters : int, "auto" or (int, int), default=2
     n_neighbors : int, default=20
     sample_size : int, default=20000
         Rows the graph is built on (a seeded sample when there are more); the others get the votes of their
@@ -204,11 +178,26 @@ class GraphConsensus(SoftConsensusMixin):
         leading eigenvalues then crowd near 1, so that Lanczos's answer depends on its start vector (on a
         grid of 100 Gaussian clusters three settings found three different sets of 100, partitions 0.61 to
         0.71 ARI apart), and it costs most of the fit. None: never left out.
+    k_criterion : {"eigengap", "lifetime", "pac", "stability"}, default="stability"
+        What chooses K when ``n_clusters`` is a range (every criterion is computed and kept).
+    n_resamples : int, default=10
+        Splits of the base clusterings into two random halves that ``pac`` and ``stability`` read (a range
+        of K only).
     random_state : int, Generator or None, default=None
 
     Attributes
     ----------
     labels_, memberships_, uncertainty_, effective_k_
+    n_clusters_ : int
+        K of the result: ``n_clusters``, or the K chosen.
+    k_scores_ : dict
+        A range of K only: per K, every criterion's value, the candidate kept at that K and its cut (the
+        spectral candidate is compared at the K chosen only: at another K, the Genie candidates).
+    k_cdf_ : dict
+        A range of K only: per K, the consensus CDF at ``_choose_k.CDF_GRID`` (the consensus values of
+        ``pac``).
+    k_reason_ : str
+        A range of K only: why the K chosen won.
     candidate_ : str
         The candidate kept.
     cuts_ : dict
@@ -222,12 +211,14 @@ class GraphConsensus(SoftConsensusMixin):
     """
 
     _parameter_constraints = {
-        "n_clusters": [Interval(numbers.Integral, 2, None)],
+        "n_clusters": [Interval(numbers.Integral, 2, None), Options("auto"), list, tuple],
         "n_neighbors": [Interval(numbers.Integral, 1, None)],
         "sample_size": [Interval(numbers.Integral, 2, None)],
         "gini_threshold": [Interval(numbers.Real, 0, 1)],
         "candidates": [list, tuple],
         "spectral_max_clusters": [Interval(numbers.Integral, 1, None), None],
+        "k_criterion": [Options(*_choose_k.CRITERIA)],
+        "n_resamples": [Interval(numbers.Integral, 1, None)],
         "random_state": ["random_state"],
     }
 
@@ -240,6 +231,8 @@ class GraphConsensus(SoftConsensusMixin):
         gini_threshold=0.3,
         candidates=CANDIDATES,
         spectral_max_clusters=50,
+        k_criterion=_choose_k.DEFAULT_CRITERION,
+        n_resamples=10,
         random_state=None,
     ):
         self.n_clusters = n_clusters
@@ -248,7 +241,13 @@ class GraphConsensus(SoftConsensusMixin):
         self.gini_threshold = gini_threshold
         self.candidates = candidates
         self.spectral_max_clusters = spectral_max_clusters
+        self.k_criterion = k_criterion
+        self.n_resamples = n_resamples
         self.random_state = random_state
+
+    def _spectral_at(self, K):
+        """Whether the spectral candidate is computed at ``K`` clusters (``spectral_max_clusters``)."""
+        return self.spectral_max_clusters is None or K <= self.spectral_max_clusters
 
     def _check_candidates(self):
         cands = list(self.candidates)
@@ -272,16 +271,26 @@ class GraphConsensus(SoftConsensusMixin):
             raise InputError(f"X must be a 2-d array of the labels' {n} rows; got shape {X.shape}")
         if not np.isfinite(X).all():
             raise InputError("X must hold finite values only (no NaN or infinity)")
-        K = check_n_clusters(self, n)
-        limit = self.spectral_max_clusters
-        if limit is not None and K > limit and len(cands) > 1:
-            cands = [c for c in cands if c != "spectral"]
+        chooses = is_k_range(self.n_clusters)
+        if chooses:
+            k_min, k_max = k_range(self.n_clusters, n)
+            k_range((k_min, k_max), min(n, int(self.sample_size)))  # k_max < the graph's rows
+        else:
+            K = check_n_clusters(self, n)
+            if not self._spectral_at(K) and len(cands) > 1:
+                cands = [c for c in cands if c != "spectral"]
         rng = check_random_state(self.random_state)
         if n > self.sample_size:
             sample = np.sort(rng.choice(n, size=int(self.sample_size), replace=False))
         else:
             sample = np.arange(n)
-        z, self.candidate_, self.cuts_ = self._partition(L[sample], X[sample], K, cands, rng)
+        if chooses:
+            z, K = self._choose(L[sample], X[sample], list(range(k_min, k_max + 1)), cands, rng)
+        else:
+            for name in ("k_scores_", "k_cdf_", "k_reason_"):  # of an earlier fit on a range
+                self.__dict__.pop(name, None)
+            z, self.candidate_, self.cuts_ = self._partition(L[sample], X[sample], K, cands, rng)
+        self.n_clusters_ = K
         self.sample_ = sample
         self._tables(L[sample], z, L.max(axis=0) + 1, K)
         Y = self._votes(L)
@@ -293,6 +302,27 @@ class GraphConsensus(SoftConsensusMixin):
 
     def _partition(self, L, Z, K, cands, rng):
         """The candidates' partitions of the sampled rows, and the one of the smallest normalised cut."""
+        g = self._graph(L, Z, cands)
+        out = {}
+        for name in ("genie-ca", "genie-weighted"):
+            if name in cands:
+                out[name] = _genie_of_graph(g.tree_graph(name), K, self.gini_threshold)
+        if "spectral" in cands:
+            out["spectral"] = _spectral(g.A.tocsr(), K, int(rng.integers(2**31 - 1)))
+        return _least_cut(g, out, cands)
+
+    def _choose(self, L, Z, ks, cands, rng):
+        """The partition of the K chosen among ``ks`` (:func:`._choose_k.sweep`), and that K."""
+        K, self.k_reason_, z, kept, cuts, scores, cdfs = _choose_k.sweep(
+            self, L, Z, ks, cands, rng, int(self.n_resamples), self.k_criterion
+        )
+        self.k_scores_ = {k: {**scores[k], "candidate": kept[k], "cut": cuts[k].get(kept[k])} for k in ks}
+        self.k_cdf_ = cdfs
+        self.candidate_, self.cuts_ = kept[K], cuts[K]
+        return z, K
+
+    def _graph(self, L, Z, cands):
+        """The sampled rows' neighbour graph (:class:`_Graph`), joined into one component."""
         n = L.shape[0]
         m = min(int(self.n_neighbors), n - 1)
         dist, ind = _Neighbours(Z).kneighbors(Z, m + 1)
@@ -305,22 +335,7 @@ class GraphConsensus(SoftConsensusMixin):
         ei, ej, ef = np.r_[i, ji], np.r_[j, jj], np.r_[f, jd] / scale
         ca, lw = np.empty(len(ei)), np.empty(len(ei))
         _k.edge_shares(L, W, ei, ej, ca, lw)
-        out = {}
-        for name, weight in (
-            ("genie-ca", 1.0 - ca + 0.01 * ef + 1e-12),
-            ("genie-weighted", ef * (1.0 - lw + 0.1) + 1e-12),
-        ):
-            if name in cands:
-                out[name] = _genie_of_graph(_symmetric(ei, ej, weight, n), K, self.gini_threshold)
-        A = _symmetric(ei, ej, ca + 1e-6, n).tocoo()  # connected: one eigenvalue 1
-        if "spectral" in cands:
-            out["spectral"] = _spectral(A.tocsr(), K, int(rng.integers(2**31 - 1)))
-        cuts = {}
-        for name in cands:
-            out[name] = np.unique(out[name], return_inverse=True)[1].astype(np.int64)
-            cuts[name] = normalised_cut(A.row, A.col, A.data, out[name], n)
-        chosen = min(cands, key=lambda c: (cuts[c], cands.index(c)))
-        return out[chosen], chosen, cuts
+        return _Graph(n, ei, ej, ef, ca, lw)
 
     def _tables(self, L, z, ks, K):
         ks = np.maximum(ks, 0).astype(np.int64)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...runtime import numba_cache  # noqa: F401 (registers the package's cache locator: before the kernels)
 
-__all__ = ["edge_shares", "genie", "nearest", "vote_tables", "votes"]
+__all__ = ["cut", "edge_shares", "genie", "genie_merges", "nearest", "vote_tables", "votes"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -101,9 +101,11 @@ def _spread(counts, sums, a, n_left, total_left):
 
 
 @numba.njit(cache=True, nogil=True)
-def genie(u, v, n, k, threshold):
-    """Labels ``0..c-1`` of ``n`` points cut into ``k`` clusters by Genie, from the edges ``(u[e], v[e])``
-    of a spanning tree or forest sorted by increasing weight (a forest of ``c > k`` trees: ``c`` clusters)."""
+def genie_merges(u, v, n, k, threshold):
+    """The edges Genie merges along, in their order, from ``n`` points down to ``k`` clusters: indices into
+    the edges ``(u[e], v[e])`` of a spanning tree or forest sorted by increasing weight (fewer than ``n - k``
+    on a forest of more than ``k`` trees). Genie's choice at each step does not depend on ``k``: the first
+    ``n - K`` merges of one sequence to ``k <= K`` are the partition at ``K`` (:func:`cut`)."""
     m = u.shape[0]
     parent = np.arange(n)
     size = np.ones(n, dtype=np.int64)
@@ -114,6 +116,8 @@ def genie(u, v, n, k, threshold):
     n_clusters = n
     spread = 0.0  # sum over pairs of clusters of |size_a - size_b|
     used = np.zeros(m, dtype=np.bool_)
+    order = np.empty(max(n - k, 0), dtype=np.int64)
+    n_merged = 0
     first = 0
     while n_clusters > k:
         while first < m and used[first]:
@@ -133,6 +137,8 @@ def genie(u, v, n, k, threshold):
             if e < 0:  # the smallest clusters are whole trees of a forest: the lightest edge left
                 e = first
         used[e] = True
+        order[n_merged] = e
+        n_merged += 1
         a = _find(parent, u[e])
         b = _find(parent, v[e])
         for r in (a, b):  # take both sizes out of the multiset, then put their sum in
@@ -151,6 +157,19 @@ def genie(u, v, n, k, threshold):
         parent[b] = a
         size[a] = merged
         n_clusters -= 1
+    return order[:n_merged]
+
+
+@numba.njit(cache=True, nogil=True)
+def cut(u, v, order, n):
+    """Labels ``0..c-1`` (by first row) of ``n`` points after the merges along the edges ``order`` (indices
+    into ``(u, v)``): ``c = n - len(order)`` clusters on a tree."""
+    parent = np.arange(n)
+    for e in order:
+        a = _find(parent, u[e])
+        b = _find(parent, v[e])
+        if a != b:
+            parent[b] = a
     labels = np.empty(n, dtype=np.int64)
     ids = np.full(n, -1, dtype=np.int64)
     nxt = 0
@@ -161,6 +180,13 @@ def genie(u, v, n, k, threshold):
             nxt += 1
         labels[x] = ids[r]
     return labels
+
+
+@numba.njit(cache=True, nogil=True)
+def genie(u, v, n, k, threshold):
+    """Labels ``0..c-1`` of ``n`` points cut into ``k`` clusters by Genie, from the edges ``(u[e], v[e])``
+    of a spanning tree or forest sorted by increasing weight (a forest of ``c > k`` trees: ``c`` clusters)."""
+    return cut(u, v, genie_merges(u, v, n, k, threshold), n)
 
 
 @numba.njit(cache=True, nogil=True)
