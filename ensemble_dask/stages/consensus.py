@@ -544,6 +544,9 @@ def consensus_stage(store: RunStore, name, *, seed=0, client=None, progress=Fals
         elif getattr(est, "candidate_", None):  # graph: the candidate partition kept, every one's cut
             metrics["candidate"] = est.candidate_
             metrics["cuts"] = {k: round(v, 6) for k, v in est.cuts_.items()}
+        elif getattr(est, "anmi_", None):  # GKCC: Algorithm 1's partition or KCC's, and both scores
+            metrics["kept"] = est.start_
+            metrics["anmi"] = {k: round(v, 6) for k, v in est.anmi_.items()}
         metrics.update(k_metrics(est))  # K chosen: which, by what, and every K's scores
         if "y_true" in store:
             from ..metrics import partition_scores  # scikit-learn: imported only when a result is scored
