@@ -16,7 +16,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 # numba and the kernels are imported where they are used (each module of cached kernels imports
 # runtime.numba_cache first, which puts their caches in the user's cache folder): a command that runs no
-# kernel (--help, certs, site init, ingest) and every worker process that runs none start ~0.4 s sooner
+# kernel (--help, certs, site init, ingest) and every worker process that runs none start without them
 if TYPE_CHECKING:  # what type checkers and the API docs read; at run time each is imported on first use
     from .coassoc.counting import PairCounts, dense_coassociation
 

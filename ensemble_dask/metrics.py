@@ -344,7 +344,7 @@ def contingency_counts(labels_pred, labels_true):
 
     The table of :func:`contingency` (empty rows and columns dropped) for labels that are small
     non-negative integers (cluster ids, class codes); points with a negative label on either side
-    are ignored. At millions of points it is many times faster than :func:`contingency`.
+    are ignored.
 
     Examples
     --------

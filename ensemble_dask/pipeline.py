@@ -311,8 +311,7 @@ def _fresh_workers(client):
     """Restart the embedded cluster's worker processes before a consensus method fits on them.
 
     Worker processes keep much of the memory the generate and coassoc stages used (allocator arenas,
-    caches): at 5,000,000 rows the row-distributed BCE and KCC fits peaked at 2.0 and 2.8 GB per worker
-    on the workers of those stages, against 1.5 GB on fresh ones. A restart takes about 2 s.
+    caches), which fresh processes give back before the row-distributed fits.
     """
     logger.info("restarting the embedded cluster's workers: the consensus fits on them")
     nanny = logging.getLogger("distributed.nanny")

@@ -49,9 +49,9 @@ def _on_sigint(signum, frame):
 #: Packages whose Python code Ctrl-C must not cut. numba loads a cached kernel's machine code through a
 #: callback that LLVM calls (``_object_getbuffer_hook``): a ``KeyboardInterrupt`` raised in a callback is
 #: reported and dropped, the load goes on without the code, and the kernel's first call jumps to address 0:
-#: a segmentation fault instead of exit 130 (3 of 180 runs on a loaded machine, Ctrl-C 0-0.2 s after the
-#: BCE stage began). The interrupt waits until the main thread is out of their code: at most the load or
-#: compilation it is in (a kernel's cold compile takes up to seconds), checked every ``_RETRY_SECONDS``.
+#: a segmentation fault instead of exit 130. The interrupt waits until the main thread is out of their code:
+#: at most the load or compilation it is in (a kernel's cold compile takes up to seconds), checked every
+#: ``_RETRY_SECONDS``.
 _UNCUT = frozenset({"numba", "llvmlite"})
 _RETRY_SECONDS = 0.02
 _DEFERRED = threading.Event()

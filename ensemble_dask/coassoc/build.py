@@ -134,7 +134,7 @@ def build_coassociation(
         Whether pairs travel between tasks through temporary arrays under ``pairs/_tmp/`` of
         the run store (deleted at the end) instead of worker memory. Workers then hold at most
         the pieces of the tasks they run. ``auto`` spills when the strategy is expected to draw
-        more than 128 MiB of pairs (about 8.4 million, e.g. all of KDD 10% at l = 30). Does not change
+        more than 128 MiB of pairs (about 8.4 million). Does not change
         the result.
 
     Returns
@@ -325,8 +325,7 @@ def _local_transit_dir(locator, scheduler):
     When the run store is remote (object storage) and every worker runs on this machine (the
     embedded cluster, or Dask's threads), the pieces go through a temporary zarr group on local disk:
     each piece is written once and read once or twice, and a round trip to the object store per
-    piece made the build several times slower (1,000,000 rows on a local S3 server: 82 s spilled
-    through the store against 24 s in memory). Workers on other machines share only the run store.
+    piece would cost more than the build. Workers on other machines share only the run store.
     """
     url = locator.store
     if not isinstance(url, str) or "://" not in url or url.startswith("file://"):

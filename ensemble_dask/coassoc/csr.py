@@ -176,7 +176,7 @@ def _pairs_codec():
     """The codec of the ``pairs/`` arrays: byte-shuffled LZ4 (Blosc).
 
     On stored pairs it compresses about as well as zarr's default Zstandard (better on
-    ``indices``, a little worse on the small counts) and writes ~10x and reads ~15x faster.
+    ``indices``, a little worse on the small counts) and writes and reads faster.
     """
     from zarr.codecs import BloscCodec
 
@@ -287,8 +287,7 @@ def read_pairs(group_or_url, *, storage_options=None):
 def read_pair_fractions(group_or_url, *, storage_options=None, block=1 << 22):
     """``(n, indptr, indices, x, w)`` of ``pairs/``: ``x = c_ij / N_ij`` (float64) and ``w = N_ij`` (int32,
     the counts as the pair methods take them as weights; both 0 where ``N_ij = 0``) of every stored entry,
-    computed a few chunks at a time so that the int32 counts are never held whole next to them (on all of KDD
-    10%, 0.35 GB less at the consensus stage's peak).
+    computed a few chunks at a time so that the int32 counts are never held whole next to them.
 
     Raises
     ------

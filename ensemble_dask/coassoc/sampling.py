@@ -187,7 +187,7 @@ def _check_fraction(value):
 
 
 def _unique(keys):
-    """Sorted unique values of an int64 array (a sort and a mask: faster than ``np.unique`` here)."""
+    """Sorted unique values of an int64 array (a sort and a mask)."""
     keys = np.sort(keys)
     if keys.size:
         keep = np.empty(keys.size, dtype=bool)

@@ -249,8 +249,8 @@ class LabelBlocks:
     ``func(block, *args)`` per block.
 
     A URL is read by the tasks themselves, once per ``map`` (a pass of :func:`block_meta` and one of
-    :func:`prepare_block` read each block twice, and never hold the raw labels next to their encoding:
-    at 5,000,000 x 100 that is 2 GB less on the workers); an in-memory array is scattered once
+    :func:`prepare_block` read each block twice, and never hold the raw labels next to their encoding);
+    an in-memory array is scattered once
     (:func:`load_label_blocks`). Blocks have a fixed size, so sums over them are the same on any cluster.
     """
 

@@ -49,8 +49,8 @@ def in_order(client, submit, n_blocks, combine, *, window=None):
 
     Each result is combined in this process and let go as it arrives, so at most ``window`` results are held
     on the cluster at once, whatever the number of blocks: a tree of tasks holds every block's result until
-    its node runs, and the cluster runs all the blocks first (a site's K x G statistics of 128 MiB a block
-    took 2.5 GB at 16 blocks). The order of the sums is the blocks' order, as the in-memory backends sum."""
+    its node runs, and the cluster runs all the blocks first. The order of the sums is the blocks' order, as
+    the in-memory backends sum."""
     if window is None:
         window = max(2, sum(client.nthreads().values()))
     pending = collections.deque()

@@ -186,8 +186,8 @@ def _worker_environ():
     """distributed's worker environment without ``MALLOC_TRIM_THRESHOLD_``.
 
     Setting any explicit glibc trim threshold also switches off glibc's dynamic mmap threshold, so
-    every large temporary array (k-means, EM) is mmap'ed and page-faulted afresh: measured here,
-    the same clustering task used 2x the CPU time in a worker process. The embedded clusters keep
+    every large temporary array (k-means, EM) is mmap'ed and page-faulted afresh, which costs CPU time
+    in a worker process. The embedded clusters keep
     glibc's defaults; the other variables (one BLAS/OpenMP thread per worker thread) stay.
     """
     import dask
@@ -321,7 +321,7 @@ def _embedded(n_workers, threads_per_worker, processes):
                 threads_per_worker=threads_per_worker,
                 processes=processes,
                 dashboard_address=":0",
-                # Dask's dashboard unless the config says no (without it, no bokeh import: 0.5 s of CPU less)
+                # Dask's dashboard unless the config says no (without it, no bokeh import)
                 scheduler_kwargs={"dashboard": flag("cluster.dashboard")},
                 **network,
             ) as cluster,

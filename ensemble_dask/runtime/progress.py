@@ -1,7 +1,7 @@
 """Progress on stderr: a bar of a stage's tasks on the cluster (:func:`gather_with_progress`), and for a step
 that reports no steps of its own, the time spent in it, on a terminal (:func:`elapsed_line`).
 
-A consensus fit in this process reports nothing while it runs (10-20 s each at the size of KDD 10%), so it
+A consensus fit in this process reports nothing while it runs, so it
 shows how long it has been running, as a sign of life and no more: no fraction done is claimed.
 """
 

@@ -44,7 +44,7 @@ def resolve_strategy(strategy, labels_shape, params, n_clusters=None):
     if strategy == "auto":
         # cocluster: part of each point's budget among points that share a base cluster, the intra-cluster
         # evidence that uniform draws miss at many clusters; its tasks read one row partition of the labels
-        # each, so it fits any n (5,000,000 x 100 labels: 40 s, 0.73 GB a worker, benchmarks/bench_coassoc.py)
+        # each, so it fits any n (benchmarks/bench_coassoc.py)
         strategy = "cocluster"
         logger.info("coassoc: strategy auto -> cocluster (labels %d x %d)", *labels_shape)
     if strategy in ("per-point", "cocluster") and "l" not in params:

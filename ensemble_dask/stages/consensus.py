@@ -273,11 +273,10 @@ def _check_ensemble_range(store, n_clusters):
     """Warn when fewer than a quarter of the base partitions have ``n_clusters`` clusters or more.
 
     A consensus can split only what some partitions split, and on an ensemble coarser than K the pair
-    methods merge clusters: on 10 blobs with k drawn in [2, 10] (one partition in nine with 10 clusters)
-    PCC reached ARI 0.80-0.88 where HBGF and BCE reached 0.997, and from k in [5, 20] (two in three)
-    all of them 0.998 (``benchmarks/cli_defaults.py --no-hints``). From ``generate``'s range for a K known
-    in advance, ``[K // 2, 2 K]``, about two partitions in three reach K (it warns by chance on a small
-    ensemble only: 8 partitions, K = 12, at most one of them at 12 or more, about 1 time in 500).
+    methods merge clusters (the benchmarks page, "The range of k and the pair methods"). From ``generate``'s
+    range for a K known in advance, ``[K // 2, 2 K]``, about two partitions in three reach K (it warns by
+    chance on a small ensemble only: 8 partitions, K = 12, at most one of them at 12 or more, about 1 time
+    in 500).
     """
     meta = store["labels"].attrs.get("partitions") or []
     ks = [m.get("n_clusters_found", m.get("k")) for m in meta]

@@ -122,8 +122,7 @@ def default_k_range(n_clusters=None):
     ``[2, 10]`` (the PCC paper's KDD ensemble) when no K is known or K <= 5; for larger K,
     ``[K // 2, 2 K]``: consensus by co-association can split only what some base partitions split,
     and pair methods merge clusters that an ensemble of coarser partitions keeps together
-    (measured in ``benchmarks/cli_defaults.py``: on 31 blobs PCC reaches ARI 0.27 from k in [2, 10],
-    0.997 from k in [15, 62]).
+    (the benchmarks page, "The range of k and the pair methods").
     """
     if n_clusters is None:
         return 2, 10
@@ -326,9 +325,9 @@ def generate(store, client, *, progress=False, replace_imported=False, **params)
 
         for part in gather_with_progress(client, futures, desc="generate", progress=progress):
             meta += part
-        # the workers drop their copy of X: the stages after this one never read it there (all of KDD
-        # 10%: 0.15 GB per worker less while the co-association is built). Only after a success: after a
-        # failure the cluster may be gone, and a cached X is keyed on its content, never served stale.
+        # the workers drop their copy of X: the stages after this one never read it there. Only after a
+        # success: after a failure the cluster may be gone, and a cached X is keyed on its content, never
+        # served stale.
         client.run(_drop_x_cache)
         labels.attrs["partitions"] = meta
         record["output"] = labels_identity(n, [m["sha256"] for m in meta])
@@ -455,7 +454,7 @@ def _csv_ids(url, offset, frame, first_line):
 
 def _dense(lab):
     """Each column's cluster ids renumbered 0 .. k-1 in order (-1 kept): ids up to 10**9 would size every
-    count by the largest id (coassoc asked for 37 GiB)."""
+    count by the largest id."""
     out = np.full(lab.shape, -1, dtype=np.int32)
     for u in range(lab.shape[1]):
         col = lab[:, u]

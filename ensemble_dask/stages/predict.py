@@ -356,7 +356,7 @@ def _on_cluster(client, model, centers, blocks):
     pending, parts = deque(), []
     try:
         for block in blocks:
-            # sent to a worker directly, not inside the task through the scheduler (16 MB a block of KDD)
+            # sent to a worker directly, not inside the task through the scheduler
             [block_f] = client.scatter([block], hash=False)
             pending.append(client.submit(label_block, model_f, centers_f, block_f, pure=False))
             while len(pending) > 2 * workers:

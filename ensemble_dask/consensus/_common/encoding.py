@@ -162,7 +162,7 @@ def distinct_rows(gidx):
         return None, np.zeros(0), np.zeros(0, dtype=np.int64)
     # distinct 64-bit row hashes first (one sort of integers), checked against the rows; the exact
     # byte-wise comparison is the fallback should two distinct rows ever share a hash
-    # (np.unique's first, inverse and counts by a radix sort: 0.06 -> 0.02 s on 500,000 rows)
+    # (np.unique's first, inverse and counts by a radix sort)
     first, inverse, counts = kern.unique_hashes(kern.row_hashes(gidx))
     if first.size == gidx.shape[0]:  # distinct hashes: distinct rows
         return None, np.ones(gidx.shape[0]), np.arange(gidx.shape[0], dtype=np.int64)

@@ -80,8 +80,8 @@ class _LabelBaseline(SoftConsensusMixin):
     def _finish(self, labels_u, inv):
         labels = relabel(labels_u[inv])  # numbered 0 .. m - 1
         m = int(labels.max()) + 1
-        # what _set_memberships gives for one-hot memberships, without its passes over the n x K matrix (the
-        # entropy's took 0.4 s at n = 100,000, K = 100): the argmax is the label, every entropy 0
+        # what _set_memberships gives for one-hot memberships, without its passes over the n x K matrix:
+        # the argmax is the label, every entropy 0
         self.memberships_ = one_hot(labels, max(self._k, m))
         self.labels_ = labels
         self.uncertainty_ = np.zeros(labels.shape[0])
@@ -97,9 +97,7 @@ class _LabelBaseline(SoftConsensusMixin):
 #: HBGF's G x G eigenproblem (G = base clusters) runs on one BLAS thread up to this size
 SMALL_EIGH = 5000
 #: with ``eigen_solver="auto"`` HBGF takes the dense ``eigh`` up to this many base clusters (or when K is more
-#: than a fifth of them) and ARPACK's Lanczos (``eigsh``) above: at K = 100 the dense solve took 1.7 s for
-#: G = 2,585 and 9.7 s for G = 4,636 (load 3 on 2 cores), Lanczos 0.75 s and 1.6 s, the same subspace
-#: (largest principal angle 5e-9)
+#: than a fifth of them) and ARPACK's Lanczos (``eigsh``) above; both give the same subspace to rounding
 EIGSH_MIN_G = 1000
 #: relative accuracy of the Ritz values asked of ARPACK: the vectors' error is about this over the relative
 #: gap between the K-th and (K+1)-th eigenvalues (0.1, ccHBGF's, lost 4 of 100 vectors at G = 4,636; 1e-6
@@ -290,7 +288,7 @@ def _kmeans(U, w, k, n_init, seed, scratch=False):
     more than :data:`KMEANS_SAMPLE` rows are run on a uniform sample of ``max(KMEANS_SAMPLE, 50 k)``
     rows (an unbiased estimate of the inertia, weights kept) and only the winner's centres refined on all.
     ``scratch``: ``U`` is the caller's to lose, so k-means centres it in place (``copy_x=False``: the same
-    labels, ``U`` changed by rounding) instead of centring a copy (32 MB at 500,000 rows, K = 8). On a small
+    labels, ``U`` changed by rounding) instead of centring an ``n x k`` copy. On a small
     ``U``, NumPy's k-means (:func:`~ensemble_dask.consensus._common.small.kmeans`: no scikit-learn import)."""
     if U.shape[0] * k <= SMALL_KMEANS:
         return kmeans(U, k, n_init=n_init, seed=seed, sample_weight=w)
@@ -334,8 +332,8 @@ def _top_eigenpairs(indptr, indices, wd, sc, k, solver, seed):
             solver = "dense"
     M = None
     if solver == "dense" or G * G <= 2 * nnz:
-        # A = D_x^{-1/2} B D_c^{-1/2} is never formed (its entries would be three nnz-long temporaries:
-        # 0.6 GB on all of KDD 10%): A^T D_w A = D_c^{-1/2} (B^T D_{w/dx} B) D_c^{-1/2}, on B's ones
+        # A = D_x^{-1/2} B D_c^{-1/2} is never formed (its entries would be three nnz-long temporaries):
+        # A^T D_w A = D_c^{-1/2} (B^T D_{w/dx} B) D_c^{-1/2}, on B's ones
         M = np.zeros((G, G))
         kern.weighted_gram_ones(indptr, indices, wd, M)  # no sparse product; B is 0/1
         M *= sc[:, None]
@@ -369,9 +367,8 @@ def _top_eigenpairs(indptr, indices, wd, sc, k, solver, seed):
         Z = np.zeros((G, c))
         Z[np.arange(G), comp] = z
         return np.concatenate([vals[order], np.ones(c)]), np.hstack([V[:, order], Z])
-    # one BLAS thread for a G x G problem of this size: 0.01 s at G = 400 and 1.4 s at G = 2,400, where
-    # OpenBLAS's two threads took 3.4 s and 8 s on a loaded 2-core machine (spinning threads that wait
-    # for a core)
+    # one BLAS thread for a G x G problem of this size: more threads spin waiting for a core on a loaded
+    # machine
     with threadpool_limits(1 if G <= SMALL_EIGH else None):
         return eigh(M, subset_by_index=[G - k, G - 1])
 

@@ -33,7 +33,7 @@ class BCE(_BCEBase):
         Number of starts; the fit with the highest final lower bound is kept. With the default
         ``init="spectral"`` one start is enough: every spectral start is HBGF's partition again (with
         another seed of its k-means), and among several the lower bound, like KCC's objective, prefers
-        those that split large clusters. Use 3-10 starts with ``init="random"``. Measured: the benchmarks
+        those that split large clusters. Use 3-10 starts with ``init="random"``. Figures: the benchmarks
         page, "Starts".
     init : {"spectral", "k-means++", "random"} or array-like of shape (n_samples,), default="spectral"
         How a start is drawn (when ``fit`` gets no ``init``). A partition of the rows (integer labels,

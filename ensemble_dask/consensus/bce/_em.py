@@ -80,7 +80,7 @@ def encode_labels(labels, categories):
     """Map each label to its global category index ``offset_j + position in categories[j]``.
 
     Missing labels and labels not in ``categories[j]`` give ``-1``. Returns ``(gidx, n_unseen)``;
-    ``gidx`` is int32 (half the memory of int64: 0.2 GB on all of KDD 10%), the encoding of KCC
+    ``gidx`` is int32 (half the memory of int64), the encoding of KCC
     (:class:`~ensemble_dask.consensus._common.encoding.Encoding`, a table lookup per row when the labels are
     small).
     """

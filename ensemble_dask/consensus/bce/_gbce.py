@@ -43,13 +43,9 @@ class GBCE(_BCEBase):
         How a start is drawn, as for :class:`BCE`: ``"spectral"`` is HBGF's partition of the label rows
         refined by Lloyd steps of KCC; ``beta`` then comes from its label counts and each cluster's
         Gaussians from the features of its rows (eqs. 16-17 under the start's memberships). ``"random"``
-        draws ``beta`` from flat Dirichlets and the means among the rows (the only start before issue 28);
-        use 5-10 starts with it. The default is ``"spectral"`` because a single random start stops in a
-        poor optimum of the bound, with or without the features: on 30 k-means labelings of 50 %
-        subsamples of nine UCI / scikit-learn sets (three ensembles each, features standardised), mean ARI
-        0.488 from one random start (below the base partitions' mean 0.502 on 7 of 9 sets; 0.489 with
-        ``feature_weight=0``, so the features are not the cause), 0.585 with ten random starts and 0.585
-        from the spectral start, against BCE's 0.580 (at least BCE's on all nine sets).
+        draws ``beta`` from flat Dirichlets and the means among the rows; use 5-10 starts with it. The
+        default is ``"spectral"`` because a single random start stops in a poor optimum of the bound, with
+        or without the features (the benchmarks page, "Starts").
     n_init, max_iter, tol, e_step_tol, e_step_max_iter, alpha_init, warm_start, random_state
         As in :class:`BCE`.
 

@@ -192,8 +192,7 @@ def estep_block_exact(
         Bound on a row's terms of ``ss`` and ``bound``: a larger magnitude (or a NaN) is set to ``-clip``
         or ``clip`` (``math.inf``: none). A federated site passes one, so that its sums stay in the
         fixed-point range whatever parameters it is sent; a fit's parameters give terms far inside it.
-        Every caller passes it: a call that left it out compiled a second copy of this kernel (2.6 s in a
-        fresh environment, where BCE's start left it out and its EM did not).
+        Every caller passes it, so that numba compiles one copy of this kernel.
     qcounts, qss, qbound : int64 (R, k), (2, k), (2, 1), or all (0, 0) for none
         Exact sums, added to (for rows of ``ucol <= 1`` and integer ``rweight``, without features): each
         row's terms of ``counts`` (in units of ``2**-32``), ``ss`` and ``bound`` (:func:`_add_units`),

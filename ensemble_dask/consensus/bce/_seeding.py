@@ -30,16 +30,14 @@ __all__ = [
     "hard_gamma",
 ]
 
-#: k-means++ seedings tried by :func:`seed_partition`; the lowest KCC objective is kept. One seeding
-#: reached ARI 0.870 on 10 blobs (k in [5, 20], 5,000 points) where BCE's optimum is 0.999; the
-#: seedings cost a Lloyd run each, far less than the EM they start
+#: k-means++ seedings tried by :func:`seed_partition`; the lowest KCC objective is kept. One seeding can
+#: stop far from BCE's optimum; the seedings cost a Lloyd run each, far less than the EM they start
 N_SEEDINGS = 5
 #: ... while the (distinct) label rows are at most this many; above, one seeding: there the seedings would
-#: cost more than the EM (500,000 subsampled rows, all distinct: BCE 10.8 s with five, against ccHBGF's 1.8 s)
+#: cost more than the EM
 SEEDINGS_FEW_ROWS = 20_000
 #: besides the seedings, :func:`seed_partition` offers HBGF's spectral partition and keeps the lower KCC
-#: objective: at K = 30 (500,000 subsampled rows) k-means++ and Lloyd stop in a local optimum (ARI 0.951, then
-#: BCE 32 s for 45 EM iterations) that the spectral start avoids (0.992, BCE 8.3 s, 4 iterations). The two run
+#: objective (k-means++ and Lloyd can stop in a local optimum that the spectral start avoids). The two run
 #: side by side on two threads above this many rows while the rows take at most SIDE_BY_SIDE_BYTES
 SIDE_BY_SIDE_ROWS = 50_000
 SIDE_BY_SIDE_BYTES = 64 << 20
@@ -213,8 +211,7 @@ def _spectral_lloyd(gidx, w, k, R, col_of_cat, to_col, seed, max_lloyd):
     or None when no clustering holds two labels among the rows HBGF sees.
 
     Above :data:`SPECTRAL_SAMPLE` rows HBGF partitions a uniform sample of them (weights kept), whose
-    centroids start the Lloyd steps on every row: the cost stays that of the sample (on all of KDD
-    10%, 494,021 distinct rows of 100 labels, HBGF on every row added 11 s and 650 MiB to BCE).
+    centroids start the Lloyd steps on every row: the cost stays that of the sample.
     """
     rng = np.random.default_rng(seed)
     rows = np.arange(gidx.shape[0])

@@ -170,7 +170,7 @@ def block_trials(gidx, weight, closest, centers, csqs):
 
 def _wsum(weight, values):
     """``sum weight * values`` in this thread: ``np.dot`` hands vectors this long to OpenBLAS's threads,
-    which on a loaded 2-core machine wait for a core (k-means++ at K = 30 on 20,000 rows: 5.2 -> 0.6 s)."""
+    which on a loaded machine wait for a core."""
     return float(np.add.reduce(weight * values))
 
 

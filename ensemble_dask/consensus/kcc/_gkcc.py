@@ -16,34 +16,28 @@ together, one pass over the rows per Lloyd iteration for all of them (:func:`run
 one or more groups: ``fit`` takes a ``mapper`` so that a Dask layer can run the groups as tasks.
 
 The shared passes compute what the candidates alone would, bit for bit (the same floating-point
-operations per candidate; label counts are sums of integer row weights, exact in any order), and
-cost far less: a row is read once per pass for all candidates and its table lookups vectorise
-across them; in the first pass the previous centres' distances, the same for every candidate, are
-computed once; counts move only for rows that changed cluster; and candidates that reach the same
-state (on KDD, 59 candidates are 14 distinct k-means after two passes) share one. All of KDD 10%
-(494,021 rows x 100 subsampled clusterings), K = 3, on one core: 11 s instead of 121 s, the same
-labels; the augmented data is kept as int16 indices when its categories allow, written in place
-(0.4 GB above the input at the peak instead of 0.9 GB): see ``benchmarks/bench_gkcc.py``.
+operations per candidate; label counts are sums of integer row weights, exact in any order): a row is
+read once per pass for all candidates, the previous centres' distances (the same for every candidate)
+are computed once in the first pass, counts move only for rows that changed cluster, and candidates
+that reach the same state share one. The augmented data is kept as int16 indices when its categories
+allow, written in place. Timings and memory: ``benchmarks/bench_gkcc.py`` and the benchmarks page.
 
 Algorithm 1's work grows like ``J^2 K^4`` times the rows (``J`` candidates per step, each a k-means over
 ``k`` centres in a space that grows by ``J`` partitions per step, for more Lloyd iterations as ``k``
-grows): 17.6 s on 1,000 rows at K = 30, over 300 s on 50,000. With the defaults (``max_rows="auto"``,
-``n_candidates="auto"``) it runs where it fits :data:`WORK_BUDGET` (about 20 s on one core): on all rows,
-or else on a seeded sample of rows (at least :data:`SAMPLE_ROWS_PER_CLUSTER` per cluster), whose final
-partition then starts KCC's Lloyd steps on every row in the input labels' space (at K = 100 a sample of 10
-rows per cluster gives a poor start, which the comparison with KCC's own fit below catches); only where even
-that sample does not fit are fewer than 59 points drawn per step.
-Explicit ``max_rows=None`` and ``n_candidates=59`` run the paper's algorithm on every row, however long.
+grows). With the defaults (``max_rows="auto"``, ``n_candidates="auto"``) it runs where it fits
+:data:`WORK_BUDGET`: on all rows, or else on a seeded sample of rows (at least
+:data:`SAMPLE_ROWS_PER_CLUSTER` per cluster), whose final partition then starts KCC's Lloyd steps on every
+row in the input labels' space; only where even that sample does not fit are fewer than 59 points drawn
+per step. Explicit ``max_rows=None`` and ``n_candidates=59`` run the paper's algorithm on every row,
+however long.
 
-Where one cluster holds most points, Algorithm 1 splits it: on 8 separated blobs of 1,000 points, one
-holding 80 % (20 k-means labelings, k in [8, 16]), its partition reaches ARI 0.05 where KCC's spectral start
-gives 1.00 (0.30-0.46 with half the points in one cluster). The cause is the objective, not the draws: the
-greedy partition's KCC objective in the labels' space is lower than the true partition's (7,899 against
-11,981), so no criterion of that objective can prefer the truth. Their agreement with the base clusterings
-can: the greedy partition's ANMI (Strehl and Ghosh, :func:`~ensemble_dask.consensus._common.agreement.anmi`)
-is 0.44-0.45 there, KCC's and the truth's 0.68-0.71. So by default (``compare="anmi"``) KCC's own fit (its
-default spectral start) runs on every row beside Algorithm 1, and the partition of higher ANMI with the input
-clusterings is kept (``start_``, ``anmi_``); ``compare=None`` keeps Algorithm 1's result, the paper's.
+Where one cluster holds most points, Algorithm 1 splits it, and its partition can have a lower KCC
+objective in the labels' space than the true one, so no criterion of that objective can prefer the truth;
+the agreement with the base clusterings (ANMI, Strehl and Ghosh,
+:func:`~ensemble_dask.consensus._common.agreement.anmi`) can. So by default (``compare="anmi"``) KCC's own
+fit (its default spectral start) runs on every row beside Algorithm 1, and the partition of higher ANMI with
+the input clusterings is kept (``start_``, ``anmi_``); ``compare=None`` keeps Algorithm 1's result, the
+paper's. The benchmarks page ("Real data") has the figures.
 """
 
 from __future__ import annotations
@@ -80,8 +74,7 @@ from ._kcc import (
 
 __all__ = ["GKCC", "run_candidate", "run_candidates", "plan_work"]
 
-#: work of GKCC's greedy steps, in units of ``J^2 sum_{k=2..K} k^3`` x rows, that the defaults keep to (about
-#: 20 s on one core of the 2-core test machine, which ran 2.7e10 to 4.4e10 units a second at K = 8, 30, 100)
+#: work of GKCC's greedy steps, in units of ``J^2 sum_{k=2..K} k^3`` x rows, that the defaults keep to
 WORK_BUDGET = 6e11
 #: the smallest sample of rows (per cluster) the greedy steps run on under ``max_rows="auto"``
 SAMPLE_ROWS_PER_CLUSTER = 10
@@ -564,7 +557,7 @@ class GKCC(ParamsMixin):
         backend = LocalBlocks([gP], [weight])
         MT, sse, n_iter, converged = lloyd(backend, MT0, encP, priorP, max_iter, tolP)
         lab, Y = backend.memberships(MT, block_norms(MT, encP.offsets))
-        self.partitions_ = P if identity else P[inverse]  # (all of KDD 10%: 0.23 GB not copied)
+        self.partitions_ = P if identity else P[inverse]  # no copy when every row is distinct
         del gP
         self.step_objectives_ = np.array(objs)
         self.candidates_ = np.array(cands, dtype=np.int64)

@@ -150,9 +150,8 @@ def descend_rows(
         m = indptr[j - row0 + 1] - lo
         # the next listed row's neighbours' memberships (one line each, ``aligned_rows``) are on their way
         # while this row is processed; their kept gradients (the second line) only if this row moves, below:
-        # prefetching both here, or touching this row's neighbours first (as before), holds up more misses
-        # at once than the CPU tracks (500,000 points, K = 8, the descent: PCC-KL's KL 0.93 -> 0.82 s,
-        # PCC-L2's 0.82 -> 0.74 s, PPC's 0.97 -> 0.85 s; the same Y)
+        # prefetching both here, or touching this row's neighbours first, holds up more misses at once
+        # than the CPU tracks (either order gives the same Y)
         if count > 0:
             nxt = queue[head] - row0
             for e in range(indptr[nxt], indptr[nxt + 1]):
@@ -214,8 +213,7 @@ def descend_rows(
                         df = diag * ((1.0 - q0 - step * (dq1 + 2.0 * step)) ** 2 - (1.0 - q0) ** 2)
                         if closed_form and code == L2:
                             # the pairs' part of f is quadratic in the step: r0p t + dr0p t^2 / 2 from its
-                            # derivatives at 0, no loop over J's pairs (PPC, 500,000 points, K = 8: the same
-                            # f to the last digit, ~0.05 s less per fit)
+                            # derivatives at 0, no loop over J's pairs
                             df += step * (r0p + 0.5 * step * dr0p)
                         else:
                             for s_ in range(n_act):
@@ -305,7 +303,7 @@ def aligned_rows(n, width, align=64):
 
     NumPy aligns a large array to 16 bytes only (so a row of 2 K = 16 floats spans three 64-byte cache lines,
     and its K memberships two); aligned, a row gathered by the descent is one line of memberships and one of
-    kept gradient (500,000 points, K = 8: PCC-L2's descent 1.40 -> 1.16 s, PPC's 1.70 -> 1.48 s)."""
+    kept gradient."""
     buf = np.empty(n * width + align // 8)
     off = (-buf.ctypes.data % align) // 8
     return buf[off : off + n * width].reshape(n, width)
@@ -334,7 +332,7 @@ def pcc_rows(
     """Row-wise descent of PCC: the two-entry steps of Lourenço et al. 2015 Sect. 5, many per visited row.
 
     A plain function around the compiled :func:`descend_rows` on every row (so that numba compiles that
-    loop once, not a second time inlined here: the first fit in a fresh environment 1.6 s sooner).
+    loop once, not a second time inlined here).
 
     A visit of row J gathers J's neighbours' rows once, then repeats the step of eqs. (6)-(9)
     on y_J alone (neighbours fixed, so the gradient of eq. (7) is kept up to date from the
@@ -391,8 +389,7 @@ def pcc_rows(
     n, k_count = Y_out.shape
     # each row's entries and its kept pair gradient side by side (one n x 2K array): a move of row J
     # updates the kept gradients of J's neighbours, whose rows the gather has just brought into cache,
-    # so the gradient's line comes with them instead of being a second miss (500,000 points, K = 8,
-    # with the gaps recomputed instead of stored, below: 0.93 -> 0.64 s for PCC-L2). Y (row j's
+    # so the gradient's line comes with them instead of being a second miss. Y (row j's
     # memberships: Y[j, :K]) and the kept pair gradient G (Y[j, K + k]) are this one C-contiguous array,
     # which the helpers read up to ``k_count`` (no strided views: the same compiled helpers as elsewhere)
     Y = aligned_rows(n, 2 * k_count)
@@ -431,7 +428,7 @@ def pcc_rows_on(
     start there (PCC-KL from hard labels, whose L2 pass runs on it too), with no ``n x K`` array besides."""
     n = Y.shape[0]
     queued = np.ones(n, dtype=np.bool_)
-    f = f_start  # nan: descend_rows sums it in its first pass (KL, PCC-KL from hard labels: 0.5 -> 0.3 s)
+    f = f_start  # nan: descend_rows sums it in its first pass
     if np.isnan(f) and (n == 0 or max_passes < 1):
         f = objective_rows(indptr, indices, x, w, Y, k_count, 0, n, code, eps, diag)
     trace_f[0] = f

@@ -59,9 +59,8 @@ _MAX_INNER = 20  # ... or after this many steps, plus 2 K
 _TOL_RANDOM = 1e-3
 _TOL_GIVEN = 3e-2
 #: from a random start the KKT test begins at this tolerance and tightens tenfold each time it holds, down to
-#: ``tol`` (``_kernels.pcc_rows``, ``gap_tol_start``): on the paper's KDD configuration (120,000 points,
-#: K = 3, three seeds) PCC-L2 0.85-1.04 -> 0.57-0.69 s and PCC-KL 1.73-1.98 -> 0.96-1.08 s on one core, the
-#: same H and objective within 0.1%. From a given start it gains nothing (the start is near its optimum)
+#: ``tol`` (``_kernels.pcc_rows``, ``gap_tol_start``): the first visits take short moves instead of solving
+#: each row exactly. From a given start it gains nothing (the start is near its optimum)
 _TOL_START_RANDOM = 0.1
 
 
@@ -238,13 +237,10 @@ class PCC(SoftConsensusMixin):
         work = None
         if start is not None and code == _k.KL and _vertex_labels(start) is not None:
             # KL's derivative is unbounded at a vertex start (y_i.y_j is 0 or 1 where 0 < x_ij < 1): a pass
-            # of the squared-L2 descent (closed-form steps) takes the rows off the vertices first. On the
-            # blobs of benchmarks/peers.py at 500,000 points, K = 8, KL from there ends lower in f than from
-            # the vertices (1.617e6) and than after L2 to its tolerance (1.4726e6 after 0.8 s of L2; 1.4713e6
-            # after the one pass, 0.4 s; sub50: 1.7274e6, 1.7221e6)
+            # of the squared-L2 descent (closed-form steps) takes the rows off the vertices first
             if max_iter >= 1:
                 # on rows aligned to cache lines (K = 8: a row's memberships are one line, which the pass
-                # prefetches; 500,000 points: 0.63 -> 0.39 s)
+                # prefetches)
                 work = _work_rows(start, k)
                 _sweep.l2_sweep_rows(
                     data.indptr, indices, data.x, w, work, k, 0, n, gap_tol, _INNER_TOL * gap_tol,
@@ -284,8 +280,7 @@ class PCC(SoftConsensusMixin):
                 best = (obj, work, trace, int(passes), gap / scale, bool(conv), stats)
             work = None
         # the pairs' fractions made here are let go before the memberships are copied out, which then take
-        # memory just freed instead of new to the process (on a VM that maps it on first touch; 500,000
-        # points, K = 8: 32 MB)
+        # memory just freed instead of new to the process (on a VM that maps it on first touch)
         del data, w, indices
         self.objective_, Y, self.objective_trace_, self.n_iter_, self.kkt_gap_, self.converged_, stats = best
         Y = np.array(Y[:, :k])

@@ -8,7 +8,7 @@ read, its listed rows are descended until none is, a move flags the neighbours i
 then fails the test, and the sweeps over the blocks go on until no row is flagged. Every step is the same
 exact line search, so f never increases, and the run ends on the same KKT test as in memory. Memory: the
 ``n x 2K`` array and one block of pairs (about 48 bytes per entry as read and converted); the pairs held
-whole take 20 bytes per entry (5,000,000 points with 10 cocluster partners each: 300 million entries, 6 GB).
+whole take 20 bytes per entry.
 """
 
 from __future__ import annotations

@@ -35,8 +35,7 @@ from ..baselines import HBGF
 __all__ = ["import_start_modules", "label_starts", "spectral_partition", "two_label_columns"]
 
 #: up to this many distinct label rows HBGF runs on one BLAS/OpenMP thread: the problem is too small to
-#: share, and on a loaded machine the threads' start-up and spinning cost 10x the work (0.16 s against 1.8 s
-#: for 500,000 points with 1,900 distinct rows)
+#: share, and on a loaded machine the threads' start-up and spinning cost more than the work
 ONE_THREAD_ROWS = 50_000
 
 
@@ -49,7 +48,7 @@ def label_starts(labels, n_clusters, *, random_state=None):
     methods then descend from it to the nearest KKT point.
 
     Why HBGF's partition and not KCC's (k-means on the one-hot labels), nor the one of the two with the lower
-    PCC objective (the rule before): the pair objective counts pairs, so a large cluster that the base
+    PCC objective: the pair objective counts pairs, so a large cluster that the base
     partitions often split weighs more than small clusters kept whole, and from KCC's partition (k-means'
     own preference for equal sizes) the descent keeps that split. The benchmarks page ("Starts") has the
     measurements, on 12 data sets x 2 ensembles, and the one case where it lost.

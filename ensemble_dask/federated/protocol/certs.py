@@ -1,6 +1,6 @@
 """Key material of a federated deployment: a CA, one TLS certificate per party, one masking key per site.
 
-The coordinator may be malicious and each site protects itself (issue 25), so a site's private keys are
+The coordinator may be malicious and each site protects itself, so a site's private keys are
 made on the site and never leave it; only public material is exchanged. A deployment runs:
 
 1. on each site, :func:`init_site` (``ensemble-dask site init NAME --host HOST``), which writes

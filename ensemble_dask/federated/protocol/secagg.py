@@ -265,9 +265,7 @@ def receive_shares(me, secrets, keys, ciphertexts, channel, session):
 
 
 #: entries masked at a time, so that the encoding's and the masks' temporaries (about 110 bytes an entry) are
-#: of this many entries, not of the whole vector: a site answering a round of 2**24 entries (the most it
-#: computes) peaked at 1.48 GB, now 0.98 GB, most of it the 256 MB answer and its encoding for the wire
-#: (``benchmarks/site_memory.py``)
+#: of this many entries, not of the whole vector (a site's peak: ``benchmarks/site_memory.py``)
 MASK_CHUNK = 1 << 20
 
 

@@ -254,7 +254,7 @@ def decode(body, *, max_bytes=MAX_BYTES, max_entries=MAX_ENTRIES):
 def peer_name(sock):
     """The common name of the certificate a TLS socket's peer presented: None without one, with more than one
     (which name would it be?), or for a CA's certificate (no party's). The federation's CA signs neither
-    kind; a site still takes no such certificate for a party's (attacker reviews, 2026-12-06)."""
+    kind; a site still takes no such certificate for a party's."""
     from cryptography import x509
     from cryptography.x509.oid import NameOID
 

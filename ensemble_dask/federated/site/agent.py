@@ -314,9 +314,9 @@ class SiteAgent:
     def _ends_on_stop(self, st, what):
         """Ends ``st`` when the block stops (refused or failed). The block may have changed the session's
         state first (a prepare that scattered the rows, then found no checkpoint), and its outcome reads as
-        one that stopped before any change: a review refused a prepare at one site early and at its peers
-        late, then the other way round, and the transcripts agreed over states that differed; a complete
-        sum gave the one site's counts. So nothing of the session is summed after."""
+        one that stopped before any change: a prepare refused at one site early and at its peers late, then
+        the other way round, would leave transcripts that agree over states that differ, and a complete sum
+        would give the one site's counts. So nothing of the session is summed after."""
         try:
             yield
         except BaseException as exc:
@@ -458,8 +458,8 @@ class SiteAgent:
         if st.mode != "secure":
             raise Refused("a plain session has nothing to unmask")
         self._in_round(st, msg, "confirmed")
-        # whatever follows, this round reveals nothing more (set before every check: a review refused one
-        # site here and its peers below, which left them in two phases under one outcome)
+        # whatever follows, this round reveals nothing more (set before every check, so that a refusal at
+        # one site here and at its peers below leaves them all in one phase)
         st.phase = "unmasked"
         tags = msg.get("tags")
         if not isinstance(tags, dict) or not all(isinstance(v, bytes) for v in tags.values()):

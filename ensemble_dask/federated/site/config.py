@@ -137,7 +137,7 @@ class _Shown(reprlib.Repr):
 
 def shown(value, limit=80):
     """A repr of a value a caller chose, at most about ``limit`` characters, made without the whole repr of a
-    large one (a 240 MB bytes value's repr is four times its size: cut after, it cost that much memory)."""
+    large one (a bytes value's repr is up to four times its size)."""
     text = _Shown(limit).repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
 

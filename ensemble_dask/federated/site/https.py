@@ -5,8 +5,7 @@ Tornado. Whoever connects (a stranger, any holder of a certificate of the federa
 is bounded before the agent sees a byte:
 
 * a TLS handshake must finish within :data:`HANDSHAKE_SECONDS`, and at most :data:`MAX_HANDSHAKES` are
-  under way at once: connections that never speak TLS cannot hold the site's file descriptors (they were
-  kept for 300 s, and a thousand of them made the site's accept loop spin on EMFILE);
+  under way at once: connections that never speak TLS cannot hold the site's file descriptors;
 * connections after the handshake are counted by who holds them: at most :data:`MAX_OTHER_CONNECTIONS`
   of certificates other than the coordinator's (each is refused at its first request), so strangers cannot
   crowd out the coordinator, which may hold :data:`MAX_COORDINATOR_CONNECTIONS`; a connection over either
@@ -76,8 +75,7 @@ def make_app(agent):
 
     reading = [0]  # bodies being read (the IO loop's thread only)
 
-    # every path comes to Handler (one that no route matched went to Tornado's handler of 404s, which read
-    # the whole body of any caller)
+    # every path comes to Handler, so that no caller's body is read by Tornado's handler of 404s
     @tornado.web.stream_request_body
     class Handler(tornado.web.RequestHandler):
         def prepare(self):

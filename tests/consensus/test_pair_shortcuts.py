@@ -1,5 +1,6 @@
-"""The fast path of the pair methods (issue 10): pair CSR without a global sort, starts on the distinct label
-rows, the start choice from label changes, tol="auto", the cocluster default l."""
+"""The pair methods' shortcuts equal the plain computation: pair CSR without a global sort, starts on the
+distinct label rows, the start choice from label changes, the descent's passes; tol="auto" and the cocluster
+default l."""
 
 import warnings
 

@@ -1,4 +1,4 @@
-"""Micro-precision, R_n, the JS criterion, cluster overlap and soft centroids (metrics.py additions)."""
+"""Micro-precision, R_n, the JS criterion, cluster overlap and soft centroids."""
 
 import itertools
 

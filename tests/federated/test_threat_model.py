@@ -1,9 +1,8 @@
-"""A second malicious coordinator, from a security review, against real site agents on 127.0.0.1.
+"""The threat model's promises against a malicious coordinator and real site agents on 127.0.0.1.
 
 Every test is one attack and asserts what the threat model promises (DESIGN.md, "Sites and privacy"):
-the site refuses, or the coordinator learns nothing about one site alone. A test that FAILS is an
-attack that works today. The first part are findings; the last part (``test_refused_*``) are attacks
-that the sites correctly refuse (not already in test_malicious_coordinator.py).
+the site refuses, or the coordinator learns nothing about one site alone. The ``test_refused_*`` tests
+are attacks the sites refuse outright (others are in test_malicious_coordinator.py).
 """
 
 from __future__ import annotations
