@@ -413,7 +413,7 @@ def count_symmetric_kernel(labels, uptr, ucols, r0, r1, indptr, low, fill, indic
 
     Row r of the symmetric CSR (``indptr``) holds its ``low[r]`` lower entries (columns < r, ascending)
     then its upper ones (ascending). ``fill[j]`` is where the next lower entry of row j from these rows
-    goes (advanced in place): ``indptr[j]`` plus the lower entries of row j from rows before ``r0``.
+    goes (advanced in place): ``indptr[j]`` plus the lower entries of row j from rows above ``r0``.
     Disjoint, consecutive row ranges with their own ``fill`` write disjoint entries, so threads can run
     them, and the result is that of one thread.
     """

@@ -320,7 +320,7 @@ def read_pair_fractions(group_or_url, *, storage_options=None, block=1 << 22):
 
 def _read_as(arr, dtype, block=1 << 23):
     """A 1-d zarr array read whole as ``dtype``, a few chunks at a time: a store written with int64
-    point indices (before they became int32) is never held in memory as int64."""
+    point indices (until they are int32) is never held in memory as int64."""
     if arr.dtype == dtype:
         return np.asarray(arr[:])
     out = np.empty(arr.shape, dtype=dtype)

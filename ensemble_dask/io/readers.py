@@ -136,7 +136,7 @@ def csv_has_header(url, storage_options=None, sep=","):
     (pass ``header=True``).
 
     A first line whose numbers are the column numbers ``0, 1, ..., m-1`` in a run of m >= 2 fields (text
-    before or after it: ``0,1,...,63,digit``, pandas' ``to_csv`` of a frame with numbered columns) is a
+    either side of it: ``0,1,...,63,digit``, pandas' ``to_csv`` of a frame with numbered columns) is a
     header when a number below one of them is written otherwise than an integer (``0.0``, ``-1.25``);
     when every number below them is an integer too, it could as well be a row of data: with three or more
     of them an :class:`InputError` asks to say which; two (``0,1``) are taken for a row.

@@ -453,7 +453,7 @@ def method_figure(
     k_chosen=None,
     k_criterion=None,
 ):
-    """The figure of one consensus method: 8 panels on a 2 x 4 grid.
+    """The figure of one consensus method: eight panels, two rows of four.
 
     Top: co-association of a sample (VAT-style), stored-pair fractions, memberships (two slots).
     Bottom: uncertainty histogram, overlap graph, soft centroids, objective trace. A panel whose

@@ -110,7 +110,7 @@ def encode_block(block, categories):
 
 
 def fresh_gamma(n_rows, k):
-    """A block's ``gamma`` before the first E-step (``-1`` = start from ``alpha + m / k``)."""
+    """A block's ``gamma`` ahead of the first E-step (``-1`` = start from ``alpha + m / k``)."""
     return np.full((n_rows, k), -1.0)
 
 
@@ -363,9 +363,8 @@ def fit_bce_dask(labels, n_clusters=2, *, client=None, block_rows=None, storage_
         ``init="random"`` (the default here) draws the starts at random: use ``n_init`` of 3-10.
         ``init="k-means++"`` or ``"spectral"`` starts from a seeded partition computed on the cluster
         (:func:`seeded_start`: KCC on the blocks, from k-means++ starts or from HBGF's partition of a sample
-        of rows fetched here), one EM run per ``n_init``: far fewer EM iterations
-        than random starts (on 200,000 subsampled KDD-schema rows, 9-10 against 125 for the best of 5
-        random starts), but other draws than the in-memory start.
+        of rows fetched here), one EM run per ``n_init``: far fewer EM iterations than random starts, but
+        other draws than the in-memory start.
 
     Returns
     -------

@@ -342,8 +342,8 @@ def _patient_nanny():
 
     distributed's Nanny kills a worker process still alive 4 s after it was asked to close. A
     worker that has imported zarr, pandas, numba and scikit-learn takes about that long to shut
-    down on a loaded machine, so the embedded cluster ended with "Worker process still alive
-    after 4.0 seconds, killing". The process exits by itself; this nanny waits up to 30 s for it.
+    down on a loaded machine, so the embedded cluster ended with distributed's "Worker process still
+    alive ..., killing". The process exits by itself; this nanny waits up to 30 s for it.
     """
     from distributed import Nanny
     from distributed.core import Status

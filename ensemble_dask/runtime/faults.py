@@ -83,8 +83,8 @@ class LostScheduler(logging.Filter):
 
         A scheduler that goes away mid-stage cancels every future of the client ("scheduler-connection-lost");
         one that goes away between two stages leaves the next stage's futures waiting while the client tries
-        to reconnect (10 s), then cancelled ("unknown"). Either way, while the stage's error travels, the
-        client is reconnecting or closed: that, not the error's type, tells the loss.
+        to reconnect (its connection timeout), then cancelled ("unknown"). Either way, while the stage's error
+        travels, the client is reconnecting or closed: that, not the error's type, tells the loss.
         """
         if not self._lost():
             return None

@@ -51,8 +51,8 @@ DASK_LABELS_BYTES = 1 << 30
 PAIRS_IN_MEMORY_BYTES = 1 << 30
 PAIR_BYTES = 20  # a stored entry as the pair methods hold it: int32 index, float64 c/N and N
 #: labels (as int32) of at most this size have their pair methods' start computed while the pairs are built
-#: (``pipeline.label_starts_alongside``); above it the start (2.5 times the labels' memory at 500,000
-#: points) waits for the pairs, so that it never adds to the pair build's memory on a large run
+#: (``pipeline.label_starts_alongside``); above it the start (a few times the labels' memory) waits
+#: for the pairs, so that it never adds to the pair build's memory on a large run
 AHEAD_LABELS_BYTES = 256 << 20
 
 _TRACE_MAX = 2000  # objective trace points kept in the attributes

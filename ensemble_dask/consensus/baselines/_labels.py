@@ -301,7 +301,7 @@ def _kmeans(U, w, k, n_init, seed, scratch=False):
             return km.fit_predict(U, sample_weight=w)
     rng = np.random.default_rng(seed)
     sample = np.sort(rng.choice(U.shape[0], size=m, replace=False))
-    with threadpool_limits(1):  # small fits: OpenMP threads that wait for a busy core cost 20x here
+    with threadpool_limits(1):  # small fits: OpenMP threads that wait for a busy core cost more than the fit
         fit = KMeans(k, n_init=n_init, random_state=seed).fit(U[sample], sample_weight=w[sample])
     km = KMeans(k, init=fit.cluster_centers_, n_init=1, random_state=seed, copy_x=not scratch)
     return km.fit_predict(U, sample_weight=w)

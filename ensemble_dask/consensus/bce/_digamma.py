@@ -39,7 +39,7 @@ def digamma(x):
             - 1.0 / x
         )
     result = 0.0
-    # two steps of the recurrence per division: 1/x + 1/(x+1) = (2x+1) / (x(x+1))
+    # two steps of the recurrence per division: 1/x + 1/(x+1) = (2*x + 1) / (x*(x + 1))
     while x < 9.0:
         result -= (2.0 * x + 1.0) / (x * (x + 1.0))
         x += 2.0

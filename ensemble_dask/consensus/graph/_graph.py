@@ -175,9 +175,8 @@ class GraphConsensus(SoftConsensusMixin):
         The candidate partitions compared (one of them: that one, with no comparison).
     spectral_max_clusters : int or None, default=50
         More clusters than this: the spectral candidate is left out while another remains. Its ``K``
-        leading eigenvalues then crowd near 1, so that Lanczos's answer depends on its start vector (on a
-        grid of 100 Gaussian clusters three settings found three different sets of 100, partitions 0.61 to
-        0.71 ARI apart), and it costs most of the fit. None: never left out.
+        leading eigenvalues then crowd near 1, so that which ones Lanczos finds depends on its start vector,
+        and it costs most of the fit (the benchmarks page, "At scale"). None: never left out.
     k_criterion : {"eigengap", "lifetime", "pac", "stability"}, default="stability"
         What chooses K when ``n_clusters`` is a range (every criterion is computed and kept).
     n_resamples : int, default=10

@@ -75,7 +75,7 @@ def make_app(agent):
 
     reading = [0]  # bodies being read (the IO loop's thread only)
 
-    # every path comes to Handler, so that no caller's body is read by Tornado's handler of 404s
+    # every path comes to Handler, so that no caller's body is read by Tornado's handler of unknown paths
     @tornado.web.stream_request_body
     class Handler(tornado.web.RequestHandler):
         def prepare(self):
