@@ -134,7 +134,7 @@ def worker_start_error(exc, exitcode):
     return WorkerStartError(
         f"a worker process of the embedded Dask cluster {how} as it started; the stage is not marked "
         "complete: run the same command again (with fewer workers, --n-workers, if memory is short)"
-        + (_GUARD_HINT if exitcode is not None and exitcode > 0 and _a_script_of_the_user() else "")
+        + (_script_hint() if exitcode is not None and exitcode > 0 else "")
     )
 
 
@@ -146,12 +146,19 @@ _GUARD_HINT = (
 )
 
 
-def _a_script_of_the_user():
-    """Whether this process runs a Python file of the user's (not ``ensemble-dask``, not an interpreter)."""
+#: a script read from standard input cannot be imported by a worker process, guard or not
+_STDIN_HINT = (
+    "; a cluster of worker processes cannot start from a script read on standard input (each worker process "
+    "imports the script that started it): save it to a file and run that, or leave the estimator's store "
+    "None (its own store in memory runs on threads)"
+)
+
+
+def _script_hint():
+    """What a user's script that started the cluster can do (:data:`_GUARD_HINT`, or :data:`_STDIN_HINT` for
+    one read from standard input); nothing for ``ensemble-dask`` or an interactive interpreter."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
-    return (
-        bool(path)
-        and "ensemble_dask" not in path
-        and not os.path.basename(sys.argv[0]).startswith("ensemble-dask")
-    )
+    if not path or "ensemble_dask" in path or os.path.basename(sys.argv[0]).startswith("ensemble-dask"):
+        return ""
+    return _GUARD_HINT if os.path.isfile(path) else _STDIN_HINT

@@ -74,17 +74,25 @@ def test_a_script_without_the_main_guard_is_told_to_add_it(tmp_path):
     assert ok.returncode == 0, ok.stderr[-2000:]
 
 
-def test_the_guard_hint_is_for_a_script_of_the_user_only(monkeypatch):
+def test_the_guard_hint_is_for_a_script_of_the_user_only(monkeypatch, tmp_path):
+    """The guard for a script file; for one read on standard input (where the guard does not help: no worker
+    can import ``<stdin>``) a file, or the estimator's own store; nothing for ``ensemble-dask``."""
+    import sys
+
     nanny = _failed_to_start(RuntimeError("Nanny failed to start worker process"))
     monkeypatch.setattr("sys.argv", ["/usr/bin/ensemble-dask", "run"])
     assert "__main__" not in str(worker_start_error(nanny, 1))
-    monkeypatch.setattr("sys.argv", ["fit.py"])
-    monkeypatch.setattr(
-        "sys.modules", {**__import__("sys").modules, "__main__": SimpleNamespace(__file__="fit.py")}
-    )
+    script = tmp_path / "fit.py"
+    script.write_text("")
+    monkeypatch.setattr("sys.argv", [str(script)])
+    monkeypatch.setitem(sys.modules, "__main__", SimpleNamespace(__file__=str(script)))
     assert "__main__" in str(worker_start_error(nanny, 1)) and "__main__" not in str(
         worker_start_error(nanny, -9)
     )
+    monkeypatch.setattr("sys.argv", ["-"])
+    monkeypatch.setitem(sys.modules, "__main__", SimpleNamespace(__file__="<stdin>"))
+    told = str(worker_start_error(nanny, 1))
+    assert "read on standard input" in told and "__main__" not in told
 
 
 def test_any_other_failure_to_start_is_not_told_as_a_killed_worker():
