@@ -349,18 +349,22 @@ class RunStore:
         reads every stored chunk too, against the digest of the bytes the stage wrote (a chunk changed in
         place, or restored from another copy, keeps the shape, the count and the stamp), and runs the stage's
         check of :data:`CONTENT_CHECKS`. Records written before digests have no bytes to compare."""
-        if (self._raw_record(name) or {}).get(_UNPARSABLE):
+        rec = self._raw_record(name) or {}
+        if rec.get(_UNPARSABLE):
             return [f"its record ({RECORDS_DIR}/{name}.json) does not parse"]
-        problems = self._verify(name, chunks)
+        return self._problems(name, rec, chunks, content)
+
+    def _problems(self, name, rec, chunks, content):
+        """:meth:`verify` of stage ``name`` against its record ``rec``, read once by the caller."""
+        problems = self._verify(name, rec, chunks)
         if content and not problems:
-            problems = self._verify_bytes(name)
+            problems = self._verify_bytes(name, rec)
         check = CONTENT_CHECKS.get(name)
         if content and not problems and check is not None:
-            problems = check(self, self.record(name) or {})
+            problems = check(self, rec)
         return problems
 
-    def _verify(self, name, chunks):
-        rec = self.record(name) or {}
+    def _verify(self, name, rec, chunks):
         problems, count_chunks = [], chunks
         for path, (shape, dtype, chunks, *_) in (rec.get("content") or {}).items():
             try:
@@ -380,8 +384,8 @@ class RunStore:
                 problems.append(f"{path} holds {stored} chunks, recorded {chunks}")
         return problems
 
-    def _verify_bytes(self, name):
-        entries = ((self.record(name) or {}).get("content") or {}).items()
+    def _verify_bytes(self, name, rec):
+        entries = (rec.get("content") or {}).items()
         return [
             f"{path}'s stored bytes are not those stage {name!r} wrote (changed in place since, or restored "
             "from another copy)"
@@ -395,7 +399,7 @@ class RunStore:
         # the stored chunks are counted once per record and store object (a listing each time); shapes,
         # dtypes and stamps (metadata) every time
         key = (name, rec.get("hash"), rec.get("finished"))
-        problems = self.verify(name, chunks=key not in self._verified)
+        problems = self._problems(name, rec, key not in self._verified, False)  # (the record read once)
         if not problems:
             self._verified.add(key)
             return
